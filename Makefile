@@ -1,0 +1,41 @@
+# One virtual environment at .venv/ serves the demo, the tests and the CLI.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint format protos bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## demo: set up and run the federated PCA demo (CSP, aggregator, 3 owners as local processes)
+demo: $(STAMP)
+	$(BIN)/leteo-fed demo pca --out out/demo-pca
+
+## test: set up and run the whole test suite (lint included)
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+## protos: regenerate the committed gRPC stubs from protos/
+protos: $(STAMP)
+	$(BIN)/python scripts/gen_protos.py
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_pca_share.py
+
+clean:
+	rm -rf $(VENV) out build *.egg-info

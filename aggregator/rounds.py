@@ -1,0 +1,129 @@
+"""Round bookkeeping: who was invited, who submitted, the running encrypted sum, the outcome.
+
+A share is folded into the encrypted sum only once it has arrived whole and validated, so an
+owner that disconnects mid-upload leaves the aggregate untouched. A round closes exactly once:
+when every invited owner has submitted or declined, or at its deadline, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from leteo_fed.crypto.paillier import PublicKey, add_ciphertexts
+from leteo_fed.encoding.packing import SlotLayout
+from leteo_fed.errors import AccessDenied, DuplicateError, ProtocolError
+from leteo_fed.protocols.pca import PcaEncoding
+
+OPEN, COMPLETED, FAILED = "OPEN", "COMPLETED", "FAILED"
+
+
+@dataclass
+class Round:
+    round_id: str
+    protocol: str
+    features: list[str]
+    components: int
+    standardize: bool
+    min_owners: int
+    deadline: float
+    public: PublicKey
+    encoding: PcaEncoding
+    layout: SlotLayout
+    n_values: int
+    invited: list[str]
+    state: str = OPEN
+    message: str = ""
+    declined: dict[str, str] = field(default_factory=dict)
+    receiving: set[str] = field(default_factory=set)
+    submitted: dict[str, dict[str, float]] = field(default_factory=dict)
+    aggregate: list[int] | None = None
+    result: dict | None = None
+    closing: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def n_ciphertexts(self) -> int:
+        return self.layout.n_ciphertexts(self.n_values)
+
+    def missing(self) -> list[str]:
+        return [s for s in self.invited if s not in self.submitted]
+
+    # ------------------------------------------------------------------ share intake
+
+    def begin_share(self, site: str) -> None:
+        with self.lock:
+            if self.closing or self.state != OPEN:
+                raise ProtocolError(f"round {self.round_id} is closed; share from {site} refused")
+            if time.time() > self.deadline:
+                raise ProtocolError(f"round {self.round_id} passed its deadline; share refused")
+            if site not in self.invited:
+                raise AccessDenied(f"owner '{site}' was not invited to round {self.round_id}")
+            if site in self.submitted or site in self.receiving:
+                raise DuplicateError(f"owner '{site}' already submitted a share to {self.round_id}")
+            if site in self.declined:
+                raise ProtocolError(f"owner '{site}' declined round {self.round_id}")
+            self.receiving.add(site)
+
+    def abort_share(self, site: str) -> None:
+        with self.lock:
+            self.receiving.discard(site)
+
+    def accept_share(self, site: str, ciphertexts: list[int], timings: dict[str, float]) -> bool:
+        """Fold a complete, validated share. Returns True when the round can now close."""
+        start = time.perf_counter()
+        with self.lock:
+            self.receiving.discard(site)
+            if self.closing:
+                raise ProtocolError(f"round {self.round_id} closed while {site}'s share arrived")
+            if self.aggregate is None:
+                self.aggregate = ciphertexts
+            else:
+                self.aggregate = add_ciphertexts(self.public, self.aggregate, ciphertexts)
+            self.submitted[site] = dict(timings)
+            self.timings["homomorphic_sum_seconds"] = self.timings.get(
+                "homomorphic_sum_seconds", 0.0
+            ) + (time.perf_counter() - start)
+            return self._all_resolved()
+
+    def decline(self, site: str, reason: str) -> bool:
+        with self.lock:
+            if site in self.submitted or self.closing:
+                return False
+            self.declined[site] = reason
+            self.receiving.discard(site)
+            return self._all_resolved()
+
+    def _all_resolved(self) -> bool:
+        return all(s in self.submitted or s in self.declined for s in self.invited)
+
+    def claim_close(self) -> bool:
+        """True for exactly one caller: the one that gets to finalize."""
+        with self.lock:
+            if self.closing:
+                return False
+            self.closing = True
+            return True
+
+    def finish(self, state: str, message: str, result: dict | None = None) -> None:
+        with self.lock:
+            self.state, self.message, self.result = state, message, result
+            self.aggregate = None  # nothing of the encrypted sum outlives the round
+        self.done.set()
+
+    def quorum_message(self) -> str:
+        parts = [
+            f"quorum not met: {len(self.submitted)} share(s) received, "
+            f"{self.min_owners} required"
+        ]
+        if self.declined:
+            parts.append(
+                "declined: " + "; ".join(f"{s}: {r}" for s, r in sorted(self.declined.items()))
+            )
+        silent = [s for s in self.invited if s not in self.submitted and s not in self.declined]
+        if silent:
+            parts.append("no share by the deadline from: " + ", ".join(silent))
+        return ". ".join(parts)

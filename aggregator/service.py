@@ -1,0 +1,433 @@
+"""The aggregator (data user): runs rounds, sums encrypted shares, blinds, asks the CSP, unblinds.
+
+What it sees: ciphertexts, its own masks, and the protocol output (the aggregate statistics it
+needs to compute PCA). It never sees a single owner's share in the clear.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from aggregator.rounds import COMPLETED, FAILED, Round
+from leteo_fed import __version__
+from leteo_fed.crypto.paillier import (
+    PublicKey,
+    add_plaintexts,
+    bytes_to_int,
+    check_ciphertext,
+)
+from leteo_fed.encoding.packing import draw_masks, pack_raw, unblind, unpack
+from leteo_fed.errors import (
+    DataError,
+    LeteoError,
+    NotFoundError,
+    PeerUnavailable,
+    ProtocolError,
+)
+from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.protocols import pca
+from leteo_fed.transport.certs import check_site_id
+from leteo_fed.transport.grpc_io import (
+    TlsConfig,
+    require_role,
+    rpc_error_message,
+    rpc_method,
+)
+from leteo_fed.transport.messages import (
+    batches,
+    encoding_from_proto,
+    encoding_to_proto,
+    public_key_from_proto,
+)
+
+log = logging.getLogger("leteo.aggregator")
+
+DEFAULT_DEADLINE_SECONDS = 120.0
+MAX_DEADLINE_SECONDS = 24 * 3600.0
+INVITE_TIMEOUT_SECONDS = 10.0
+CSP_TIMEOUT_SECONDS = 300.0
+MIN_QUORUM = 2  # one share alone would reveal that owner's statistics to the data user
+
+
+class AggregatorService(pb_grpc.AggregatorServicer):
+    def __init__(self, tls: TlsConfig, csp_address: str, name: str = "aggregator") -> None:
+        self._tls = tls
+        self._name = name
+        self._csp_address = csp_address
+        self._csp_channel = tls.channel(csp_address)
+        self._csp = pb_grpc.CryptoServiceProviderStub(self._csp_channel)
+        self._public: PublicKey | None = None
+        self._owners: dict[str, str] = {}
+        self._owner_stubs: dict[str, pb_grpc.OwnerAgentStub] = {}
+        self._rounds: dict[str, Round] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="round")
+
+    # ------------------------------------------------------------------ helpers
+
+    def public_key(self) -> PublicKey:
+        if self._public is None:
+            try:
+                msg = self._csp.GetPublicKey(pb.PublicKeyRequest(), timeout=10)
+            except grpc.RpcError as exc:
+                raise PeerUnavailable(
+                    f"cannot reach the CSP at {self._csp_address}: {rpc_error_message(exc)}"
+                ) from exc
+            self._public = public_key_from_proto(msg)
+            log.info("CSP public key %s (%d bits)", self._public.key_id, self._public.bits)
+        return self._public
+
+    def _owner_stub(self, site: str) -> pb_grpc.OwnerAgentStub:
+        with self._lock:
+            address = self._owners[site]
+            stub = self._owner_stubs.get(address)
+            if stub is None:
+                stub = pb_grpc.OwnerAgentStub(self._tls.channel(address))
+                self._owner_stubs[address] = stub
+            return stub
+
+    def _round(self, round_id: str) -> Round:
+        with self._lock:
+            rnd = self._rounds.get(round_id)
+        if rnd is None:
+            raise NotFoundError(f"unknown round {round_id!r}")
+        return rnd
+
+    @staticmethod
+    def status(rnd: Round) -> pb.RoundStatus:
+        with rnd.lock:
+            return pb.RoundStatus(
+                round_id=rnd.round_id,
+                protocol=rnd.protocol,
+                state=rnd.state,
+                message=rnd.message,
+                invited=rnd.invited,
+                submitted=list(rnd.submitted),
+                missing=rnd.missing(),
+                result_json=json.dumps(rnd.result) if rnd.result else "",
+            )
+
+    # ------------------------------------------------------------------ RPCs: anyone
+
+    @rpc_method
+    def Health(self, request, context):
+        return pb.HealthReply(party=self._name, role="aggregator", version=__version__, status="SERVING")
+
+    # ------------------------------------------------------------------ RPCs: owners
+
+    @rpc_method
+    def RegisterOwner(self, request, context):
+        caller = require_role(context, "owner")
+        if request.site_id != caller.name:
+            raise ProtocolError(
+                f"owner '{caller.name}' cannot register as '{request.site_id}'"
+            )
+        check_site_id(request.site_id)
+        if not request.address or ":" not in request.address:
+            raise DataError("address must be host:port", field="address")
+        with self._lock:
+            previous = self._owners.get(request.site_id)
+            self._owners[request.site_id] = request.address
+        if previous != request.address:
+            log.info("owner %s registered at %s", request.site_id, request.address)
+        return pb.Ack(ok=True, message=f"registered {request.site_id}")
+
+    @rpc_method
+    def SubmitShare(self, request_iterator, context):
+        caller = require_role(context, "owner")
+        first = next(request_iterator, None)
+        if first is None or first.WhichOneof("part") != "header":
+            raise ProtocolError("a share must start with its header")
+        header = first.header
+        if header.site_id != caller.name:
+            raise ProtocolError(f"owner '{caller.name}' cannot submit for '{header.site_id}'")
+        rnd = self._round(header.round_id)
+        rnd.begin_share(caller.name)
+        try:
+            self._check_header(rnd, header)
+            ciphertexts = self._receive(rnd, request_iterator)
+        except BaseException:
+            rnd.abort_share(caller.name)
+            raise
+        complete = rnd.accept_share(caller.name, ciphertexts, dict(header.timings))
+        log.info(
+            "round %s: share from %s accepted (%d/%d)",
+            rnd.round_id, caller.name, len(rnd.submitted), len(rnd.invited),
+        )
+        if complete:
+            self._pool.submit(self._finalize, rnd)
+        return pb.Ack(ok=True, message=f"share accepted for {rnd.round_id}")
+
+    def _check_header(self, rnd: Round, header: pb.ShareHeader) -> None:
+        if header.key_id != rnd.public.key_id:
+            raise ProtocolError(f"share encrypted under key {header.key_id}, round uses {rnd.public.key_id}")
+        if header.dimension != len(rnd.features):
+            raise DataError(
+                f"share has dimension {header.dimension}, round {rnd.round_id} has "
+                f"{len(rnd.features)} features",
+                field="dimension",
+            )
+        enc, layout = encoding_from_proto(header.encoding, rnd.public.bits)
+        if enc != rnd.encoding or layout != rnd.layout:
+            raise DataError("share encoding differs from the round's encoding", field="encoding")
+        if header.n_ciphertexts != rnd.n_ciphertexts:
+            raise DataError(
+                f"share declares {header.n_ciphertexts} ciphertexts, round expects {rnd.n_ciphertexts}",
+                field="n_ciphertexts",
+            )
+
+    @staticmethod
+    def _receive(rnd: Round, request_iterator) -> list[int]:
+        expected = rnd.n_ciphertexts
+        ciphertexts: list[int] = []
+        for msg in request_iterator:
+            if msg.WhichOneof("part") != "batch":
+                raise ProtocolError("only ciphertext batches may follow the share header")
+            for raw in msg.batch.ciphertexts:
+                c = bytes_to_int(raw)
+                check_ciphertext(rnd.public, c)
+                ciphertexts.append(c)
+            if len(ciphertexts) > expected:
+                raise DataError(f"share has more than the {expected} ciphertexts it declared")
+        if len(ciphertexts) != expected:
+            raise ProtocolError(
+                f"incomplete share: {len(ciphertexts)} of {expected} ciphertexts arrived"
+            )
+        return ciphertexts
+
+    @rpc_method
+    def Decline(self, request, context):
+        caller = require_role(context, "owner")
+        if request.site_id != caller.name:
+            raise ProtocolError(f"owner '{caller.name}' cannot decline for '{request.site_id}'")
+        rnd = self._round(request.round_id)
+        log.warning("round %s: %s declined: %s", rnd.round_id, caller.name, request.reason)
+        if rnd.decline(caller.name, request.reason):
+            self._pool.submit(self._finalize, rnd)
+        return pb.Ack(ok=True)
+
+    # ------------------------------------------------------------------ RPCs: data user
+
+    @rpc_method
+    def ListOwners(self, request, context):
+        require_role(context, "analyst", "aggregator")
+        with self._lock:
+            owners = [pb.OwnerRegistration(site_id=s, address=a) for s, a in sorted(self._owners.items())]
+        return pb.OwnerList(owners=owners)
+
+    @rpc_method
+    def GetRound(self, request, context):
+        require_role(context, "analyst", "aggregator")
+        rnd = self._round(request.round_id)
+        wait = min(max(request.wait_seconds, 0.0), 600.0)
+        if wait:
+            rnd.done.wait(wait)
+        return self.status(rnd)
+
+    @rpc_method
+    def StartPcaRound(self, request, context):
+        caller = require_role(context, "analyst", "aggregator")
+        features = list(request.features)
+        if not features:
+            raise DataError("features is empty: name the columns to analyse", field="features")
+        if len(set(features)) != len(features):
+            raise DataError("features contains duplicates", field="features")
+        components = request.components or min(2, len(features))
+        if not 1 <= components <= len(features):
+            raise DataError(
+                f"components must be in 1..{len(features)}, got {components}", field="components"
+            )
+        min_owners = request.min_owners or MIN_QUORUM
+        if min_owners < MIN_QUORUM:
+            raise DataError(
+                f"min_owners must be at least {MIN_QUORUM}: a single share would be revealed",
+                field="min_owners",
+            )
+        deadline_s = request.deadline_seconds or DEFAULT_DEADLINE_SECONDS
+        if not 0 < deadline_s <= MAX_DEADLINE_SECONDS:
+            raise DataError(f"deadline_seconds must be in (0, {MAX_DEADLINE_SECONDS:.0f}]", field="deadline_seconds")
+        with self._lock:
+            registered = dict(self._owners)
+        invited = list(request.owners) or sorted(registered)
+        unknown = [s for s in invited if s not in registered]
+        if unknown:
+            raise NotFoundError(f"owner(s) not registered: {', '.join(unknown)}")
+        if len(invited) < min_owners:
+            raise ProtocolError(
+                f"{len(invited)} owner(s) registered, the round needs at least {min_owners}"
+            )
+        public = self.public_key()
+        encoding = pca.PcaEncoding(
+            scale_bits=request.scale_bits or pca.DEFAULT_SCALE_BITS,
+            value_bound=request.value_bound or pca.DEFAULT_VALUE_BOUND,
+            max_owners=max(pca.DEFAULT_MAX_OWNERS, len(invited)),
+        )
+        layout = encoding.layout(public.bits)
+        rnd = Round(
+            round_id=f"pca-{uuid.uuid4().hex[:12]}",
+            protocol=pca.PROTOCOL,
+            features=features,
+            components=components,
+            standardize=request.standardize,
+            min_owners=min_owners,
+            deadline=time.time() + deadline_s,
+            public=public,
+            encoding=encoding,
+            layout=layout,
+            n_values=pca.n_values(len(features)),
+            invited=invited,
+        )
+        try:
+            self._csp.OpenRound(
+                pb.CspRoundRequest(
+                    round_id=rnd.round_id, key_id=public.key_id, n_ciphertexts=rnd.n_ciphertexts
+                ),
+                timeout=10,
+            )
+        except grpc.RpcError as exc:
+            raise PeerUnavailable(f"the CSP refused to open the round: {rpc_error_message(exc)}") from exc
+        with self._lock:
+            self._rounds[rnd.round_id] = rnd
+        log.info(
+            "round %s opened by %s: PCA on %d features, %d owners invited, quorum %d, deadline %.0f s",
+            rnd.round_id, caller.name, len(features), len(invited), min_owners, deadline_s,
+        )
+        timer = threading.Timer(deadline_s, self._finalize, args=(rnd,))
+        timer.daemon = True
+        timer.start()
+        spec = pb.RoundSpec(
+            round_id=rnd.round_id,
+            protocol=rnd.protocol,
+            features=features,
+            encoding=encoding_to_proto(encoding, layout),
+            key_id=public.key_id,
+            deadline_unix=rnd.deadline,
+            n_values=rnd.n_values,
+            n_ciphertexts=rnd.n_ciphertexts,
+        )
+        for site in invited:
+            self._pool.submit(self._invite, rnd, site, spec)
+        return self.status(rnd)
+
+    # ------------------------------------------------------------------ round machinery
+
+    def _invite(self, rnd: Round, site: str, spec: pb.RoundSpec) -> None:
+        try:
+            reply = self._owner_stub(site).Invite(spec, timeout=INVITE_TIMEOUT_SECONDS)
+            reason = "" if reply.accepted else reply.reason or "declined"
+        except grpc.RpcError as exc:
+            reason = f"unreachable: {rpc_error_message(exc)}"
+        if reason:
+            log.warning("round %s: %s cannot take part: %s", rnd.round_id, site, reason)
+            if rnd.decline(site, reason):
+                self._finalize(rnd)
+
+    def _finalize(self, rnd: Round) -> None:
+        if not rnd.claim_close():
+            return
+        try:
+            if len(rnd.submitted) < rnd.min_owners:
+                rnd.finish(FAILED, rnd.quorum_message())
+                log.warning("round %s failed: %s", rnd.round_id, rnd.message)
+            else:
+                result = self._compute(rnd)
+                rnd.finish(COMPLETED, f"{len(rnd.submitted)} share(s) aggregated", result)
+                log.info("round %s completed with %d owners", rnd.round_id, len(rnd.submitted))
+        except LeteoError as exc:
+            rnd.finish(FAILED, str(exc))
+            log.error("round %s failed: %s", rnd.round_id, exc)
+        except Exception as exc:  # a bug must still end the round, never leave it hanging
+            log.exception("round %s crashed", rnd.round_id)
+            rnd.finish(FAILED, f"internal error: {type(exc).__name__}")
+        self._publish(rnd)
+
+    def _compute(self, rnd: Round) -> dict:
+        t = {}
+        start = time.perf_counter()
+        masks = draw_masks(rnd.n_values, rnd.layout)
+        blinded = add_plaintexts(rnd.public, rnd.aggregate, pack_raw(masks, rnd.layout))
+        t["mask_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        plaintexts, csp_seconds = self._decrypt(rnd, blinded)
+        t["csp_round_trip_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        slots = unpack(plaintexts, rnd.n_values, rnd.layout)
+        totals = unblind(slots, masks, len(rnd.submitted), rnd.layout)
+        agg = pca.aggregate_from_totals(totals, len(rnd.features), rnd.encoding.scale_bits)
+        t["unmask_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        result = pca.pca_from_aggregate(agg, rnd.features, rnd.components, rnd.standardize)
+        t["eigendecomposition_seconds"] = time.perf_counter() - start
+        t.update(rnd.timings)
+
+        doc = result.to_dict()
+        doc.update(
+            round_id=rnd.round_id,
+            owners=sorted(rnd.submitted),
+            declined=rnd.declined,
+            encoding={
+                "scale_bits": rnd.encoding.scale_bits,
+                "value_bound": rnd.encoding.value_bound,
+                "slot_bits": rnd.layout.slot_bits,
+                "slots_per_ciphertext": rnd.layout.slots_per_ciphertext,
+                "mask_bits": rnd.layout.mask_bits,
+                "statistical_security_bits": rnd.layout.statistical_security,
+                "ciphertexts_per_share": rnd.n_ciphertexts,
+                "paillier_bits": rnd.public.bits,
+            },
+            timings={
+                "owners": rnd.submitted,
+                "aggregator": t,
+                "csp": {"decrypt_seconds": csp_seconds},
+            },
+        )
+        return doc
+
+    def _decrypt(self, rnd: Round, blinded: list[int]) -> tuple[list[int], float]:
+        def requests():
+            yield pb.DecryptChunk(header=pb.CspRoundRequest(round_id=rnd.round_id, key_id=rnd.public.key_id,
+                                                            n_ciphertexts=len(blinded)))
+            for chunk in batches(blinded, rnd.public.ciphertext_bytes):
+                yield pb.DecryptChunk(batch=pb.CiphertextBatch(ciphertexts=chunk))
+
+        plaintexts: list[int] = []
+        seconds = 0.0
+        try:
+            for reply in self._csp.DecryptBlinded(requests(), timeout=CSP_TIMEOUT_SECONDS):
+                plaintexts.extend(bytes_to_int(p) for p in reply.plaintexts)
+                seconds = reply.decrypt_seconds
+        except grpc.RpcError as exc:
+            raise PeerUnavailable(f"CSP decryption failed: {rpc_error_message(exc)}") from exc
+        if len(plaintexts) != len(blinded):
+            raise ProtocolError(f"the CSP returned {len(plaintexts)} of {len(blinded)} plaintexts")
+        return plaintexts, seconds
+
+    def _publish(self, rnd: Round) -> None:
+        status = self.status(rnd)
+        for site in rnd.invited:
+            self._pool.submit(self._publish_one, site, status)
+
+    def _publish_one(self, site: str, status: pb.RoundStatus) -> None:
+        try:
+            self._owner_stub(site).PublishResult(status, timeout=5)
+        except grpc.RpcError as exc:
+            log.info("could not publish %s to %s: %s", status.round_id, site, rpc_error_message(exc))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._csp_channel.close()
+
+
+def add_to_server(server: grpc.Server, service: AggregatorService) -> None:
+    pb_grpc.add_AggregatorServicer_to_server(service, server)

@@ -1,0 +1,3 @@
+from leteo_fed.cli.main import main
+
+raise SystemExit(main())

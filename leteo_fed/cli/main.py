@@ -1,0 +1,283 @@
+"""`leteo-fed`: one command for every party and job.
+
+Exit codes: 0 success; 2 bad input or a refused request (one readable line on stderr);
+1 a failure of the run itself (a peer unreachable, a round that ended without a result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from leteo_fed import __version__
+from leteo_fed.errors import ConfigError, LeteoError, PeerUnavailable
+
+DESCRIPTION = """\
+LETEO-Fed: privacy-preserving analytics across many data owners.
+
+Three services cooperate over mutually authenticated gRPC (mTLS):
+  csp         holds the Paillier secret key; decrypts only blinded aggregates
+  aggregator  runs rounds for the data user; adds encrypted shares, blinds, unblinds
+  owner       one per site, next to the data; sends only encrypted statistics
+
+Quick start (everything on this machine, separate processes, fresh certificates):
+  leteo-fed demo pca --out out/demo-pca
+"""
+
+
+def _add_tls(p: argparse.ArgumentParser, default_name: str, role: str) -> None:
+    g = p.add_argument_group("transport security")
+    g.add_argument(
+        "--tls-dir",
+        type=Path,
+        default=Path("certs"),
+        help="folder with ca.crt, NAME.crt and NAME.key from `leteo-fed certs` (default: ./certs)",
+    )
+    g.add_argument(
+        "--name",
+        default=default_name,
+        help=f"this party's certificate name (default: {default_name})",
+    )
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plaintext gRPC with NO authentication: local experiments only",
+    )
+    p.set_defaults(role=role)
+
+
+def _tls(args):
+    from leteo_fed.transport.grpc_io import TlsConfig
+
+    if args.insecure:
+        return TlsConfig.insecure_as(args.name, args.role)
+    return TlsConfig.from_dir(args.tls_dir, args.name, args.role)
+
+
+def _csv_list(text: str) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="leteo-fed", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"leteo-fed {__version__}")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log verbosity"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    # certs
+    p = sub.add_parser(
+        "certs",
+        help="create a CA and mTLS certificates for every party",
+        description="Create a private CA and one certificate per party (csp, aggregator, analyst "
+        "and each owner site). Identity = certificate common name; role = organizational unit. "
+        "Private keys are written with mode 600.",
+    )
+    p.add_argument("--out", type=Path, default=Path("certs"), help="output folder (default: ./certs)")
+    p.add_argument("--owners", type=_csv_list, required=True, help="owner site ids, e.g. site-1,site-2")
+    p.add_argument(
+        "--hosts",
+        type=_csv_list,
+        default=[],
+        help="extra host names / IPs the services are reached at (localhost and 127.0.0.1 are always included)",
+    )
+    p.add_argument("--days", type=int, default=825, help="validity in days (default: 825)")
+
+    # csp serve
+    csp = sub.add_parser("csp", help="the crypto service provider").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    p = csp.add_parser(
+        "serve",
+        help="run the CSP service",
+        description="Serve the CSP: creates a Paillier key pair in --key-dir on first start "
+        "(secret key mode 600; sealed with a passphrase if LETEO_CSP_PASSPHRASE is set), serves "
+        "the public key, and decrypts blinded aggregates for the aggregator only.",
+    )
+    p.add_argument("--listen", default="127.0.0.1:50051", help="host:port (default: 127.0.0.1:50051)")
+    p.add_argument("--key-dir", type=Path, default=Path("csp-keys"), help="key folder (default: ./csp-keys)")
+    p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size for a new key (default: 2048)")
+    p.add_argument(
+        "--insecure-small-key", action="store_true", help="allow keys below 2048 bits (tests only)"
+    )
+    p.add_argument(
+        "--transcript", type=Path, default=None, help="append every decrypted (blinded) value to this file, for audits"
+    )
+    _add_tls(p, "csp", "csp")
+
+    # aggregator serve
+    agg = sub.add_parser("aggregator", help="the aggregator (data user)").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    p = agg.add_parser(
+        "serve",
+        help="run the aggregator service",
+        description="Serve the aggregator: owners register with it; the data user starts rounds "
+        "against it (`leteo-fed pca`).",
+    )
+    p.add_argument("--listen", default="127.0.0.1:50052", help="host:port (default: 127.0.0.1:50052)")
+    p.add_argument("--csp", default="127.0.0.1:50051", help="CSP address (default: 127.0.0.1:50051)")
+    _add_tls(p, "aggregator", "aggregator")
+
+    # owner serve
+    own = sub.add_parser("owner", help="an owner agent (one per site)").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    p = own.add_parser(
+        "serve",
+        help="run an owner agent",
+        description="Serve an owner agent next to a site's data. All settings come from one TOML "
+        "file: site_id, listen, advertise, [data] path/format/label_column/engine, [peers] "
+        "aggregator/csp, [tls] dir or ca/cert/key. See docs/owner-config.md.",
+    )
+    p.add_argument("--config", type=Path, required=True, help="owner TOML config file")
+
+    # pca
+    p = sub.add_parser(
+        "pca",
+        help="run a federated PCA round against running services",
+        description="Start a federated PCA round at the aggregator and wait for the result. "
+        "Owners send encrypted sums of x x^T, x and counts; the result equals PCA on the pooled "
+        "rows. Writes OUT/pca.json.",
+    )
+    p.add_argument("--aggregator", default="127.0.0.1:50052", help="aggregator address")
+    p.add_argument("--features", type=_csv_list, required=True, help="comma-separated feature columns")
+    p.add_argument("--components", type=int, default=2, help="number of components (default: 2)")
+    p.add_argument("--min-owners", type=int, default=2, help="quorum: minimum shares (>= 2; default: 2)")
+    p.add_argument("--deadline", type=float, default=120.0, help="round deadline in seconds (default: 120)")
+    p.add_argument("--standardize", action="store_true", help="PCA of the correlation matrix")
+    p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
+    p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits (default: 32)")
+    p.add_argument("--owners", type=_csv_list, default=[], help="invite only these sites (default: all)")
+    p.add_argument("--out", type=Path, default=Path("out/pca"), help="output folder (default: out/pca)")
+    _add_tls(p, "analyst", "analyst")
+
+    # demo
+    demo = sub.add_parser("demo", help="run a complete local deployment end to end").add_subparsers(
+        dest="action", required=True, metavar="DEMO"
+    )
+    p = demo.add_parser(
+        "pca",
+        help="federated PCA demo with real processes, mTLS and 2048-bit Paillier",
+        description="Start a CSP, an aggregator and N owner agents as separate local processes on "
+        "loopback with fresh certificates; split a data set horizontally across the owners; run "
+        "one PCA round; compare with centralized NumPy PCA; write OUT/pca.json and "
+        "OUT/pca_scatter.png; stop every process.",
+    )
+    p.add_argument("--data", type=Path, default=None, help="CSV file (default: scikit-learn's breast cancer set)")
+    p.add_argument("--features", type=_csv_list, default=None, help="columns (default: all numeric except the label)")
+    p.add_argument("--label-column", default=None, help="label column: only colours the plot")
+    p.add_argument("--owners", type=int, default=3, help="number of owner agents (default: 3)")
+    p.add_argument("--components", type=int, default=2, help="number of components (default: 2)")
+    p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048)")
+    p.add_argument("--standardize", action="store_true", help="PCA of the correlation matrix")
+    p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
+    p.add_argument("--out", type=Path, default=Path("out/demo-pca"), help="output folder (default: out/demo-pca)")
+    p.add_argument("--seed", type=int, default=7, help="seed of the horizontal split (default: 7)")
+    p.add_argument("--insecure", action="store_true", help="run the demo without TLS (not recommended)")
+    return parser
+
+
+def _run(args) -> int:
+    if args.command == "certs":
+        from leteo_fed.transport.certs import create_pki
+
+        parties = create_pki(args.out, args.owners, args.hosts, args.days)
+        print(f"wrote CA and {len(parties)} certificates to {args.out}: " + ", ".join(p.name for p in parties))
+        return 0
+    if args.command == "csp":
+        from csp.server import serve
+
+        serve(args.listen, _tls(args), args.key_dir, args.key_bits, args.insecure_small_key, args.transcript)
+        return 0
+    if args.command == "aggregator":
+        from aggregator.server import serve
+
+        serve(args.listen, _tls(args), args.csp)
+        return 0
+    if args.command == "owner":
+        from owner_agent.server import serve
+
+        serve(args.config)
+        return 0
+    if args.command == "pca":
+        return _run_pca(args)
+    if args.command == "demo":
+        from leteo_fed.demo.pca_demo import DemoOptions, run_demo
+
+        opts = DemoOptions(
+            data=args.data,
+            features=args.features,
+            label_column=args.label_column,
+            owners=args.owners,
+            components=args.components,
+            key_bits=args.key_bits,
+            standardize=args.standardize,
+            value_bound=args.value_bound,
+            out=args.out,
+            seed=args.seed,
+            insecure=args.insecure,
+        )
+        run_demo(opts)
+        return 0
+    raise ConfigError(f"unknown command {args.command}")
+
+
+def _run_pca(args) -> int:
+    from leteo_fed.client import AnalystClient, PcaParams
+    from leteo_fed.fileio import atomic_write_json
+
+    params = PcaParams(
+        features=args.features,
+        components=args.components,
+        min_owners=args.min_owners,
+        deadline_seconds=args.deadline,
+        standardize=args.standardize,
+        scale_bits=args.scale_bits,
+        value_bound=args.value_bound,
+        owners=tuple(args.owners),
+    )
+    with AnalystClient(args.aggregator, _tls(args)) as client:
+        result = client.run_pca(params)
+    out = Path(args.out) / "pca.json"
+    atomic_write_json(out, result)
+    print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from leteo_fed.client import RoundFailed
+
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (PeerUnavailable, RoundFailed) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except LeteoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

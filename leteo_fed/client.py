@@ -1,0 +1,126 @@
+"""The data user's client: start a round at the aggregator and wait for its outcome."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from leteo_fed.errors import LeteoError, PeerUnavailable
+from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
+
+
+class RoundFailed(LeteoError):
+    """The round ended without a result (quorum not met, CSP failure, ...)."""
+
+
+class RpcRefused(LeteoError):
+    """The aggregator refused the request; carries the gRPC status code."""
+
+    def __init__(self, message: str, code: grpc.StatusCode | None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class PcaParams:
+    features: list[str]
+    components: int = 2
+    min_owners: int = 0
+    deadline_seconds: float = 120.0
+    standardize: bool = False
+    scale_bits: int = 0
+    value_bound: float = 0.0
+    owners: tuple[str, ...] = ()
+
+
+class AnalystClient:
+    def __init__(self, aggregator: str, tls: TlsConfig) -> None:
+        self._address = aggregator
+        self._channel = tls.channel(aggregator)
+        self._stub = pb_grpc.AggregatorStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> AnalystClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, method, request, timeout: float):
+        try:
+            return method(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise PeerUnavailable(
+                    f"aggregator at {self._address}: {rpc_error_message(exc)}"
+                ) from exc
+            raise RpcRefused(rpc_error_message(exc), code) from exc
+
+    def owners(self) -> list[tuple[str, str]]:
+        reply = self._call(self._stub.ListOwners, pb.ListOwnersRequest(), 10)
+        return [(o.site_id, o.address) for o in reply.owners]
+
+    def wait_for_owners(self, count: int, timeout: float = 60.0) -> list[str]:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                sites = [s for s, _ in self.owners()]
+            except PeerUnavailable:
+                sites = []
+            if len(sites) >= count:
+                return sites
+            if time.monotonic() > end:
+                raise PeerUnavailable(
+                    f"only {len(sites)} of {count} owners registered within {timeout:.0f} s"
+                )
+            time.sleep(0.2)
+
+    def start_pca(self, params: PcaParams) -> pb.RoundStatus:
+        request = pb.PcaRequest(
+            features=params.features,
+            components=params.components,
+            min_owners=params.min_owners,
+            deadline_seconds=params.deadline_seconds,
+            standardize=params.standardize,
+            scale_bits=params.scale_bits,
+            value_bound=params.value_bound,
+            owners=list(params.owners),
+        )
+        return self._call(self._stub.StartPcaRound, request, 30)
+
+    def wait(
+        self,
+        round_id: str,
+        timeout: float,
+        on_tick: Callable[[pb.RoundStatus], None] | None = None,
+    ) -> pb.RoundStatus:
+        end = time.monotonic() + timeout
+        while True:
+            wait = max(0.0, min(1.0, end - time.monotonic()))
+            status = self._call(
+                self._stub.GetRound, pb.RoundQuery(round_id=round_id, wait_seconds=wait), wait + 30
+            )
+            if status.state != "OPEN" or time.monotonic() >= end:
+                return status
+            if on_tick:
+                on_tick(status)
+
+    def run_pca(
+        self,
+        params: PcaParams,
+        on_tick: Callable[[pb.RoundStatus], None] | None = None,
+    ) -> dict:
+        status = self.start_pca(params)
+        final = self.wait(status.round_id, params.deadline_seconds + 60, on_tick)
+        if final.state != "COMPLETED":
+            raise RoundFailed(f"round {final.round_id} {final.state.lower()}: {final.message}")
+        return json.loads(final.result_json)

@@ -1,0 +1,129 @@
+"""Owner-agent configuration: one TOML file per site.
+
+Example::
+
+    site_id = "site-1"
+    listen = "0.0.0.0:50061"          # where this agent serves
+    advertise = "site-1:50061"         # how the aggregator reaches it
+    results_dir = "results"            # published results land here (optional)
+
+    [data]
+    path = "data/site-1.csv"           # CSV, Parquet, or any Spark-readable URI
+    format = "csv"                     # optional: csv | parquet (default: from the extension)
+    label_column = "diagnosis"         # optional
+    engine = "auto"                    # auto | numpy | spark
+
+    [peers]
+    aggregator = "aggregator:50052"
+    csp = "csp:50051"
+
+    [tls]
+    dir = "certs"                      # ca.crt, site-1.crt, site-1.key; or ca/cert/key paths
+    insecure = false
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leteo_fed.errors import ConfigError
+from leteo_fed.transport.certs import Party, check_site_id
+from leteo_fed.transport.grpc_io import TlsConfig
+
+ENGINES = ("auto", "numpy", "spark")
+SPARK_AUTO_BYTES = 512 * 1024 * 1024  # local files above this go through Spark under "auto"
+
+
+@dataclass(frozen=True)
+class DataSourceConfig:
+    path: str
+    format: str | None = None
+    label_column: str | None = None
+    engine: str = "auto"
+
+
+@dataclass(frozen=True)
+class OwnerConfig:
+    site_id: str
+    listen: str
+    advertise: str
+    data: DataSourceConfig
+    aggregator: str
+    csp: str
+    tls: TlsConfig
+    results_dir: Path | None = None
+
+
+_TOP_KEYS = {"site_id", "listen", "advertise", "results_dir", "data", "peers", "tls"}
+
+
+def _require(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
+    if key not in table:
+        raise ConfigError(f"missing required key '{where}{key}'", field=f"{where}{key}")
+    value = table[key]
+    if not isinstance(value, kind):
+        raise ConfigError(
+            f"'{where}{key}' must be a {kind.__name__}, got {type(value).__name__}",
+            field=f"{where}{key}",
+        )
+    return value
+
+
+def load_owner_config(path: str | Path) -> OwnerConfig:
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key '{unknown[0]}'", field=unknown[0])
+    base = path.parent
+
+    site_id = _require(doc, "site_id", "")
+    check_site_id(site_id)
+    listen = _require(doc, "listen", "")
+    advertise = doc.get("advertise", listen)
+
+    data = _require(doc, "data", "", dict)
+    engine = data.get("engine", "auto")
+    if engine not in ENGINES:
+        raise ConfigError(f"'data.engine' must be one of {ENGINES}, got {engine!r}", field="data.engine")
+    raw_path = _require(data, "path", "data.")
+    data_path = raw_path if "://" in raw_path else str((base / raw_path).resolve())
+    source = DataSourceConfig(data_path, data.get("format"), data.get("label_column"), engine)
+
+    peers = _require(doc, "peers", "", dict)
+    aggregator = _require(peers, "aggregator", "peers.")
+    csp = _require(peers, "csp", "peers.")
+
+    tls_doc = doc.get("tls", {})
+    if not isinstance(tls_doc, dict):
+        raise ConfigError("'tls' must be a table", field="tls")
+    identity = Party(site_id, "owner")
+    if tls_doc.get("insecure", False):
+        tls = TlsConfig(identity, insecure=True)
+    elif "dir" in tls_doc:
+        tls = TlsConfig.from_dir(base / tls_doc["dir"], site_id, "owner")
+    elif {"ca", "cert", "key"} <= set(tls_doc):
+        tls = TlsConfig(identity, base / tls_doc["ca"], base / tls_doc["cert"], base / tls_doc["key"])
+    else:
+        raise ConfigError(
+            "[tls] needs 'dir', or 'ca', 'cert' and 'key', or insecure = true", field="tls"
+        )
+    results = doc.get("results_dir")
+    return OwnerConfig(
+        site_id=site_id,
+        listen=listen,
+        advertise=advertise,
+        data=source,
+        aggregator=aggregator,
+        csp=csp,
+        tls=tls,
+        results_dir=(base / results) if results else None,
+    )

@@ -1,0 +1,219 @@
+"""A whole deployment on this machine: CSP, aggregator and owner agents as separate processes.
+
+Used by `leteo-fed demo` and by the integration tests. Every child gets the parent-death
+signal, so even a killed parent leaves no orphans; `stop()` terminates, then kills stragglers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from leteo_fed.errors import PeerUnavailable
+from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.transport.certs import create_pki
+from leteo_fed.transport.grpc_io import TlsConfig
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class OwnerSpec:
+    site_id: str
+    data_path: Path
+    engine: str = "numpy"
+    label_column: str | None = None
+
+
+@dataclass
+class LocalCluster:
+    workdir: Path
+    owners: list[OwnerSpec]
+    key_bits: int = 2048
+    insecure: bool = False
+    csp_transcript: bool = False
+    log_level: str = "INFO"
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def certs(self) -> Path:
+        return self.workdir / "certs"
+
+    @property
+    def logs(self) -> Path:
+        return self.workdir / "logs"
+
+    def tls(self, name: str, role: str) -> TlsConfig:
+        if self.insecure:
+            return TlsConfig.insecure_as(name, role)
+        return TlsConfig.from_dir(self.certs, name, role)
+
+    def _tls_args(self, name: str) -> list[str]:
+        return ["--insecure", "--name", name] if self.insecure else ["--tls-dir", str(self.certs), "--name", name]
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        cmd = [sys.executable, "-m", "leteo_fed", "--log-level", self.log_level, *args]
+        self.procs[name] = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent, cwd=self.workdir,
+        )
+        log.close()
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir).resolve()  # children run inside it
+
+    def start(self, timeout: float = 90.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if not self.insecure:
+            create_pki(self.certs, [o.site_id for o in self.owners])
+        csp_port, agg_port = free_port(), free_port()
+        self.addresses["csp"] = f"127.0.0.1:{csp_port}"
+        self.addresses["aggregator"] = f"127.0.0.1:{agg_port}"
+        csp_args = ["csp", "serve", "--listen", self.addresses["csp"], "--key-dir", str(self.workdir / "csp-keys"),
+                    "--key-bits", str(self.key_bits)]
+        if self.key_bits < 2048:
+            csp_args.append("--insecure-small-key")
+        if self.csp_transcript:
+            csp_args += ["--transcript", str(self.workdir / "csp-transcript.jsonl")]
+        self._spawn("csp", csp_args + self._tls_args("csp"))
+        self._spawn(
+            "aggregator",
+            ["aggregator", "serve", "--listen", self.addresses["aggregator"], "--csp", self.addresses["csp"]]
+            + self._tls_args("aggregator"),
+        )
+        for owner in self.owners:
+            self.start_owner(owner)
+        self.wait_healthy(timeout)
+
+    def owner_config(self, owner: OwnerSpec) -> Path:
+        port = free_port()
+        self.addresses[owner.site_id] = f"127.0.0.1:{port}"
+        lines = [
+            f'site_id = "{owner.site_id}"',
+            f'listen = "127.0.0.1:{port}"',
+            f'advertise = "127.0.0.1:{port}"',
+            f'results_dir = "results/{owner.site_id}"',
+            "",
+            "[data]",
+            f'path = "{Path(owner.data_path).resolve()}"',
+            f'engine = "{owner.engine}"',
+        ]
+        if owner.label_column:
+            lines.append(f'label_column = "{owner.label_column}"')
+        lines += [
+            "",
+            "[peers]",
+            f'aggregator = "{self.addresses["aggregator"]}"',
+            f'csp = "{self.addresses["csp"]}"',
+            "",
+            "[tls]",
+            "insecure = true" if self.insecure else f'dir = "{self.certs.resolve()}"',
+        ]
+        path = self.workdir / "config" / f"{owner.site_id}.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start_owner(self, owner: OwnerSpec) -> None:
+        config = self.owner_config(owner)
+        self._spawn(owner.site_id, ["owner", "serve", "--config", str(config)])
+
+    def _health(self, name: str) -> bool:
+        role = "analyst"
+        channel = self.tls(role, role).channel(self.addresses[name])
+        try:
+            stubs = {"csp": pb_grpc.CryptoServiceProviderStub, "aggregator": pb_grpc.AggregatorStub}
+            stub = stubs.get(name, pb_grpc.OwnerAgentStub)(channel)
+            stub.Health(pb.HealthRequest(), timeout=2)
+            return True
+        except grpc.RpcError:
+            return False
+        finally:
+            channel.close()
+
+    def wait_healthy(self, timeout: float = 90.0, names: list[str] | None = None) -> None:
+        pending = list(names or self.procs)
+        end = time.monotonic() + timeout
+        while pending:
+            for name in list(pending):
+                proc = self.procs[name]
+                if proc.poll() is not None:
+                    raise PeerUnavailable(
+                        f"{name} exited with code {proc.returncode} during start-up:\n{self.log_tail(name)}"
+                    )
+                if self._health(name):
+                    pending.remove(name)
+            if pending and time.monotonic() > end:
+                raise PeerUnavailable(f"not healthy after {timeout:.0f} s: {', '.join(pending)}")
+            if pending:
+                time.sleep(0.2)
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        path = self.logs / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def kill(self, name: str) -> None:
+        """Abrupt loss of a party (SIGKILL), for failure tests."""
+        proc = self.procs.pop(name)
+        proc.kill()
+        proc.wait()
+
+    def stop(self, grace: float = 8.0) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        end = time.monotonic() + grace
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+    def __enter__(self) -> LocalCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,0 +1,236 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class HealthRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class HealthReply(_message.Message):
+    __slots__ = ("party", "role", "version", "status")
+    PARTY_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    party: str
+    role: str
+    version: str
+    status: str
+    def __init__(self, party: _Optional[str] = ..., role: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("ok", "message")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    message: str
+    def __init__(self, ok: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
+class PublicKey(_message.Message):
+    __slots__ = ("n", "bits", "key_id")
+    N_FIELD_NUMBER: _ClassVar[int]
+    BITS_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    n: bytes
+    bits: int
+    key_id: str
+    def __init__(self, n: _Optional[bytes] = ..., bits: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
+
+class Encoding(_message.Message):
+    __slots__ = ("scale_bits", "value_bound", "max_rows_per_owner", "max_owners", "slot_bits", "slots_per_ciphertext", "slot_offset", "mask_bits", "statistical_security")
+    SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_PER_OWNER_FIELD_NUMBER: _ClassVar[int]
+    MAX_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_BITS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_PER_CIPHERTEXT_FIELD_NUMBER: _ClassVar[int]
+    SLOT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MASK_BITS_FIELD_NUMBER: _ClassVar[int]
+    STATISTICAL_SECURITY_FIELD_NUMBER: _ClassVar[int]
+    scale_bits: int
+    value_bound: float
+    max_rows_per_owner: int
+    max_owners: int
+    slot_bits: int
+    slots_per_ciphertext: int
+    slot_offset: bytes
+    mask_bits: int
+    statistical_security: int
+    def __init__(self, scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., max_rows_per_owner: _Optional[int] = ..., max_owners: _Optional[int] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., slot_offset: _Optional[bytes] = ..., mask_bits: _Optional[int] = ..., statistical_security: _Optional[int] = ...) -> None: ...
+
+class RoundSpec(_message.Message):
+    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    N_VALUES_FIELD_NUMBER: _ClassVar[int]
+    N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    protocol: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    encoding: Encoding
+    key_id: str
+    deadline_unix: float
+    n_values: int
+    n_ciphertexts: int
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ...) -> None: ...
+
+class InviteReply(_message.Message):
+    __slots__ = ("accepted", "reason")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    reason: str
+    def __init__(self, accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ShareHeader(_message.Message):
+    __slots__ = ("round_id", "site_id", "key_id", "dimension", "encoding", "n_ciphertexts", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    site_id: str
+    key_id: str
+    dimension: int
+    encoding: Encoding
+    n_ciphertexts: int
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., key_id: _Optional[str] = ..., dimension: _Optional[int] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_ciphertexts: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class CiphertextBatch(_message.Message):
+    __slots__ = ("ciphertexts",)
+    CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    ciphertexts: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, ciphertexts: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ShareChunk(_message.Message):
+    __slots__ = ("header", "batch")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    header: ShareHeader
+    batch: CiphertextBatch
+    def __init__(self, header: _Optional[_Union[ShareHeader, _Mapping]] = ..., batch: _Optional[_Union[CiphertextBatch, _Mapping]] = ...) -> None: ...
+
+class DeclineNotice(_message.Message):
+    __slots__ = ("round_id", "site_id", "reason")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    site_id: str
+    reason: str
+    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class OwnerRegistration(_message.Message):
+    __slots__ = ("site_id", "address")
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    site_id: str
+    address: str
+    def __init__(self, site_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class OwnerList(_message.Message):
+    __slots__ = ("owners",)
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    owners: _containers.RepeatedCompositeFieldContainer[OwnerRegistration]
+    def __init__(self, owners: _Optional[_Iterable[_Union[OwnerRegistration, _Mapping]]] = ...) -> None: ...
+
+class ListOwnersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PcaRequest(_message.Message):
+    __slots__ = ("features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    STANDARDIZE_FIELD_NUMBER: _ClassVar[int]
+    SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    components: int
+    min_owners: int
+    deadline_seconds: float
+    standardize: bool
+    scale_bits: int
+    value_bound: float
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RoundQuery(_message.Message):
+    __slots__ = ("round_id", "wait_seconds")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    wait_seconds: float
+    def __init__(self, round_id: _Optional[str] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
+
+class RoundStatus(_message.Message):
+    __slots__ = ("round_id", "protocol", "state", "message", "invited", "submitted", "missing", "result_json")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    INVITED_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    protocol: str
+    state: str
+    message: str
+    invited: _containers.RepeatedScalarFieldContainer[str]
+    submitted: _containers.RepeatedScalarFieldContainer[str]
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    result_json: str
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., result_json: _Optional[str] = ...) -> None: ...
+
+class CspRoundRequest(_message.Message):
+    __slots__ = ("round_id", "key_id", "n_ciphertexts")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    key_id: str
+    n_ciphertexts: int
+    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., n_ciphertexts: _Optional[int] = ...) -> None: ...
+
+class DecryptChunk(_message.Message):
+    __slots__ = ("header", "batch")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    header: CspRoundRequest
+    batch: CiphertextBatch
+    def __init__(self, header: _Optional[_Union[CspRoundRequest, _Mapping]] = ..., batch: _Optional[_Union[CiphertextBatch, _Mapping]] = ...) -> None: ...
+
+class PlaintextBatch(_message.Message):
+    __slots__ = ("plaintexts", "decrypt_seconds")
+    PLAINTEXTS_FIELD_NUMBER: _ClassVar[int]
+    DECRYPT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    plaintexts: _containers.RepeatedScalarFieldContainer[bytes]
+    decrypt_seconds: float
+    def __init__(self, plaintexts: _Optional[_Iterable[bytes]] = ..., decrypt_seconds: _Optional[float] = ...) -> None: ...
+
+class PublicKeyRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

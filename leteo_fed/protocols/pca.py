@@ -1,0 +1,242 @@
+"""Federated PCA (book ch. 9.4, SPEC P1) as pure functions the services call.
+
+Owner n holds rows X^n and shares R^n = sum x x^T (upper triangle), V^n = sum x and Q^n = |X^n|.
+R and V are encoded at scale 2^f, Q exactly. The aggregator recovers the integer totals and
+computes the scatter matrix exactly in integer arithmetic,
+    S = R - V V^T / Q = (Q R_int 2^f - V_int V_int^T) / (Q 2^(2f)),
+so the only rounding is one conversion per entry to float64 (no cancellation error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from leteo_fed.encoding.packing import (
+    DEFAULT_STATISTICAL_SECURITY,
+    SlotLayout,
+    check_finite_and_bounded,
+    encode_fixed,
+    make_layout,
+)
+from leteo_fed.errors import DataError, EncodingError, ProtocolError
+
+PROTOCOL = "pca"
+DEFAULT_SCALE_BITS = 32
+DEFAULT_VALUE_BOUND = 1.0e6
+DEFAULT_MAX_ROWS_PER_OWNER = 2**31
+DEFAULT_MAX_OWNERS = 1024
+
+
+@dataclass(frozen=True)
+class PcaEncoding:
+    """Public parameters of a PCA round's encoding; identical for all owners."""
+
+    scale_bits: int = DEFAULT_SCALE_BITS
+    value_bound: float = DEFAULT_VALUE_BOUND
+    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER
+    max_owners: int = DEFAULT_MAX_OWNERS
+    statistical_security: int = DEFAULT_STATISTICAL_SECURITY
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.scale_bits <= 64:
+            raise EncodingError(f"scale_bits must be in 0..64, got {self.scale_bits}")
+        if not (np.isfinite(self.value_bound) and self.value_bound > 0):
+            raise EncodingError(f"value_bound must be a positive number, got {self.value_bound}")
+        if self.max_rows_per_owner < 1 or self.max_owners < 1:
+            raise EncodingError("max_rows_per_owner and max_owners must be positive")
+
+    def per_owner_bound(self) -> int:
+        """Largest |encoded statistic| one owner can produce: |R_ij| <= rows * B^2, scaled."""
+        b = int(np.ceil(self.value_bound))
+        rows = self.max_rows_per_owner
+        return max(rows * b * b, rows * b, 1) << self.scale_bits
+
+    def layout(self, key_bits: int) -> SlotLayout:
+        return make_layout(
+            key_bits, self.per_owner_bound(), self.max_owners, self.statistical_security
+        )
+
+
+def n_values(d: int) -> int:
+    return d * (d + 1) // 2 + d + 1
+
+
+@dataclass(frozen=True)
+class LocalStatistics:
+    r: np.ndarray  # d x d, sum of x x^T
+    v: np.ndarray  # d, sum of x
+    q: int  # row count
+
+
+def validate_rows(x: np.ndarray, features: Sequence[str], enc: PcaEncoding) -> None:
+    if x.ndim != 2 or x.shape[1] != len(features):
+        raise DataError(f"expected a {len(features)}-column matrix, got shape {x.shape}")
+    if x.shape[0] == 0:
+        raise DataError("the data source has no rows")
+    if x.shape[0] > enc.max_rows_per_owner:
+        raise DataError(
+            f"{x.shape[0]} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}"
+        )
+    check_finite_and_bounded(x, features, enc.value_bound)
+
+
+def local_statistics(x: np.ndarray) -> LocalStatistics:
+    x = np.asarray(x, dtype=np.float64)
+    return LocalStatistics(r=x.T @ x, v=x.sum(axis=0), q=int(x.shape[0]))
+
+
+def merge_statistics(parts: Sequence[LocalStatistics]) -> LocalStatistics:
+    """Sum of partition statistics (used by the Spark path)."""
+    if not parts:
+        raise DataError("no partitions to merge")
+    return LocalStatistics(
+        r=sum(p.r for p in parts), v=sum(p.v for p in parts), q=sum(p.q for p in parts)
+    )
+
+
+def share_values(stats: LocalStatistics, enc: PcaEncoding) -> list[int]:
+    """Encoded share: R upper triangle (row-major), then V, then Q."""
+    d = stats.v.shape[0]
+    bound = enc.per_owner_bound()
+    iu = np.triu_indices(d)
+    r = encode_fixed(stats.r[iu], enc.scale_bits, bound, "sum of x x^T")
+    v = encode_fixed(stats.v, enc.scale_bits, bound, "sum of x")
+    if stats.q > enc.max_rows_per_owner:
+        raise EncodingError(f"row count {stats.q} exceeds max_rows_per_owner")
+    return r + v + [stats.q]
+
+
+@dataclass(frozen=True)
+class IntegerAggregate:
+    r: list[list[int]]  # symmetric d x d, scale 2^f
+    v: list[int]  # scale 2^f
+    q: int
+    scale_bits: int
+
+    @property
+    def d(self) -> int:
+        return len(self.v)
+
+
+def aggregate_from_totals(totals: Sequence[int], d: int, scale_bits: int) -> IntegerAggregate:
+    if len(totals) != n_values(d):
+        raise ProtocolError(f"expected {n_values(d)} totals for d={d}, got {len(totals)}")
+    tri = d * (d + 1) // 2
+    r = [[0] * d for _ in range(d)]
+    k = 0
+    for i in range(d):
+        for j in range(i, d):
+            r[i][j] = r[j][i] = totals[k]
+            k += 1
+    v = list(totals[tri : tri + d])
+    q = totals[-1]
+    if q <= 1:
+        raise DataError(f"the pooled data has {q} row(s); PCA needs at least 2")
+    return IntegerAggregate(r, v, q, scale_bits)
+
+
+def exact_scatter(agg: IntegerAggregate) -> np.ndarray:
+    """S = R - V V^T / Q, exact in integers, rounded once per entry."""
+    d, q, f = agg.d, agg.q, agg.scale_bits
+    denom = q << (2 * f)
+    out = np.empty((d, d))
+    for i in range(d):
+        ri, vi = agg.r[i], agg.v[i]
+        for j in range(i, d):
+            # Python int / int is correctly rounded: one rounding per entry, no cancellation.
+            out[i, j] = out[j, i] = (((q * ri[j]) << f) - vi * agg.v[j]) / denom
+    return out
+
+
+@dataclass
+class PcaResult:
+    features: list[str]
+    n_samples: int
+    eigenvalues: list[float]
+    components: list[list[float]]
+    explained_variance_ratio: list[float]
+    mean: list[float]
+    standardized: bool
+    all_eigenvalues: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "protocol": PROTOCOL,
+            "features": self.features,
+            "n_samples": self.n_samples,
+            "eigenvalues": self.eigenvalues,
+            "eigenvalue_normalization": (
+                "correlation matrix" if self.standardized else "sample covariance, divisor n-1"
+            ),
+            "components": self.components,
+            "explained_variance_ratio": self.explained_variance_ratio,
+            "mean": self.mean,
+            "standardized": self.standardized,
+        }
+
+
+def pca_from_scatter(
+    scatter: np.ndarray,
+    mean: np.ndarray,
+    n_samples: int,
+    features: Sequence[str],
+    components: int,
+    standardize: bool = False,
+) -> PcaResult:
+    d = scatter.shape[0]
+    if not 1 <= components <= d:
+        raise DataError(f"components must be in 1..{d}, got {components}")
+    cov = scatter / (n_samples - 1)
+    if standardize:
+        sd = np.sqrt(np.diag(cov))
+        if np.any(sd == 0):
+            zero = [features[i] for i in np.flatnonzero(sd == 0)]
+            raise DataError(f"cannot standardize constant column(s): {', '.join(zero)}")
+        cov = cov / np.outer(sd, sd)
+    evals, evecs = np.linalg.eigh(cov)
+    order = np.argsort(evals)[::-1]
+    evals, evecs = evals[order], evecs[:, order]
+    evecs = orient_components(evecs)
+    total = float(np.sum(evals))
+    return PcaResult(
+        features=list(features),
+        n_samples=int(n_samples),
+        eigenvalues=[float(v) for v in evals[:components]],
+        components=[[float(c) for c in evecs[:, i]] for i in range(components)],
+        explained_variance_ratio=[float(v / total) for v in evals[:components]],
+        mean=[float(m) for m in mean],
+        standardized=standardize,
+        all_eigenvalues=[float(v) for v in evals],
+    )
+
+
+def orient_components(vectors: np.ndarray) -> np.ndarray:
+    """Deterministic sign: the largest-magnitude weight of each component is positive."""
+    idx = np.argmax(np.abs(vectors), axis=0)
+    signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
+    signs[signs == 0] = 1
+    return vectors * signs
+
+
+def pca_from_aggregate(
+    agg: IntegerAggregate, features: Sequence[str], components: int, standardize: bool = False
+) -> PcaResult:
+    scatter = exact_scatter(agg)
+    mean = np.array([v / (agg.q << agg.scale_bits) for v in agg.v])
+    return pca_from_scatter(scatter, mean, agg.q, features, components, standardize)
+
+
+def reference_pca(x: np.ndarray, components: int, standardize: bool = False):
+    """Centralized PCA on pooled rows with NumPy: the independent check for the protocol."""
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean(axis=0)
+    centered = x - mean
+    if standardize:
+        centered = centered / centered.std(axis=0, ddof=1)
+    cov = centered.T @ centered / (x.shape[0] - 1)
+    evals, evecs = np.linalg.eigh(cov)
+    order = np.argsort(evals)[::-1]
+    return evals[order][:components], orient_components(evecs[:, order])[:, :components], mean

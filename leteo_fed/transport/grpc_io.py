@@ -1,0 +1,253 @@
+"""gRPC plumbing shared by the three services: mTLS credentials, peer identity, error mapping.
+
+With TLS (the default) the peer's identity is read from its verified client certificate. With
+``--insecure`` (local experiments only) there is no authentication at all: the caller's claimed
+identity travels in a metadata header and every service logs a loud warning at start-up.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from leteo_fed.errors import (
+    AccessDenied,
+    ConfigError,
+    DuplicateError,
+    LeteoError,
+    NotFoundError,
+    PeerUnavailable,
+    ProtocolError,
+)
+from leteo_fed.transport.certs import Party, read_identity
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+IDENTITY_HEADER = "x-leteo-insecure-identity"
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+SERVER_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+]
+INSECURE_WARNING = (
+    "INSECURE MODE: no TLS, no authentication. Any process that can reach this port can "
+    "impersonate any party. Use only for local experiments."
+)
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """Where this party's certificate material is, or that it runs without TLS."""
+
+    identity: Party
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    insecure: bool = False
+
+    @classmethod
+    def from_dir(cls, tls_dir: str | Path, name: str, role: str) -> TlsConfig:
+        d = Path(tls_dir)
+        return cls(Party(name, role), d / "ca.crt", d / f"{name}.crt", d / f"{name}.key")
+
+    @classmethod
+    def insecure_as(cls, name: str, role: str) -> TlsConfig:
+        return cls(Party(name, role), insecure=True)
+
+    def _read(self) -> tuple[bytes, bytes, bytes]:
+        out = []
+        for label, path in (("ca", self.ca), ("certificate", self.cert), ("key", self.key)):
+            if path is None or not Path(path).is_file():
+                raise ConfigError(f"TLS {label} file not found: {path}", field=f"tls.{label}")
+            out.append(Path(path).read_bytes())
+        ca, cert, key = out
+        identity = read_identity(cert)
+        if identity != self.identity:
+            raise ConfigError(
+                f"certificate {self.cert} is for {identity.role} '{identity.name}', "
+                f"not {self.identity.role} '{self.identity.name}'",
+                field="tls.cert",
+            )
+        return ca, cert, key
+
+    def server_credentials(self) -> grpc.ServerCredentials:
+        ca, cert, key = self._read()
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+
+    def channel(self, target: str) -> grpc.Channel:
+        if self.insecure:
+            channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+            header = (IDENTITY_HEADER, f"{self.identity.role}:{self.identity.name}")
+            return grpc.intercept_channel(channel, _MetadataInterceptor(header))
+        ca, cert, key = self._read()
+        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        return grpc.secure_channel(target, creds, options=CHANNEL_OPTIONS)
+
+
+class _MetadataInterceptor(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    def __init__(self, header: tuple[str, str]) -> None:
+        self._header = header
+
+    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+        metadata = list(details.metadata or []) + [self._header]
+        return _CallDetails(details.method, details.timeout, metadata, details.credentials,
+                            details.wait_for_ready, details.compression)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, request_iterator):
+        return continuation(self._details(details), request_iterator)
+
+    def intercept_stream_stream(self, continuation, details, request_iterator):
+        return continuation(self._details(details), request_iterator)
+
+
+@dataclass(frozen=True)
+class _CallDetails(grpc.ClientCallDetails):
+    method: str
+    timeout: float | None
+    metadata: Any
+    credentials: Any
+    wait_for_ready: Any
+    compression: Any
+
+
+def peer_identity(context: grpc.ServicerContext) -> Party:
+    auth = context.auth_context()
+    pems = auth.get("x509_pem_cert")
+    if pems:
+        return read_identity(pems[0])
+    for key, value in context.invocation_metadata():
+        if key == IDENTITY_HEADER and ":" in value:
+            role, name = value.split(":", 1)
+            return Party(name, role)
+    raise AccessDenied("caller presented no certificate and no identity")
+
+
+def require_role(context: grpc.ServicerContext, *roles: str) -> Party:
+    party = peer_identity(context)
+    if party.role not in roles:
+        raise AccessDenied(
+            f"{party.role} '{party.name}' may not call this method (allowed: {', '.join(roles)})"
+        )
+    return party
+
+
+_CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
+    (AccessDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (DuplicateError, grpc.StatusCode.ALREADY_EXISTS),
+    (ProtocolError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PeerUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (LeteoError, grpc.StatusCode.INVALID_ARGUMENT),
+]
+
+
+def status_code_for(exc: Exception) -> grpc.StatusCode:
+    for kind, code in _CODES:
+        if isinstance(exc, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def rpc_method(func: Callable) -> Callable:
+    """Map LeteoError to a gRPC status with a readable message; never leak a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(self, request, context):
+        try:
+            return func(self, request, context)
+        except LeteoError as exc:
+            log.warning("%s refused: %s", func.__name__, exc)
+            context.abort(status_code_for(exc), str(exc))
+        except Exception:
+            log.exception("%s failed", func.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{func.__name__}: internal error, see server log")
+
+    return wrapper
+
+
+def rpc_stream_method(func: Callable) -> Callable:
+    """rpc_method for server-streaming handlers (generators)."""
+
+    @functools.wraps(func)
+    def wrapper(self, request, context):
+        try:
+            yield from func(self, request, context)
+        except LeteoError as exc:
+            log.warning("%s refused: %s", func.__name__, exc)
+            context.abort(status_code_for(exc), str(exc))
+        except Exception:
+            log.exception("%s failed", func.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{func.__name__}: internal error, see server log")
+
+    return wrapper
+
+
+def rpc_error_message(exc: grpc.RpcError) -> str:
+    """One line for a failed call, e.g. for the CLI."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    name = code.name if code is not None else "ERROR"
+    if code == grpc.StatusCode.UNAVAILABLE:
+        details = f"{details} (peer unreachable, or it rejected our certificate)"
+    return f"{name}: {details}"
+
+
+def make_server(tls: TlsConfig, listen: str, workers: int = 16) -> tuple[grpc.Server, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=SERVER_OPTIONS)
+    if tls.insecure:
+        log.warning(INSECURE_WARNING)
+        port = server.add_insecure_port(listen)
+    else:
+        port = server.add_secure_port(listen, tls.server_credentials())
+    if port == 0:
+        raise ConfigError(f"cannot listen on {listen}: address in use or invalid", field="listen")
+    return server, port
+
+
+def serve_until_signal(server: grpc.Server, name: str, on_stop: Callable[[], None] | None = None) -> None:
+    """Block until SIGINT/SIGTERM, then stop gracefully (in-flight calls get 5 s)."""
+    import signal
+
+    stopped = threading.Event()
+
+    def _stop(signum, _frame):
+        log.info("%s: received signal %d, shutting down", name, signum)
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    server.start()
+    stopped.wait()
+    if on_stop:
+        on_stop()
+    server.stop(grace=5).wait()
+    log.info("%s: stopped", name)

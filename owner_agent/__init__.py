@@ -1,0 +1,1 @@
+"""LETEO-Fed owner agent."""

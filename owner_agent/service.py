@@ -1,0 +1,255 @@
+"""The owner agent: sits next to a site's data, answers invitations with encrypted shares.
+
+Raw rows never leave this process. Per round it sends one share: the encoded statistics,
+packed and Paillier-encrypted under the CSP's public key. Problems with the data (missing
+column, NaN, out-of-bound value) are reported to the aggregator as a decline naming the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+
+from leteo_fed import __version__
+from leteo_fed.config import SPARK_AUTO_BYTES, OwnerConfig
+from leteo_fed.crypto.paillier import Encryptor, PublicKey
+from leteo_fed.data import sources
+from leteo_fed.encoding.packing import pack
+from leteo_fed.errors import LeteoError, PeerUnavailable, ProtocolError
+from leteo_fed.fileio import atomic_write_json
+from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.protocols import pca
+from leteo_fed.transport.grpc_io import require_role, rpc_error_message, rpc_method
+from leteo_fed.transport.messages import (
+    batches,
+    encoding_from_proto,
+    encoding_to_proto,
+    public_key_from_proto,
+)
+
+log = logging.getLogger("leteo.owner")
+
+REGISTER_INTERVAL_SECONDS = 30.0
+
+
+class OwnerAgentService(pb_grpc.OwnerAgentServicer):
+    def __init__(self, config: OwnerConfig) -> None:
+        self.config = config
+        self._aggregator_channel = config.tls.channel(config.aggregator)
+        self._aggregator = pb_grpc.AggregatorStub(self._aggregator_channel)
+        self._csp_channel = config.tls.channel(config.csp)
+        self._csp = pb_grpc.CryptoServiceProviderStub(self._csp_channel)
+        self._encryptor: Encryptor | None = None
+        self._key_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._jobs: dict[str, threading.Thread] = {}
+        self.results: dict[str, dict] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start_background(self) -> None:
+        """Register with the aggregator (and keep registering) and warm up the encryptor."""
+        threading.Thread(target=self._register_loop, name="register", daemon=True).start()
+        threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._aggregator_channel.close()
+        self._csp_channel.close()
+
+    def _register_loop(self) -> None:
+        delay = 0.2
+        while not self._stop.is_set():
+            try:
+                self._aggregator.RegisterOwner(
+                    pb.OwnerRegistration(site_id=self.config.site_id, address=self.config.advertise),
+                    timeout=5,
+                )
+                delay = REGISTER_INTERVAL_SECONDS
+            except grpc.RpcError as exc:
+                log.info("aggregator not reachable yet (%s); retrying", rpc_error_message(exc))
+                delay = min(delay * 2, 5.0)
+            self._stop.wait(delay)
+
+    def _warm_up(self) -> None:
+        delay = 0.2
+        while not self._stop.is_set():
+            try:
+                self.encryptor()
+                return
+            except LeteoError as exc:
+                log.info("CSP not reachable yet (%s); retrying", exc)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 5.0)
+
+    def encryptor(self) -> Encryptor:
+        """The CSP's public key with a prepared fixed-base table, fetched once."""
+        with self._key_lock:
+            if self._encryptor is None:
+                try:
+                    msg = self._csp.GetPublicKey(pb.PublicKeyRequest(), timeout=10)
+                except grpc.RpcError as exc:
+                    raise PeerUnavailable(f"cannot fetch the CSP public key: {rpc_error_message(exc)}") from exc
+                public = public_key_from_proto(msg)
+                start = time.perf_counter()
+                enc = Encryptor(public)
+                enc.prepare()
+                log.info(
+                    "CSP key %s (%d bits); randomizer table built in %.2f s",
+                    public.key_id, public.bits, time.perf_counter() - start,
+                )
+                self._encryptor = enc
+            return self._encryptor
+
+    # ------------------------------------------------------------------ RPCs
+
+    @rpc_method
+    def Health(self, request, context):
+        return pb.HealthReply(party=self.config.site_id, role="owner", version=__version__, status="SERVING")
+
+    @rpc_method
+    def Invite(self, request, context):
+        require_role(context, "aggregator")
+        reason = self._precheck(request)
+        if reason:
+            log.warning("round %s declined: %s", request.round_id, reason)
+            return pb.InviteReply(accepted=False, reason=reason)
+        job = threading.Thread(
+            target=self._run_share, args=(request,), name=f"share-{request.round_id}", daemon=True
+        )
+        self._jobs[request.round_id] = job
+        job.start()
+        return pb.InviteReply(accepted=True)
+
+    @rpc_method
+    def PublishResult(self, request, context):
+        require_role(context, "aggregator")
+        doc = {
+            "round_id": request.round_id,
+            "state": request.state,
+            "message": request.message,
+            "result": json.loads(request.result_json) if request.result_json else None,
+        }
+        self.results[request.round_id] = doc
+        if self.config.results_dir is not None:
+            atomic_write_json(Path(self.config.results_dir) / f"{request.round_id}.json", doc)
+        log.info("round %s result received: %s", request.round_id, request.state)
+        return pb.Ack(ok=True)
+
+    # ------------------------------------------------------------------ share computation
+
+    def _precheck(self, spec: pb.RoundSpec) -> str:
+        """Cheap checks answered synchronously; the heavy work runs after the reply."""
+        if spec.protocol != pca.PROTOCOL:
+            return f"protocol {spec.protocol!r} is not supported by this agent"
+        if spec.round_id in self._jobs:
+            return f"round {spec.round_id} was already accepted"
+        try:
+            public = self.encryptor().public
+            if spec.key_id != public.key_id:
+                return f"round key {spec.key_id} is not the CSP key {public.key_id}"
+            encoding_from_proto(spec.encoding, public.bits)
+            if sources.is_local(self.config.data.path):
+                available = sources.column_names(self.config.data.path, self.config.data.format)
+                missing = [f for f in spec.features if f not in available]
+                if missing:
+                    return (
+                        f"column '{missing[0]}' is not in {Path(self.config.data.path).name} "
+                        f"(site {self.config.site_id})"
+                    )
+        except LeteoError as exc:
+            return str(exc)
+        return ""
+
+    def _run_share(self, spec: pb.RoundSpec) -> None:
+        try:
+            header, ciphertexts = self.build_share(spec)
+            self._aggregator.SubmitShare(self._chunks(header, ciphertexts), timeout=120)
+            log.info("round %s: share submitted (%d ciphertexts)", spec.round_id, len(ciphertexts))
+        except LeteoError as exc:
+            self._decline(spec.round_id, str(exc))
+        except grpc.RpcError as exc:
+            log.error("round %s: share refused: %s", spec.round_id, rpc_error_message(exc))
+        except Exception as exc:
+            log.exception("round %s: share computation crashed", spec.round_id)
+            self._decline(spec.round_id, f"internal error at site: {type(exc).__name__}")
+
+    def _decline(self, round_id: str, reason: str) -> None:
+        log.warning("round %s: declining: %s", round_id, reason)
+        try:
+            self._aggregator.Decline(
+                pb.DeclineNotice(round_id=round_id, site_id=self.config.site_id, reason=reason),
+                timeout=10,
+            )
+        except grpc.RpcError as exc:
+            log.error("could not tell the aggregator: %s", rpc_error_message(exc))
+
+    def build_share(self, spec: pb.RoundSpec) -> tuple[pb.ShareHeader, list[int]]:
+        timings: dict[str, float] = {}
+        encryptor = self.encryptor()
+        public: PublicKey = encryptor.public
+        enc, layout = encoding_from_proto(spec.encoding, public.bits)
+        features = list(spec.features)
+
+        start = time.perf_counter()
+        stats = self.local_statistics(features, enc)
+        timings["statistics_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        values = pca.share_values(stats, enc)
+        if len(values) != spec.n_values:
+            raise ProtocolError(f"share has {len(values)} values, round expects {spec.n_values}")
+        packed = pack(values, layout)
+        timings["encode_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        ciphertexts = encryptor.encrypt_many(packed)
+        timings["encrypt_seconds"] = time.perf_counter() - start
+        timings["rows"] = float(stats.q)
+
+        header = pb.ShareHeader(
+            round_id=spec.round_id,
+            site_id=self.config.site_id,
+            key_id=public.key_id,
+            dimension=len(features),
+            encoding=encoding_to_proto(enc, layout),
+            n_ciphertexts=len(ciphertexts),
+            timings=timings,
+        )
+        return header, ciphertexts
+
+    def local_statistics(self, features: list[str], enc: pca.PcaEncoding) -> pca.LocalStatistics:
+        data = self.config.data
+        if self._use_spark():
+            from leteo_fed.data.spark_stats import spark_local_statistics
+
+            log.info("computing statistics with Spark over %s", data.path)
+            return spark_local_statistics(data.path, features, data.format, enc.value_bound)
+        x = sources.read_matrix(data.path, features, data.format)
+        pca.validate_rows(x, features, enc)
+        return pca.local_statistics(x)
+
+    def _use_spark(self) -> bool:
+        data = self.config.data
+        if data.engine != "auto":
+            return data.engine == "spark"
+        if not sources.is_local(data.path):
+            return True
+        return Path(data.path.removeprefix("file://")).stat().st_size > SPARK_AUTO_BYTES
+
+    def _chunks(self, header: pb.ShareHeader, ciphertexts: list[int]) -> Iterator[pb.ShareChunk]:
+        yield pb.ShareChunk(header=header)
+        width = self.encryptor().public.ciphertext_bytes
+        for chunk in batches(ciphertexts, width):
+            yield pb.ShareChunk(batch=pb.CiphertextBatch(ciphertexts=chunk))
+
+
+def add_to_server(server: grpc.Server, service: OwnerAgentService) -> None:
+    pb_grpc.add_OwnerAgentServicer_to_server(service, server)
