@@ -434,7 +434,9 @@ def report(out: dict[str, Any]) -> str:
         f"median of {cfg['repeats']} runs, fixed-base window {cfg['window_bits']} bits",
         f"  {out['machine']['cpus']} CPU(s), {out['machine']['platform']}, "
         f"Python {out['machine']['python']}, phe {out['machine']['phe']}, "
-        f"gmpy2 {out['machine']['gmpy2']}",
+        f"gmpy2 {out['machine']['gmpy2']}, load average "
+        f"{out['machine']['loadavg_1min_start']:.2f} -> {out['machine']['loadavg_1min_end']:.2f}"
+        " (other processes skew timings)",
         "",
         "1. Owner share (one owner): statistics + encode + pack + encrypt; speed-up vs phe",
         table(
@@ -619,6 +621,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     args = parse_args(argv)
+    load_start = os.getloadavg()
     log(f"generating a {args.key_bits}-bit Paillier key")
     key, keygen_s = timed(generate_keypair, args.key_bits)
     results = [bench_one(d, key, args) for d in args.features]
@@ -643,6 +646,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "phe": phe.__version__,
             "gmpy2": gmpy2.version(),
             "numpy": np.__version__,
+            "loadavg_1min_start": load_start[0],
+            "loadavg_1min_end": os.getloadavg()[0],
         },
         "keygen_s": keygen_s,
         "targets": {

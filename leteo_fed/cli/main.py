@@ -256,6 +256,9 @@ def _run_pca(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from leteo_fed.demo.cluster import die_with_parent_if_asked
+
+    die_with_parent_if_asked()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -25,13 +25,24 @@ from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
 
 _PR_SET_PDEATHSIG = 1
+PARENT_ENV = "LETEO_DIE_WITH_PARENT"
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent_if_asked() -> None:
+    """Called at CLI start-up in children: SIGTERM when the launching process dies.
+
+    Set in the child itself (not via preexec_fn) so the launcher can use vfork/posix_spawn:
+    forking a process that runs gRPC threads is unsafe.
+    """
+    parent = os.environ.pop(PARENT_ENV, None)
+    if not parent:
+        return
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -56,6 +67,7 @@ class LocalCluster:
     insecure: bool = False
     csp_transcript: bool = False
     log_level: str = "INFO"
+    extra_owner_ids: list[str] = field(default_factory=list)  # certificates only, no process
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
 
@@ -79,9 +91,10 @@ class LocalCluster:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         cmd = [sys.executable, "-m", "leteo_fed", "--log-level", self.log_level, *args]
+        env = {**os.environ, PARENT_ENV: str(os.getpid())}
         self.procs[name] = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent, cwd=self.workdir,
+            cwd=self.workdir, env=env,
         )
         log.close()
 
@@ -91,7 +104,7 @@ class LocalCluster:
     def start(self, timeout: float = 90.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if not self.insecure:
-            create_pki(self.certs, [o.site_id for o in self.owners])
+            create_pki(self.certs, [o.site_id for o in self.owners] + self.extra_owner_ids)
         csp_port, agg_port = free_port(), free_port()
         self.addresses["csp"] = f"127.0.0.1:{csp_port}"
         self.addresses["aggregator"] = f"127.0.0.1:{agg_port}"
