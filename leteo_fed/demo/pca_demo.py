@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -66,7 +67,12 @@ def split_rows(n_rows: int, parts: int, seed: int) -> list[np.ndarray]:
     return [np.sort(chunk) for chunk in np.array_split(order, parts)]
 
 
+def _sigterm_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def run_demo(opts: DemoOptions) -> dict:
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # stop children on SIGTERM too
     say = Progress()
     if not 2 <= opts.owners <= 64:
         raise ConfigError(f"--owners must be in 2..64, got {opts.owners}", field="owners")

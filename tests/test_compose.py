@@ -1,0 +1,443 @@
+"""Static checks of the docker compose deployment: docker-compose.yml, Dockerfile, deploy/compose/.
+
+No Docker engine is needed: the compose file is parsed with PyYAML and every piece is checked
+against the CLI parser, the owner-config loader and the other services it has to agree with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+
+import pytest
+import tomllib
+
+from leteo_fed.cli.main import build_parser
+from leteo_fed.config import load_owner_config
+
+yaml = pytest.importorskip("yaml")
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = REPO / "docker-compose.yml"
+DEPLOY = REPO / "deploy" / "compose"
+DOCKERFILE = REPO / "Dockerfile"
+SITES = ["site-1", "site-2", "site-3"]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict:
+    return compose["services"]
+
+
+def parse_cli(command: list[str]):
+    """The CLI arguments of a service, parsed exactly as `leteo-fed` would; fails on errors."""
+    assert isinstance(command, list), f"command must be a list of CLI arguments: {command!r}"
+    assert all(isinstance(a, str) for a in command), f"non-string argument in {command!r}"
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            return build_parser().parse_args(command)
+    except SystemExit as exc:
+        pytest.fail(
+            f"`leteo-fed {' '.join(command)}` does not parse: {err.getvalue().strip()} ({exc})"
+        )
+
+
+def mounts(service: dict) -> list[tuple[str, str, str, bool]]:
+    """(kind, source, target, read_only) for each entry of a service's `volumes`."""
+    out = []
+    for entry in service.get("volumes", []):
+        if isinstance(entry, dict):
+            kind, source, target = entry["type"], entry.get("source", ""), entry["target"]
+            out.append((kind, source, target, bool(entry.get("read_only", False))))
+            continue
+        parts = entry.split(":")
+        assert 2 <= len(parts) <= 3, f"unexpected volume syntax {entry!r}"
+        source, target = parts[0], parts[1]
+        mode = parts[2] if len(parts) == 3 else "rw"
+        kind = "bind" if source.startswith((".", "/", "~")) else "volume"
+        out.append((kind, source, target, "ro" in mode.split(",")))
+    return out
+
+
+def host_path(service: dict, container_path: str) -> Path | None:
+    """The repository file behind a path inside the container, via the service's bind mounts."""
+    p = PurePosixPath(container_path)
+    for kind, source, target, _ in mounts(service):
+        t = PurePosixPath(target)
+        if kind == "bind" and (p == t or t in p.parents):
+            return (REPO / source / p.relative_to(t)).resolve()
+    return None
+
+
+def named_volume_at(service: dict, container_dir: str | Path) -> str | None:
+    d = PurePosixPath(str(container_dir))
+    for kind, source, target, _ in mounts(service):
+        t = PurePosixPath(target)
+        if kind == "volume" and (d == t or t in d.parents):
+            return source
+    return None
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    assert host and port.isdigit(), f"not host:port: {address!r}"
+    return host, int(port)
+
+
+def owner_services(services: dict) -> dict[str, dict]:
+    return {
+        name: svc
+        for name, svc in services.items()
+        if isinstance(svc.get("command"), list) and svc["command"][:2] == ["owner", "serve"]
+    }
+
+
+def owner_config(service: dict):
+    args = parse_cli(service["command"])
+    path = host_path(service, str(args.config))
+    assert path is not None, f"--config {args.config} is not bind-mounted into the service"
+    assert path.is_file(), f"owner config {path} does not exist"
+    return load_owner_config(path)
+
+
+def listen_port(services: dict, name: str) -> int:
+    args = parse_cli(services[name]["command"])
+    return split_address(args.listen)[1]
+
+
+def csv_header(path: Path) -> list[str]:
+    with path.open(newline="") as fh:
+        return next(csv.reader(fh))
+
+
+# ---------------------------------------------------------------------------- compose file
+
+
+def test_compose_file_shape(compose, services):
+    assert "version" not in compose, "the compose spec has no top-level `version:`"
+    expected = {"certs", "csp", "aggregator", "analyst", *SITES}
+    assert expected <= set(services), f"missing services: {sorted(expected - set(services))}"
+    assert services["analyst"].get("profiles") == ["tools"]
+    for name in ("certs", "csp", "aggregator", *SITES):
+        assert not services[name].get("profiles"), f"{name} must start with a plain `up`"
+    assert "50052:50052" in [str(p) for p in services["aggregator"].get("ports", [])]
+
+
+def test_every_command_parses_with_the_cli(services):
+    with_command = {name: svc for name, svc in services.items() if "command" in svc}
+    assert set(with_command) == set(services), "every service runs a leteo-fed command"
+    commands = {name: parse_cli(svc["command"]).command for name, svc in with_command.items()}
+    assert commands["certs"] == "certs"
+    assert commands["csp"] == "csp"
+    assert commands["aggregator"] == "aggregator"
+    assert commands["analyst"] == "pca"
+    for site in SITES:
+        assert commands[site] == "owner"
+
+
+def test_every_service_uses_the_one_image(services):
+    images = set()
+    for name, svc in services.items():
+        build = svc.get("build")
+        context = build if isinstance(build, str) else (build or {}).get("context")
+        assert context == ".", f"{name} must build from the repository's Dockerfile"
+        if isinstance(build, dict):
+            assert build.get("dockerfile", "Dockerfile") == "Dockerfile"
+        images.add(svc.get("image"))
+    assert len(images) == 1 and None not in images, f"one shared image name, got {images}"
+
+
+def test_entrypoints_end_in_leteo_fed(services):
+    """The image's ENTRYPOINT is leteo-fed; an override must still hand `command` to it."""
+    for name, svc in services.items():
+        entry = svc.get("entrypoint")
+        if entry is None:
+            continue
+        assert entry[:2] == ["sh", "-c"], f"{name}: unexpected entrypoint {entry!r}"
+        assert 'exec leteo-fed "$$@"' in entry[2], (
+            f"{name}: entrypoint must exec leteo-fed with the command"
+        )
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_certs_entrypoint_runs_once(services, tmp_path):
+    """The guard runs `leteo-fed certs ...` into an empty volume and skips it afterwards."""
+    svc = services["certs"]
+    args = parse_cli(svc["command"])
+    script = svc["entrypoint"][2].replace("$$", "$")  # compose's escape for a literal `$`
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    assert str(args.out) in script, "the guard must look in the folder `certs --out` writes"
+    script = script.replace(str(args.out), str(certs))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "calls.txt"
+    fake = bindir / "leteo-fed"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> "{log}"\necho x > "{certs}/ca.crt"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    argv = ["sh", "-c", script, *svc["entrypoint"][3:], *svc["command"]]
+    subprocess.run(argv, env=env, check=True)
+    assert log.read_text().splitlines() == svc["command"]
+    subprocess.run(argv, env=env, check=True)
+    assert log.read_text().splitlines() == svc["command"], "second run must not remake the CA"
+
+
+def test_bind_mounts_exist_and_named_volumes_are_declared(compose, services):
+    declared = set(compose.get("volumes") or {})
+    used = set()
+    for name, svc in services.items():
+        for kind, source, target, _read_only in mounts(svc):
+            assert target.startswith("/"), f"{name}: container path {target!r} must be absolute"
+            if kind == "bind":
+                assert not Path(source).is_absolute(), (
+                    f"{name}: bind {source} must be repo-relative"
+                )
+                assert (REPO / source).exists(), f"{name}: bind-mounted {source} is not in the repo"
+            else:
+                assert source in declared, f"{name}: named volume {source!r} is not declared"
+                used.add(source)
+    assert declared == used, f"declared but unused volumes: {sorted(declared - used)}"
+
+
+def test_depends_on_names_real_services(services):
+    for name, svc in services.items():
+        deps = svc.get("depends_on", {})
+        for dep in deps:
+            assert dep in services, f"{name} depends on unknown service {dep!r}"
+            assert dep != name
+        if isinstance(deps, dict):
+            for dep, spec in deps.items():
+                if spec.get("condition") == "service_healthy":
+                    assert "healthcheck" in services[dep], (
+                        f"{name} waits for {dep}'s missing healthcheck"
+                    )
+
+
+def test_services_with_tls_read_the_certs_volume(services):
+    certs_args = parse_cli(services["certs"]["command"])
+    volume = named_volume_at(services["certs"], certs_args.out)
+    assert volume, "`certs --out` must write into a named volume"
+    for _kind, source, _, read_only in mounts(services["certs"]):
+        if source == volume:
+            assert not read_only, "the certs service must be able to write the volume"
+    for name, svc in services.items():
+        if name == "certs":
+            continue
+        args = parse_cli(svc["command"])
+        if hasattr(args, "tls_dir"):
+            assert not args.insecure, f"{name} must use mTLS"
+            assert named_volume_at(svc, args.tls_dir) == volume, (
+                f"{name}: --tls-dir is not the certs volume"
+            )
+            assert args.name in {"csp", "aggregator", "analyst"}, (
+                f"{name}: no certificate for {args.name}"
+            )
+        else:
+            config = owner_config(svc)
+            for path in (config.tls.ca, config.tls.cert, config.tls.key):
+                assert named_volume_at(svc, path) == volume, (
+                    f"{name}: {path} is not in the certs volume"
+                )
+        for _kind, source, _, read_only in mounts(svc):
+            if source == volume:
+                assert read_only, f"{name} must mount the certificates read-only"
+        deps = svc.get("depends_on", {})
+        assert isinstance(deps, dict), f"{name}: depends_on needs conditions"
+        if name != "analyst":  # analyst waits for services that waited for certs
+            assert deps.get("certs", {}).get("condition") == "service_completed_successfully", name
+
+
+def test_certs_cover_every_party(services):
+    args = parse_cli(services["certs"]["command"])
+    owners = owner_services(services)
+    assert sorted(owners) == SITES
+    assert sorted(args.owners) == sorted(owners), "certs --owners must match the owner services"
+    for name, svc in owners.items():
+        assert owner_config(svc).site_id == name
+    # every name a peer dials must be in the certificates (server-name check under mTLS)
+    assert {"csp", "aggregator", *owners} <= set(args.hosts)
+    assert set(args.hosts) <= set(services), "--hosts should only name compose services"
+
+
+def test_server_addresses_agree(services):
+    csp_args = parse_cli(services["csp"]["command"])
+    agg_args = parse_cli(services["aggregator"]["command"])
+    assert split_address(csp_args.listen)[0] == "0.0.0.0"
+    assert split_address(agg_args.listen)[0] == "0.0.0.0"
+    assert split_address(agg_args.csp) == ("csp", listen_port(services, "csp"))
+    analyst = parse_cli(services["analyst"]["command"])
+    assert split_address(analyst.aggregator) == ("aggregator", listen_port(services, "aggregator"))
+    assert analyst.name == "analyst"
+    assert host_path(services["analyst"], str(analyst.out)) is not None, (
+        "analyst --out is not bind-mounted"
+    )
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_owner_config_matches_compose(services, site):
+    svc = services[site]
+    config = owner_config(svc)
+    assert config.site_id == site
+    listen_host, port = split_address(config.listen)
+    assert listen_host == "0.0.0.0", "the agent must listen on all interfaces inside the container"
+    assert split_address(config.advertise) == (site, port), (
+        "advertise must be service-name:listen-port"
+    )
+    assert split_address(config.aggregator) == ("aggregator", listen_port(services, "aggregator"))
+    assert split_address(config.csp) == ("csp", listen_port(services, "csp"))
+    assert not config.tls.insecure
+    assert PurePosixPath(str(config.tls.cert)).name == f"{site}.crt"
+    assert PurePosixPath(str(config.tls.key)).name == f"{site}.key"
+    assert PurePosixPath(str(config.tls.ca)).name == "ca.crt"
+    # the data file is bind-mounted read-only and is in the repository
+    data = host_path(svc, config.data.path)
+    assert data is not None, f"{config.data.path} is not bind-mounted into {site}"
+    assert data.is_file(), f"{data} does not exist"
+    for kind, _source, target, read_only in mounts(svc):
+        if kind == "bind" and PurePosixPath(target) in PurePosixPath(config.data.path).parents:
+            assert read_only, f"{site}: data must be mounted read-only"
+    if config.data.label_column:
+        assert config.data.label_column in csv_header(data)
+
+
+def test_owner_config_files_are_plain_toml():
+    for site in SITES:
+        doc = tomllib.loads((DEPLOY / f"{site}.toml").read_text())
+        assert doc["site_id"] == site
+        assert {"ca", "cert", "key"} <= set(doc["tls"])
+        for key in ("ca", "cert", "key"):
+            assert doc["tls"][key].startswith("/certs/"), (
+                "cert paths must be absolute in the container"
+            )
+
+
+def test_healthchecks_probe_the_listen_ports(services):
+    from leteo_fed.proto import leteo_pb2_grpc
+
+    for name, svc in services.items():
+        check = svc.get("healthcheck")
+        if not check:
+            continue
+        test = check["test"]
+        assert test[:3] == ["CMD", "python", "-c"], f"{name}: unexpected healthcheck {test!r}"
+        stub, address = test[4], test[5]
+        assert hasattr(leteo_pb2_grpc, stub), f"{name}: unknown gRPC stub {stub}"
+        port = (
+            split_address(owner_config(svc).listen)[1]
+            if name in owner_services(services)
+            else listen_port(services, name)
+        )
+        assert split_address(address) == ("127.0.0.1", port), f"{name}: probe does not hit its port"
+        compile(test[3], f"<{name} healthcheck>", "exec")
+
+
+def test_analyst_features_exist_at_every_site(services):
+    args = parse_cli(services["analyst"]["command"])
+    assert args.min_owners <= len(SITES)
+    for site in SITES:
+        data = host_path(services[site], owner_config(services[site]).data.path)
+        header = csv_header(data)
+        missing = [f for f in args.features if f not in header]
+        assert not missing, f"{site}: analyst features missing from {data.name}: {missing}"
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def test_site_data_is_the_breast_cancer_split():
+    rows = {}
+    for site in SITES:
+        with (DEPLOY / "data" / site / f"{site}.csv").open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            assert len(reader.fieldnames) == 31 and reader.fieldnames[-1] == "diagnosis"
+            assert all(" " not in c for c in reader.fieldnames)
+            rows[site] = list(reader)
+    assert sorted(len(r) for r in rows.values()) == [189, 190, 190]
+    for site_rows in rows.values():
+        assert {r["diagnosis"] for r in site_rows} == {"malignant", "benign"}
+    keys = [tuple(r.values()) for site_rows in rows.values() for r in site_rows]
+    assert len(set(keys)) == 569, "the three parts must be disjoint"
+
+
+def test_make_data_regenerates_the_committed_csvs(tmp_path):
+    pytest.importorskip("sklearn")
+    subprocess.run(
+        [sys.executable, str(DEPLOY / "make_data.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    for site in SITES:
+        fresh = (tmp_path / site / f"{site}.csv").read_bytes()
+        assert fresh == (DEPLOY / "data" / site / f"{site}.csv").read_bytes(), (
+            f"{site}.csv is stale"
+        )
+
+
+# ---------------------------------------------------------------------------- Dockerfile
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile():
+    assert DOCKERFILE.is_file()
+    instructions = dockerfile_instructions()
+    entrypoints = [rest for word, rest in instructions if word == "ENTRYPOINT"]
+    assert len(entrypoints) == 1 and json.loads(entrypoints[0]) == ["leteo-fed"]
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert "leteo-fed" in scripts, "the entrypoint must be an installed console script"
+
+    froms = [rest for word, rest in instructions if word == "FROM"]
+    assert len(froms) == 1 and froms[0].startswith("python:3.11-slim")
+    runs = " ".join(rest for word, rest in instructions if word == "RUN")
+    assert "openjdk-17-jre-headless" in runs
+    assert re.search(r"pip install (--no-deps )?\.(\s|$)", runs), (
+        "the project must be pip-installed"
+    )
+    assert "[dev]" not in runs
+
+    users = [rest for word, rest in instructions if word == "USER"]
+    assert users and users[-1] not in {"root", "0"}, "the image must run as a non-root user"
+    words = [word for word, _ in instructions]
+    assert words.index("ENTRYPOINT") > words.index("USER")
+
+    # pyproject.toml is copied on its own, before the sources, for layer caching
+    copies = [rest.split() for word, rest in instructions if word == "COPY"]
+    assert copies[0][0] == "pyproject.toml"
+    copied = {src.rstrip("/") for c in copies for src in c[:-1]}
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"
+    ]["find"]
+    for package in (p.rstrip("*") for p in patterns["include"]):
+        assert package in copied or "." in copied, f"package {package} is not copied into the image"
+    readme = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("readme")
+    if readme:
+        assert readme in copied or "." in copied, "pyproject's readme must be in the build"
+    for src in copied:
+        assert (REPO / src).exists(), f"COPY source {src} does not exist"
