@@ -116,8 +116,7 @@ class Round:
 
     def quorum_message(self) -> str:
         parts = [
-            f"quorum not met: {len(self.submitted)} share(s) received, "
-            f"{self.min_owners} required"
+            f"quorum not met: {len(self.submitted)} share(s) received, {self.min_owners} required"
         ]
         if self.declined:
             parts.append(

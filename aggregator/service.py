@@ -119,7 +119,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
 
     @rpc_method
     def Health(self, request, context):
-        return pb.HealthReply(party=self._name, role="aggregator", version=__version__, status="SERVING")
+        return pb.HealthReply(
+            party=self._name, role="aggregator", version=__version__, status="SERVING"
+        )
 
     # ------------------------------------------------------------------ RPCs: owners
 
@@ -127,9 +129,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     def RegisterOwner(self, request, context):
         caller = require_role(context, "owner")
         if request.site_id != caller.name:
-            raise ProtocolError(
-                f"owner '{caller.name}' cannot register as '{request.site_id}'"
-            )
+            raise ProtocolError(f"owner '{caller.name}' cannot register as '{request.site_id}'")
         check_site_id(request.site_id)
         if not request.address or ":" not in request.address:
             raise DataError("address must be host:port", field="address")
@@ -160,7 +160,10 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         complete = rnd.accept_share(caller.name, ciphertexts, dict(header.timings))
         log.info(
             "round %s: share from %s accepted (%d/%d)",
-            rnd.round_id, caller.name, len(rnd.submitted), len(rnd.invited),
+            rnd.round_id,
+            caller.name,
+            len(rnd.submitted),
+            len(rnd.invited),
         )
         if complete:
             self._pool.submit(self._finalize, rnd)
@@ -168,7 +171,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
 
     def _check_header(self, rnd: Round, header: pb.ShareHeader) -> None:
         if header.key_id != rnd.public.key_id:
-            raise ProtocolError(f"share encrypted under key {header.key_id}, round uses {rnd.public.key_id}")
+            raise ProtocolError(
+                f"share encrypted under key {header.key_id}, round uses {rnd.public.key_id}"
+            )
         if header.dimension != len(rnd.features):
             raise DataError(
                 f"share has dimension {header.dimension}, round {rnd.round_id} has "
@@ -220,7 +225,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     def ListOwners(self, request, context):
         require_role(context, "analyst", "aggregator")
         with self._lock:
-            owners = [pb.OwnerRegistration(site_id=s, address=a) for s, a in sorted(self._owners.items())]
+            owners = [
+                pb.OwnerRegistration(site_id=s, address=a) for s, a in sorted(self._owners.items())
+            ]
         return pb.OwnerList(owners=owners)
 
     @rpc_method
@@ -253,7 +260,10 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             )
         deadline_s = request.deadline_seconds or DEFAULT_DEADLINE_SECONDS
         if not 0 < deadline_s <= MAX_DEADLINE_SECONDS:
-            raise DataError(f"deadline_seconds must be in (0, {MAX_DEADLINE_SECONDS:.0f}]", field="deadline_seconds")
+            raise DataError(
+                f"deadline_seconds must be in (0, {MAX_DEADLINE_SECONDS:.0f}]",
+                field="deadline_seconds",
+            )
         with self._lock:
             registered = dict(self._owners)
         invited = list(request.owners) or sorted(registered)
@@ -293,12 +303,19 @@ class AggregatorService(pb_grpc.AggregatorServicer):
                 timeout=10,
             )
         except grpc.RpcError as exc:
-            raise PeerUnavailable(f"the CSP refused to open the round: {rpc_error_message(exc)}") from exc
+            raise PeerUnavailable(
+                f"the CSP refused to open the round: {rpc_error_message(exc)}"
+            ) from exc
         with self._lock:
             self._rounds[rnd.round_id] = rnd
         log.info(
             "round %s opened by %s: PCA on %d features, %d owners invited, quorum %d, deadline %.0f s",
-            rnd.round_id, caller.name, len(features), len(invited), min_owners, deadline_s,
+            rnd.round_id,
+            caller.name,
+            len(features),
+            len(invited),
+            min_owners,
+            deadline_s,
         )
         timer = threading.Timer(deadline_s, self._finalize, args=(rnd,))
         timer.daemon = True
@@ -396,8 +413,11 @@ class AggregatorService(pb_grpc.AggregatorServicer):
 
     def _decrypt(self, rnd: Round, blinded: list[int]) -> tuple[list[int], float]:
         def requests():
-            yield pb.DecryptChunk(header=pb.CspRoundRequest(round_id=rnd.round_id, key_id=rnd.public.key_id,
-                                                            n_ciphertexts=len(blinded)))
+            yield pb.DecryptChunk(
+                header=pb.CspRoundRequest(
+                    round_id=rnd.round_id, key_id=rnd.public.key_id, n_ciphertexts=len(blinded)
+                )
+            )
             for chunk in batches(blinded, rnd.public.ciphertext_bytes):
                 yield pb.DecryptChunk(batch=pb.CiphertextBatch(ciphertexts=chunk))
 
@@ -422,7 +442,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         try:
             self._owner_stub(site).PublishResult(status, timeout=5)
         except grpc.RpcError as exc:
-            log.info("could not publish %s to %s: %s", status.round_id, site, rpc_error_message(exc))
+            log.info(
+                "could not publish %s to %s: %s", status.round_id, site, rpc_error_message(exc)
+            )
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -48,7 +48,10 @@ def load_or_create_key(key_dir: Path, bits: int, allow_small: bool):
     save_public_key(key_dir / PUBLIC_KEY_FILE, key.public)
     log.info(
         "generated a %d-bit Paillier key in %.2f s; secret key stored at %s (mode 600%s)",
-        bits, time.perf_counter() - start, secret, ", sealed with passphrase" if passphrase else "",
+        bits,
+        time.perf_counter() - start,
+        secret,
+        ", sealed with passphrase" if passphrase else "",
     )
     return key
 

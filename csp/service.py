@@ -52,9 +52,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         self._rounds: dict[str, _CspRound] = {}
         self._lock = threading.Lock()
         self._transcript = transcript
-        log.info(
-            "CSP ready: %d-bit Paillier key %s", self._public.bits, self._public.key_id
-        )
+        log.info("CSP ready: %d-bit Paillier key %s", self._public.bits, self._public.key_id)
 
     @rpc_method
     def Health(self, request, context):
@@ -98,7 +96,9 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             if entry is None:
                 raise NotFoundError(f"round {round_id} was never opened at this CSP")
             if entry.used:
-                raise DuplicateError(f"round {round_id} was already decrypted; the CSP decrypts once")
+                raise DuplicateError(
+                    f"round {round_id} was already decrypted; the CSP decrypts once"
+                )
             entry.used = True  # claimed before decrypting: no second request can race in
         ciphertexts: list[int] = []
         for msg in request_iterator:
@@ -117,7 +117,12 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         start = time.perf_counter()
         plaintexts = self._decryptor.decrypt_many(ciphertexts)
         seconds = time.perf_counter() - start
-        log.info("round %s: decrypted %d blinded ciphertexts in %.3f s", round_id, len(plaintexts), seconds)
+        log.info(
+            "round %s: decrypted %d blinded ciphertexts in %.3f s",
+            round_id,
+            len(plaintexts),
+            seconds,
+        )
         self._record(round_id, plaintexts)
         width = self._public.plaintext_bytes
         for i in range(0, len(plaintexts), BATCH_SIZE):
@@ -129,7 +134,9 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         if self._transcript is None:
             return
         with self._lock, open(self._transcript, "a") as out:
-            out.write(json.dumps({"round_id": round_id, "plaintexts": [hex(p) for p in plaintexts]}))
+            out.write(
+                json.dumps({"round_id": round_id, "plaintexts": [hex(p) for p in plaintexts]})
+            )
             out.write("\n")
 
 

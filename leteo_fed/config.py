@@ -24,10 +24,11 @@ Example::
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from leteo_fed.errors import ConfigError
 from leteo_fed.transport.certs import Party, check_site_id
@@ -93,7 +94,9 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
     data = _require(doc, "data", "", dict)
     engine = data.get("engine", "auto")
     if engine not in ENGINES:
-        raise ConfigError(f"'data.engine' must be one of {ENGINES}, got {engine!r}", field="data.engine")
+        raise ConfigError(
+            f"'data.engine' must be one of {ENGINES}, got {engine!r}", field="data.engine"
+        )
     raw_path = _require(data, "path", "data.")
     data_path = raw_path if "://" in raw_path else str((base / raw_path).resolve())
     source = DataSourceConfig(data_path, data.get("format"), data.get("label_column"), engine)
@@ -111,7 +114,9 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
     elif "dir" in tls_doc:
         tls = TlsConfig.from_dir(base / tls_doc["dir"], site_id, "owner")
     elif {"ca", "cert", "key"} <= set(tls_doc):
-        tls = TlsConfig(identity, base / tls_doc["ca"], base / tls_doc["cert"], base / tls_doc["key"])
+        tls = TlsConfig(
+            identity, base / tls_doc["ca"], base / tls_doc["cert"], base / tls_doc["key"]
+        )
     else:
         raise ConfigError(
             "[tls] needs 'dir', or 'ca', 'cert' and 'key', or insecure = true", field="tls"

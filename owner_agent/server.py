@@ -19,7 +19,12 @@ def serve(config_path: Path) -> None:
     add_to_server(server, service)
     log.info(
         "owner %s listening on %s (port %d); data %s; aggregator %s; CSP %s",
-        config.site_id, config.listen, port, config.data.path, config.aggregator, config.csp,
+        config.site_id,
+        config.listen,
+        port,
+        config.data.path,
+        config.aggregator,
+        config.csp,
     )
     service.start_background()
     serve_until_signal(server, f"owner {config.site_id}", on_stop=service.stop)

@@ -69,7 +69,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         while not self._stop.is_set():
             try:
                 self._aggregator.RegisterOwner(
-                    pb.OwnerRegistration(site_id=self.config.site_id, address=self.config.advertise),
+                    pb.OwnerRegistration(
+                        site_id=self.config.site_id, address=self.config.advertise
+                    ),
                     timeout=5,
                 )
                 delay = REGISTER_INTERVAL_SECONDS
@@ -96,14 +98,18 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 try:
                     msg = self._csp.GetPublicKey(pb.PublicKeyRequest(), timeout=10)
                 except grpc.RpcError as exc:
-                    raise PeerUnavailable(f"cannot fetch the CSP public key: {rpc_error_message(exc)}") from exc
+                    raise PeerUnavailable(
+                        f"cannot fetch the CSP public key: {rpc_error_message(exc)}"
+                    ) from exc
                 public = public_key_from_proto(msg)
                 start = time.perf_counter()
                 enc = Encryptor(public)
                 enc.prepare()
                 log.info(
                     "CSP key %s (%d bits); randomizer table built in %.2f s",
-                    public.key_id, public.bits, time.perf_counter() - start,
+                    public.key_id,
+                    public.bits,
+                    time.perf_counter() - start,
                 )
                 self._encryptor = enc
             return self._encryptor
@@ -112,7 +118,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     @rpc_method
     def Health(self, request, context):
-        return pb.HealthReply(party=self.config.site_id, role="owner", version=__version__, status="SERVING")
+        return pb.HealthReply(
+            party=self.config.site_id, role="owner", version=__version__, status="SERVING"
+        )
 
     @rpc_method
     def Invite(self, request, context):

@@ -25,7 +25,9 @@ from leteo_fed.transport.messages import (
 )
 
 
-def write_parts(x: np.ndarray, names: list[str], parts: int, folder: Path, seed: int = 3) -> list[Path]:
+def write_parts(
+    x: np.ndarray, names: list[str], parts: int, folder: Path, seed: int = 3
+) -> list[Path]:
     """Seeded horizontal split of a real data set into one CSV per site."""
     folder.mkdir(parents=True, exist_ok=True)
     order = np.random.default_rng(seed).permutation(len(x))
@@ -56,7 +58,9 @@ def assert_matches_numpy(result: dict, x: np.ndarray, k: int, rel: float = 1e-9)
 class ManualOwner(pb_grpc.OwnerAgentServicer):
     """An owner whose every move the test makes by hand (to send bad, partial or late shares)."""
 
-    def __init__(self, site_id: str, tls: TlsConfig, aggregator: str, csp: str, x: np.ndarray) -> None:
+    def __init__(
+        self, site_id: str, tls: TlsConfig, aggregator: str, csp: str, x: np.ndarray
+    ) -> None:
         self.site_id = site_id
         self.tls = tls
         self.x = x
@@ -68,7 +72,9 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
         self.address = f"127.0.0.1:{port}"
         self.aggregator = pb_grpc.AggregatorStub(tls.channel(aggregator))
         self.csp = pb_grpc.CryptoServiceProviderStub(tls.channel(csp))
-        self.encryptor = Encryptor(public_key_from_proto(self.csp.GetPublicKey(pb.PublicKeyRequest(), timeout=10)))
+        self.encryptor = Encryptor(
+            public_key_from_proto(self.csp.GetPublicKey(pb.PublicKeyRequest(), timeout=10))
+        )
 
     def Health(self, request, context):
         return pb.HealthReply(party=self.site_id, role="owner", status="SERVING")
@@ -82,7 +88,9 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
         return pb.Ack(ok=True)
 
     def register(self) -> None:
-        self.aggregator.RegisterOwner(pb.OwnerRegistration(site_id=self.site_id, address=self.address), timeout=10)
+        self.aggregator.RegisterOwner(
+            pb.OwnerRegistration(site_id=self.site_id, address=self.address), timeout=10
+        )
 
     def next_spec(self, timeout: float = 20) -> pb.RoundSpec:
         return self.specs.get(timeout=timeout)
@@ -116,9 +124,14 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
 
         def partial():
             yield pb.ShareChunk(header=header)
-            yield pb.ShareChunk(batch=pb.CiphertextBatch(ciphertexts=[
-                c.to_bytes(self.encryptor.public.ciphertext_bytes, "big") for c in ciphertexts[:3]
-            ]))
+            yield pb.ShareChunk(
+                batch=pb.CiphertextBatch(
+                    ciphertexts=[
+                        c.to_bytes(self.encryptor.public.ciphertext_bytes, "big")
+                        for c in ciphertexts[:3]
+                    ]
+                )
+            )
             release.wait(10)
 
         future = self.aggregator.SubmitShare.future(partial(), timeout=30)

@@ -17,7 +17,9 @@ from sklearn.datasets import load_wine
 from leteo_fed.protocols.pca import reference_pca
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "leteo_fed", *args],
         capture_output=True,
@@ -29,7 +31,15 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["csp", "serve"], ["aggregator", "serve"], ["owner", "serve"], ["pca"], ["demo", "pca"], ["certs"]],
+    [
+        [],
+        ["csp", "serve"],
+        ["aggregator", "serve"],
+        ["owner", "serve"],
+        ["pca"],
+        ["demo", "pca"],
+        ["certs"],
+    ],
 )
 def test_help_explains_every_command(args):
     proc = run_cli(*args, "--help")
@@ -47,27 +57,54 @@ def test_malformed_owner_config_is_one_line_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr
 
     missing = tmp_path / "owner2.toml"
-    missing.write_text('site_id = "site-1"\nlisten = "127.0.0.1:0"\n[peers]\naggregator="a:1"\ncsp="c:1"\n')
+    missing.write_text(
+        'site_id = "site-1"\nlisten = "127.0.0.1:0"\n[peers]\naggregator="a:1"\ncsp="c:1"\n'
+    )
     proc = run_cli("owner", "serve", "--config", str(missing))
     assert proc.returncode == 2 and "'data'" in proc.stderr
 
 
 def test_small_key_needs_explicit_flag(tmp_path):
-    proc = run_cli("csp", "serve", "--key-bits", "1024", "--key-dir", str(tmp_path / "k"), "--insecure")
+    proc = run_cli(
+        "csp", "serve", "--key-bits", "1024", "--key-dir", str(tmp_path / "k"), "--insecure"
+    )
     assert proc.returncode == 2 and "--insecure-small-key" in proc.stderr
     assert not (tmp_path / "k" / "paillier.key").exists()
 
 
 def test_missing_certificates_named(tmp_path):
-    proc = run_cli("aggregator", "serve", "--tls-dir", str(tmp_path / "nowhere"), "--listen", "127.0.0.1:0")
+    proc = run_cli(
+        "aggregator", "serve", "--tls-dir", str(tmp_path / "nowhere"), "--listen", "127.0.0.1:0"
+    )
     assert proc.returncode == 2 and "ca" in proc.stderr and "not found" in proc.stderr
 
 
 def test_pca_against_nothing_is_a_clear_failure(tmp_path):
-    subprocess.run([sys.executable, "-m", "leteo_fed", "certs", "--out", str(tmp_path / "c"), "--owners", "s1"],
-                   check=True, capture_output=True)
-    proc = run_cli("pca", "--aggregator", "127.0.0.1:9", "--features", "a,b", "--tls-dir", str(tmp_path / "c"),
-                   "--out", str(tmp_path / "o"))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "leteo_fed",
+            "certs",
+            "--out",
+            str(tmp_path / "c"),
+            "--owners",
+            "s1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    proc = run_cli(
+        "pca",
+        "--aggregator",
+        "127.0.0.1:9",
+        "--features",
+        "a,b",
+        "--tls-dir",
+        str(tmp_path / "c"),
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert proc.returncode == 1 and "aggregator at 127.0.0.1:9" in proc.stderr
     assert not (tmp_path / "o" / "pca.json").exists()
 
@@ -77,9 +114,13 @@ def test_demo_bad_inputs(tmp_path):
     assert proc.returncode == 2 and "--owners" in proc.stderr
     csv = tmp_path / "d.csv"
     csv.write_text("a,b,y\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n")
-    proc = run_cli("demo", "pca", "--data", str(csv), "--features", "a,zz", "--out", str(tmp_path / "o"))
+    proc = run_cli(
+        "demo", "pca", "--data", str(csv), "--features", "a,zz", "--out", str(tmp_path / "o")
+    )
     assert proc.returncode == 2 and "'zz'" in proc.stderr
-    proc = run_cli("demo", "pca", "--data", str(tmp_path / "none.csv"), "--out", str(tmp_path / "o"))
+    proc = run_cli(
+        "demo", "pca", "--data", str(tmp_path / "none.csv"), "--out", str(tmp_path / "o")
+    )
     assert proc.returncode == 2 and "not found" in proc.stderr
 
 
@@ -88,18 +129,38 @@ def test_demo_on_external_csv_matches_numpy(tmp_path):
     """The issue's acceptance run: a CSV not in the repository, 4 owners, 3 components."""
     bunch = load_wine()
     names = [n.replace("/", "_") for n in bunch.feature_names]
-    table = pa.table({**{n: bunch.data[:, i] for i, n in enumerate(names)}, "cultivar": bunch.target})
+    table = pa.table(
+        {**{n: bunch.data[:, i] for i, n in enumerate(names)}, "cultivar": bunch.target}
+    )
     data = tmp_path / "wine.csv"
     pacsv.write_csv(table, data)
     out = tmp_path / "demo"
     proc = run_cli(
-        "demo", "pca", "--data", str(data), "--label-column", "cultivar", "--owners", "4",
-        "--components", "3", "--out", str(out),
+        "demo",
+        "pca",
+        "--data",
+        str(data),
+        "--label-column",
+        "cultivar",
+        "--owners",
+        "4",
+        "--components",
+        "3",
+        "--out",
+        str(out),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "pca.json").read_text())
-    for key in ("eigenvalues", "components", "explained_variance_ratio", "mean", "features",
-                "n_samples", "owners", "timings"):
+    for key in (
+        "eigenvalues",
+        "components",
+        "explained_variance_ratio",
+        "mean",
+        "features",
+        "n_samples",
+        "owners",
+        "timings",
+    ):
         assert key in result
     assert result["features"] == names  # the label is not a feature
     assert len(result["owners"]) == 4 and result["n_samples"] == 178
@@ -125,21 +186,29 @@ def test_demo_interrupted_leaves_no_processes(tmp_path, sig):
     out = tmp_path / "demo"
     proc = subprocess.Popen(
         [sys.executable, "-m", "leteo_fed", "demo", "pca", "--owners", "3", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     lines = []
     for line in proc.stdout:  # wait until the services are up
         lines.append(line)
         if "started CSP" in line:
             break
-    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    children = subprocess.run(
+        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+    ).stdout.split()
     assert len(children) == 5, lines
     proc.send_signal(getattr(signal, sig))
     rest = proc.stdout.read()
     assert proc.wait(30) == 130, rest
     assert "interrupted" in rest
     time.sleep(0.5)
-    alive = [pid for pid in children if Path(f"/proc/{pid}").exists()
-             and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()]
+    alive = [
+        pid
+        for pid in children
+        if Path(f"/proc/{pid}").exists()
+        and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    ]
     assert not alive
     assert not (out / "pca.json").exists()

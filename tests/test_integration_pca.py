@@ -49,7 +49,11 @@ def deployment(tmp_path_factory, cancer):
             from leteo_fed.data.sources import read_matrix
 
             manual[site] = ManualOwner(
-                site, tls, cluster.addresses["aggregator"], cluster.addresses["csp"], read_matrix(str(part), names)
+                site,
+                tls,
+                cluster.addresses["aggregator"],
+                cluster.addresses["csp"],
+                read_matrix(str(part), names),
             )
             manual[site].register()
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
@@ -71,7 +75,9 @@ def test_share_validation_and_mid_round_disconnect(deployment, cancer):
     cluster, client, manual, parts = deployment
     x, names = cancer
     sx, sy = manual["site-x"], manual["site-y"]
-    status = client.start_pca(PcaParams(features=names, components=4, min_owners=5, deadline_seconds=60))
+    status = client.start_pca(
+        PcaParams(features=names, components=4, min_owners=5, deadline_seconds=60)
+    )
     spec_x, spec_y = sx.next_spec(), sy.next_spec()
     assert spec_x.round_id == status.round_id == spec_y.round_id
 
@@ -83,11 +89,16 @@ def test_share_validation_and_mid_round_disconnect(deployment, cancer):
     # wrong dimension
     with pytest.raises(grpc.RpcError) as err:
         sx.submit(pb.ShareHeader(**{**_fields(header), "dimension": 29}), cts)
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "dimension" in err.value.details()
+    assert (
+        err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "dimension" in err.value.details()
+    )
     # too few ciphertexts for the declared layout
     with pytest.raises(grpc.RpcError) as err:
         sx.submit(header, cts[:-1])
-    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "incomplete" in err.value.details()
+    assert (
+        err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        and "incomplete" in err.value.details()
+    )
     # a share submitted in another owner's name
     with pytest.raises(grpc.RpcError) as err:
         sx.submit(pb.ShareHeader(**{**_fields(header), "site_id": "site-1"}), cts)
@@ -113,7 +124,9 @@ def test_share_validation_and_mid_round_disconnect(deployment, cancer):
     # a share for a closed round is refused and changes nothing
     with pytest.raises(grpc.RpcError) as err:
         sy.submit(hy, cy)
-    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "closed" in err.value.details()
+    assert (
+        err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "closed" in err.value.details()
+    )
     # owners receive the published result
     deadline = time.time() + 10
     while status.round_id not in sx.results and time.time() < deadline:
@@ -122,7 +135,9 @@ def test_share_validation_and_mid_round_disconnect(deployment, cancer):
 
 
 def _fields(header: pb.ShareHeader) -> dict:
-    return {f.name: getattr(header, f.name) for f in header.DESCRIPTOR.fields if f.name != "timings"}
+    return {
+        f.name: getattr(header, f.name) for f in header.DESCRIPTOR.fields if f.name != "timings"
+    }
 
 
 def test_silent_owners_do_not_stall_the_round(deployment, cancer):
@@ -130,7 +145,9 @@ def test_silent_owners_do_not_stall_the_round(deployment, cancer):
     cluster, client, manual, parts = deployment
     _, names = cancer
     start = time.monotonic()
-    status = client.start_pca(PcaParams(features=names, components=3, min_owners=3, deadline_seconds=6))
+    status = client.start_pca(
+        PcaParams(features=names, components=3, min_owners=3, deadline_seconds=6)
+    )
     manual["site-x"].next_spec()
     manual["site-y"].next_spec()
     final = client.wait(status.round_id, 30)
@@ -156,7 +173,9 @@ def test_missing_column_fails_round_with_named_column(deployment, cancer):
     with pytest.raises(RoundFailed) as err:
         client.run_pca(params)
     assert "no_such_column" in str(err.value) and "quorum not met" in str(err.value)
-    assert time.monotonic() - start < 15  # declines end the round early, no waiting for the deadline
+    assert (
+        time.monotonic() - start < 15
+    )  # declines end the round early, no waiting for the deadline
 
 
 def test_bad_requests_are_refused_and_service_survives(deployment, cancer):
@@ -191,7 +210,11 @@ def test_roles_are_enforced_by_certificate(deployment, cancer):
         cluster.tls("analyst", "analyst").channel(cluster.addresses["csp"])
     )
     with pytest.raises(grpc.RpcError) as err:
-        list(analyst_csp.DecryptBlinded(iter([pb.DecryptChunk(header=pb.CspRoundRequest(round_id="r"))]), timeout=10))
+        list(
+            analyst_csp.DecryptBlinded(
+                iter([pb.DecryptChunk(header=pb.CspRoundRequest(round_id="r"))]), timeout=10
+            )
+        )
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(grpc.RpcError) as err:
         pb_grpc.CryptoServiceProviderStub(owner_tls.channel(cluster.addresses["csp"])).OpenRound(
@@ -205,7 +228,9 @@ def test_callers_without_a_valid_certificate_are_rejected(deployment, tmp_path):
     create_pki(tmp_path / "rogue", ["site-1"])  # same names, different CA
     rogue = TlsConfig.from_dir(tmp_path / "rogue", "analyst", "analyst")
     for name in ("aggregator", "csp"):
-        stub_cls = pb_grpc.AggregatorStub if name == "aggregator" else pb_grpc.CryptoServiceProviderStub
+        stub_cls = (
+            pb_grpc.AggregatorStub if name == "aggregator" else pb_grpc.CryptoServiceProviderStub
+        )
         with pytest.raises(grpc.RpcError) as err:
             stub_cls(rogue.channel(cluster.addresses[name])).Health(pb.HealthRequest(), timeout=5)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -245,7 +270,9 @@ def test_federated_pca_equals_numpy(tmp_path, n_owners):
     owners = [OwnerSpec(f"site-{i + 1}", p) for i, p in enumerate(parts)]
     k = 5
     with LocalCluster(tmp_path / "run", owners) as cluster:
-        with AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")) as client:
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
             client.wait_for_owners(n_owners)
             result = client.run_pca(
                 PcaParams(features=names, components=k, min_owners=n_owners, deadline_seconds=120)
@@ -270,9 +297,13 @@ def test_vanished_owner_process(tmp_path, cancer):
     parts[2].write_text("\n".join(text) + "\n")
     owners = [OwnerSpec(f"site-{i + 1}", p) for i, p in enumerate(parts)]
     with LocalCluster(tmp_path / "run", owners) as cluster:
-        with AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")) as client:
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
             client.wait_for_owners(3)
-            result = client.run_pca(PcaParams(features=names, components=2, min_owners=2, deadline_seconds=60))
+            result = client.run_pca(
+                PcaParams(features=names, components=2, min_owners=2, deadline_seconds=60)
+            )
             assert result["owners"] == ["site-1", "site-2"]
             assert "mean_area" in result["declined"]["site-3"]
             from leteo_fed.data.sources import read_matrix
@@ -283,7 +314,9 @@ def test_vanished_owner_process(tmp_path, cancer):
             cluster.kill("site-2")
             start = time.monotonic()
             with pytest.raises(RoundFailed) as err:
-                client.run_pca(PcaParams(features=names, components=2, min_owners=2, deadline_seconds=60))
+                client.run_pca(
+                    PcaParams(features=names, components=2, min_owners=2, deadline_seconds=60)
+                )
             assert time.monotonic() - start < 20
             message = str(err.value)
             assert "site-2: unreachable" in message and "mean_area" in message

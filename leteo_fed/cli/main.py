@@ -66,11 +66,16 @@ def _csv_list(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="leteo-fed", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="leteo-fed",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"leteo-fed {__version__}")
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log verbosity"
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log verbosity",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -82,8 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and each owner site). Identity = certificate common name; role = organizational unit. "
         "Private keys are written with mode 600.",
     )
-    p.add_argument("--out", type=Path, default=Path("certs"), help="output folder (default: ./certs)")
-    p.add_argument("--owners", type=_csv_list, required=True, help="owner site ids, e.g. site-1,site-2")
+    p.add_argument(
+        "--out", type=Path, default=Path("certs"), help="output folder (default: ./certs)"
+    )
+    p.add_argument(
+        "--owners", type=_csv_list, required=True, help="owner site ids, e.g. site-1,site-2"
+    )
     p.add_argument(
         "--hosts",
         type=_csv_list,
@@ -103,14 +112,26 @@ def build_parser() -> argparse.ArgumentParser:
         "(secret key mode 600; sealed with a passphrase if LETEO_CSP_PASSPHRASE is set), serves "
         "the public key, and decrypts blinded aggregates for the aggregator only.",
     )
-    p.add_argument("--listen", default="127.0.0.1:50051", help="host:port (default: 127.0.0.1:50051)")
-    p.add_argument("--key-dir", type=Path, default=Path("csp-keys"), help="key folder (default: ./csp-keys)")
-    p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size for a new key (default: 2048)")
+    p.add_argument(
+        "--listen", default="127.0.0.1:50051", help="host:port (default: 127.0.0.1:50051)"
+    )
+    p.add_argument(
+        "--key-dir", type=Path, default=Path("csp-keys"), help="key folder (default: ./csp-keys)"
+    )
+    p.add_argument(
+        "--key-bits",
+        type=int,
+        default=2048,
+        help="Paillier modulus size for a new key (default: 2048)",
+    )
     p.add_argument(
         "--insecure-small-key", action="store_true", help="allow keys below 2048 bits (tests only)"
     )
     p.add_argument(
-        "--transcript", type=Path, default=None, help="append every decrypted (blinded) value to this file, for audits"
+        "--transcript",
+        type=Path,
+        default=None,
+        help="append every decrypted (blinded) value to this file, for audits",
     )
     _add_tls(p, "csp", "csp")
 
@@ -124,8 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the aggregator: owners register with it; the data user starts rounds "
         "against it (`leteo-fed pca`).",
     )
-    p.add_argument("--listen", default="127.0.0.1:50052", help="host:port (default: 127.0.0.1:50052)")
-    p.add_argument("--csp", default="127.0.0.1:50051", help="CSP address (default: 127.0.0.1:50051)")
+    p.add_argument(
+        "--listen", default="127.0.0.1:50052", help="host:port (default: 127.0.0.1:50052)"
+    )
+    p.add_argument(
+        "--csp", default="127.0.0.1:50051", help="CSP address (default: 127.0.0.1:50051)"
+    )
     _add_tls(p, "aggregator", "aggregator")
 
     # owner serve
@@ -150,15 +175,27 @@ def build_parser() -> argparse.ArgumentParser:
         "rows. Writes OUT/pca.json.",
     )
     p.add_argument("--aggregator", default="127.0.0.1:50052", help="aggregator address")
-    p.add_argument("--features", type=_csv_list, required=True, help="comma-separated feature columns")
+    p.add_argument(
+        "--features", type=_csv_list, required=True, help="comma-separated feature columns"
+    )
     p.add_argument("--components", type=int, default=2, help="number of components (default: 2)")
-    p.add_argument("--min-owners", type=int, default=2, help="quorum: minimum shares (>= 2; default: 2)")
-    p.add_argument("--deadline", type=float, default=120.0, help="round deadline in seconds (default: 120)")
+    p.add_argument(
+        "--min-owners", type=int, default=2, help="quorum: minimum shares (>= 2; default: 2)"
+    )
+    p.add_argument(
+        "--deadline", type=float, default=120.0, help="round deadline in seconds (default: 120)"
+    )
     p.add_argument("--standardize", action="store_true", help="PCA of the correlation matrix")
     p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
-    p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits (default: 32)")
-    p.add_argument("--owners", type=_csv_list, default=[], help="invite only these sites (default: all)")
-    p.add_argument("--out", type=Path, default=Path("out/pca"), help="output folder (default: out/pca)")
+    p.add_argument(
+        "--scale-bits", type=int, default=0, help="fixed-point fraction bits (default: 32)"
+    )
+    p.add_argument(
+        "--owners", type=_csv_list, default=[], help="invite only these sites (default: all)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("out/pca"), help="output folder (default: out/pca)"
+    )
     _add_tls(p, "analyst", "analyst")
 
     # demo
@@ -173,17 +210,34 @@ def build_parser() -> argparse.ArgumentParser:
         "one PCA round; compare with centralized NumPy PCA; write OUT/pca.json and "
         "OUT/pca_scatter.png; stop every process.",
     )
-    p.add_argument("--data", type=Path, default=None, help="CSV file (default: scikit-learn's breast cancer set)")
-    p.add_argument("--features", type=_csv_list, default=None, help="columns (default: all numeric except the label)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="CSV file (default: scikit-learn's breast cancer set)",
+    )
+    p.add_argument(
+        "--features",
+        type=_csv_list,
+        default=None,
+        help="columns (default: all numeric except the label)",
+    )
     p.add_argument("--label-column", default=None, help="label column: only colours the plot")
     p.add_argument("--owners", type=int, default=3, help="number of owner agents (default: 3)")
     p.add_argument("--components", type=int, default=2, help="number of components (default: 2)")
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048)")
     p.add_argument("--standardize", action="store_true", help="PCA of the correlation matrix")
     p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
-    p.add_argument("--out", type=Path, default=Path("out/demo-pca"), help="output folder (default: out/demo-pca)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out/demo-pca"),
+        help="output folder (default: out/demo-pca)",
+    )
     p.add_argument("--seed", type=int, default=7, help="seed of the horizontal split (default: 7)")
-    p.add_argument("--insecure", action="store_true", help="run the demo without TLS (not recommended)")
+    p.add_argument(
+        "--insecure", action="store_true", help="run the demo without TLS (not recommended)"
+    )
     return parser
 
 
@@ -192,12 +246,22 @@ def _run(args) -> int:
         from leteo_fed.transport.certs import create_pki
 
         parties = create_pki(args.out, args.owners, args.hosts, args.days)
-        print(f"wrote CA and {len(parties)} certificates to {args.out}: " + ", ".join(p.name for p in parties))
+        print(
+            f"wrote CA and {len(parties)} certificates to {args.out}: "
+            + ", ".join(p.name for p in parties)
+        )
         return 0
     if args.command == "csp":
         from csp.server import serve
 
-        serve(args.listen, _tls(args), args.key_dir, args.key_bits, args.insecure_small_key, args.transcript)
+        serve(
+            args.listen,
+            _tls(args),
+            args.key_dir,
+            args.key_bits,
+            args.insecure_small_key,
+            args.transcript,
+        )
         return 0
     if args.command == "aggregator":
         from aggregator.server import serve

@@ -77,7 +77,9 @@ def save_public_key(path: Path, key: PublicKey) -> None:
     atomic_write_bytes(Path(path), json.dumps(doc, indent=1).encode(), mode=0o644)
 
 
-def _derive(passphrase: str, salt: bytes, n: int = _SCRYPT_N, r: int = _SCRYPT_R, p: int = _SCRYPT_P):
+def _derive(
+    passphrase: str, salt: bytes, n: int = _SCRYPT_N, r: int = _SCRYPT_R, p: int = _SCRYPT_P
+):
     return Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(passphrase.encode())
 
 

@@ -205,12 +205,12 @@ def add_ciphertexts(public: PublicKey, a: Sequence[int], b: Sequence[int]) -> li
     return [int(mpz(x) * y % n2) for x, y in zip(a, b, strict=True)]
 
 
-def add_plaintexts(public: PublicKey, ciphertexts: Sequence[int], plain: Sequence[int]) -> list[int]:
+def add_plaintexts(
+    public: PublicKey, ciphertexts: Sequence[int], plain: Sequence[int]
+) -> list[int]:
     """E[x] (*) (1 + k n) = E[x + k]: adds public constants (e.g. blinding masks) in place."""
     if len(ciphertexts) != len(plain):
-        raise ProtocolError(
-            f"cannot add {len(plain)} plaintexts to {len(ciphertexts)} ciphertexts"
-        )
+        raise ProtocolError(f"cannot add {len(plain)} plaintexts to {len(ciphertexts)} ciphertexts")
     n, n2 = mpz(public.n), mpz(public.n_square)
     out = []
     for c, k in zip(ciphertexts, plain, strict=True):

@@ -19,14 +19,18 @@ FORMATS = ("csv", "parquet")
 def detect_format(path: str, fmt: str | None = None) -> str:
     if fmt:
         if fmt not in FORMATS:
-            raise DataError(f"unknown data format {fmt!r}; expected one of {FORMATS}", field="format")
+            raise DataError(
+                f"unknown data format {fmt!r}; expected one of {FORMATS}", field="format"
+            )
         return fmt
     suffix = Path(path).suffix.lower()
     if suffix in (".parquet", ".pq"):
         return "parquet"
     if suffix in (".csv", ".txt", ".gz"):
         return "csv"
-    raise DataError(f"cannot tell the format of {path}; set data.format to csv or parquet", field="format")
+    raise DataError(
+        f"cannot tell the format of {path}; set data.format to csv or parquet", field="format"
+    )
 
 
 def is_local(path: str) -> bool:
@@ -72,8 +76,11 @@ def to_matrix(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     out = np.empty((table.num_rows, len(columns)))
     for j, name in enumerate(columns):
         col = table.column(name)
-        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-                or pa.types.is_null(col.type)):
+        if not (
+            pa.types.is_integer(col.type)
+            or pa.types.is_floating(col.type)
+            or pa.types.is_null(col.type)
+        ):
             raise DataError(f"column '{name}' is not numeric (type {col.type})", field=name)
         out[:, j] = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
     return out

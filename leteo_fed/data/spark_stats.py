@@ -73,7 +73,9 @@ def _infer_format(path: str) -> str:
     for ext, fmt in _FORMATS.items():
         if name.endswith(ext):
             return fmt
-    raise DataError(f"cannot tell the format of '{path}' from its name; pass fmt='csv' or 'parquet'")
+    raise DataError(
+        f"cannot tell the format of '{path}' from its name; pass fmt='csv' or 'parquet'"
+    )
 
 
 def _quote(name: str) -> Column:

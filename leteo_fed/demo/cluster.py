@@ -85,7 +85,11 @@ class LocalCluster:
         return TlsConfig.from_dir(self.certs, name, role)
 
     def _tls_args(self, name: str) -> list[str]:
-        return ["--insecure", "--name", name] if self.insecure else ["--tls-dir", str(self.certs), "--name", name]
+        return (
+            ["--insecure", "--name", name]
+            if self.insecure
+            else ["--tls-dir", str(self.certs), "--name", name]
+        )
 
     def _spawn(self, name: str, args: list[str]) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -93,8 +97,12 @@ class LocalCluster:
         cmd = [sys.executable, "-m", "leteo_fed", "--log-level", self.log_level, *args]
         env = {**os.environ, PARENT_ENV: str(os.getpid())}
         self.procs[name] = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=self.workdir, env=env,
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            env=env,
         )
         log.close()
 
@@ -108,8 +116,16 @@ class LocalCluster:
         csp_port, agg_port = free_port(), free_port()
         self.addresses["csp"] = f"127.0.0.1:{csp_port}"
         self.addresses["aggregator"] = f"127.0.0.1:{agg_port}"
-        csp_args = ["csp", "serve", "--listen", self.addresses["csp"], "--key-dir", str(self.workdir / "csp-keys"),
-                    "--key-bits", str(self.key_bits)]
+        csp_args = [
+            "csp",
+            "serve",
+            "--listen",
+            self.addresses["csp"],
+            "--key-dir",
+            str(self.workdir / "csp-keys"),
+            "--key-bits",
+            str(self.key_bits),
+        ]
         if self.key_bits < 2048:
             csp_args.append("--insecure-small-key")
         if self.csp_transcript:
@@ -117,7 +133,14 @@ class LocalCluster:
         self._spawn("csp", csp_args + self._tls_args("csp"))
         self._spawn(
             "aggregator",
-            ["aggregator", "serve", "--listen", self.addresses["aggregator"], "--csp", self.addresses["csp"]]
+            [
+                "aggregator",
+                "serve",
+                "--listen",
+                self.addresses["aggregator"],
+                "--csp",
+                self.addresses["csp"],
+            ]
             + self._tls_args("aggregator"),
         )
         for owner in self.owners:

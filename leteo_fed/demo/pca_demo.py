@@ -55,10 +55,16 @@ def load_demo_table(opts: DemoOptions) -> tuple[pa.Table, str | None, str]:
         names = [n.replace(" ", "_") for n in bunch.feature_names]
         columns = {n: bunch.data[:, i] for i, n in enumerate(names)}
         columns["diagnosis"] = np.asarray(bunch.target_names)[bunch.target]
-        return pa.table(columns), opts.label_column or "diagnosis", "scikit-learn breast cancer (569 x 30)"
+        return (
+            pa.table(columns),
+            opts.label_column or "diagnosis",
+            "scikit-learn breast cancer (569 x 30)",
+        )
     table = sources.read_table(str(opts.data))
     if opts.label_column and opts.label_column not in table.column_names:
-        raise DataError(f"label column '{opts.label_column}' is not in {opts.data}", field="label_column")
+        raise DataError(
+            f"label column '{opts.label_column}' is not in {opts.data}", field="label_column"
+        )
     return table, opts.label_column, str(opts.data)
 
 
@@ -88,7 +94,9 @@ def run_demo(opts: DemoOptions) -> dict:
         raise DataError(f"{table.num_rows} rows cannot be split across {opts.owners} owners")
     if not 1 <= opts.components <= len(features):
         raise ConfigError(f"--components must be in 1..{len(features)}", field="components")
-    say(f"data: {source_name}; {table.num_rows} rows, {len(features)} features; {opts.owners} owners")
+    say(
+        f"data: {source_name}; {table.num_rows} rows, {len(features)} features; {opts.owners} owners"
+    )
 
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -108,10 +116,14 @@ def run_demo(opts: DemoOptions) -> dict:
         cluster.start()
         security = "plaintext gRPC (INSECURE)" if opts.insecure else "mTLS with fresh certificates"
         say(f"started CSP, aggregator and {opts.owners} owner agents as processes ({security})")
-        with AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")) as client:
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
             client.wait_for_owners(opts.owners)
             timings["startup_seconds"] = time.perf_counter() - start
-            say(f"all {opts.owners} owners registered; starting the PCA round ({opts.key_bits}-bit Paillier)")
+            say(
+                f"all {opts.owners} owners registered; starting the PCA round ({opts.key_bits}-bit Paillier)"
+            )
             start = time.perf_counter()
             params = PcaParams(
                 features=features,
@@ -123,7 +135,9 @@ def run_demo(opts: DemoOptions) -> dict:
             )
 
             def tick(status) -> None:
-                say(f"round {status.round_id}: {len(status.submitted)}/{len(status.invited)} shares in")
+                say(
+                    f"round {status.round_id}: {len(status.submitted)}/{len(status.invited)} shares in"
+                )
 
             result = client.run_pca(params, on_tick=tick)
             timings["round_seconds"] = time.perf_counter() - start
@@ -199,8 +213,12 @@ def plot_projection(x: np.ndarray, result: dict, labels: list | None, path: Path
 def print_summary(result: dict, comparison: dict, out: Path, plot: Path) -> None:
     w = sys.stdout.write
     w("\nFederated PCA vs centralized NumPy PCA on the pooled rows\n")
-    w(f"{'PC':>3} {'federated eigenvalue':>22} {'numpy eigenvalue':>22} {'rel. error':>11} {'expl. var':>9}\n")
-    for i, (f, n) in enumerate(zip(result["eigenvalues"], comparison["numpy_eigenvalues"], strict=True)):
+    w(
+        f"{'PC':>3} {'federated eigenvalue':>22} {'numpy eigenvalue':>22} {'rel. error':>11} {'expl. var':>9}\n"
+    )
+    for i, (f, n) in enumerate(
+        zip(result["eigenvalues"], comparison["numpy_eigenvalues"], strict=True)
+    ):
         evr = result["explained_variance_ratio"][i]
         w(f"{i + 1:>3} {f:>22.12g} {n:>22.12g} {abs(f - n) / abs(n):>11.2e} {evr:>9.2%}\n")
     w(f"min |cos(federated, numpy)| over components: {comparison['min_abs_cosine']:.15f}\n")

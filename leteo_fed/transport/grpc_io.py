@@ -90,7 +90,9 @@ class TlsConfig:
 
     def server_credentials(self) -> grpc.ServerCredentials:
         ca, cert, key = self._read()
-        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+        return grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=ca, require_client_auth=True
+        )
 
     def channel(self, target: str) -> grpc.Channel:
         if self.insecure:
@@ -98,7 +100,9 @@ class TlsConfig:
             header = (IDENTITY_HEADER, f"{self.identity.role}:{self.identity.name}")
             return grpc.intercept_channel(channel, _MetadataInterceptor(header))
         ca, cert, key = self._read()
-        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=ca, private_key=key, certificate_chain=cert
+        )
         return grpc.secure_channel(target, creds, options=CHANNEL_OPTIONS)
 
 
@@ -113,8 +117,14 @@ class _MetadataInterceptor(
 
     def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
         metadata = list(details.metadata or []) + [self._header]
-        return _CallDetails(details.method, details.timeout, metadata, details.credentials,
-                            details.wait_for_ready, details.compression)
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
 
     def intercept_unary_unary(self, continuation, details, request):
         return continuation(self._details(details), request)
@@ -189,7 +199,9 @@ def rpc_method(func: Callable) -> Callable:
             context.abort(status_code_for(exc), str(exc))
         except Exception:
             log.exception("%s failed", func.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"{func.__name__}: internal error, see server log")
+            context.abort(
+                grpc.StatusCode.INTERNAL, f"{func.__name__}: internal error, see server log"
+            )
 
     return wrapper
 
@@ -206,7 +218,9 @@ def rpc_stream_method(func: Callable) -> Callable:
             context.abort(status_code_for(exc), str(exc))
         except Exception:
             log.exception("%s failed", func.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"{func.__name__}: internal error, see server log")
+            context.abort(
+                grpc.StatusCode.INTERNAL, f"{func.__name__}: internal error, see server log"
+            )
 
     return wrapper
 
@@ -233,7 +247,9 @@ def make_server(tls: TlsConfig, listen: str, workers: int = 16) -> tuple[grpc.Se
     return server, port
 
 
-def serve_until_signal(server: grpc.Server, name: str, on_stop: Callable[[], None] | None = None) -> None:
+def serve_until_signal(
+    server: grpc.Server, name: str, on_stop: Callable[[], None] | None = None
+) -> None:
     """Block until SIGINT/SIGTERM, then stop gracefully (in-flight calls get 5 s)."""
     import signal
 

@@ -48,7 +48,12 @@ def encoding_from_proto(msg: pb.Encoding, key_bits: int) -> tuple[PcaEncoding, S
         statistical_security=msg.statistical_security,
     )
     layout = enc.layout(key_bits)
-    declared = (msg.slot_bits, msg.slots_per_ciphertext, bytes_to_int(msg.slot_offset), msg.mask_bits)
+    declared = (
+        msg.slot_bits,
+        msg.slots_per_ciphertext,
+        bytes_to_int(msg.slot_offset),
+        msg.mask_bits,
+    )
     derived = (layout.slot_bits, layout.slots_per_ciphertext, layout.offset, layout.mask_bits)
     if declared != derived:
         raise ProtocolError(
