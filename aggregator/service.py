@@ -45,7 +45,7 @@ from leteo_fed.transport.messages import (
     batches,
     encoding_from_proto,
     encoding_to_proto,
-    public_key_from_proto,
+    fetch_public_key,
 )
 
 log = logging.getLogger("leteo.aggregator")
@@ -75,13 +75,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
 
     def public_key(self) -> PublicKey:
         if self._public is None:
-            try:
-                msg = self._csp.GetPublicKey(pb.PublicKeyRequest(), timeout=10)
-            except grpc.RpcError as exc:
-                raise PeerUnavailable(
-                    f"cannot reach the CSP at {self._csp_address}: {rpc_error_message(exc)}"
-                ) from exc
-            self._public = public_key_from_proto(msg)
+            self._public = fetch_public_key(self._csp, self._csp_address)
             log.info("CSP public key %s (%d bits)", self._public.key_id, self._public.bits)
         return self._public
 

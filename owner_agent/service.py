@@ -21,7 +21,7 @@ from leteo_fed.config import SPARK_AUTO_BYTES, OwnerConfig
 from leteo_fed.crypto.paillier import Encryptor, PublicKey
 from leteo_fed.data import sources
 from leteo_fed.encoding.packing import pack
-from leteo_fed.errors import LeteoError, PeerUnavailable, ProtocolError
+from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
@@ -31,7 +31,7 @@ from leteo_fed.transport.messages import (
     batches,
     encoding_from_proto,
     encoding_to_proto,
-    public_key_from_proto,
+    fetch_public_key,
 )
 
 log = logging.getLogger("leteo.owner")
@@ -95,13 +95,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         """The CSP's public key with a prepared fixed-base table, fetched once."""
         with self._key_lock:
             if self._encryptor is None:
-                try:
-                    msg = self._csp.GetPublicKey(pb.PublicKeyRequest(), timeout=10)
-                except grpc.RpcError as exc:
-                    raise PeerUnavailable(
-                        f"cannot fetch the CSP public key: {rpc_error_message(exc)}"
-                    ) from exc
-                public = public_key_from_proto(msg)
+                public = fetch_public_key(self._csp, self.config.csp)
                 start = time.perf_counter()
                 enc = Encryptor(public)
                 enc.prepare()

@@ -187,6 +187,14 @@ def status_code_for(exc: Exception) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
+def _abort(context: grpc.ServicerContext, name: str, exc: Exception) -> None:
+    if isinstance(exc, LeteoError):
+        log.warning("%s refused: %s", name, exc)
+        context.abort(status_code_for(exc), str(exc))
+    log.exception("%s failed", name)
+    context.abort(grpc.StatusCode.INTERNAL, f"{name}: internal error, see server log")
+
+
 def rpc_method(func: Callable) -> Callable:
     """Map LeteoError to a gRPC status with a readable message; never leak a traceback."""
 
@@ -194,14 +202,8 @@ def rpc_method(func: Callable) -> Callable:
     def wrapper(self, request, context):
         try:
             return func(self, request, context)
-        except LeteoError as exc:
-            log.warning("%s refused: %s", func.__name__, exc)
-            context.abort(status_code_for(exc), str(exc))
-        except Exception:
-            log.exception("%s failed", func.__name__)
-            context.abort(
-                grpc.StatusCode.INTERNAL, f"{func.__name__}: internal error, see server log"
-            )
+        except Exception as exc:
+            _abort(context, func.__name__, exc)
 
     return wrapper
 
@@ -213,14 +215,8 @@ def rpc_stream_method(func: Callable) -> Callable:
     def wrapper(self, request, context):
         try:
             yield from func(self, request, context)
-        except LeteoError as exc:
-            log.warning("%s refused: %s", func.__name__, exc)
-            context.abort(status_code_for(exc), str(exc))
-        except Exception:
-            log.exception("%s failed", func.__name__)
-            context.abort(
-                grpc.StatusCode.INTERNAL, f"{func.__name__}: internal error, see server log"
-            )
+        except Exception as exc:
+            _abort(context, func.__name__, exc)
 
     return wrapper
 

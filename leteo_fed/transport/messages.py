@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import grpc
+
 from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, int_to_bytes
 from leteo_fed.encoding.packing import SlotLayout
-from leteo_fed.errors import ProtocolError
+from leteo_fed.errors import PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.pca import PcaEncoding
+from leteo_fed.transport.grpc_io import rpc_error_message
 
 BATCH_SIZE = 256  # ciphertexts per stream message: ~128 KiB at 2048-bit keys
 
@@ -22,6 +25,17 @@ def public_key_from_proto(msg: pb.PublicKey) -> PublicKey:
     if key.n < 3 or key.key_id != msg.key_id or key.bits != msg.bits:
         raise ProtocolError("public key message is inconsistent (n, bits and key_id disagree)")
     return key
+
+
+def fetch_public_key(stub, address: str) -> PublicKey:
+    """The CSP's public key, or PeerUnavailable naming the CSP address."""
+    try:
+        msg = stub.GetPublicKey(pb.PublicKeyRequest(), timeout=10)
+    except grpc.RpcError as exc:
+        raise PeerUnavailable(
+            f"cannot fetch the public key from the CSP at {address}: {rpc_error_message(exc)}"
+        ) from exc
+    return public_key_from_proto(msg)
 
 
 def encoding_to_proto(enc: PcaEncoding, layout: SlotLayout) -> pb.Encoding:
