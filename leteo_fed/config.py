@@ -109,7 +109,13 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
     if not isinstance(tls_doc, dict):
         raise ConfigError("'tls' must be a table", field="tls")
     identity = Party(site_id, "owner")
-    if tls_doc.get("insecure", False):
+    insecure = tls_doc.get("insecure", False)
+    if not isinstance(insecure, bool):
+        raise ConfigError(
+            f"'tls.insecure' must be true or false (unquoted), got {insecure!r}",
+            field="tls.insecure",
+        )
+    if insecure:
         tls = TlsConfig(identity, insecure=True)
     elif "dir" in tls_doc:
         tls = TlsConfig.from_dir(base / tls_doc["dir"], site_id, "owner")
@@ -122,6 +128,8 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
             "[tls] needs 'dir', or 'ca', 'cert' and 'key', or insecure = true", field="tls"
         )
     results = doc.get("results_dir")
+    if results is not None and not isinstance(results, str):
+        raise ConfigError("'results_dir' must be a string path", field="results_dir")
     return OwnerConfig(
         site_id=site_id,
         listen=listen,

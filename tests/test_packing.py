@@ -57,7 +57,9 @@ def test_encode_fixed_round_trip_within_half_step(scale: int) -> None:
     for v, e in zip(values.tolist(), out, strict=True):
         assert abs(Fraction(e, 2**scale) - Fraction(v)) <= half_step
     # negative values stay negative (no unsigned wrap)
-    assert all((e < 0) == (v < 0) for v, e in zip(values, out, strict=True) if abs(v) * 2**scale >= 1)
+    assert all(
+        (e < 0) == (v < 0) for v, e in zip(values, out, strict=True) if abs(v) * 2**scale >= 1
+    )
 
 
 def test_encode_fixed_exact_for_representable_values() -> None:
@@ -91,12 +93,6 @@ def test_encode_fixed_large_finite_value_refused_as_encoding_error() -> None:
         encode_fixed(np.array([1.0, big]), 16, bound=2**64, what="v")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: encode_fixed scales in float64 (np.ldexp) before converting to int; a finite "
-    "value whose scaled form exceeds float64 max becomes inf and int(inf) raises OverflowError "
-    "instead of the bound check raising EncodingError.",
-)
 def test_encode_fixed_refuses_overflowing_scale_with_encoding_error() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -104,11 +100,6 @@ def test_encode_fixed_refuses_overflowing_scale_with_encoding_error() -> None:
             encode_fixed(np.array([1e300]), 64, bound=2**64, what="v")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: encode_fixed cannot encode a value within its bound when value * 2^scale "
-    "exceeds float64 max (~1.8e308): OverflowError from int(inf).",
-)
 def test_encode_fixed_encodes_huge_value_within_bound_exactly() -> None:
     v = 1e300
     expected = int(v) << 64  # exact: v is an integer-valued float

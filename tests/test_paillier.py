@@ -94,7 +94,9 @@ def test_keygen_refuses_bad_sizes(bits: int) -> None:
 # ------------------------------------------------------------------ encrypt / decrypt
 
 
-def test_round_trip_edge_values(key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor) -> None:
+def test_round_trip_edge_values(
+    key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor
+) -> None:
     n = key.public.n
     values = [0, 1, 2, n - 1, n - 2, n // 2, secrets.randbelow(n), secrets.randbelow(n)]
     for m in values:
@@ -105,12 +107,16 @@ def test_round_trip_edge_values(key: PrivateKey, encryptor: Encryptor, decryptor
         assert textbook_decrypt(key, c) == m
 
 
-def test_encrypt_many_and_decrypt_many(key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor) -> None:
+def test_encrypt_many_and_decrypt_many(
+    key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor
+) -> None:
     values = [secrets.randbelow(key.public.n) for _ in range(5)]
     assert decryptor.decrypt_many(encryptor.encrypt_many(values)) == values
 
 
-def test_encryption_is_randomized(key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor) -> None:
+def test_encryption_is_randomized(
+    key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor
+) -> None:
     for m in (0, 1, key.public.n - 1):
         c1, c2 = encryptor.encrypt(m), encryptor.encrypt(m)
         assert c1 != c2
@@ -122,7 +128,9 @@ def test_encryption_is_randomized(key: PrivateKey, encryptor: Encryptor, decrypt
 
 
 @pytest.mark.parametrize("window_bits", [1, 3, 8])
-def test_fixed_base_windows_decrypt(key: PrivateKey, decryptor: Decryptor, window_bits: int) -> None:
+def test_fixed_base_windows_decrypt(
+    key: PrivateKey, decryptor: Decryptor, window_bits: int
+) -> None:
     enc = Encryptor(key.public, "fixed-base", window_bits=window_bits)
     m = secrets.randbelow(key.public.n)
     assert decryptor.decrypt(enc.encrypt(m)) == m
@@ -156,7 +164,9 @@ def test_encryptor_refuses_bad_options(key: PrivateKey) -> None:
 # ------------------------------------------------------------------ homomorphic operations
 
 
-def test_add_ciphertexts_sums_mod_n(key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor) -> None:
+def test_add_ciphertexts_sums_mod_n(
+    key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor
+) -> None:
     n = key.public.n
     a = [0, 5, n - 1, n - 1, secrets.randbelow(n)]
     b = [0, 7, 1, n - 1, secrets.randbelow(n)]
@@ -167,7 +177,9 @@ def test_add_ciphertexts_sums_mod_n(key: PrivateKey, encryptor: Encryptor, decry
         check_ciphertext(key.public, c)
 
 
-def test_add_plaintexts_sums_mod_n(key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor) -> None:
+def test_add_plaintexts_sums_mod_n(
+    key: PrivateKey, encryptor: Encryptor, decryptor: Decryptor
+) -> None:
     n = key.public.n
     a = [0, 5, n - 1, secrets.randbelow(n)]
     k = [0, 11, 2, secrets.randbelow(n)]
@@ -175,7 +187,9 @@ def test_add_plaintexts_sums_mod_n(key: PrivateKey, encryptor: Encryptor, decryp
     assert decryptor.decrypt_many(out) == [(x + y) % n for x, y in zip(a, k, strict=True)]
 
 
-def test_homomorphic_ops_refuse_mismatched_or_bad_input(key: PrivateKey, encryptor: Encryptor) -> None:
+def test_homomorphic_ops_refuse_mismatched_or_bad_input(
+    key: PrivateKey, encryptor: Encryptor
+) -> None:
     c = encryptor.encrypt_many([1, 2])
     with pytest.raises(ProtocolError):
         add_ciphertexts(key.public, c, c[:1])

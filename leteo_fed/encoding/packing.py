@@ -67,7 +67,10 @@ def encode_fixed(values: np.ndarray, scale_bits: int, bound: int, what: str) -> 
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise DataError(f"{what}: non-finite value at position {bad}")
     scaled = np.rint(np.ldexp(arr, scale_bits))  # exact power-of-two scaling, then round
-    out = [int(v) for v in scaled.tolist()]
+    out = [int(v) for v in np.where(np.isfinite(scaled), scaled, 0.0).tolist()]
+    for i in np.flatnonzero(~np.isfinite(scaled)).tolist():
+        # |v| * 2^f overflowed float64; such a v is an integer, so the shift is exact.
+        out[i] = int(arr[i]) << scale_bits
     worst = max((abs(v) for v in out), default=0)
     if worst > bound:
         raise EncodingError(
@@ -96,13 +99,17 @@ def pack(values: Sequence[int], layout: SlotLayout) -> list[int]:
 
 def unpack(packed: Sequence[int], n_values: int, layout: SlotLayout) -> list[int]:
     width, k = layout.slot_bits, layout.slots_per_ciphertext
+    if len(packed) != layout.n_ciphertexts(n_values):
+        raise EncodingError(
+            f"{n_values} values need {layout.n_ciphertexts(n_values)} plaintexts, got {len(packed)}"
+        )
     mask = (1 << width) - 1
     out = []
     for i, p in enumerate(packed):
         count = min(k, n_values - i * k)
         out.extend((p >> (j * width)) & mask for j in range(count))
-    if len(out) != n_values:
-        raise EncodingError(f"expected {n_values} slots, unpacked {len(out)}")
+        if p >> (count * width):
+            raise EncodingError(f"plaintext {i} has bits beyond its {count} slots: corrupted")
     return out
 
 

@@ -4,7 +4,8 @@ Owner n holds rows X^n and shares R^n = sum x x^T (upper triangle), V^n = sum x 
 R and V are encoded at scale 2^f, Q exactly. The aggregator recovers the integer totals and
 computes the scatter matrix exactly in integer arithmetic,
     S = R - V V^T / Q = (Q R_int 2^f - V_int V_int^T) / (Q 2^(2f)),
-so the only rounding is one conversion per entry to float64 (no cancellation error).
+so after the owners' float64 sums and the 2^-f fixed-point step, the only rounding is one
+conversion per entry to float64: no cancellation error from subtracting V V^T / Q.
 """
 
 from __future__ import annotations
