@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import NumericType
 
+from leteo_fed.encoding.packing import raise_column_problem
 from leteo_fed.errors import DataError
 from leteo_fed.protocols.pca import LocalStatistics
 
@@ -95,7 +96,7 @@ def _read(spark: SparkSession, path: str, fmt: str) -> DataFrame:
 
 
 def _validate(df: DataFrame, columns: list[str], bound: float) -> None:
-    """One aggregation pass, mirroring validate_rows + check_finite_and_bounded's order/wording.
+    """One aggregation pass; the verdict and its wording are shared with the NumPy path.
 
     `df` holds the selected columns as doubles named c0, c1, ... (so repeats are harmless).
     """
@@ -108,20 +109,12 @@ def _validate(df: DataFrame, columns: list[str], bound: float) -> None:
     res = df.agg(*aggs).first()
     if res is None or res["rows"] == 0:
         raise DataError("the data source has no rows")
-    for i, name in enumerate(columns):
-        if res[f"bad{i}"]:
-            raise DataError(
-                f"column '{name}' has {res[f'bad{i}']} missing, NaN or infinite value(s)",
-                field=name,
-            )
-    for i, name in enumerate(columns):
-        col_max = res[f"max{i}"]
-        if col_max > bound:
-            raise DataError(
-                f"column '{name}' has |x| = {col_max:.6g} above the round's value bound "
-                f"{bound:.6g}; raise the bound (--value-bound) or rescale the column",
-                field=name,
-            )
+    raise_column_problem(
+        columns,
+        [res[f"bad{i}"] for i in range(len(columns))],
+        [res[f"max{i}"] for i in range(len(columns))],
+        bound,
+    )
 
 
 def _partition_stats_fn(d: int) -> Callable[[Iterable[Sequence[float]]], Iterator[Stats]]:

@@ -152,20 +152,24 @@ def unblind(
 def check_finite_and_bounded(x: np.ndarray, columns: Sequence[str], bound: float) -> None:
     """Names the first column with NaN/inf or a value beyond the declared bound."""
     finite = np.isfinite(x)
-    if not finite.all():
-        col = int(np.flatnonzero(~finite.all(axis=0))[0])
-        count = int((~finite[:, col]).sum())
-        raise DataError(
-            f"column '{columns[col]}' has {count} missing, NaN or infinite value(s)",
-            field=columns[col],
-        )
-    if x.size:
-        col_max = np.abs(x).max(axis=0)
-        over = np.flatnonzero(col_max > bound)
-        if over.size:
-            c = int(over[0])
+    bad = (~finite).sum(axis=0)
+    max_abs = np.abs(np.where(finite, x, 0.0)).max(axis=0) if x.size else np.zeros(len(columns))
+    raise_column_problem(columns, bad.tolist(), max_abs.tolist(), bound)
+
+
+def raise_column_problem(
+    columns: Sequence[str], bad_counts: Sequence[int], max_abs: Sequence[float], bound: float
+) -> None:
+    """One wording for every engine (NumPy here, Spark in leteo_fed.data.spark_stats)."""
+    for name, count in zip(columns, bad_counts, strict=True):
+        if count:
             raise DataError(
-                f"column '{columns[c]}' has |x| = {col_max[c]:.6g} above the round's value bound "
+                f"column '{name}' has {count} missing, NaN or infinite value(s)", field=name
+            )
+    for name, top in zip(columns, max_abs, strict=True):
+        if top is not None and top > bound:
+            raise DataError(
+                f"column '{name}' has |x| = {top:.6g} above the round's value bound "
                 f"{bound:.6g}; raise the bound (--value-bound) or rescale the column",
-                field=columns[c],
+                field=name,
             )
