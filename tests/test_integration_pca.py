@@ -320,3 +320,29 @@ def test_vanished_owner_process(tmp_path, cancer):
             assert time.monotonic() - start < 20
             message = str(err.value)
             assert "site-2: unreachable" in message and "mean_area" in message
+
+
+def test_owners_started_before_their_peers(tmp_path, cancer):
+    """Owners that start before the CSP and the aggregator still find them and take part."""
+    x, names = cancer
+    parts = write_parts(x, names, 3, tmp_path / "data")
+    cluster = LocalCluster(
+        tmp_path / "run", [OwnerSpec(f"site-{i + 1}", p) for i, p in enumerate(parts)]
+    )
+    try:
+        cluster.prepare()
+        for owner in cluster.owners:
+            cluster.start_owner(owner)
+        time.sleep(6)  # several failed connection attempts: gRPC is in reconnect backoff
+        cluster.start_services()
+        cluster.wait_healthy()
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
+            client.wait_for_owners(3, timeout=30)
+            result = client.run_pca(
+                PcaParams(features=names, components=3, min_owners=3, deadline_seconds=60)
+            )
+        assert_matches_numpy(result, x, 3)
+    finally:
+        cluster.stop()

@@ -110,12 +110,22 @@ class LocalCluster:
         self.workdir = Path(self.workdir).resolve()  # children run inside it
 
     def start(self, timeout: float = 90.0) -> None:
+        self.prepare()
+        self.start_services()
+        self.wait_healthy(timeout)  # owners find their peers up when they start
+        for owner in self.owners:
+            self.start_owner(owner)
+        self.wait_healthy(timeout)
+
+    def prepare(self) -> None:
+        """Certificates and the CSP / aggregator addresses; nothing is started."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         if not self.insecure:
             create_pki(self.certs, [o.site_id for o in self.owners] + self.extra_owner_ids)
-        csp_port, agg_port = free_port(), free_port()
-        self.addresses["csp"] = f"127.0.0.1:{csp_port}"
-        self.addresses["aggregator"] = f"127.0.0.1:{agg_port}"
+        self.addresses["csp"] = f"127.0.0.1:{free_port()}"
+        self.addresses["aggregator"] = f"127.0.0.1:{free_port()}"
+
+    def start_services(self) -> None:
         csp_args = [
             "csp",
             "serve",
@@ -143,9 +153,6 @@ class LocalCluster:
             ]
             + self._tls_args("aggregator"),
         )
-        for owner in self.owners:
-            self.start_owner(owner)
-        self.wait_healthy(timeout)
 
     def owner_config(self, owner: OwnerSpec) -> Path:
         port = free_port()

@@ -30,7 +30,7 @@ def public_key_from_proto(msg: pb.PublicKey) -> PublicKey:
 def fetch_public_key(stub, address: str) -> PublicKey:
     """The CSP's public key, or PeerUnavailable naming the CSP address."""
     try:
-        msg = stub.GetPublicKey(pb.PublicKeyRequest(), timeout=10)
+        msg = stub.GetPublicKey(pb.PublicKeyRequest(), timeout=10, wait_for_ready=True)
     except grpc.RpcError as exc:
         raise PeerUnavailable(
             f"cannot fetch the public key from the CSP at {address}: {rpc_error_message(exc)}"
