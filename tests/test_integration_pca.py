@@ -346,3 +346,32 @@ def test_owners_started_before_their_peers(tmp_path, cancer):
         assert_matches_numpy(result, x, 3)
     finally:
         cluster.stop()
+
+
+@pytest.mark.spark
+def test_owners_on_parquet_and_spark_engines(tmp_path, cancer):
+    """One owner reads CSV with NumPy, one Parquet with NumPy, one computes its share with Spark."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    x, names = cancer
+    parts = write_parts(x, names, 3, tmp_path / "data")
+    parquet = tmp_path / "data" / "part-2.parquet"
+    pq.write_table(pacsv.read_csv(parts[1]), parquet)
+    owners = [
+        OwnerSpec("site-1", parts[0]),
+        OwnerSpec("site-2", parquet),
+        OwnerSpec("site-3", parts[2], engine="spark"),
+    ]
+    with LocalCluster(tmp_path / "run", owners) as cluster:
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
+            client.wait_for_owners(3)
+            result = client.run_pca(
+                PcaParams(features=names, components=4, min_owners=3, deadline_seconds=240)
+            )
+        spark_log = (cluster.logs / "site-3.log").read_text()
+    assert "computing statistics with Spark" in spark_log
+    assert result["owners"] == ["site-1", "site-2", "site-3"]
+    assert_matches_numpy(result, x, 4)
