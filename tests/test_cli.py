@@ -212,3 +212,8 @@ def test_demo_interrupted_leaves_no_processes(tmp_path, sig):
     ]
     assert not alive
     assert not (out / "pca.json").exists()
+
+
+def test_demo_small_key_needs_explicit_flag(tmp_path):
+    proc = run_cli("demo", "pca", "--key-bits", "1024", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "--insecure-small-key" in proc.stderr

@@ -375,3 +375,41 @@ def test_owners_on_parquet_and_spark_engines(tmp_path, cancer):
     assert "computing statistics with Spark" in spark_log
     assert result["owners"] == ["site-1", "site-2", "site-3"]
     assert_matches_numpy(result, x, 4)
+
+
+def test_pca_command_against_running_services(deployment, cancer, tmp_path):
+    cluster, _, _, parts = deployment
+    _, names = cancer
+    import subprocess
+    import sys
+
+    out = tmp_path / "cli-out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "leteo_fed",
+            "pca",
+            "--aggregator",
+            cluster.addresses["aggregator"],
+            "--features",
+            ",".join(names),
+            "--components",
+            "2",
+            "--owners",
+            "site-1,site-2,site-3",
+            "--min-owners",
+            "3",
+            "--tls-dir",
+            str(cluster.certs),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((out / "pca.json").read_text())
+    assert json.loads(proc.stdout)["round_id"] == result["round_id"]
+    assert_matches_numpy(result, _pooled(parts, names, ["site-1", "site-2", "site-3"]), 2)

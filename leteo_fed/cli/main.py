@@ -226,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--owners", type=int, default=3, help="number of owner agents (default: 3)")
     p.add_argument("--components", type=int, default=2, help="number of components (default: 2)")
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048)")
+    p.add_argument(
+        "--insecure-small-key",
+        action="store_true",
+        help="allow --key-bits below 2048 (experiments only)",
+    )
     p.add_argument("--standardize", action="store_true", help="PCA of the correlation matrix")
     p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
     p.add_argument(
@@ -285,6 +290,7 @@ def _run(args) -> int:
             owners=args.owners,
             components=args.components,
             key_bits=args.key_bits,
+            allow_small_key=args.insecure_small_key,
             standardize=args.standardize,
             value_bound=args.value_bound,
             out=args.out,

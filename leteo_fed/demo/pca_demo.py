@@ -30,6 +30,7 @@ class DemoOptions:
     owners: int = 3
     components: int = 2
     key_bits: int = 2048
+    allow_small_key: bool = False
     standardize: bool = False
     value_bound: float = 0.0
     out: Path = Path("out/demo-pca")
@@ -82,6 +83,11 @@ def run_demo(opts: DemoOptions) -> dict:
     say = Progress()
     if not 2 <= opts.owners <= 64:
         raise ConfigError(f"--owners must be in 2..64, got {opts.owners}", field="owners")
+    if opts.key_bits < 2048 and not opts.allow_small_key:
+        raise ConfigError(
+            f"--key-bits {opts.key_bits} is below 2048; add --insecure-small-key to allow it",
+            field="key_bits",
+        )
     table, label, source_name = load_demo_table(opts)
     features = opts.features or sources.numeric_columns(table, exclude=[label] if label else [])
     if not features:
