@@ -228,9 +228,11 @@ def test_aggregate_from_totals_round_trip_and_refusals() -> None:
     for wrong in (totals[:-1], [*totals, 0], []):
         with pytest.raises(ProtocolError, match="10"):
             aggregate_from_totals(wrong, d, 5)
-    for q in (1, 0, -3):
+    for q in (1, 0):
         with pytest.raises(DataError):
             aggregate_from_totals([*totals[:-1], q], d, 5)
+    with pytest.raises(ProtocolError, match="negative count"):  # only corruption gives this
+        aggregate_from_totals([*totals[:-1], -3], d, 5)
 
 
 def test_pca_from_scatter_refusals() -> None:

@@ -19,10 +19,10 @@ from leteo_fed.encoding.packing import (
     DEFAULT_STATISTICAL_SECURITY,
     SlotLayout,
     check_finite_and_bounded,
-    encode_fixed,
     make_layout,
 )
-from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.errors import DataError, EncodingError
+from leteo_fed.protocols import moments
 
 PROTOCOL = "pca"
 DEFAULT_SCALE_BITS = 32
@@ -100,14 +100,14 @@ def merge_statistics(parts: Sequence[LocalStatistics]) -> LocalStatistics:
 
 def share_values(stats: LocalStatistics, enc: PcaEncoding) -> list[int]:
     """Encoded share: R upper triangle (row-major), then V, then Q."""
-    d = stats.v.shape[0]
-    bound = enc.per_owner_bound()
-    iu = np.triu_indices(d)
-    r = encode_fixed(stats.r[iu], enc.scale_bits, bound, "sum of x x^T")
-    v = encode_fixed(stats.v, enc.scale_bits, bound, "sum of x")
-    if stats.q > enc.max_rows_per_owner:
-        raise EncodingError(f"row count {stats.q} exceeds max_rows_per_owner")
-    return r + v + [stats.q]
+    return moments.encode_moments(
+        as_moments(stats), enc.scale_bits, enc.per_owner_bound(), enc.max_rows_per_owner
+    )
+
+
+def as_moments(stats: LocalStatistics) -> moments.LocalMoments:
+    """PCA statistics are the moments of one grouping with a single class."""
+    return moments.LocalMoments(stats.r, [stats.v[None, :]], [np.array([stats.q], dtype=np.int64)])
 
 
 @dataclass(frozen=True)
@@ -123,33 +123,18 @@ class IntegerAggregate:
 
 
 def aggregate_from_totals(totals: Sequence[int], d: int, scale_bits: int) -> IntegerAggregate:
-    if len(totals) != n_values(d):
-        raise ProtocolError(f"expected {n_values(d)} totals for d={d}, got {len(totals)}")
-    tri = d * (d + 1) // 2
-    r = [[0] * d for _ in range(d)]
-    k = 0
-    for i in range(d):
-        for j in range(i, d):
-            r[i][j] = r[j][i] = totals[k]
-            k += 1
-    v = list(totals[tri : tri + d])
-    q = totals[-1]
-    if q <= 1:
-        raise DataError(f"the pooled data has {q} row(s); PCA needs at least 2")
-    return IntegerAggregate(r, v, q, scale_bits)
+    agg = moments.decode_totals(totals, d, [moments.ALL_ROWS], scale_bits)
+    return IntegerAggregate(agg.r.tolist(), agg.v[0][0].tolist(), agg.m[0][0], scale_bits)
+
+
+def _as_integer_moments(agg: IntegerAggregate) -> moments.IntegerMoments:
+    r = np.array(agg.r, dtype=object)
+    return moments.IntegerMoments(r, [np.array([agg.v], dtype=object)], [[agg.q]], agg.scale_bits)
 
 
 def exact_scatter(agg: IntegerAggregate) -> np.ndarray:
     """S = R - V V^T / Q, exact in integers, rounded once per entry."""
-    d, q, f = agg.d, agg.q, agg.scale_bits
-    denom = q << (2 * f)
-    out = np.empty((d, d))
-    for i in range(d):
-        ri, vi = agg.r[i], agg.v[i]
-        for j in range(i, d):
-            # Python int / int is correctly rounded: one rounding per entry, no cancellation.
-            out[i, j] = out[j, i] = (((q * ri[j]) << f) - vi * agg.v[j]) / denom
-    return out
+    return moments.total_scatter(_as_integer_moments(agg))
 
 
 @dataclass
@@ -225,9 +210,14 @@ def orient_components(vectors: np.ndarray) -> np.ndarray:
 def pca_from_aggregate(
     agg: IntegerAggregate, features: Sequence[str], components: int, standardize: bool = False
 ) -> PcaResult:
-    scatter = exact_scatter(agg)
-    mean = np.array([v / (agg.q << agg.scale_bits) for v in agg.v])
-    return pca_from_scatter(scatter, mean, agg.q, features, components, standardize)
+    return pca_from_moments(_as_integer_moments(agg), features, components, standardize)
+
+
+def pca_from_moments(
+    agg: moments.IntegerMoments, features: Sequence[str], components: int, standardize: bool = False
+) -> PcaResult:
+    scatter = moments.total_scatter(agg)
+    return pca_from_scatter(scatter, moments.mean(agg), agg.n, features, components, standardize)
 
 
 def reference_pca(x: np.ndarray, components: int, standardize: bool = False):
