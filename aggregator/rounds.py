@@ -11,10 +11,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from aggregator.plan import RoundPlan
 from leteo_fed.crypto.paillier import PublicKey, add_ciphertexts
 from leteo_fed.encoding.packing import SlotLayout
 from leteo_fed.errors import AccessDenied, DuplicateError, ProtocolError
-from leteo_fed.protocols.pca import PcaEncoding
 
 OPEN, COMPLETED, FAILED = "OPEN", "COMPLETED", "FAILED"
 
@@ -23,13 +23,9 @@ OPEN, COMPLETED, FAILED = "OPEN", "COMPLETED", "FAILED"
 class Round:
     round_id: str
     protocol: str
-    features: list[str]
-    components: int
-    standardize: bool
-    min_owners: int
+    plan: RoundPlan
     deadline: float
     public: PublicKey
-    encoding: PcaEncoding
     layout: SlotLayout
     n_values: int
     invited: list[str]
@@ -116,7 +112,7 @@ class Round:
 
     def quorum_message(self) -> str:
         parts = [
-            f"quorum not met: {len(self.submitted)} share(s) received, {self.min_owners} required"
+            f"quorum not met: {len(self.submitted)} share(s) received, {self.plan.min_owners} required"
         ]
         if self.declined:
             parts.append(

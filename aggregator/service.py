@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from aggregator.plan import plan_round
 from aggregator.rounds import COMPLETED, FAILED, Round
 from leteo_fed import __version__
 from leteo_fed.crypto.paillier import (
@@ -33,7 +34,7 @@ from leteo_fed.errors import (
 )
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.protocols import pca
+from leteo_fed.protocols import discriminant, moments, pca
 from leteo_fed.transport.certs import check_site_id
 from leteo_fed.transport.grpc_io import (
     TlsConfig,
@@ -46,15 +47,13 @@ from leteo_fed.transport.messages import (
     encoding_from_proto,
     encoding_to_proto,
     fetch_public_key,
+    grouping_to_proto,
 )
 
 log = logging.getLogger("leteo.aggregator")
 
-DEFAULT_DEADLINE_SECONDS = 120.0
-MAX_DEADLINE_SECONDS = 24 * 3600.0
 INVITE_TIMEOUT_SECONDS = 10.0
 CSP_TIMEOUT_SECONDS = 300.0
-MIN_QUORUM = 2  # one share alone would reveal that owner's statistics to the data user
 
 
 class AggregatorService(pb_grpc.AggregatorServicer):
@@ -168,14 +167,14 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             raise ProtocolError(
                 f"share encrypted under key {header.key_id}, round uses {rnd.public.key_id}"
             )
-        if header.dimension != len(rnd.features):
+        if header.dimension != len(rnd.plan.features):
             raise DataError(
                 f"share has dimension {header.dimension}, round {rnd.round_id} has "
-                f"{len(rnd.features)} features",
+                f"{len(rnd.plan.features)} features",
                 field="dimension",
             )
         enc, layout = encoding_from_proto(header.encoding, rnd.public.bits)
-        if enc != rnd.encoding or layout != rnd.layout:
+        if enc != rnd.plan.encoding or layout != rnd.layout:
             raise DataError("share encoding differs from the round's encoding", field="encoding")
         if header.n_ciphertexts != rnd.n_ciphertexts:
             raise DataError(
@@ -234,59 +233,29 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         return self.status(rnd)
 
     @rpc_method
-    def StartPcaRound(self, request, context):
+    def StartRound(self, request, context):
         caller = require_role(context, "analyst", "aggregator")
-        features = list(request.features)
-        if not features:
-            raise DataError("features is empty: name the columns to analyse", field="features")
-        if len(set(features)) != len(features):
-            raise DataError("features contains duplicates", field="features")
-        components = request.components or min(2, len(features))
-        if not 1 <= components <= len(features):
-            raise DataError(
-                f"components must be in 1..{len(features)}, got {components}", field="components"
-            )
-        min_owners = request.min_owners or MIN_QUORUM
-        if min_owners < MIN_QUORUM:
-            raise DataError(
-                f"min_owners must be at least {MIN_QUORUM}: a single share would be revealed",
-                field="min_owners",
-            )
-        deadline_s = request.deadline_seconds or DEFAULT_DEADLINE_SECONDS
-        if not 0 < deadline_s <= MAX_DEADLINE_SECONDS:
-            raise DataError(
-                f"deadline_seconds must be in (0, {MAX_DEADLINE_SECONDS:.0f}]",
-                field="deadline_seconds",
-            )
         with self._lock:
             registered = dict(self._owners)
         invited = list(request.owners) or sorted(registered)
+        plan = plan_round(request, len(invited))
         unknown = [s for s in invited if s not in registered]
         if unknown:
             raise NotFoundError(f"owner(s) not registered: {', '.join(unknown)}")
-        if len(invited) < min_owners:
+        if len(invited) < plan.min_owners:
             raise ProtocolError(
-                f"{len(invited)} owner(s) registered, the round needs at least {min_owners}"
+                f"{len(invited)} owner(s) registered, the round needs at least {plan.min_owners}"
             )
         public = self.public_key()
-        encoding = pca.PcaEncoding(
-            scale_bits=request.scale_bits or pca.DEFAULT_SCALE_BITS,
-            value_bound=request.value_bound or pca.DEFAULT_VALUE_BOUND,
-            max_owners=max(pca.DEFAULT_MAX_OWNERS, len(invited)),
-        )
-        layout = encoding.layout(public.bits)
+        layout = plan.encoding.layout(public.bits)
         rnd = Round(
-            round_id=f"pca-{uuid.uuid4().hex[:12]}",
-            protocol=pca.PROTOCOL,
-            features=features,
-            components=components,
-            standardize=request.standardize,
-            min_owners=min_owners,
-            deadline=time.time() + deadline_s,
+            round_id=f"{plan.method}-{uuid.uuid4().hex[:12]}",
+            protocol=plan.method,
+            plan=plan,
+            deadline=time.time() + plan.deadline_seconds,
             public=public,
-            encoding=encoding,
             layout=layout,
-            n_values=pca.n_values(len(features)),
+            n_values=moments.n_values(len(plan.features), plan.groupings),
             invited=invited,
         )
         try:
@@ -303,26 +272,28 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         with self._lock:
             self._rounds[rnd.round_id] = rnd
         log.info(
-            "round %s opened by %s: PCA on %d features, %d owners invited, quorum %d, deadline %.0f s",
+            "round %s opened by %s: %s on %d features, %d owners invited, quorum %d, deadline %.0f s",
             rnd.round_id,
             caller.name,
-            len(features),
+            plan.method.upper(),
+            len(plan.features),
             len(invited),
-            min_owners,
-            deadline_s,
+            plan.min_owners,
+            plan.deadline_seconds,
         )
-        timer = threading.Timer(deadline_s, self._finalize, args=(rnd,))
+        timer = threading.Timer(plan.deadline_seconds, self._finalize, args=(rnd,))
         timer.daemon = True
         timer.start()
         spec = pb.RoundSpec(
             round_id=rnd.round_id,
             protocol=rnd.protocol,
-            features=features,
-            encoding=encoding_to_proto(encoding, layout),
+            features=plan.features,
+            encoding=encoding_to_proto(plan.encoding, layout),
             key_id=public.key_id,
             deadline_unix=rnd.deadline,
             n_values=rnd.n_values,
             n_ciphertexts=rnd.n_ciphertexts,
+            groupings=[grouping_to_proto(g) for g in plan.declared_groupings],
         )
         for site in invited:
             self._pool.submit(self._invite, rnd, site, spec)
@@ -345,7 +316,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         if not rnd.claim_close():
             return
         try:
-            if len(rnd.submitted) < rnd.min_owners:
+            if len(rnd.submitted) < rnd.plan.min_owners:
                 rnd.finish(FAILED, rnd.quorum_message())
                 log.warning("round %s failed: %s", rnd.round_id, rnd.message)
             else:
@@ -372,13 +343,21 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         t["csp_round_trip_seconds"] = time.perf_counter() - start
 
         start = time.perf_counter()
+        plan = rnd.plan
         slots = unpack(plaintexts, rnd.n_values, rnd.layout)
         totals = unblind(slots, masks, len(rnd.submitted), rnd.layout)
-        agg = pca.aggregate_from_totals(totals, len(rnd.features), rnd.encoding.scale_bits)
+        agg = moments.decode_totals(
+            totals, len(plan.features), plan.groupings, plan.encoding.scale_bits
+        )
         t["unmask_seconds"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        result = pca.pca_from_aggregate(agg, rnd.features, rnd.components, rnd.standardize)
+        if plan.method == pca.PROTOCOL:
+            result = pca.pca_from_moments(agg, plan.features, plan.components, plan.standardize)
+        else:
+            result = discriminant.from_aggregate(
+                agg, plan.method, plan.groupings, plan.features, plan.components, plan.ridge
+            )
         t["eigendecomposition_seconds"] = time.perf_counter() - start
         t.update(rnd.timings)
 
@@ -388,8 +367,8 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             owners=sorted(rnd.submitted),
             declined=rnd.declined,
             encoding={
-                "scale_bits": rnd.encoding.scale_bits,
-                "value_bound": rnd.encoding.value_bound,
+                "scale_bits": plan.encoding.scale_bits,
+                "value_bound": plan.encoding.value_bound,
                 "slot_bits": rnd.layout.slot_bits,
                 "slots_per_ciphertext": rnd.layout.slots_per_ciphertext,
                 "mask_bits": rnd.layout.mask_bits,

@@ -28,15 +28,38 @@ class RpcRefused(LeteoError):
 
 
 @dataclass
-class PcaParams:
+class RoundParams:
     features: list[str]
-    components: int = 2
+    method: str = "pca"
+    components: int = 0
     min_owners: int = 0
     deadline_seconds: float = 120.0
     standardize: bool = False
     scale_bits: int = 0
     value_bound: float = 0.0
     owners: tuple[str, ...] = ()
+    groupings: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (label column, classes)
+    rho: float | None = None
+    rho_prime: float | None = None
+
+    def to_proto(self) -> pb.RoundRequest:
+        request = pb.RoundRequest(
+            method=self.method,
+            features=self.features,
+            components=self.components,
+            min_owners=self.min_owners,
+            deadline_seconds=self.deadline_seconds,
+            standardize=self.standardize,
+            scale_bits=self.scale_bits,
+            value_bound=self.value_bound,
+            owners=list(self.owners),
+            groupings=[pb.Grouping(label_column=c, classes=list(k)) for c, k in self.groupings],
+        )
+        if self.rho is not None:
+            request.rho = self.rho
+        if self.rho_prime is not None:
+            request.rho_prime = self.rho_prime
+        return request
 
 
 class AnalystClient:
@@ -84,18 +107,8 @@ class AnalystClient:
                 )
             time.sleep(0.2)
 
-    def start_pca(self, params: PcaParams) -> pb.RoundStatus:
-        request = pb.PcaRequest(
-            features=params.features,
-            components=params.components,
-            min_owners=params.min_owners,
-            deadline_seconds=params.deadline_seconds,
-            standardize=params.standardize,
-            scale_bits=params.scale_bits,
-            value_bound=params.value_bound,
-            owners=list(params.owners),
-        )
-        return self._call(self._stub.StartPcaRound, request, 30)
+    def start_round(self, params: RoundParams) -> pb.RoundStatus:
+        return self._call(self._stub.StartRound, params.to_proto(), 30)
 
     def wait(
         self,
@@ -114,12 +127,12 @@ class AnalystClient:
             if on_tick:
                 on_tick(status)
 
-    def run_pca(
+    def run_round(
         self,
-        params: PcaParams,
+        params: RoundParams,
         on_tick: Callable[[pb.RoundStatus], None] | None = None,
     ) -> dict:
-        status = self.start_pca(params)
+        status = self.start_round(params)
         final = self.wait(status.round_id, params.deadline_seconds + 60, on_tick)
         if final.state != "COMPLETED":
             raise RoundFailed(f"round {final.round_id} {final.state.lower()}: {final.message}")

@@ -25,13 +25,15 @@ from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.protocols import pca
+from leteo_fed.protocols import METHODS as SUPPORTED_PROTOCOLS
+from leteo_fed.protocols import moments, pca
 from leteo_fed.transport.grpc_io import require_role, rpc_error_message, rpc_method
 from leteo_fed.transport.messages import (
     batches,
     encoding_from_proto,
     encoding_to_proto,
     fetch_public_key,
+    grouping_from_proto,
 )
 
 log = logging.getLogger("leteo.owner")
@@ -149,7 +151,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     def _precheck(self, spec: pb.RoundSpec) -> str:
         """Cheap checks answered synchronously; the heavy work runs after the reply."""
-        if spec.protocol != pca.PROTOCOL:
+        if spec.protocol not in SUPPORTED_PROTOCOLS:
             return f"protocol {spec.protocol!r} is not supported by this agent"
         if spec.round_id in self._jobs:
             return f"round {spec.round_id} was already accepted"
@@ -160,7 +162,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             encoding_from_proto(spec.encoding, public.bits)
             if sources.is_local(self.config.data.path):
                 available = sources.column_names(self.config.data.path, self.config.data.format)
-                missing = [f for f in spec.features if f not in available]
+                wanted = [*spec.features, *(g.label_column for g in spec.groupings)]
+                missing = [f for f in wanted if f not in available]
                 if missing:
                     return (
                         f"column '{missing[0]}' is not in {Path(self.config.data.path).name} "
@@ -200,12 +203,15 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         enc, layout = encoding_from_proto(spec.encoding, public.bits)
         features = list(spec.features)
 
+        declared = [grouping_from_proto(g) for g in spec.groupings]
         start = time.perf_counter()
-        stats = self.local_statistics(features, enc)
+        mom = self.local_moments(features, declared, enc)
         timings["statistics_seconds"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        values = pca.share_values(stats, enc)
+        values = moments.encode_moments(
+            mom, enc.scale_bits, enc.per_owner_bound(), enc.max_rows_per_owner
+        )
         if len(values) != spec.n_values:
             raise ProtocolError(f"share has {len(values)} values, round expects {spec.n_values}")
         packed = pack(values, layout)
@@ -214,7 +220,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         start = time.perf_counter()
         ciphertexts = encryptor.encrypt_many(packed)
         timings["encrypt_seconds"] = time.perf_counter() - start
-        timings["rows"] = float(stats.q)
+        timings["rows"] = float(mom.m[0].sum())
 
         header = pb.ShareHeader(
             round_id=spec.round_id,
@@ -227,16 +233,32 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         )
         return header, ciphertexts
 
-    def local_statistics(self, features: list[str], enc: pca.PcaEncoding) -> pca.LocalStatistics:
+    def local_moments(
+        self, features: list[str], declared: list[moments.Grouping], enc: pca.PcaEncoding
+    ) -> moments.LocalMoments:
+        """R and per-class sums/counts of this site's rows; PCA uses the single class ALL_ROWS."""
         data = self.config.data
+        groupings = declared or [moments.ALL_ROWS]
         if self._use_spark():
-            from leteo_fed.data.spark_stats import spark_local_statistics
+            from leteo_fed.data import spark_stats
 
             log.info("computing statistics with Spark over %s", data.path)
-            return spark_local_statistics(data.path, features, data.format, enc.value_bound)
-        x = sources.read_matrix(data.path, features, data.format)
+            if declared:
+                return spark_stats.spark_local_moments(
+                    data.path, features, declared, data.format, enc.value_bound
+                )
+            stats = spark_stats.spark_local_statistics(
+                data.path, features, data.format, enc.value_bound
+            )
+            return pca.as_moments(stats)
+        labels = [g.label_column for g in declared]
+        table = sources.read_table(data.path, data.format, [*features, *labels])
+        x = sources.to_matrix(table, features)
         pca.validate_rows(x, features, enc)
-        return pca.local_statistics(x)
+        index = [
+            moments.class_indices(sources.label_strings(table, g.label_column), g) for g in declared
+        ]
+        return moments.local_moments(x, index or [None], groupings)
 
     def _use_spark(self) -> bool:
         data = self.config.data

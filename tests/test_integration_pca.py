@@ -12,7 +12,7 @@ import pytest
 from integration_helpers import ManualOwner, assert_matches_numpy, write_parts
 from sklearn.datasets import load_breast_cancer, load_digits
 
-from leteo_fed.client import AnalystClient, PcaParams, RoundFailed, RpcRefused
+from leteo_fed.client import AnalystClient, RoundFailed, RoundParams, RpcRefused
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.encoding.packing import unpack
 from leteo_fed.proto import leteo_pb2 as pb
@@ -75,8 +75,8 @@ def test_share_validation_and_mid_round_disconnect(deployment, cancer):
     cluster, client, manual, parts = deployment
     x, names = cancer
     sx, sy = manual["site-x"], manual["site-y"]
-    status = client.start_pca(
-        PcaParams(features=names, components=4, min_owners=5, deadline_seconds=60)
+    status = client.start_round(
+        RoundParams(features=names, components=4, min_owners=5, deadline_seconds=60)
     )
     spec_x, spec_y = sx.next_spec(), sy.next_spec()
     assert spec_x.round_id == status.round_id == spec_y.round_id
@@ -145,8 +145,8 @@ def test_silent_owners_do_not_stall_the_round(deployment, cancer):
     cluster, client, manual, parts = deployment
     _, names = cancer
     start = time.monotonic()
-    status = client.start_pca(
-        PcaParams(features=names, components=3, min_owners=3, deadline_seconds=6)
+    status = client.start_round(
+        RoundParams(features=names, components=3, min_owners=3, deadline_seconds=6)
     )
     manual["site-x"].next_spec()
     manual["site-y"].next_spec()
@@ -163,7 +163,7 @@ def test_silent_owners_do_not_stall_the_round(deployment, cancer):
 def test_missing_column_fails_round_with_named_column(deployment, cancer):
     cluster, client, _, _ = deployment
     _, names = cancer
-    params = PcaParams(
+    params = RoundParams(
         features=[*names[:3], "no_such_column"],
         components=2,
         deadline_seconds=30,
@@ -171,7 +171,7 @@ def test_missing_column_fails_round_with_named_column(deployment, cancer):
     )
     start = time.monotonic()
     with pytest.raises(RoundFailed) as err:
-        client.run_pca(params)
+        client.run_round(params)
     assert "no_such_column" in str(err.value) and "quorum not met" in str(err.value)
     assert (
         time.monotonic() - start < 15
@@ -182,16 +182,16 @@ def test_bad_requests_are_refused_and_service_survives(deployment, cancer):
     cluster, client, _, _ = deployment
     _, names = cancer
     with pytest.raises(RpcRefused) as err:
-        client.start_pca(PcaParams(features=names, components=31))
+        client.start_round(RoundParams(features=names, components=31))
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "components" in str(err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_pca(PcaParams(features=names, min_owners=1))
+        client.start_round(RoundParams(features=names, min_owners=1))
     assert "min_owners" in str(err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_pca(PcaParams(features=[names[0], names[0]]))
+        client.start_round(RoundParams(features=[names[0], names[0]]))
     assert "duplicates" in str(err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_pca(PcaParams(features=names, owners=("site-404",)))
+        client.start_round(RoundParams(features=names, owners=("site-404",)))
     assert err.value.code == grpc.StatusCode.NOT_FOUND
     assert len(client.owners()) == 5
 
@@ -201,7 +201,7 @@ def test_roles_are_enforced_by_certificate(deployment, cancer):
     owner_tls = cluster.tls("site-x", "owner")
     agg = pb_grpc.AggregatorStub(owner_tls.channel(cluster.addresses["aggregator"]))
     with pytest.raises(grpc.RpcError) as err:
-        agg.StartPcaRound(pb.PcaRequest(features=["a", "b"]), timeout=10)
+        agg.StartRound(pb.RoundRequest(features=["a", "b"]), timeout=10)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(grpc.RpcError) as err:  # cannot register under another site's name
         agg.RegisterOwner(pb.OwnerRegistration(site_id="site-1", address="127.0.0.1:1"), timeout=10)
@@ -274,8 +274,8 @@ def test_federated_pca_equals_numpy(tmp_path, n_owners):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(n_owners)
-            result = client.run_pca(
-                PcaParams(features=names, components=k, min_owners=n_owners, deadline_seconds=120)
+            result = client.run_round(
+                RoundParams(features=names, components=k, min_owners=n_owners, deadline_seconds=120)
             )
     assert result["owners"] == sorted(o.site_id for o in owners)
     assert result["encoding"]["paillier_bits"] == 2048
@@ -301,8 +301,8 @@ def test_vanished_owner_process(tmp_path, cancer):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(3)
-            result = client.run_pca(
-                PcaParams(features=names, components=2, min_owners=2, deadline_seconds=60)
+            result = client.run_round(
+                RoundParams(features=names, components=2, min_owners=2, deadline_seconds=60)
             )
             assert result["owners"] == ["site-1", "site-2"]
             assert "mean_area" in result["declined"]["site-3"]
@@ -314,8 +314,8 @@ def test_vanished_owner_process(tmp_path, cancer):
             cluster.kill("site-2")
             start = time.monotonic()
             with pytest.raises(RoundFailed) as err:
-                client.run_pca(
-                    PcaParams(features=names, components=2, min_owners=2, deadline_seconds=60)
+                client.run_round(
+                    RoundParams(features=names, components=2, min_owners=2, deadline_seconds=60)
                 )
             assert time.monotonic() - start < 20
             message = str(err.value)
@@ -340,8 +340,8 @@ def test_owners_started_before_their_peers(tmp_path, cancer):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(3, timeout=30)
-            result = client.run_pca(
-                PcaParams(features=names, components=3, min_owners=3, deadline_seconds=60)
+            result = client.run_round(
+                RoundParams(features=names, components=3, min_owners=3, deadline_seconds=60)
             )
         assert_matches_numpy(result, x, 3)
     finally:
@@ -368,8 +368,8 @@ def test_owners_on_parquet_and_spark_engines(tmp_path, cancer):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(3)
-            result = client.run_pca(
-                PcaParams(features=names, components=4, min_owners=3, deadline_seconds=240)
+            result = client.run_round(
+                RoundParams(features=names, components=4, min_owners=3, deadline_seconds=240)
             )
         spark_log = (cluster.logs / "site-3.log").read_text()
     assert "computing statistics with Spark" in spark_log

@@ -279,7 +279,7 @@ def _run(args) -> int:
         serve(args.config)
         return 0
     if args.command == "pca":
-        return _run_pca(args)
+        return _run_round(args)
     if args.command == "demo":
         from leteo_fed.demo.pca_demo import DemoOptions, run_demo
 
@@ -302,11 +302,11 @@ def _run(args) -> int:
     raise ConfigError(f"unknown command {args.command}")
 
 
-def _run_pca(args) -> int:
-    from leteo_fed.client import AnalystClient, PcaParams
+def _run_round(args) -> int:
+    from leteo_fed.client import AnalystClient, RoundParams
     from leteo_fed.fileio import atomic_write_json
 
-    params = PcaParams(
+    params = RoundParams(
         features=args.features,
         components=args.components,
         min_owners=args.min_owners,
@@ -317,7 +317,7 @@ def _run_pca(args) -> int:
         owners=tuple(args.owners),
     )
     with AnalystClient(args.aggregator, _tls(args)) as client:
-        result = client.run_pca(params)
+        result = client.run_round(params)
     out = Path(args.out) / "pca.json"
     atomic_write_json(out, result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))

@@ -96,3 +96,14 @@ def numeric_columns(table: pa.Table, exclude: Sequence[str] = ()) -> list[str]:
 
 def read_matrix(path: str, columns: Sequence[str], fmt: str | None = None) -> np.ndarray:
     return to_matrix(read_table(path, fmt, columns), columns)
+
+
+def label_strings(table: pa.Table, column: str) -> list[str]:
+    """Class labels as strings (1 and 1.0 both read '1'); refuses missing labels."""
+    if column not in table.column_names:
+        raise DataError(f"label column '{column}' is not in the data", field=column)
+    values = pc.cast(table.column(column), pa.string()).to_pylist()
+    missing = sum(v is None for v in values)
+    if missing:
+        raise DataError(f"label column '{column}' has {missing} missing value(s)", field=column)
+    return values

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from leteo_fed.client import AnalystClient, PcaParams
+from leteo_fed.client import AnalystClient, RoundParams
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.errors import ConfigError, DataError
@@ -131,7 +131,7 @@ def run_demo(opts: DemoOptions) -> dict:
                 f"all {opts.owners} owners registered; starting the PCA round ({opts.key_bits}-bit Paillier)"
             )
             start = time.perf_counter()
-            params = PcaParams(
+            params = RoundParams(
                 features=features,
                 components=opts.components,
                 min_owners=opts.owners,
@@ -145,7 +145,7 @@ def run_demo(opts: DemoOptions) -> dict:
                     f"round {status.round_id}: {len(status.submitted)}/{len(status.invited)} shares in"
                 )
 
-            result = client.run_pca(params, on_tick=tick)
+            result = client.run_round(params, on_tick=tick)
             timings["round_seconds"] = time.perf_counter() - start
         say(f"round {result['round_id']} completed with owners {', '.join(result['owners'])}")
     finally:

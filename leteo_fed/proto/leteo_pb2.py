@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14leteo/v1/leteo.proto\x12\x08leteo.v1\"\x0f\n\rHealthRequest\"K\n\x0bHealthReply\x12\r\n\x05party\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\"\"\n\x03\x41\x63k\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\"4\n\tPublicKey\x12\t\n\x01n\x18\x01 \x01(\x0c\x12\x0c\n\x04\x62its\x18\x02 \x01(\r\x12\x0e\n\x06key_id\x18\x03 \x01(\t\"\xda\x01\n\x08\x45ncoding\x12\x12\n\nscale_bits\x18\x01 \x01(\r\x12\x13\n\x0bvalue_bound\x18\x02 \x01(\x01\x12\x1a\n\x12max_rows_per_owner\x18\x03 \x01(\x04\x12\x12\n\nmax_owners\x18\x04 \x01(\r\x12\x11\n\tslot_bits\x18\x05 \x01(\r\x12\x1c\n\x14slots_per_ciphertext\x18\x06 \x01(\r\x12\x13\n\x0bslot_offset\x18\x07 \x01(\x0c\x12\x11\n\tmask_bits\x18\x08 \x01(\r\x12\x1c\n\x14statistical_security\x18\t \x01(\r\"\xb7\x01\n\tRoundSpec\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x10\n\x08\x66\x65\x61tures\x18\x03 \x03(\t\x12$\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32\x12.leteo.v1.Encoding\x12\x0e\n\x06key_id\x18\x05 \x01(\t\x12\x15\n\rdeadline_unix\x18\x06 \x01(\x01\x12\x10\n\x08n_values\x18\x07 \x01(\r\x12\x15\n\rn_ciphertexts\x18\x08 \x01(\r\"/\n\x0bInviteReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xf5\x01\n\x0bShareHeader\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06key_id\x18\x03 \x01(\t\x12\x11\n\tdimension\x18\x04 \x01(\r\x12$\n\x08\x65ncoding\x18\x05 \x01(\x0b\x32\x12.leteo.v1.Encoding\x12\x15\n\rn_ciphertexts\x18\x06 \x01(\r\x12\x33\n\x07timings\x18\x07 \x03(\x0b\x32\".leteo.v1.ShareHeader.TimingsEntry\x1a.\n\x0cTimingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"&\n\x0f\x43iphertextBatch\x12\x13\n\x0b\x63iphertexts\x18\x01 \x03(\x0c\"i\n\nShareChunk\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x15.leteo.v1.ShareHeaderH\x00\x12*\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x19.leteo.v1.CiphertextBatchH\x00\x42\x06\n\x04part\"B\n\rDeclineNotice\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"5\n\x11OwnerRegistration\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"8\n\tOwnerList\x12+\n\x06owners\x18\x01 \x03(\x0b\x32\x1b.leteo.v1.OwnerRegistration\"\x13\n\x11ListOwnersRequest\"\xae\x01\n\nPcaRequest\x12\x10\n\x08\x66\x65\x61tures\x18\x01 \x03(\t\x12\x12\n\ncomponents\x18\x02 \x01(\r\x12\x12\n\nmin_owners\x18\x03 \x01(\r\x12\x18\n\x10\x64\x65\x61\x64line_seconds\x18\x04 \x01(\x01\x12\x13\n\x0bstandardize\x18\x05 \x01(\x08\x12\x12\n\nscale_bits\x18\x06 \x01(\r\x12\x13\n\x0bvalue_bound\x18\x07 \x01(\x01\x12\x0e\n\x06owners\x18\x08 \x03(\t\"4\n\nRoundQuery\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x14\n\x0cwait_seconds\x18\x02 \x01(\x01\"\x9b\x01\n\x0bRoundStatus\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0f\n\x07invited\x18\x05 \x03(\t\x12\x11\n\tsubmitted\x18\x06 \x03(\t\x12\x0f\n\x07missing\x18\x07 \x03(\t\x12\x13\n\x0bresult_json\x18\x08 \x01(\t\"J\n\x0f\x43spRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\t\x12\x15\n\rn_ciphertexts\x18\x03 \x01(\r\"o\n\x0c\x44\x65\x63ryptChunk\x12+\n\x06header\x18\x01 \x01(\x0b\x32\x19.leteo.v1.CspRoundRequestH\x00\x12*\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x19.leteo.v1.CiphertextBatchH\x00\x42\x06\n\x04part\"=\n\x0ePlaintextBatch\x12\x12\n\nplaintexts\x18\x01 \x03(\x0c\x12\x17\n\x0f\x64\x65\x63rypt_seconds\x18\x02 \x01(\x01\"\x12\n\x10PublicKeyRequest2\x91\x02\n\x15\x43ryptoServiceProvider\x12\x38\n\x06Health\x12\x17.leteo.v1.HealthRequest\x1a\x15.leteo.v1.HealthReply\x12?\n\x0cGetPublicKey\x12\x1a.leteo.v1.PublicKeyRequest\x1a\x13.leteo.v1.PublicKey\x12\x35\n\tOpenRound\x12\x19.leteo.v1.CspRoundRequest\x1a\r.leteo.v1.Ack\x12\x46\n\x0e\x44\x65\x63ryptBlinded\x12\x16.leteo.v1.DecryptChunk\x1a\x18.leteo.v1.PlaintextBatch(\x01\x30\x01\x32\xa3\x03\n\nAggregator\x12\x38\n\x06Health\x12\x17.leteo.v1.HealthRequest\x1a\x15.leteo.v1.HealthReply\x12;\n\rRegisterOwner\x12\x1b.leteo.v1.OwnerRegistration\x1a\r.leteo.v1.Ack\x12\x34\n\x0bSubmitShare\x12\x14.leteo.v1.ShareChunk\x1a\r.leteo.v1.Ack(\x01\x12\x31\n\x07\x44\x65\x63line\x12\x17.leteo.v1.DeclineNotice\x1a\r.leteo.v1.Ack\x12>\n\nListOwners\x12\x1b.leteo.v1.ListOwnersRequest\x1a\x13.leteo.v1.OwnerList\x12<\n\rStartPcaRound\x12\x14.leteo.v1.PcaRequest\x1a\x15.leteo.v1.RoundStatus\x12\x37\n\x08GetRound\x12\x14.leteo.v1.RoundQuery\x1a\x15.leteo.v1.RoundStatus2\xb3\x01\n\nOwnerAgent\x12\x38\n\x06Health\x12\x17.leteo.v1.HealthRequest\x1a\x15.leteo.v1.HealthReply\x12\x34\n\x06Invite\x12\x13.leteo.v1.RoundSpec\x1a\x15.leteo.v1.InviteReply\x12\x35\n\rPublishResult\x12\x15.leteo.v1.RoundStatus\x1a\r.leteo.v1.Ackb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14leteo/v1/leteo.proto\x12\x08leteo.v1\"\x0f\n\rHealthRequest\"K\n\x0bHealthReply\x12\r\n\x05party\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x0e\n\x06status\x18\x04 \x01(\t\"\"\n\x03\x41\x63k\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\"4\n\tPublicKey\x12\t\n\x01n\x18\x01 \x01(\x0c\x12\x0c\n\x04\x62its\x18\x02 \x01(\r\x12\x0e\n\x06key_id\x18\x03 \x01(\t\"\xda\x01\n\x08\x45ncoding\x12\x12\n\nscale_bits\x18\x01 \x01(\r\x12\x13\n\x0bvalue_bound\x18\x02 \x01(\x01\x12\x1a\n\x12max_rows_per_owner\x18\x03 \x01(\x04\x12\x12\n\nmax_owners\x18\x04 \x01(\r\x12\x11\n\tslot_bits\x18\x05 \x01(\r\x12\x1c\n\x14slots_per_ciphertext\x18\x06 \x01(\r\x12\x13\n\x0bslot_offset\x18\x07 \x01(\x0c\x12\x11\n\tmask_bits\x18\x08 \x01(\r\x12\x1c\n\x14statistical_security\x18\t \x01(\r\"1\n\x08Grouping\x12\x14\n\x0clabel_column\x18\x01 \x01(\t\x12\x0f\n\x07\x63lasses\x18\x02 \x03(\t\"\xde\x01\n\tRoundSpec\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\x10\n\x08\x66\x65\x61tures\x18\x03 \x03(\t\x12$\n\x08\x65ncoding\x18\x04 \x01(\x0b\x32\x12.leteo.v1.Encoding\x12\x0e\n\x06key_id\x18\x05 \x01(\t\x12\x15\n\rdeadline_unix\x18\x06 \x01(\x01\x12\x10\n\x08n_values\x18\x07 \x01(\r\x12\x15\n\rn_ciphertexts\x18\x08 \x01(\r\x12%\n\tgroupings\x18\t \x03(\x0b\x32\x12.leteo.v1.Grouping\"/\n\x0bInviteReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xf5\x01\n\x0bShareHeader\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06key_id\x18\x03 \x01(\t\x12\x11\n\tdimension\x18\x04 \x01(\r\x12$\n\x08\x65ncoding\x18\x05 \x01(\x0b\x32\x12.leteo.v1.Encoding\x12\x15\n\rn_ciphertexts\x18\x06 \x01(\r\x12\x33\n\x07timings\x18\x07 \x03(\x0b\x32\".leteo.v1.ShareHeader.TimingsEntry\x1a.\n\x0cTimingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"&\n\x0f\x43iphertextBatch\x12\x13\n\x0b\x63iphertexts\x18\x01 \x03(\x0c\"i\n\nShareChunk\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x15.leteo.v1.ShareHeaderH\x00\x12*\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x19.leteo.v1.CiphertextBatchH\x00\x42\x06\n\x04part\"B\n\rDeclineNotice\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x0f\n\x07site_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"5\n\x11OwnerRegistration\x12\x0f\n\x07site_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"8\n\tOwnerList\x12+\n\x06owners\x18\x01 \x03(\x0b\x32\x1b.leteo.v1.OwnerRegistration\"\x13\n\x11ListOwnersRequest\"\xa7\x02\n\x0cRoundRequest\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x10\n\x08\x66\x65\x61tures\x18\x02 \x03(\t\x12\x12\n\ncomponents\x18\x03 \x01(\r\x12\x12\n\nmin_owners\x18\x04 \x01(\r\x12\x18\n\x10\x64\x65\x61\x64line_seconds\x18\x05 \x01(\x01\x12\x13\n\x0bstandardize\x18\x06 \x01(\x08\x12\x12\n\nscale_bits\x18\x07 \x01(\r\x12\x13\n\x0bvalue_bound\x18\x08 \x01(\x01\x12\x0e\n\x06owners\x18\t \x03(\t\x12%\n\tgroupings\x18\n \x03(\x0b\x32\x12.leteo.v1.Grouping\x12\x10\n\x03rho\x18\x0b \x01(\x01H\x00\x88\x01\x01\x12\x16\n\trho_prime\x18\x0c \x01(\x01H\x01\x88\x01\x01\x42\x06\n\x04_rhoB\x0c\n\n_rho_prime\"4\n\nRoundQuery\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x14\n\x0cwait_seconds\x18\x02 \x01(\x01\"\x9b\x01\n\x0bRoundStatus\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x10\n\x08protocol\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0f\n\x07invited\x18\x05 \x03(\t\x12\x11\n\tsubmitted\x18\x06 \x03(\t\x12\x0f\n\x07missing\x18\x07 \x03(\t\x12\x13\n\x0bresult_json\x18\x08 \x01(\t\"J\n\x0f\x43spRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x0e\n\x06key_id\x18\x02 \x01(\t\x12\x15\n\rn_ciphertexts\x18\x03 \x01(\r\"o\n\x0c\x44\x65\x63ryptChunk\x12+\n\x06header\x18\x01 \x01(\x0b\x32\x19.leteo.v1.CspRoundRequestH\x00\x12*\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x19.leteo.v1.CiphertextBatchH\x00\x42\x06\n\x04part\"=\n\x0ePlaintextBatch\x12\x12\n\nplaintexts\x18\x01 \x03(\x0c\x12\x17\n\x0f\x64\x65\x63rypt_seconds\x18\x02 \x01(\x01\"\x12\n\x10PublicKeyRequest2\x91\x02\n\x15\x43ryptoServiceProvider\x12\x38\n\x06Health\x12\x17.leteo.v1.HealthRequest\x1a\x15.leteo.v1.HealthReply\x12?\n\x0cGetPublicKey\x12\x1a.leteo.v1.PublicKeyRequest\x1a\x13.leteo.v1.PublicKey\x12\x35\n\tOpenRound\x12\x19.leteo.v1.CspRoundRequest\x1a\r.leteo.v1.Ack\x12\x46\n\x0e\x44\x65\x63ryptBlinded\x12\x16.leteo.v1.DecryptChunk\x1a\x18.leteo.v1.PlaintextBatch(\x01\x30\x01\x32\xa2\x03\n\nAggregator\x12\x38\n\x06Health\x12\x17.leteo.v1.HealthRequest\x1a\x15.leteo.v1.HealthReply\x12;\n\rRegisterOwner\x12\x1b.leteo.v1.OwnerRegistration\x1a\r.leteo.v1.Ack\x12\x34\n\x0bSubmitShare\x12\x14.leteo.v1.ShareChunk\x1a\r.leteo.v1.Ack(\x01\x12\x31\n\x07\x44\x65\x63line\x12\x17.leteo.v1.DeclineNotice\x1a\r.leteo.v1.Ack\x12>\n\nListOwners\x12\x1b.leteo.v1.ListOwnersRequest\x1a\x13.leteo.v1.OwnerList\x12;\n\nStartRound\x12\x16.leteo.v1.RoundRequest\x1a\x15.leteo.v1.RoundStatus\x12\x37\n\x08GetRound\x12\x14.leteo.v1.RoundQuery\x1a\x15.leteo.v1.RoundStatus2\xb3\x01\n\nOwnerAgent\x12\x38\n\x06Health\x12\x17.leteo.v1.HealthRequest\x1a\x15.leteo.v1.HealthReply\x12\x34\n\x06Invite\x12\x13.leteo.v1.RoundSpec\x1a\x15.leteo.v1.InviteReply\x12\x35\n\rPublishResult\x12\x15.leteo.v1.RoundStatus\x1a\r.leteo.v1.Ackb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,44 +43,46 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUBLICKEY']._serialized_end=216
   _globals['_ENCODING']._serialized_start=219
   _globals['_ENCODING']._serialized_end=437
-  _globals['_ROUNDSPEC']._serialized_start=440
-  _globals['_ROUNDSPEC']._serialized_end=623
-  _globals['_INVITEREPLY']._serialized_start=625
-  _globals['_INVITEREPLY']._serialized_end=672
-  _globals['_SHAREHEADER']._serialized_start=675
-  _globals['_SHAREHEADER']._serialized_end=920
-  _globals['_SHAREHEADER_TIMINGSENTRY']._serialized_start=874
-  _globals['_SHAREHEADER_TIMINGSENTRY']._serialized_end=920
-  _globals['_CIPHERTEXTBATCH']._serialized_start=922
-  _globals['_CIPHERTEXTBATCH']._serialized_end=960
-  _globals['_SHARECHUNK']._serialized_start=962
-  _globals['_SHARECHUNK']._serialized_end=1067
-  _globals['_DECLINENOTICE']._serialized_start=1069
-  _globals['_DECLINENOTICE']._serialized_end=1135
-  _globals['_OWNERREGISTRATION']._serialized_start=1137
-  _globals['_OWNERREGISTRATION']._serialized_end=1190
-  _globals['_OWNERLIST']._serialized_start=1192
-  _globals['_OWNERLIST']._serialized_end=1248
-  _globals['_LISTOWNERSREQUEST']._serialized_start=1250
-  _globals['_LISTOWNERSREQUEST']._serialized_end=1269
-  _globals['_PCAREQUEST']._serialized_start=1272
-  _globals['_PCAREQUEST']._serialized_end=1446
-  _globals['_ROUNDQUERY']._serialized_start=1448
-  _globals['_ROUNDQUERY']._serialized_end=1500
-  _globals['_ROUNDSTATUS']._serialized_start=1503
-  _globals['_ROUNDSTATUS']._serialized_end=1658
-  _globals['_CSPROUNDREQUEST']._serialized_start=1660
-  _globals['_CSPROUNDREQUEST']._serialized_end=1734
-  _globals['_DECRYPTCHUNK']._serialized_start=1736
-  _globals['_DECRYPTCHUNK']._serialized_end=1847
-  _globals['_PLAINTEXTBATCH']._serialized_start=1849
-  _globals['_PLAINTEXTBATCH']._serialized_end=1910
-  _globals['_PUBLICKEYREQUEST']._serialized_start=1912
-  _globals['_PUBLICKEYREQUEST']._serialized_end=1930
-  _globals['_CRYPTOSERVICEPROVIDER']._serialized_start=1933
-  _globals['_CRYPTOSERVICEPROVIDER']._serialized_end=2206
-  _globals['_AGGREGATOR']._serialized_start=2209
-  _globals['_AGGREGATOR']._serialized_end=2628
-  _globals['_OWNERAGENT']._serialized_start=2631
-  _globals['_OWNERAGENT']._serialized_end=2810
+  _globals['_GROUPING']._serialized_start=439
+  _globals['_GROUPING']._serialized_end=488
+  _globals['_ROUNDSPEC']._serialized_start=491
+  _globals['_ROUNDSPEC']._serialized_end=713
+  _globals['_INVITEREPLY']._serialized_start=715
+  _globals['_INVITEREPLY']._serialized_end=762
+  _globals['_SHAREHEADER']._serialized_start=765
+  _globals['_SHAREHEADER']._serialized_end=1010
+  _globals['_SHAREHEADER_TIMINGSENTRY']._serialized_start=964
+  _globals['_SHAREHEADER_TIMINGSENTRY']._serialized_end=1010
+  _globals['_CIPHERTEXTBATCH']._serialized_start=1012
+  _globals['_CIPHERTEXTBATCH']._serialized_end=1050
+  _globals['_SHARECHUNK']._serialized_start=1052
+  _globals['_SHARECHUNK']._serialized_end=1157
+  _globals['_DECLINENOTICE']._serialized_start=1159
+  _globals['_DECLINENOTICE']._serialized_end=1225
+  _globals['_OWNERREGISTRATION']._serialized_start=1227
+  _globals['_OWNERREGISTRATION']._serialized_end=1280
+  _globals['_OWNERLIST']._serialized_start=1282
+  _globals['_OWNERLIST']._serialized_end=1338
+  _globals['_LISTOWNERSREQUEST']._serialized_start=1340
+  _globals['_LISTOWNERSREQUEST']._serialized_end=1359
+  _globals['_ROUNDREQUEST']._serialized_start=1362
+  _globals['_ROUNDREQUEST']._serialized_end=1657
+  _globals['_ROUNDQUERY']._serialized_start=1659
+  _globals['_ROUNDQUERY']._serialized_end=1711
+  _globals['_ROUNDSTATUS']._serialized_start=1714
+  _globals['_ROUNDSTATUS']._serialized_end=1869
+  _globals['_CSPROUNDREQUEST']._serialized_start=1871
+  _globals['_CSPROUNDREQUEST']._serialized_end=1945
+  _globals['_DECRYPTCHUNK']._serialized_start=1947
+  _globals['_DECRYPTCHUNK']._serialized_end=2058
+  _globals['_PLAINTEXTBATCH']._serialized_start=2060
+  _globals['_PLAINTEXTBATCH']._serialized_end=2121
+  _globals['_PUBLICKEYREQUEST']._serialized_start=2123
+  _globals['_PUBLICKEYREQUEST']._serialized_end=2141
+  _globals['_CRYPTOSERVICEPROVIDER']._serialized_start=2144
+  _globals['_CRYPTOSERVICEPROVIDER']._serialized_end=2417
+  _globals['_AGGREGATOR']._serialized_start=2420
+  _globals['_AGGREGATOR']._serialized_end=2838
+  _globals['_OWNERAGENT']._serialized_start=2841
+  _globals['_OWNERAGENT']._serialized_end=3020
 # @@protoc_insertion_point(module_scope)

@@ -62,8 +62,16 @@ class Encoding(_message.Message):
     statistical_security: int
     def __init__(self, scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., max_rows_per_owner: _Optional[int] = ..., max_owners: _Optional[int] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., slot_offset: _Optional[bytes] = ..., mask_bits: _Optional[int] = ..., statistical_security: _Optional[int] = ...) -> None: ...
 
+class Grouping(_message.Message):
+    __slots__ = ("label_column", "classes")
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    label_column: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts")
+    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +80,7 @@ class RoundSpec(_message.Message):
     DEADLINE_UNIX_FIELD_NUMBER: _ClassVar[int]
     N_VALUES_FIELD_NUMBER: _ClassVar[int]
     N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    GROUPINGS_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     features: _containers.RepeatedScalarFieldContainer[str]
@@ -80,7 +89,8 @@ class RoundSpec(_message.Message):
     deadline_unix: float
     n_values: int
     n_ciphertexts: int
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ...) -> None: ...
+    groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ...) -> None: ...
 
 class InviteReply(_message.Message):
     __slots__ = ("accepted", "reason")
@@ -157,8 +167,9 @@ class ListOwnersRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
-class PcaRequest(_message.Message):
-    __slots__ = ("features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners")
+class RoundRequest(_message.Message):
+    __slots__ = ("method", "features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners", "groupings", "rho", "rho_prime")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     COMPONENTS_FIELD_NUMBER: _ClassVar[int]
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +178,10 @@ class PcaRequest(_message.Message):
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
     VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
+    GROUPINGS_FIELD_NUMBER: _ClassVar[int]
+    RHO_FIELD_NUMBER: _ClassVar[int]
+    RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
+    method: str
     features: _containers.RepeatedScalarFieldContainer[str]
     components: int
     min_owners: int
@@ -175,7 +190,10 @@ class PcaRequest(_message.Message):
     scale_bits: int
     value_bound: float
     owners: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ...) -> None: ...
+    groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
+    rho: float
+    rho_prime: float
+    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")

@@ -268,9 +268,9 @@ class AggregatorStub:
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.ListOwnersRequest.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.OwnerList.FromString,
                 _registered_method=True)
-        self.StartPcaRound = channel.unary_unary(
-                '/leteo.v1.Aggregator/StartPcaRound',
-                request_serializer=leteo_dot_v1_dot_leteo__pb2.PcaRequest.SerializeToString,
+        self.StartRound = channel.unary_unary(
+                '/leteo.v1.Aggregator/StartRound',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.RoundRequest.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
                 _registered_method=True)
         self.GetRound = channel.unary_unary(
@@ -315,7 +315,7 @@ class AggregatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def StartPcaRound(self, request, context):
+    def StartRound(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -355,9 +355,9 @@ def add_AggregatorServicer_to_server(servicer, server):
                     request_deserializer=leteo_dot_v1_dot_leteo__pb2.ListOwnersRequest.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.OwnerList.SerializeToString,
             ),
-            'StartPcaRound': grpc.unary_unary_rpc_method_handler(
-                    servicer.StartPcaRound,
-                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.PcaRequest.FromString,
+            'StartRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartRound,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundRequest.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.SerializeToString,
             ),
             'GetRound': grpc.unary_unary_rpc_method_handler(
@@ -512,7 +512,7 @@ class Aggregator:
             _registered_method=True)
 
     @staticmethod
-    def StartPcaRound(request,
+    def StartRound(request,
             target,
             options=(),
             channel_credentials=None,
@@ -525,8 +525,8 @@ class Aggregator:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/leteo.v1.Aggregator/StartPcaRound',
-            leteo_dot_v1_dot_leteo__pb2.PcaRequest.SerializeToString,
+            '/leteo.v1.Aggregator/StartRound',
+            leteo_dot_v1_dot_leteo__pb2.RoundRequest.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
             options,
             channel_credentials,

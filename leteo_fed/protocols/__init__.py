@@ -1,0 +1,3 @@
+"""Protocol math as pure functions: what the services compute, testable without a network."""
+
+METHODS = ("pca", "dca", "lda", "mdr")

@@ -10,6 +10,7 @@ from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, int_to_bytes
 from leteo_fed.encoding.packing import SlotLayout
 from leteo_fed.errors import PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.protocols.moments import Grouping
 from leteo_fed.protocols.pca import PcaEncoding
 from leteo_fed.transport.grpc_io import rpc_error_message
 
@@ -80,3 +81,11 @@ def batches(values: Sequence[int], width: int) -> Iterator[list[bytes]]:
     """Fixed-width big-endian framing, BATCH_SIZE values per message."""
     for start in range(0, len(values), BATCH_SIZE):
         yield [int_to_bytes(v, width) for v in values[start : start + BATCH_SIZE]]
+
+
+def grouping_to_proto(g: Grouping) -> pb.Grouping:
+    return pb.Grouping(label_column=g.label_column or "", classes=list(g.classes))
+
+
+def grouping_from_proto(msg: pb.Grouping) -> Grouping:
+    return Grouping(msg.label_column, tuple(msg.classes))
