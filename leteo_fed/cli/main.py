@@ -64,6 +64,93 @@ def _csv_list(text: str) -> list[str]:
     return items
 
 
+def _add_round_args(p: argparse.ArgumentParser, default_out: Path) -> None:
+    p.add_argument("--aggregator", default="127.0.0.1:50052", help="aggregator address")
+    p.add_argument(
+        "--features", type=_csv_list, required=True, help="comma-separated feature columns"
+    )
+    p.add_argument(
+        "--components", type=int, default=0, help="number of components (default: the method's)"
+    )
+    p.add_argument(
+        "--min-owners", type=int, default=2, help="quorum: minimum shares (>= 2; default: 2)"
+    )
+    p.add_argument(
+        "--deadline", type=float, default=120.0, help="round deadline in seconds (default: 120)"
+    )
+    p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
+    p.add_argument(
+        "--scale-bits", type=int, default=0, help="fixed-point fraction bits (default: 32)"
+    )
+    p.add_argument(
+        "--owners", type=_csv_list, default=[], help="invite only these sites (default: all)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=default_out, help=f"output folder (default: {default_out})"
+    )
+    _add_tls(p, "analyst", "analyst")
+
+
+def _add_discriminant_args(p: argparse.ArgumentParser, with_label: bool = True) -> None:
+    p.add_argument(
+        "--method", choices=["dca", "lda", "mdr"], default="dca", help="analysis (default: dca)"
+    )
+    if with_label:
+        p.add_argument("--label-column", required=True, help="the (utility) class label column")
+    p.add_argument(
+        "--rho",
+        type=float,
+        default=None,
+        help="ridge on the denominator matrix (default: DCA 0.02 lambda_max(S_W), LDA 1e-9 "
+        "lambda_max(S_W), MDR 0.02 lambda_max(S_B privacy))",
+    )
+    p.add_argument(
+        "--rho-prime", type=float, default=None, help="DCA ridge on S_B (default: 0.1 rho)"
+    )
+
+
+def _add_demo_args(p: argparse.ArgumentParser, default_out: Path, label_required: bool) -> None:
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="CSV file (default: scikit-learn's breast cancer set)",
+    )
+    p.add_argument(
+        "--features",
+        type=_csv_list,
+        default=None,
+        help="columns (default: all numeric except labels)",
+    )
+    if label_required:
+        p.add_argument(
+            "--label-column", default=None, help="class label column (default data set: diagnosis)"
+        )
+    else:
+        p.add_argument("--label-column", default=None, help="label column: only colours the plot")
+    p.add_argument("--owners", type=int, default=3, help="number of owner agents (default: 3)")
+    p.add_argument(
+        "--components",
+        type=int,
+        default=0,
+        help="number of components (default: PCA 2, else classes - 1)",
+    )
+    p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048)")
+    p.add_argument(
+        "--insecure-small-key",
+        action="store_true",
+        help="allow --key-bits below 2048 (experiments only)",
+    )
+    p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
+    p.add_argument(
+        "--out", type=Path, default=default_out, help=f"output folder (default: {default_out})"
+    )
+    p.add_argument("--seed", type=int, default=7, help="seed of the horizontal split (default: 7)")
+    p.add_argument(
+        "--insecure", action="store_true", help="run the demo without TLS (not recommended)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="leteo-fed",
@@ -166,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", type=Path, required=True, help="owner TOML config file")
 
-    # pca
+    # analyst rounds: pca, dca
     p = sub.add_parser(
         "pca",
         help="run a federated PCA round against running services",
@@ -174,31 +261,28 @@ def build_parser() -> argparse.ArgumentParser:
         "Owners send encrypted sums of x x^T, x and counts; the result equals PCA on the pooled "
         "rows. Writes OUT/pca.json.",
     )
-    p.add_argument("--aggregator", default="127.0.0.1:50052", help="aggregator address")
-    p.add_argument(
-        "--features", type=_csv_list, required=True, help="comma-separated feature columns"
-    )
-    p.add_argument("--components", type=int, default=2, help="number of components (default: 2)")
-    p.add_argument(
-        "--min-owners", type=int, default=2, help="quorum: minimum shares (>= 2; default: 2)"
-    )
-    p.add_argument(
-        "--deadline", type=float, default=120.0, help="round deadline in seconds (default: 120)"
-    )
+    _add_round_args(p, Path("out/pca"))
     p.add_argument("--standardize", action="store_true", help="PCA of the correlation matrix")
-    p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
+    p = sub.add_parser(
+        "dca",
+        help="run a federated DCA / LDA / MDR round against running services",
+        description="Start a federated discriminant analysis at the aggregator. Owners send "
+        "encrypted sums of x x^T and per-class sums and counts for ALL declared classes "
+        "(zero-filled), so no share reveals which classes a site holds. Writes OUT/dca.json.",
+    )
+    _add_round_args(p, Path("out/dca"))
+    _add_discriminant_args(p)
     p.add_argument(
-        "--scale-bits", type=int, default=0, help="fixed-point fraction bits (default: 32)"
+        "--classes", type=_csv_list, required=True, help="the label's class names, e.g. 0,1,2"
     )
     p.add_argument(
-        "--owners", type=_csv_list, default=[], help="invite only these sites (default: all)"
+        "--privacy-label-column", default=None, help="MDR: the label whose classes to hide"
     )
     p.add_argument(
-        "--out", type=Path, default=Path("out/pca"), help="output folder (default: out/pca)"
+        "--privacy-classes", type=_csv_list, default=None, help="MDR: the privacy label's classes"
     )
-    _add_tls(p, "analyst", "analyst")
 
-    # demo
+    # demos
     demo = sub.add_parser("demo", help="run a complete local deployment end to end").add_subparsers(
         dest="action", required=True, metavar="DEMO"
     )
@@ -210,38 +294,19 @@ def build_parser() -> argparse.ArgumentParser:
         "one PCA round; compare with centralized NumPy PCA; write OUT/pca.json and "
         "OUT/pca_scatter.png; stop every process.",
     )
-    p.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        help="CSV file (default: scikit-learn's breast cancer set)",
-    )
-    p.add_argument(
-        "--features",
-        type=_csv_list,
-        default=None,
-        help="columns (default: all numeric except the label)",
-    )
-    p.add_argument("--label-column", default=None, help="label column: only colours the plot")
-    p.add_argument("--owners", type=int, default=3, help="number of owner agents (default: 3)")
-    p.add_argument("--components", type=int, default=2, help="number of components (default: 2)")
-    p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048)")
-    p.add_argument(
-        "--insecure-small-key",
-        action="store_true",
-        help="allow --key-bits below 2048 (experiments only)",
-    )
+    _add_demo_args(p, Path("out/demo-pca"), label_required=False)
     p.add_argument("--standardize", action="store_true", help="PCA of the correlation matrix")
-    p.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path("out/demo-pca"),
-        help="output folder (default: out/demo-pca)",
+    p = demo.add_parser(
+        "dca",
+        help="federated DCA / LDA / MDR demo with real processes, mTLS and 2048-bit Paillier",
+        description="Like `demo pca`, for discriminant analysis: owners send per-class encrypted "
+        "shares; the result is compared with the same computation on the pooled rows. Writes "
+        "OUT/dca.json and OUT/dca_scatter.png.",
     )
-    p.add_argument("--seed", type=int, default=7, help="seed of the horizontal split (default: 7)")
+    _add_demo_args(p, Path("out/demo-dca"), label_required=True)
+    _add_discriminant_args(p, with_label=False)
     p.add_argument(
-        "--insecure", action="store_true", help="run the demo without TLS (not recommended)"
+        "--privacy-label-column", default=None, help="MDR: the label whose classes to hide"
     )
     return parser
 
@@ -278,12 +343,17 @@ def _run(args) -> int:
 
         serve(args.config)
         return 0
-    if args.command == "pca":
+    if args.command in ("pca", "dca"):
         return _run_round(args)
     if args.command == "demo":
-        from leteo_fed.demo.pca_demo import DemoOptions, run_demo
+        from leteo_fed.demo.runner import DemoOptions, run_demo
 
+        discriminant = args.action == "dca"
         opts = DemoOptions(
+            method=args.method if discriminant else "pca",
+            privacy_label_column=getattr(args, "privacy_label_column", None),
+            rho=getattr(args, "rho", None),
+            rho_prime=getattr(args, "rho_prime", None),
             data=args.data,
             features=args.features,
             label_column=args.label_column,
@@ -291,7 +361,7 @@ def _run(args) -> int:
             components=args.components,
             key_bits=args.key_bits,
             allow_small_key=args.insecure_small_key,
-            standardize=args.standardize,
+            standardize=getattr(args, "standardize", False),
             value_bound=args.value_bound,
             out=args.out,
             seed=args.seed,
@@ -306,19 +376,30 @@ def _run_round(args) -> int:
     from leteo_fed.client import AnalystClient, RoundParams
     from leteo_fed.fileio import atomic_write_json
 
+    groupings: tuple = ()
+    if args.command == "dca":
+        groupings = ((args.label_column, tuple(args.classes)),)
+        if args.method == "mdr":
+            if not args.privacy_label_column or not args.privacy_classes:
+                raise ConfigError("--method mdr needs --privacy-label-column and --privacy-classes")
+            groupings += ((args.privacy_label_column, tuple(args.privacy_classes)),)
     params = RoundParams(
         features=args.features,
+        method=getattr(args, "method", "pca"),
         components=args.components,
         min_owners=args.min_owners,
         deadline_seconds=args.deadline,
-        standardize=args.standardize,
+        standardize=getattr(args, "standardize", False),
         scale_bits=args.scale_bits,
         value_bound=args.value_bound,
         owners=tuple(args.owners),
+        groupings=groupings,
+        rho=getattr(args, "rho", None),
+        rho_prime=getattr(args, "rho_prime", None),
     )
     with AnalystClient(args.aggregator, _tls(args)) as client:
         result = client.run_round(params)
-    out = Path(args.out) / "pca.json"
+    out = Path(args.out) / f"{args.command}.json"
     atomic_write_json(out, result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))
     print(f"wrote {out}", file=sys.stderr)

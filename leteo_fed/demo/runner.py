@@ -1,4 +1,4 @@
-"""`leteo-fed demo pca`: a complete federated PCA deployment on this machine, end to end."""
+"""`leteo-fed demo pca|dca`: a complete federated deployment on this machine, end to end."""
 
 from __future__ import annotations
 
@@ -19,16 +19,21 @@ from leteo_fed.data import sources
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_write_json
+from leteo_fed.protocols import discriminant
 from leteo_fed.protocols.pca import reference_pca
 
 
 @dataclass
 class DemoOptions:
+    method: str = "pca"
+    privacy_label_column: str | None = None
+    rho: float | None = None
+    rho_prime: float | None = None
     data: Path | None = None
     features: list[str] | None = None
     label_column: str | None = None
     owners: int = 3
-    components: int = 2
+    components: int = 0  # 0: the method's default (PCA 2, discriminants classes - 1)
     key_bits: int = 2048
     allow_small_key: bool = False
     standardize: bool = False
@@ -89,7 +94,20 @@ def run_demo(opts: DemoOptions) -> dict:
             field="key_bits",
         )
     table, label, source_name = load_demo_table(opts)
-    features = opts.features or sources.numeric_columns(table, exclude=[label] if label else [])
+    discriminant_method = opts.method != "pca"
+    if discriminant_method and not label:
+        raise ConfigError(
+            f"--label-column is required for --method {opts.method}", field="label_column"
+        )
+    if opts.method == "mdr" and not opts.privacy_label_column:
+        raise ConfigError(
+            "--privacy-label-column is required for --method mdr", field="privacy_label_column"
+        )
+    labels_used = [c for c in (label, opts.privacy_label_column) if c]
+    for column in labels_used:
+        if column not in table.column_names:
+            raise DataError(f"label column '{column}' is not in {source_name}", field=column)
+    features = opts.features or sources.numeric_columns(table, exclude=labels_used)
     if not features:
         raise DataError("no numeric feature columns found; pass --features")
     missing = [f for f in features if f not in table.column_names]
@@ -98,7 +116,16 @@ def run_demo(opts: DemoOptions) -> dict:
     x = sources.to_matrix(table, features)
     if table.num_rows < 2 * opts.owners:
         raise DataError(f"{table.num_rows} rows cannot be split across {opts.owners} owners")
-    if not 1 <= opts.components <= len(features):
+    groupings = []
+    if discriminant_method:
+        for column in [label, opts.privacy_label_column][: 2 if opts.method == "mdr" else 1]:
+            classes = tuple(sorted(set(sources.label_strings(table, column)), key=_natural))
+            groupings.append((column, classes))
+    default_k = (
+        min(2, len(features)) if not discriminant_method else max(1, len(groupings[0][1]) - 1)
+    )
+    components = opts.components or min(default_k, len(features))
+    if not 1 <= components <= len(features):
         raise ConfigError(f"--components must be in 1..{len(features)}", field="components")
     say(
         f"data: {source_name}; {table.num_rows} rows, {len(features)} features; {opts.owners} owners"
@@ -128,16 +155,21 @@ def run_demo(opts: DemoOptions) -> dict:
             client.wait_for_owners(opts.owners)
             timings["startup_seconds"] = time.perf_counter() - start
             say(
-                f"all {opts.owners} owners registered; starting the PCA round ({opts.key_bits}-bit Paillier)"
+                f"all {opts.owners} owners registered; starting the {opts.method.upper()} round "
+                f"({opts.key_bits}-bit Paillier)"
             )
             start = time.perf_counter()
             params = RoundParams(
                 features=features,
-                components=opts.components,
+                method=opts.method,
+                components=components,
                 min_owners=opts.owners,
                 deadline_seconds=300.0,
                 standardize=opts.standardize,
                 value_bound=opts.value_bound,
+                groupings=tuple(groupings),
+                rho=opts.rho,
+                rho_prime=opts.rho_prime,
             )
 
             def tick(status) -> None:
@@ -152,16 +184,47 @@ def run_demo(opts: DemoOptions) -> dict:
         cluster.stop()
         say("all processes stopped")
 
-    comparison = compare_with_numpy(result, x, opts.components, opts.standardize)
+    if discriminant_method:
+        label_index = [
+            np.array([classes.index(v) for v in sources.label_strings(table, column)])
+            for column, classes in groupings
+        ]
+        comparison = compare_discriminant(result, x, label_index, components, opts)
+    else:
+        comparison = compare_with_numpy(result, x, components, opts.standardize)
     result["timings"]["demo"] = timings
     result["comparison_with_numpy"] = comparison
     result["data_source"] = source_name
-    atomic_write_json(out / "pca.json", result)
-    plot_path = out / "pca_scatter.png"
-    labels = table.column(label).to_pylist() if label else None
+    name = "pca" if not discriminant_method else "dca"
+    atomic_write_json(out / f"{name}.json", result)
+    plot_path = out / f"{name}_scatter.png"
+    labels = sources.label_strings(table, label) if label else None
     plot_projection(x, result, labels, plot_path)
-    print_summary(result, comparison, out, plot_path)
+    print_summary(result, comparison, out / f"{name}.json", plot_path)
     return result
+
+
+def _natural(value: str) -> tuple:
+    """Class order: numbers numerically, then text."""
+    try:
+        return (0, float(value), value)
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def compare_discriminant(
+    result: dict, x: np.ndarray, labels: list[np.ndarray], k: int, opts
+) -> dict:
+    ridge = discriminant.Ridge(opts.rho, opts.rho_prime)
+    evals, comps = discriminant.reference(x, labels, opts.method, k, ridge)
+    fed_evals = np.array(result["eigenvalues"])
+    rel = np.abs(fed_evals - evals) / np.maximum(np.abs(evals), np.finfo(float).tiny)
+    cos = np.abs(np.sum(np.array(result["components"]).T * comps, axis=0))
+    return {
+        "numpy_eigenvalues": evals.tolist(),
+        "max_relative_eigenvalue_error": float(rel.max()),
+        "min_abs_cosine": float(cos.min()),
+    }
 
 
 def compare_with_numpy(result: dict, x: np.ndarray, k: int, standardize: bool) -> dict:
@@ -195,11 +258,16 @@ def plot_projection(x: np.ndarray, result: dict, labels: list | None, path: Path
     for g in groups:
         mask = np.ones(len(proj), bool) if g is None else np.array([lab == g for lab in labels])
         ax.scatter(proj[mask, 0], ys[mask], s=10, alpha=0.7, label=None if g is None else str(g))
-    evr = result["explained_variance_ratio"]
-    ax.set_xlabel(f"PC1 ({evr[0]:.1%} of variance)")
-    ax.set_ylabel(f"PC2 ({evr[1]:.1%} of variance)" if len(evr) > 1 else "")
+    method = result.get("method", "pca").upper()
+    evr = result.get("explained_variance_ratio")
+    if evr:
+        ax.set_xlabel(f"PC1 ({evr[0]:.1%} of variance)")
+        ax.set_ylabel(f"PC2 ({evr[1]:.1%} of variance)" if len(evr) > 1 else "")
+    else:
+        ax.set_xlabel(f"{method} component 1")
+        ax.set_ylabel(f"{method} component 2" if proj.shape[1] > 1 else "")
     ax.set_title(
-        f"Federated PCA: {result['n_samples']} rows from {len(result['owners'])} owners "
+        f"Federated {method}: {result['n_samples']} rows from {len(result['owners'])} owners "
         f"(Paillier {result['encoding']['paillier_bits']}-bit)"
     )
     if labels is not None:
@@ -218,15 +286,16 @@ def plot_projection(x: np.ndarray, result: dict, labels: list | None, path: Path
 
 def print_summary(result: dict, comparison: dict, out: Path, plot: Path) -> None:
     w = sys.stdout.write
-    w("\nFederated PCA vs centralized NumPy PCA on the pooled rows\n")
-    w(
-        f"{'PC':>3} {'federated eigenvalue':>22} {'numpy eigenvalue':>22} {'rel. error':>11} {'expl. var':>9}\n"
-    )
+    method = result.get("method", "pca").upper()
+    w(f"\nFederated {method} vs the same computation on the pooled rows (NumPy/SciPy)\n")
+    evr = result.get("explained_variance_ratio")
+    w(f"{'#':>3} {'federated eigenvalue':>22} {'pooled eigenvalue':>22} {'rel. error':>11}")
+    w(f" {'expl. var':>9}\n" if evr else "\n")
     for i, (f, n) in enumerate(
         zip(result["eigenvalues"], comparison["numpy_eigenvalues"], strict=True)
     ):
-        evr = result["explained_variance_ratio"][i]
-        w(f"{i + 1:>3} {f:>22.12g} {n:>22.12g} {abs(f - n) / abs(n):>11.2e} {evr:>9.2%}\n")
+        w(f"{i + 1:>3} {f:>22.12g} {n:>22.12g} {abs(f - n) / abs(n):>11.2e}")
+        w(f" {evr[i]:>9.2%}\n" if evr else "\n")
     w(f"min |cos(federated, numpy)| over components: {comparison['min_abs_cosine']:.15f}\n")
     t = result["timings"]
     w("\nTimings (seconds)\n")
@@ -245,4 +314,4 @@ def print_summary(result: dict, comparison: dict, out: Path, plot: Path) -> None
     w(f"  csp              decrypt {t['csp']['decrypt_seconds']:.3f}\n")
     d = t["demo"]
     w(f"  demo             start-up {d['startup_seconds']:.1f}  round {d['round_seconds']:.2f}\n")
-    w(f"\nwrote {out / 'pca.json'} and {plot}\n")
+    w(f"\nwrote {out} and {plot}\n")
