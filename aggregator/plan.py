@@ -28,6 +28,7 @@ class RoundPlan:
     declared_groupings: tuple[Grouping, ...]  # what travels in the round spec
     ridge: discriminant.Ridge
     encoding: pca.PcaEncoding
+    projection_only: bool = False
 
 
 def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
@@ -64,6 +65,12 @@ def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
         raise DataError(f"components must be in 1..{d}, got {components}", field="components")
     if request.standardize and method != pca.PROTOCOL:
         raise DataError("standardize applies to PCA only", field="standardize")
+    if request.standardize and request.projection_only:
+        raise DataError(
+            "standardize is not available in projection-only mode (correlation is not "
+            "rotation-equivariant)",
+            field="standardize",
+        )
 
     min_owners = request.min_owners or MIN_QUORUM
     if min_owners < MIN_QUORUM:
@@ -84,6 +91,7 @@ def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
         scale_bits=request.scale_bits or pca.DEFAULT_SCALE_BITS,
         value_bound=request.value_bound or pca.DEFAULT_VALUE_BOUND,
         max_owners=max(pca.DEFAULT_MAX_OWNERS, n_invited),
+        rotation_dimension=d if request.projection_only else 0,
     )
     return RoundPlan(
         method,
@@ -96,6 +104,7 @@ def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
         declared,
         ridge,
         encoding,
+        request.projection_only,
     )
 
 

@@ -11,6 +11,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from aggregator.plan import RoundPlan
 from leteo_fed.crypto.paillier import PublicKey, add_ciphertexts
 from leteo_fed.encoding.packing import SlotLayout
@@ -29,6 +31,7 @@ class Round:
     layout: SlotLayout
     n_values: int
     invited: list[str]
+    rotation: np.ndarray | None = None  # projection-only mode: secret, never sent to the CSP
     state: str = OPEN
     message: str = ""
     declined: dict[str, str] = field(default_factory=dict)

@@ -12,8 +12,10 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
+import numpy as np
 
 from aggregator.plan import plan_round
 from aggregator.rounds import COMPLETED, FAILED, Round
@@ -34,7 +36,7 @@ from leteo_fed.errors import (
 )
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.protocols import discriminant, moments, pca
+from leteo_fed.protocols import discriminant, moments, pca, rotation
 from leteo_fed.transport.certs import check_site_id
 from leteo_fed.transport.grpc_io import (
     TlsConfig,
@@ -57,7 +59,14 @@ CSP_TIMEOUT_SECONDS = 300.0
 
 
 class AggregatorService(pb_grpc.AggregatorServicer):
-    def __init__(self, tls: TlsConfig, csp_address: str, name: str = "aggregator") -> None:
+    def __init__(
+        self,
+        tls: TlsConfig,
+        csp_address: str,
+        name: str = "aggregator",
+        transcript: Path | None = None,
+    ) -> None:
+        self._transcript = transcript
         self._tls = tls
         self._name = name
         self._csp_address = csp_address
@@ -257,11 +266,15 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             layout=layout,
             n_values=moments.n_values(len(plan.features), plan.groupings),
             invited=invited,
+            rotation=rotation.random_rotation(len(plan.features)) if plan.projection_only else None,
         )
         try:
             self._csp.OpenRound(
                 pb.CspRoundRequest(
-                    round_id=rnd.round_id, key_id=public.key_id, n_ciphertexts=rnd.n_ciphertexts
+                    round_id=rnd.round_id,
+                    key_id=public.key_id,
+                    n_ciphertexts=rnd.n_ciphertexts,
+                    mode="projection" if plan.projection_only else "blinded",
                 ),
                 timeout=10,
             )
@@ -294,6 +307,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             n_values=rnd.n_values,
             n_ciphertexts=rnd.n_ciphertexts,
             groupings=[grouping_to_proto(g) for g in plan.declared_groupings],
+            rotation=rnd.rotation.ravel().tolist() if rnd.rotation is not None else [],
         )
         for site in invited:
             self._pool.submit(self._invite, rnd, site, spec)
@@ -332,6 +346,8 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         self._publish(rnd)
 
     def _compute(self, rnd: Round) -> dict:
+        if rnd.plan.projection_only:
+            return self._compute_projection(rnd)
         t = {}
         start = time.perf_counter()
         masks = draw_masks(rnd.n_values, rnd.layout)
@@ -350,6 +366,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             totals, len(plan.features), plan.groupings, plan.encoding.scale_bits
         )
         t["unmask_seconds"] = time.perf_counter() - start
+        self._record(rnd, {"mode": "blinded", "aggregate_totals": [str(v) for v in totals]})
 
         start = time.perf_counter()
         if plan.method == pca.PROTOCOL:
@@ -362,7 +379,12 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         t.update(rnd.timings)
 
         doc = result.to_dict()
-        doc.update(
+        doc.update(self._round_facts(rnd, t, {"decrypt_seconds": csp_seconds}))
+        return doc
+
+    def _round_facts(self, rnd: Round, t: dict, csp: dict) -> dict:
+        plan = rnd.plan
+        return dict(
             round_id=rnd.round_id,
             owners=sorted(rnd.submitted),
             declined=rnd.declined,
@@ -376,13 +398,77 @@ class AggregatorService(pb_grpc.AggregatorServicer):
                 "ciphertexts_per_share": rnd.n_ciphertexts,
                 "paillier_bits": rnd.public.bits,
             },
-            timings={
-                "owners": rnd.submitted,
-                "aggregator": t,
-                "csp": {"decrypt_seconds": csp_seconds},
+            timings={"owners": rnd.submitted, "aggregator": t, "csp": csp},
+        )
+
+    def _compute_projection(self, rnd: Round) -> dict:
+        """Projection-only: the CSP eigendecomposes the rotated aggregate; we rotate back."""
+        plan, t = rnd.plan, dict(rnd.timings)
+        head = pb.ProjectionRequest(
+            round_id=rnd.round_id,
+            key_id=rnd.public.key_id,
+            method=plan.method,
+            dimension=len(plan.features),
+            classes_per_grouping=[len(g.classes) for g in plan.declared_groupings],
+            encoding=encoding_to_proto(plan.encoding, rnd.layout),
+            n_owners=len(rnd.submitted),
+            components=plan.components,
+        )
+        if plan.ridge.rho is not None:
+            head.rho = plan.ridge.rho
+        if plan.ridge.rho_prime is not None:
+            head.rho_prime = plan.ridge.rho_prime
+
+        def requests():
+            yield pb.ProjectionChunk(header=head)
+            for chunk in batches(rnd.aggregate, rnd.public.ciphertext_bytes):
+                yield pb.ProjectionChunk(batch=pb.CiphertextBatch(ciphertexts=chunk))
+
+        start = time.perf_counter()
+        try:
+            reply = self._csp.ComputeProjection(requests(), timeout=CSP_TIMEOUT_SECONDS)
+        except grpc.RpcError as exc:
+            raise PeerUnavailable(f"CSP projection failed: {rpc_error_message(exc)}") from exc
+        t["csp_round_trip_seconds"] = time.perf_counter() - start
+        d, k = len(plan.features), plan.components
+        rotated = np.array(reply.components, dtype=np.float64).reshape(k, d)
+        self._record(
+            rnd,
+            {
+                "mode": "projection",
+                "eigenvalues": list(reply.eigenvalues),
+                "rotated_components": rotated.tolist(),
             },
         )
+        start = time.perf_counter()
+        comps = rotation.rotate_back(rotated, rnd.rotation)
+        t["rotate_back_seconds"] = time.perf_counter() - start
+        doc = {
+            "protocol": plan.method,
+            "method": plan.method,
+            "mode": "projection-only",
+            "features": plan.features,
+            "eigenvalues": list(reply.eigenvalues),
+            "components": comps.tolist(),
+            "n_samples": None,  # withheld: the aggregator learns only directions and eigenvalues
+        }
+        if plan.method == pca.PROTOCOL:
+            doc["explained_variance_ratio"] = list(reply.explained_variance_ratio)
+            doc["standardized"] = False
+        else:
+            doc["classes"] = list(plan.declared_groupings[0].classes)
+            doc["ridge"] = dict(reply.ridge)
+            if len(plan.declared_groupings) > 1:
+                doc["privacy_classes"] = list(plan.declared_groupings[1].classes)
+        doc.update(self._round_facts(rnd, t, {"compute_seconds": reply.compute_seconds}))
         return doc
+
+    def _record(self, rnd: Round, learned: dict) -> None:
+        """Audit transcript of what the aggregator learned in each round."""
+        if self._transcript is None:
+            return
+        with self._lock, open(self._transcript, "a") as out:
+            out.write(json.dumps({"round_id": rnd.round_id, **learned}) + "\n")
 
     def _decrypt(self, rnd: Round, blinded: list[int]) -> tuple[list[int], float]:
         def requests():

@@ -26,21 +26,27 @@ from leteo_fed.crypto.paillier import (
     check_ciphertext,
     int_to_bytes,
 )
+from leteo_fed.encoding.packing import unblind, unpack
 from leteo_fed.errors import DuplicateError, NotFoundError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.protocols import discriminant, moments, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_method, rpc_stream_method
-from leteo_fed.transport.messages import BATCH_SIZE, public_key_to_proto
+from leteo_fed.transport.messages import BATCH_SIZE, encoding_from_proto, public_key_to_proto
 
 log = logging.getLogger("leteo.csp")
 
 MAX_CIPHERTEXTS_PER_ROUND = 1_000_000
 
 
+MODES = ("blinded", "projection")
+
+
 @dataclass
 class _CspRound:
     n_ciphertexts: int
     opened_at: float
+    mode: str = "blinded"
     used: bool = False
 
 
@@ -72,10 +78,13 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             raise ProtocolError("round_id is empty")
         if not 0 < request.n_ciphertexts <= MAX_CIPHERTEXTS_PER_ROUND:
             raise ProtocolError(f"n_ciphertexts must be in 1..{MAX_CIPHERTEXTS_PER_ROUND}")
+        mode = request.mode or "blinded"
+        if mode not in MODES:
+            raise ProtocolError(f"unknown round mode {mode!r}; expected one of {MODES}")
         with self._lock:
             if request.round_id in self._rounds:
                 raise DuplicateError(f"round {request.round_id} is already open")
-            self._rounds[request.round_id] = _CspRound(request.n_ciphertexts, time.time())
+            self._rounds[request.round_id] = _CspRound(request.n_ciphertexts, time.time(), mode)
         log.info(
             "round %s opened by %s: %d ciphertexts expected",
             request.round_id,
@@ -84,22 +93,21 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         )
         return pb.Ack(ok=True)
 
-    @rpc_stream_method
-    def DecryptBlinded(self, request_iterator, context) -> Iterator[pb.PlaintextBatch]:
-        require_role(context, "aggregator")
-        first = next(request_iterator, None)
-        if first is None or first.WhichOneof("part") != "header":
-            raise ProtocolError("DecryptBlinded must start with a header naming the round")
-        round_id = first.header.round_id
+    def _claim(self, round_id: str, mode: str) -> _CspRound:
         with self._lock:
             entry = self._rounds.get(round_id)
             if entry is None:
                 raise NotFoundError(f"round {round_id} was never opened at this CSP")
+            if entry.mode != mode:
+                raise ProtocolError(f"round {round_id} was opened for {entry.mode}, not {mode}")
             if entry.used:
                 raise DuplicateError(
                     f"round {round_id} was already decrypted; the CSP decrypts once"
                 )
             entry.used = True  # claimed before decrypting: no second request can race in
+        return entry
+
+    def _receive(self, round_id: str, entry: _CspRound, request_iterator) -> list[int]:
         ciphertexts: list[int] = []
         for msg in request_iterator:
             if msg.WhichOneof("part") != "batch":
@@ -114,6 +122,17 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             )
         for c in ciphertexts:
             check_ciphertext(self._public, c)
+        return ciphertexts
+
+    @rpc_stream_method
+    def DecryptBlinded(self, request_iterator, context) -> Iterator[pb.PlaintextBatch]:
+        require_role(context, "aggregator")
+        first = next(request_iterator, None)
+        if first is None or first.WhichOneof("part") != "header":
+            raise ProtocolError("DecryptBlinded must start with a header naming the round")
+        round_id = first.header.round_id
+        entry = self._claim(round_id, "blinded")
+        ciphertexts = self._receive(round_id, entry, request_iterator)
         start = time.perf_counter()
         plaintexts = self._decryptor.decrypt_many(ciphertexts)
         seconds = time.perf_counter() - start
@@ -123,21 +142,67 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             len(plaintexts),
             seconds,
         )
-        self._record(round_id, plaintexts)
+        self._record(round_id, "blinded", plaintexts)
         width = self._public.plaintext_bytes
         for i in range(0, len(plaintexts), BATCH_SIZE):
             chunk = [int_to_bytes(p, width) for p in plaintexts[i : i + BATCH_SIZE]]
             yield pb.PlaintextBatch(plaintexts=chunk, decrypt_seconds=seconds)
 
-    def _record(self, round_id: str, plaintexts: list[int]) -> None:
-        """Audit transcript of everything the CSP learned (blinded values only)."""
+    @rpc_method
+    def ComputeProjection(self, request_iterator, context) -> pb.ProjectionResult:
+        """Projection-only rounds: the aggregate is rotated by a matrix the CSP never sees."""
+        require_role(context, "aggregator")
+        first = next(request_iterator, None)
+        if first is None or first.WhichOneof("part") != "header":
+            raise ProtocolError("ComputeProjection must start with a header naming the round")
+        head = first.header
+        if head.key_id != self._public.key_id:
+            raise ProtocolError(f"round {head.round_id} uses key {head.key_id}, not ours")
+        entry = self._claim(head.round_id, "projection")
+        ciphertexts = self._receive(head.round_id, entry, request_iterator)
+        start = time.perf_counter()
+        enc, layout = encoding_from_proto(head.encoding, self._public.bits)
+        if enc.rotation_dimension != head.dimension:
+            raise ProtocolError("projection rounds need a rotated encoding of the same dimension")
+        groupings = rotation.placeholder_groupings(list(head.classes_per_grouping))
+        n_values = moments.n_values(head.dimension, groupings)
+        if layout.n_ciphertexts(n_values) != len(ciphertexts):
+            raise ProtocolError(f"{len(ciphertexts)} ciphertexts do not hold {n_values} values")
+        plaintexts = self._decryptor.decrypt_many(ciphertexts)
+        self._record(head.round_id, "projection", plaintexts)
+        slots = unpack(plaintexts, n_values, layout)
+        totals = unblind(slots, [0] * n_values, head.n_owners, layout)  # offsets only, no masks
+        agg = moments.decode_totals(totals, head.dimension, groupings, enc.scale_bits)
+        ridge = discriminant.Ridge(
+            head.rho if head.HasField("rho") else None,
+            head.rho_prime if head.HasField("rho_prime") else None,
+        )
+        evals, comps, evr, used = rotation.directions(
+            agg, head.method, groupings, head.components, ridge
+        )
+        seconds = time.perf_counter() - start
+        log.info(
+            "round %s: %s directions from the rotated aggregate of %d owners in %.3f s",
+            head.round_id,
+            head.method,
+            head.n_owners,
+            seconds,
+        )
+        return pb.ProjectionResult(
+            eigenvalues=evals,
+            components=comps.ravel().tolist(),
+            explained_variance_ratio=evr,
+            ridge=used,
+            compute_seconds=seconds,
+        )
+
+    def _record(self, round_id: str, mode: str, plaintexts: list[int]) -> None:
+        """Audit transcript of everything the CSP decrypted (blinded, or rotated aggregates)."""
         if self._transcript is None:
             return
+        record = {"round_id": round_id, "mode": mode, "plaintexts": [hex(p) for p in plaintexts]}
         with self._lock, open(self._transcript, "a") as out:
-            out.write(
-                json.dumps({"round_id": round_id, "plaintexts": [hex(p) for p in plaintexts]})
-            )
-            out.write("\n")
+            out.write(json.dumps(record) + "\n")
 
 
 def add_to_server(server: grpc.Server, service: CspService) -> None:

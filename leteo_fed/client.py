@@ -41,6 +41,7 @@ class RoundParams:
     groupings: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (label column, classes)
     rho: float | None = None
     rho_prime: float | None = None
+    projection_only: bool = False
 
     def to_proto(self) -> pb.RoundRequest:
         request = pb.RoundRequest(
@@ -54,6 +55,7 @@ class RoundParams:
             value_bound=self.value_bound,
             owners=list(self.owners),
             groupings=[pb.Grouping(label_column=c, classes=list(k)) for c, k in self.groupings],
+            projection_only=self.projection_only,
         )
         if self.rho is not None:
             request.rho = self.rho

@@ -26,7 +26,7 @@ from leteo_fed.fileio import atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import METHODS as SUPPORTED_PROTOCOLS
-from leteo_fed.protocols import moments, pca
+from leteo_fed.protocols import moments, pca, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_error_message, rpc_method
 from leteo_fed.transport.messages import (
     batches,
@@ -206,6 +206,14 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         declared = [grouping_from_proto(g) for g in spec.groupings]
         start = time.perf_counter()
         mom = self.local_moments(features, declared, enc)
+        if spec.rotation:  # projection-only mode: send the moments of rotated rows
+            if enc.rotation_dimension != len(features):
+                raise ProtocolError(
+                    "a rotated round needs a rotated encoding of the same dimension"
+                )
+            mom = rotation.rotate_moments(
+                mom, rotation.rotation_from_wire(spec.rotation, len(features))
+            )
         timings["statistics_seconds"] = time.perf_counter() - start
 
         start = time.perf_counter()

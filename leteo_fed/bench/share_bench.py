@@ -39,6 +39,7 @@ a garbled circuit) are attached as ``book`` where the feature count matches.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -507,20 +508,32 @@ def machine_info() -> dict[str, Any]:
         "phe": phe.__version__,
         "gmpy2": gmpy2.version(),
         "numpy": np.__version__,
+        "blas_threads": 1,
     }
+
+
+def single_threaded_blas():
+    """One BLAS thread: a multi-threaded OpenBLAS spins under other load and turns a 1 ms
+    x^T x into hundreds of ms at some shapes, which would measure the machine, not the share."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn brings threadpoolctl
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def run(cfg: BenchConfig) -> list[dict[str, Any]]:
     """All rows: for each key size (one key each), every feature count."""
     rows = []
     machine = machine_info()
-    for bits in cfg.key_bits:
-        log(f"generating a {bits}-bit Paillier key")
-        key, keygen_s = timed(generate_keypair, bits)
-        for d in cfg.features:
-            row = bench_row(cfg, d, key, keygen_s)
-            row["machine"] = machine
-            rows.append(row)
+    with single_threaded_blas():
+        for bits in cfg.key_bits:
+            log(f"generating a {bits}-bit Paillier key")
+            key, keygen_s = timed(generate_keypair, bits)
+            for d in cfg.features:
+                row = bench_row(cfg, d, key, keygen_s)
+                row["machine"] = machine
+                rows.append(row)
     return rows
 
 
@@ -573,7 +586,7 @@ def report(cfg: BenchConfig, rows: Sequence[dict[str, Any]], runtime_s: float, o
         f"{meta['table']}",
         f"  {cfg.owners} owners x {cfg.rows:,} rows, share = {what}; seed {cfg.seed}; median of "
         f"{cfg.repeats} run(s); fixed-base window {cfg.window_bits} bits",
-        f"  {machine['cpus']} CPU(s), single process, Python {machine['python']}, "
+        f"  {machine['cpus']} CPU(s), single process and BLAS thread, Python {machine['python']}, "
         f"gmpy2 {machine['gmpy2']}, phe {machine['phe']}; load average "
         f"{first['loadavg_1min']:.2f} .. {rows[-1]['loadavg_1min']:.2f} (other load skews timings)",
         "",

@@ -64,6 +64,14 @@ def _csv_list(text: str) -> list[str]:
     return items
 
 
+def _add_projection_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--projection-only",
+        action="store_true",
+        help="the aggregator learns only the directions and eigenvalues (the CSP solves a secretly rotated problem)",
+    )
+
+
 def _add_round_args(p: argparse.ArgumentParser, default_out: Path) -> None:
     p.add_argument("--aggregator", default="127.0.0.1:50052", help="aggregator address")
     p.add_argument(
@@ -88,6 +96,7 @@ def _add_round_args(p: argparse.ArgumentParser, default_out: Path) -> None:
     p.add_argument(
         "--out", type=Path, default=default_out, help=f"output folder (default: {default_out})"
     )
+    _add_projection_flag(p)
     _add_tls(p, "analyst", "analyst")
 
 
@@ -149,6 +158,7 @@ def _add_demo_args(p: argparse.ArgumentParser, default_out: Path, label_required
     p.add_argument(
         "--insecure", action="store_true", help="run the demo without TLS (not recommended)"
     )
+    _add_projection_flag(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -238,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--csp", default="127.0.0.1:50051", help="CSP address (default: 127.0.0.1:50051)"
     )
+    p.add_argument(
+        "--transcript",
+        type=Path,
+        default=None,
+        help="append what the aggregator learns per round to this file, for audits",
+    )
     _add_tls(p, "aggregator", "aggregator")
 
     # owner serve
@@ -308,6 +324,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--privacy-label-column", default=None, help="MDR: the label whose classes to hide"
     )
+
+    # benchmarks
+    from leteo_fed.bench import DESCRIPTION as BENCH_DESCRIPTION
+    from leteo_fed.bench import add_pca_arguments
+
+    bench = sub.add_parser("bench", help="benchmarks (the book's tables 9.1 and 9.2)")
+    p = bench.add_subparsers(dest="action", required=True, metavar="BENCH").add_parser(
+        "pca",
+        help="owner, aggregator, CSP and eigendecomposition times per feature count vs phe",
+        description=BENCH_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_pca_arguments(p)
     return parser
 
 
@@ -336,7 +365,7 @@ def _run(args) -> int:
     if args.command == "aggregator":
         from aggregator.server import serve
 
-        serve(args.listen, _tls(args), args.csp)
+        serve(args.listen, _tls(args), args.csp, args.transcript)
         return 0
     if args.command == "owner":
         from owner_agent.server import serve
@@ -366,9 +395,14 @@ def _run(args) -> int:
             out=args.out,
             seed=args.seed,
             insecure=args.insecure,
+            projection_only=args.projection_only,
         )
         run_demo(opts)
         return 0
+    if args.command == "bench":
+        from leteo_fed.bench.share_bench import run_cli
+
+        return run_cli(args)
     raise ConfigError(f"unknown command {args.command}")
 
 
@@ -396,6 +430,7 @@ def _run_round(args) -> int:
         groupings=groupings,
         rho=getattr(args, "rho", None),
         rho_prime=getattr(args, "rho_prime", None),
+        projection_only=args.projection_only,
     )
     with AnalystClient(args.aggregator, _tls(args)) as client:
         result = client.run_round(params)

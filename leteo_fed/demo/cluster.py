@@ -65,7 +65,7 @@ class LocalCluster:
     owners: list[OwnerSpec]
     key_bits: int = 2048
     insecure: bool = False
-    csp_transcript: bool = False
+    csp_transcript: bool = False  # also the aggregator's transcript
     log_level: str = "INFO"
     extra_owner_ids: list[str] = field(default_factory=list)  # certificates only, no process
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
@@ -138,8 +138,10 @@ class LocalCluster:
         ]
         if self.key_bits < 2048:
             csp_args.append("--insecure-small-key")
-        if self.csp_transcript:
+        agg_args: list[str] = []
+        if self.csp_transcript:  # audit transcripts of what the CSP and the aggregator learn
             csp_args += ["--transcript", str(self.workdir / "csp-transcript.jsonl")]
+            agg_args = ["--transcript", str(self.workdir / "aggregator-transcript.jsonl")]
         self._spawn("csp", csp_args + self._tls_args("csp"))
         self._spawn(
             "aggregator",
@@ -151,6 +153,7 @@ class LocalCluster:
                 "--csp",
                 self.addresses["csp"],
             ]
+            + agg_args
             + self._tls_args("aggregator"),
         )
 

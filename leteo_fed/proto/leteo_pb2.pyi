@@ -41,7 +41,7 @@ class PublicKey(_message.Message):
     def __init__(self, n: _Optional[bytes] = ..., bits: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
 
 class Encoding(_message.Message):
-    __slots__ = ("scale_bits", "value_bound", "max_rows_per_owner", "max_owners", "slot_bits", "slots_per_ciphertext", "slot_offset", "mask_bits", "statistical_security")
+    __slots__ = ("scale_bits", "value_bound", "max_rows_per_owner", "max_owners", "slot_bits", "slots_per_ciphertext", "slot_offset", "mask_bits", "statistical_security", "rotation_dimension")
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
     VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
     MAX_ROWS_PER_OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class Encoding(_message.Message):
     SLOT_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MASK_BITS_FIELD_NUMBER: _ClassVar[int]
     STATISTICAL_SECURITY_FIELD_NUMBER: _ClassVar[int]
+    ROTATION_DIMENSION_FIELD_NUMBER: _ClassVar[int]
     scale_bits: int
     value_bound: float
     max_rows_per_owner: int
@@ -60,7 +61,8 @@ class Encoding(_message.Message):
     slot_offset: bytes
     mask_bits: int
     statistical_security: int
-    def __init__(self, scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., max_rows_per_owner: _Optional[int] = ..., max_owners: _Optional[int] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., slot_offset: _Optional[bytes] = ..., mask_bits: _Optional[int] = ..., statistical_security: _Optional[int] = ...) -> None: ...
+    rotation_dimension: int
+    def __init__(self, scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., max_rows_per_owner: _Optional[int] = ..., max_owners: _Optional[int] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., slot_offset: _Optional[bytes] = ..., mask_bits: _Optional[int] = ..., statistical_security: _Optional[int] = ..., rotation_dimension: _Optional[int] = ...) -> None: ...
 
 class Grouping(_message.Message):
     __slots__ = ("label_column", "classes")
@@ -71,7 +73,7 @@ class Grouping(_message.Message):
     def __init__(self, label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings")
+    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings", "rotation")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +83,7 @@ class RoundSpec(_message.Message):
     N_VALUES_FIELD_NUMBER: _ClassVar[int]
     N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     GROUPINGS_FIELD_NUMBER: _ClassVar[int]
+    ROTATION_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     features: _containers.RepeatedScalarFieldContainer[str]
@@ -90,7 +93,8 @@ class RoundSpec(_message.Message):
     n_values: int
     n_ciphertexts: int
     groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ...) -> None: ...
+    rotation: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class InviteReply(_message.Message):
     __slots__ = ("accepted", "reason")
@@ -168,7 +172,7 @@ class ListOwnersRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RoundRequest(_message.Message):
-    __slots__ = ("method", "features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners", "groupings", "rho", "rho_prime")
+    __slots__ = ("method", "features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners", "groupings", "rho", "rho_prime", "projection_only")
     METHOD_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     COMPONENTS_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +185,7 @@ class RoundRequest(_message.Message):
     GROUPINGS_FIELD_NUMBER: _ClassVar[int]
     RHO_FIELD_NUMBER: _ClassVar[int]
     RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
+    PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
     method: str
     features: _containers.RepeatedScalarFieldContainer[str]
     components: int
@@ -193,7 +198,8 @@ class RoundRequest(_message.Message):
     groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
     rho: float
     rho_prime: float
-    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ...) -> None: ...
+    projection_only: bool
+    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., projection_only: _Optional[bool] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")
@@ -224,14 +230,16 @@ class RoundStatus(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., result_json: _Optional[str] = ...) -> None: ...
 
 class CspRoundRequest(_message.Message):
-    __slots__ = ("round_id", "key_id", "n_ciphertexts")
+    __slots__ = ("round_id", "key_id", "n_ciphertexts", "mode")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
     N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     key_id: str
     n_ciphertexts: int
-    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., n_ciphertexts: _Optional[int] = ...) -> None: ...
+    mode: str
+    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., n_ciphertexts: _Optional[int] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class DecryptChunk(_message.Message):
     __slots__ = ("header", "batch")
@@ -252,3 +260,56 @@ class PlaintextBatch(_message.Message):
 class PublicKeyRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ProjectionRequest(_message.Message):
+    __slots__ = ("round_id", "key_id", "method", "dimension", "classes_per_grouping", "encoding", "n_owners", "components", "rho", "rho_prime")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_PER_GROUPING_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    N_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    RHO_FIELD_NUMBER: _ClassVar[int]
+    RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    key_id: str
+    method: str
+    dimension: int
+    classes_per_grouping: _containers.RepeatedScalarFieldContainer[int]
+    encoding: Encoding
+    n_owners: int
+    components: int
+    rho: float
+    rho_prime: float
+    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., method: _Optional[str] = ..., dimension: _Optional[int] = ..., classes_per_grouping: _Optional[_Iterable[int]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_owners: _Optional[int] = ..., components: _Optional[int] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ...) -> None: ...
+
+class ProjectionChunk(_message.Message):
+    __slots__ = ("header", "batch")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    header: ProjectionRequest
+    batch: CiphertextBatch
+    def __init__(self, header: _Optional[_Union[ProjectionRequest, _Mapping]] = ..., batch: _Optional[_Union[CiphertextBatch, _Mapping]] = ...) -> None: ...
+
+class ProjectionResult(_message.Message):
+    __slots__ = ("eigenvalues", "components", "explained_variance_ratio", "ridge", "compute_seconds")
+    class RidgeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    EIGENVALUES_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    EXPLAINED_VARIANCE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    RIDGE_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    eigenvalues: _containers.RepeatedScalarFieldContainer[float]
+    components: _containers.RepeatedScalarFieldContainer[float]
+    explained_variance_ratio: _containers.RepeatedScalarFieldContainer[float]
+    ridge: _containers.ScalarMap[str, float]
+    compute_seconds: float
+    def __init__(self, eigenvalues: _Optional[_Iterable[float]] = ..., components: _Optional[_Iterable[float]] = ..., explained_variance_ratio: _Optional[_Iterable[float]] = ..., ridge: _Optional[_Mapping[str, float]] = ..., compute_seconds: _Optional[float] = ...) -> None: ...

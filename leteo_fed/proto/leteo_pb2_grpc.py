@@ -56,6 +56,11 @@ class CryptoServiceProviderStub:
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.DecryptChunk.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.PlaintextBatch.FromString,
                 _registered_method=True)
+        self.ComputeProjection = channel.stream_unary(
+                '/leteo.v1.CryptoServiceProvider/ComputeProjection',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.ProjectionChunk.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.ProjectionResult.FromString,
+                _registered_method=True)
 
 
 class CryptoServiceProviderServicer:
@@ -89,6 +94,14 @@ class CryptoServiceProviderServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ComputeProjection(self, request_iterator, context):
+        """Aggregator only, projection-only rounds: decrypt the rotated aggregate, return top
+        directions (rotated) and eigenvalues, once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CryptoServiceProviderServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +124,11 @@ def add_CryptoServiceProviderServicer_to_server(servicer, server):
                     servicer.DecryptBlinded,
                     request_deserializer=leteo_dot_v1_dot_leteo__pb2.DecryptChunk.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.PlaintextBatch.SerializeToString,
+            ),
+            'ComputeProjection': grpc.stream_unary_rpc_method_handler(
+                    servicer.ComputeProjection,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.ProjectionChunk.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.ProjectionResult.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,6 +241,33 @@ class CryptoServiceProvider:
             '/leteo.v1.CryptoServiceProvider/DecryptBlinded',
             leteo_dot_v1_dot_leteo__pb2.DecryptChunk.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.PlaintextBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ComputeProjection(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/leteo.v1.CryptoServiceProvider/ComputeProjection',
+            leteo_dot_v1_dot_leteo__pb2.ProjectionChunk.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.ProjectionResult.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,7 @@ class PcaEncoding:
     max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER
     max_owners: int = DEFAULT_MAX_OWNERS
     statistical_security: int = DEFAULT_STATISTICAL_SECURITY
+    rotation_dimension: int = 0  # >0: rows are rotated (projection-only mode); d widens bounds
 
     def __post_init__(self) -> None:
         if not 0 <= self.scale_bits <= 64:
@@ -50,10 +51,15 @@ class PcaEncoding:
             raise EncodingError("max_rows_per_owner and max_owners must be positive")
 
     def per_owner_bound(self) -> int:
-        """Largest |encoded statistic| one owner can produce: |R_ij| <= rows * B^2, scaled."""
+        """Largest |encoded statistic| one owner can produce: |R_ij| <= rows * B^2, scaled.
+
+        A rotated row has ||x'|| = ||x|| <= sqrt(d) B, so rotated statistics satisfy
+        |R'_ij| <= rows * d * B^2 and |V'_i| <= rows * sqrt(d) * B.
+        """
         b = int(np.ceil(self.value_bound))
         rows = self.max_rows_per_owner
-        return max(rows * b * b, rows * b, 1) << self.scale_bits
+        widen = max(self.rotation_dimension, 1)
+        return max(rows * widen * b * b, rows * widen * b, 1) << self.scale_bits
 
     def layout(self, key_bits: int) -> SlotLayout:
         return make_layout(

@@ -50,6 +50,7 @@ def encoding_to_proto(enc: PcaEncoding, layout: SlotLayout) -> pb.Encoding:
         slot_offset=int_to_bytes(layout.offset),
         mask_bits=layout.mask_bits,
         statistical_security=enc.statistical_security,
+        rotation_dimension=enc.rotation_dimension,
     )
 
 
@@ -61,6 +62,7 @@ def encoding_from_proto(msg: pb.Encoding, key_bits: int) -> tuple[PcaEncoding, S
         max_rows_per_owner=msg.max_rows_per_owner,
         max_owners=msg.max_owners,
         statistical_security=msg.statistical_security,
+        rotation_dimension=msg.rotation_dimension,
     )
     layout = enc.layout(key_bits)
     declared = (

@@ -1,0 +1,63 @@
+"""`leteo-fed bench pca`: runs end to end with tiny settings and writes the documented JSON rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from leteo_fed.bench.share_bench import book_row
+from leteo_fed.cli.main import main
+
+REQUIRED = (
+    "features",
+    "key_bits",
+    "owners",
+    "owner_share_s",
+    "aggregate_per_share_s",
+    "csp_decrypt_s",
+    "eig_s",
+    "baseline_owner_share_s",
+)
+
+
+@pytest.mark.insecure_small_key
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("method", ["pca", "dca"])
+def test_bench_writes_rows_with_the_table_columns(method, tmp_path, capsys):
+    out = tmp_path / f"{method}.json"
+    argv = ["bench", "pca", "--quick", "--method", method, "--out", str(out)]
+    argv += ["--features", "4,8", "--owners", "2", "--key-bits", "1024", "--rows", "200"]
+    assert main(argv) == 0
+
+    rows = json.loads(out.read_text())
+    assert isinstance(rows, list) and [r["features"] for r in rows] == [4, 8]
+    for row in rows:
+        for name in REQUIRED:
+            value = row[name]
+            assert isinstance(value, (int, float)) and value > 0, (name, value)
+        assert row["method"] == method and row["key_bits"] == 1024 and row["owners"] == 2
+        assert row["owner_share_warm_s"] > 0
+        assert row["aggregate_exact"] is True
+        assert row["max_rel_eig_error"] < 1e-6
+        assert row["eig_compared"] == row["features"]
+        assert row["baseline"]["roundtrip_ok"] is True
+    # the book has a row for d = 8 but not for d = 4
+    assert rows[0]["book"] is None
+    assert rows[1]["book"] == book_row(method, 8)
+    assert rows[1]["book"]["key_bits"] == 1024 and rows[1]["book"]["owner_share_s"] > 0
+
+    printed = capsys.readouterr().out
+    assert f"table {'9.1' if method == 'pca' else '9.2'}" in printed
+    assert "EXTRAPOLATED" in printed
+
+
+def test_book_numbers_are_the_published_ones():
+    assert book_row("pca", 50)["eig_s"] == pytest.approx(13.8 * 60)
+    assert book_row("dca", 24)["aggregate_per_share_s"] == pytest.approx(0.022)
+    assert book_row("pca", 7) is None
+
+
+def test_bad_options_exit_2(capsys):
+    assert main(["bench", "pca", "--owners", "1"]) == 2
+    assert "--owners" in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""Slot packing changes nothing: with a real 2048-bit key, the packed aggregate (many values per
+ciphertext) decodes to the same integers as an unpacked one (one value per ciphertext), and both
+equal the plain integer sums of the owners' encoded statistics."""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine
+
+from leteo_fed.crypto.paillier import (
+    Decryptor,
+    Encryptor,
+    PrivateKey,
+    add_ciphertexts,
+    add_plaintexts,
+    generate_keypair,
+)
+from leteo_fed.encoding.packing import draw_masks, pack, pack_raw, unblind, unpack
+from leteo_fed.protocols import pca
+
+BITS = 2048
+N_OWNERS = 3
+
+
+@pytest.fixture(scope="module")
+def key() -> PrivateKey:
+    return generate_keypair(BITS)
+
+
+@pytest.fixture(scope="module")
+def wine() -> np.ndarray:
+    return load_wine().data
+
+
+@pytest.fixture(scope="module")
+def owner_values(wine: np.ndarray) -> list[list[int]]:
+    """Each owner's encoded share (R upper triangle, V, Q) for an uneven 3-way split of wine."""
+    enc = pca.PcaEncoding()
+    parts = np.split(wine, [50, 120])  # 50, 70 and 58 rows
+    assert len(parts) == N_OWNERS
+    return [pca.share_values(pca.local_statistics(x), enc) for x in parts]
+
+
+def _sum_ciphertext_vectors(key: PrivateKey, vectors: list[list[int]]) -> list[int]:
+    total = vectors[0]
+    for v in vectors[1:]:
+        total = add_ciphertexts(key.public, total, v)
+    return total
+
+
+def _packed_totals(key: PrivateKey, values: list[list[int]]) -> list[int]:
+    layout = pca.PcaEncoding().layout(key.public.bits)
+    n_values = len(values[0])
+    assert layout.slots_per_ciphertext > 1  # the point of the comparison
+    encryptor = Encryptor(key.public)
+    shares = [encryptor.encrypt_many(pack(v, layout)) for v in values]
+    assert all(len(s) == layout.n_ciphertexts(n_values) for s in shares)
+    aggregate = _sum_ciphertext_vectors(key, shares)
+    masks = draw_masks(n_values, layout)
+    blinded = add_plaintexts(key.public, aggregate, pack_raw(masks, layout))
+    slots = unpack(Decryptor(key).decrypt_many(blinded), n_values, layout)
+    return unblind(slots, masks, len(values), layout)
+
+
+def _unpacked_totals(key: PrivateKey, values: list[list[int]]) -> list[int]:
+    """Independent of the packing code: E[v + O] per value, summed, masked, decrypted."""
+    layout = pca.PcaEncoding().layout(key.public.bits)
+    offset, mask_bits = layout.offset, layout.mask_bits
+    encryptor = Encryptor(key.public)
+    shares = [encryptor.encrypt_many([v + offset for v in owner]) for owner in values]
+    aggregate = _sum_ciphertext_vectors(key, shares)
+    masks = [secrets.randbits(mask_bits) for _ in aggregate]
+    blinded = add_plaintexts(key.public, aggregate, masks)
+    plain = Decryptor(key).decrypt_many(blinded)
+    return [p - r - len(values) * offset for p, r in zip(plain, masks, strict=True)]
+
+
+def test_packed_and_unpacked_aggregates_are_identical(
+    key: PrivateKey, owner_values: list[list[int]], wine: np.ndarray
+) -> None:
+    d = wine.shape[1]
+    assert all(len(v) == pca.n_values(d) for v in owner_values)
+    plain = [sum(column) for column in zip(*owner_values, strict=True)]
+
+    packed = _packed_totals(key, owner_values)
+    unpacked = _unpacked_totals(key, owner_values)
+
+    assert all(type(t) is int for t in packed + unpacked)
+    assert packed == unpacked == plain
+
+    # Sanity: the totals describe the pooled data (count, and PCA close to the plain one).
+    agg = pca.aggregate_from_totals(packed, d, pca.PcaEncoding().scale_bits)
+    assert agg.q == len(wine)
+    result = pca.pca_from_aggregate(agg, [f"x{i}" for i in range(d)], components=3)
+    ref_evals, ref_vecs, ref_mean = pca.reference_pca(wine, components=3)
+    np.testing.assert_allclose(result.eigenvalues, ref_evals, rtol=1e-9)
+    np.testing.assert_allclose(np.array(result.components).T, ref_vecs, atol=1e-8)
+    np.testing.assert_allclose(result.mean, ref_mean, rtol=0, atol=1e-9)  # 2^-32 fixed point
