@@ -110,9 +110,7 @@ def _delta_open(delta: float, field: str = "delta") -> float:
     except (TypeError, ValueError):
         raise ConfigError(f"{field} must be a number, got {delta!r}", field=field) from None
     if not (0.0 < v < 1.0):
-        raise ConfigError(
-            f"{field} must be in (0, 1), got {delta!r}", field=field
-        )
+        raise ConfigError(f"{field} must be in (0, 1), got {delta!r}", field=field)
     return v
 
 

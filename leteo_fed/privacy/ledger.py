@@ -1,0 +1,356 @@
+"""Persistent per-owner, per-dataset privacy ledger (SPEC section 5).
+
+One JSON file per dataset holds the total epsilon and delta allowed and every spend: round id,
+mechanism, epsilon, delta, time (UTC, ISO 8601), a note, and its state. Sequential composition:
+spends add up. A request that would overspend is refused with `BudgetExceeded` before anything is
+written (the file keeps its bytes).
+
+States of an entry
+------------------
+- "committed": counted against the budget for good (`charge`, or `reserve` then `commit`).
+- "reserved":  counted against the budget while a round is in flight (`reserve`).
+- "released":  kept for the audit trail, no longer counted (`release`).
+
+Two-phase use by an owner agent: `reserve` BEFORE the noisy share is computed and sent, `commit`
+when the round completes. `release` is allowed ONLY if the noisy share never left the owner
+(it was never encrypted-and-sent, nor written anywhere another party can read): once a share has
+left, the owner cannot know whether the aggregate was decrypted, so the spend must be committed
+even if the round then fails. `release` makes the caller say so (`share_left_owner=False`) and
+refuses otherwise. A round id is used at most once per ledger, released or not.
+
+Concurrency and durability
+--------------------------
+Every operation takes an exclusive `fcntl.flock` on "<file>.lock" next to the ledger, re-reads
+the file, checks, and writes the new version atomically (temporary file, fsync, rename, then
+fsync of the directory). Two processes charging at once are serialised, so the recorded total can
+never exceed the budget; a reader always sees a complete old or new file.
+
+Floating point
+--------------
+Amounts are stored as JSON floats (exact round-trip) and summed with `math.fsum`. A request is
+refused if  spent + reserved + new > total * (1 + 1e-12): the 1e-12 relative slack only absorbs
+decimal-to-binary rounding (e.g. ten charges of 0.1 against a total of 1.0); it is far below any
+meaningful privacy difference. `remaining()` is floored at 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from leteo_fed.errors import ConfigError, DataError, DuplicateError, NotFoundError, ProtocolError
+from leteo_fed.fileio import atomic_write_bytes
+from leteo_fed.privacy import BudgetExceeded
+
+LEDGER_FORMAT = "leteo-fed-privacy-ledger/1"
+REL_SLACK = 1e-12
+STATES = ("reserved", "committed", "released")
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One ledger entry."""
+
+    round_id: str
+    mechanism: str
+    epsilon: float
+    delta: float
+    time: str  # when it was charged or reserved (UTC, ISO 8601)
+    note: str
+    state: str  # "reserved" | "committed" | "released"
+    settled: str | None = None  # when it was committed or released (None while reserved)
+
+    @property
+    def counted(self) -> bool:
+        return self.state in ("reserved", "committed")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _check_epsilon(value: Any, field: str = "epsilon") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(f"{field} must be a number, got {value!r}", field=field)
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise DataError(f"{field} must be finite and > 0, got {value!r}", field=field)
+    return v
+
+
+def _check_delta(value: Any, field: str = "delta") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(f"{field} must be a number, got {value!r}", field=field)
+    v = float(value)
+    if not (0.0 <= v < 1.0):  # also rejects NaN
+        raise DataError(f"{field} must be in [0, 1), got {value!r}", field=field)
+    return v
+
+
+def _check_text(value: Any, field: str, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise DataError(f"{field} must be a non-empty string, got {value!r}", field=field)
+    return value
+
+
+class PrivacyLedger:
+    """The privacy budget of one dataset at one owner, persisted in a JSON file at `path`.
+
+    Creates the file if absent. If present, its totals must equal `epsilon_total` and
+    `delta_total` exactly, else ConfigError naming the mismatch (a budget is never silently
+    changed by a config edit).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], epsilon_total: float, delta_total: float):
+        try:
+            self._eps_total = _check_epsilon(epsilon_total, "epsilon_total")
+            self._delta_total = _check_delta(delta_total, "delta_total")
+        except DataError as exc:
+            raise ConfigError(str(exc), field=exc.field) from None
+        self._path = Path(path)
+        self._lock_path = self._path.with_name(self._path.name + ".lock")
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            if self._path.exists():
+                self._read()  # validates format and totals
+            else:
+                self._write([])
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def epsilon_total(self) -> float:
+        return self._eps_total
+
+    @property
+    def delta_total(self) -> float:
+        return self._delta_total
+
+    # ---------------------------------------------------------------- file handling
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _corrupt(self, why: str) -> ConfigError:
+        return ConfigError(f"privacy ledger {self._path} is not valid: {why}", field="ledger")
+
+    def _read(self) -> list[Spend]:
+        try:
+            doc = json.loads(self._path.read_bytes())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise self._corrupt(f"cannot read JSON ({exc})") from None
+        if not isinstance(doc, dict) or doc.get("format") != LEDGER_FORMAT:
+            raise self._corrupt(f"expected format {LEDGER_FORMAT!r}")
+        for key, mine in (("epsilon_total", self._eps_total), ("delta_total", self._delta_total)):
+            stored = doc.get(key)
+            if isinstance(stored, bool) or not isinstance(stored, (int, float)):
+                raise self._corrupt(f"{key} missing or not a number")
+            if float(stored) != mine:
+                raise ConfigError(
+                    f"privacy ledger {self._path} records {key}={stored!r} but "
+                    f"{mine!r} was configured; a budget cannot be changed on an existing ledger",
+                    field=key,
+                )
+        raw = doc.get("spends")
+        if not isinstance(raw, list):
+            raise self._corrupt("'spends' must be a list")
+        spends, seen = [], set()
+        for i, item in enumerate(raw):
+            try:
+                s = Spend(
+                    round_id=_check_text(item["round_id"], "round_id"),
+                    mechanism=_check_text(item["mechanism"], "mechanism"),
+                    epsilon=_check_epsilon(item["epsilon"]),
+                    delta=_check_delta(item["delta"]),
+                    time=_check_text(item["time"], "time"),
+                    note=_check_text(item.get("note", ""), "note", allow_empty=True),
+                    state=item["state"],
+                    settled=item.get("settled"),
+                )
+            except (KeyError, TypeError, DataError) as exc:
+                raise self._corrupt(f"entry {i}: {exc}") from None
+            if s.state not in STATES:
+                raise self._corrupt(f"entry {i}: unknown state {s.state!r}")
+            if not (s.settled is None or isinstance(s.settled, str)):
+                raise self._corrupt(f"entry {i}: 'settled' must be a time string or null")
+            if s.round_id in seen:
+                raise self._corrupt(f"round id {s.round_id!r} appears twice")
+            seen.add(s.round_id)
+            spends.append(s)
+        return spends
+
+    def _write(self, spends: list[Spend]) -> None:
+        doc = {
+            "format": LEDGER_FORMAT,
+            "epsilon_total": self._eps_total,
+            "delta_total": self._delta_total,
+            "composition": "sequential",
+            "spends": [asdict(s) for s in spends],
+        }
+        data = (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
+        atomic_write_bytes(self._path, data, mode=0o600)
+        dir_fd = os.open(self._path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # make the rename itself durable
+        finally:
+            os.close(dir_fd)
+
+    # ---------------------------------------------------------------- queries
+
+    @staticmethod
+    def _used(spends: list[Spend], states: tuple[str, ...]) -> tuple[float, float]:
+        chosen = [s for s in spends if s.state in states]
+        return math.fsum(s.epsilon for s in chosen), math.fsum(s.delta for s in chosen)
+
+    def spent(self) -> tuple[float, float]:
+        """(epsilon, delta) committed."""
+        with self._locked():
+            return self._used(self._read(), ("committed",))
+
+    def reserved(self) -> tuple[float, float]:
+        """(epsilon, delta) reserved by rounds still in flight."""
+        with self._locked():
+            return self._used(self._read(), ("reserved",))
+
+    def remaining(self) -> tuple[float, float]:
+        """(epsilon, delta) still available: total - committed - reserved, floored at 0."""
+        with self._locked():
+            eps, delta = self._used(self._read(), ("reserved", "committed"))
+        return max(self._eps_total - eps, 0.0), max(self._delta_total - delta, 0.0)
+
+    def history(self) -> list[Spend]:
+        """Every entry, in the order recorded (released ones included)."""
+        with self._locked():
+            return self._read()
+
+    def can_afford(self, epsilon: float, delta: float) -> bool:
+        """Advisory check (a later `charge`/`reserve` re-checks under the lock)."""
+        eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
+        with self._locked():
+            return self._overspend(self._read(), eps, dlt) is None
+
+    # ---------------------------------------------------------------- spending
+
+    def _overspend(self, spends: list[Spend], eps: float, delta: float) -> str | None:
+        used_eps, used_delta = self._used(spends, ("reserved", "committed"))
+        problems = []
+        if math.fsum([used_eps, eps]) > self._eps_total * (1.0 + REL_SLACK):
+            problems.append(
+                f"epsilon {used_eps:.6g} used + {eps:.6g} requested > total {self._eps_total:.6g}"
+            )
+        if math.fsum([used_delta, delta]) > self._delta_total * (1.0 + REL_SLACK):
+            problems.append(
+                f"delta {used_delta:.6g} used + {delta:.6g} requested > total "
+                f"{self._delta_total:.6g}"
+            )
+        return "; ".join(problems) or None
+
+    def _add(
+        self, round_id: str, mechanism: str, epsilon: float, delta: float, note: str, state: str
+    ) -> Spend:
+        round_id = _check_text(round_id, "round_id")
+        mechanism = _check_text(mechanism, "mechanism")
+        note = _check_text(note, "note", allow_empty=True)
+        eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
+        with self._locked():
+            spends = self._read()
+            if any(s.round_id == round_id for s in spends):
+                raise DuplicateError(
+                    f"round {round_id!r} already has an entry in privacy ledger {self._path}",
+                    field="round_id",
+                )
+            problem = self._overspend(spends, eps, dlt)
+            if problem:
+                raise BudgetExceeded(
+                    f"privacy budget of {self._path} would be exceeded by round {round_id!r} "
+                    f"({mechanism}): {problem}",
+                    field="epsilon" if "epsilon" in problem else "delta",
+                )
+            now = _now()
+            spend = Spend(
+                round_id=round_id,
+                mechanism=mechanism,
+                epsilon=eps,
+                delta=dlt,
+                time=now,
+                note=note,
+                state=state,
+                settled=now if state == "committed" else None,
+            )
+            self._write([*spends, spend])
+            return spend
+
+    def charge(
+        self, round_id: str, mechanism: str, epsilon: float, delta: float, note: str = ""
+    ) -> Spend:
+        """Record a spend at once (reserve + commit). Refuses, without writing: an overspend
+        (BudgetExceeded), a round id already in the ledger (DuplicateError), epsilon not finite
+        and > 0 or delta outside [0, 1) (DataError)."""
+        return self._add(round_id, mechanism, epsilon, delta, note, "committed")
+
+    def reserve(
+        self, round_id: str, mechanism: str, epsilon: float, delta: float, note: str = ""
+    ) -> Spend:
+        """Hold budget for a round before its noisy share is computed; same checks as charge."""
+        return self._add(round_id, mechanism, epsilon, delta, note, "reserved")
+
+    def _settle(self, round_id: str, new_state: str) -> Spend:
+        with self._locked():
+            spends = self._read()
+            i = next((j for j, e in enumerate(spends) if e.round_id == round_id), None)
+            if i is None:
+                raise NotFoundError(
+                    f"round {round_id!r} has no reservation in privacy ledger {self._path}",
+                    field="round_id",
+                )
+            s = spends[i]
+            if s.state != "reserved":
+                raise ProtocolError(
+                    f"round {round_id!r} is {s.state}, not reserved; it cannot be "
+                    f"{'committed' if new_state == 'committed' else 'released'}",
+                    field="round_id",
+                )
+            settled = Spend(**{**asdict(s), "state": new_state, "settled": _now()})
+            spends[i] = settled
+            self._write(spends)
+            return settled
+
+    def commit(self, round_id: str) -> Spend:
+        """Make a reservation final (the round completed, or its share left the owner)."""
+        return self._settle(_check_text(round_id, "round_id"), "committed")
+
+    def release(self, round_id: str, *, share_left_owner: bool) -> Spend:
+        """Return a reservation to the budget. Allowed only if the noisy share never left the
+        owner (`share_left_owner=False`); otherwise refused (ProtocolError): commit it instead."""
+        round_id = _check_text(round_id, "round_id")
+        if share_left_owner is not False:
+            raise ProtocolError(
+                f"round {round_id!r}: a reservation whose noisy share left the owner cannot be "
+                "released (the share may have been decrypted); commit it instead",
+                field="round_id",
+            )
+        return self._settle(round_id, "released")
+
+
+__all__ = ["LEDGER_FORMAT", "REL_SLACK", "BudgetExceeded", "PrivacyLedger", "Spend"]
