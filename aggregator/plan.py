@@ -6,8 +6,9 @@ import math
 from dataclasses import dataclass
 
 from leteo_fed.errors import DataError
+from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols import METHODS, discriminant, pca
+from leteo_fed.protocols import METHODS, discriminant, moments, pca
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping
 
 MIN_QUORUM = 2  # one share alone would reveal that owner's statistics to the data user
@@ -29,6 +30,29 @@ class RoundPlan:
     ridge: discriminant.Ridge
     encoding: pca.PcaEncoding
     projection_only: bool = False
+    dp: DpPlan | None = None
+
+
+@dataclass(frozen=True)
+class DpPlan:
+    """Distributed Skellam noise for an (epsilon, delta)-DP release of the round's statistics."""
+
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    mu: float  # total Skellam parameter of the aggregate noise (with exactly `quorum` shares)
+    quorum: int
+    l1: float
+    l2: float
+
+    def noise_std(self, n_shares: int, scale_bits: int) -> float:
+        """Standard deviation of the aggregate noise per value, in real units."""
+        return math.sqrt(2 * noise.effective_mu(self.mu, self.quorum, n_shares)) / 2**scale_bits
+
+
+DP_DEFAULT_DELTA = 1e-6
+DP_DEFAULT_SCALE_BITS = 16
+MAX_OWNER_MU = 1e17  # numpy's exact Poisson sampler stops near 9e18
 
 
 def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
@@ -65,6 +89,8 @@ def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
         raise DataError(f"components must be in 1..{d}, got {components}", field="components")
     if request.standardize and method != pca.PROTOCOL:
         raise DataError("standardize applies to PCA only", field="standardize")
+    if request.standardize and request.HasField("dp_epsilon"):
+        raise DataError("standardize is not available for DP releases", field="standardize")
     if request.standardize and request.projection_only:
         raise DataError(
             "standardize is not available in projection-only mode (correlation is not "
@@ -87,9 +113,10 @@ def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
         _ridge_value(request, "rho", non_negative=True),
         _ridge_value(request, "rho_prime", non_negative=False),
     )
+    n_vals = moments.n_values(d, groupings)
+    dp, encoding_dp = _plan_dp(request, d, groupings, n_vals, min_owners)
     encoding = pca.PcaEncoding(
-        scale_bits=request.scale_bits or pca.DEFAULT_SCALE_BITS,
-        value_bound=request.value_bound or pca.DEFAULT_VALUE_BOUND,
+        **encoding_dp,
         max_owners=max(pca.DEFAULT_MAX_OWNERS, n_invited),
         rotation_dimension=d if request.projection_only else 0,
     )
@@ -105,7 +132,54 @@ def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
         ridge,
         encoding,
         request.projection_only,
+        dp,
     )
+
+
+def _plan_dp(request, d: int, groupings, n_vals: int, quorum: int) -> tuple[DpPlan | None, dict]:
+    """No DP: the encoding's usual scale. DP: clip bound, Skellam mu, counts scaled, noise room."""
+    if not request.HasField("dp_epsilon"):
+        if request.HasField("dp_delta") or request.HasField("row_norm_bound"):
+            raise DataError("dp_delta and row_norm_bound need dp_epsilon", field="dp_epsilon")
+        return None, {
+            "scale_bits": request.scale_bits or pca.DEFAULT_SCALE_BITS,
+            "value_bound": request.value_bound or pca.DEFAULT_VALUE_BOUND,
+        }
+    eps = request.dp_epsilon
+    delta = request.dp_delta if request.HasField("dp_delta") else DP_DEFAULT_DELTA
+    if not (math.isfinite(eps) and 0 < eps <= 100):
+        raise DataError(f"dp_epsilon must be in (0, 100], got {eps}", field="dp_epsilon")
+    if not (math.isfinite(delta) and 0 < delta <= 1e-2):
+        raise DataError(f"dp_delta must be in (0, 0.01], got {delta}", field="dp_delta")
+    if not request.HasField("row_norm_bound"):
+        raise DataError(
+            "a DP round needs row_norm_bound (rows are clipped to it)", field="row_norm_bound"
+        )
+    c = request.row_norm_bound
+    if not (math.isfinite(c) and c > 0):
+        raise DataError(
+            f"row_norm_bound must be a positive number, got {c}", field="row_norm_bound"
+        )
+    f = request.scale_bits or DP_DEFAULT_SCALE_BITS
+    sens = noise.sensitivities_for_scatter(
+        c, f, d, len(groupings), n_classes=[len(g.classes) for g in groupings], count_scale_bits=f
+    )
+    mu = noise.calibrate_mu(eps, delta, sens.l1, sens.l2)
+    owner_mu = mu / quorum
+    if owner_mu > MAX_OWNER_MU:
+        raise DataError(
+            f"the noise (Skellam mu {owner_mu:.3g} per owner) is too large to sample exactly: "
+            "lower scale_bits or raise dp_epsilon",
+            field="scale_bits",
+        )
+    dp = DpPlan(eps, delta, c, mu, quorum, sens.l1, sens.l2)
+    # clipped rows have |x_i| <= C; the noise needs room in every slot
+    return dp, {
+        "scale_bits": f,
+        "value_bound": c,
+        "count_scale_bits": f,
+        "noise_bound": noise.skellam_magnitude_bound(owner_mu, n_vals),
+    }
 
 
 def _grouping(msg: pb.Grouping, features: list[str]) -> Grouping:

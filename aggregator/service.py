@@ -75,6 +75,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         self._public: PublicKey | None = None
         self._owners: dict[str, str] = {}
         self._owner_stubs: dict[str, pb_grpc.OwnerAgentStub] = {}
+        self._owner_channels: list[grpc.Channel] = []
         self._rounds: dict[str, Round] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="round")
@@ -92,7 +93,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             address = self._owners[site]
             stub = self._owner_stubs.get(address)
             if stub is None:
-                stub = pb_grpc.OwnerAgentStub(self._tls.channel(address))
+                channel = self._tls.channel(address)
+                self._owner_channels.append(channel)
+                stub = pb_grpc.OwnerAgentStub(channel)
                 self._owner_stubs[address] = stub
             return stub
 
@@ -309,6 +312,17 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             groupings=[grouping_to_proto(g) for g in plan.declared_groupings],
             rotation=rnd.rotation.ravel().tolist() if rnd.rotation is not None else [],
         )
+        if plan.dp is not None:
+            spec.dp.CopyFrom(
+                pb.DpSpec(
+                    epsilon=plan.dp.epsilon,
+                    delta=plan.dp.delta,
+                    row_norm_bound=plan.dp.row_norm_bound,
+                    mu=plan.dp.mu,
+                    quorum=plan.dp.quorum,
+                    mechanism="skellam",
+                )
+            )
         for site in invited:
             self._pool.submit(self._invite, rnd, site, spec)
         return self.status(rnd)
@@ -363,14 +377,25 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         slots = unpack(plaintexts, rnd.n_values, rnd.layout)
         totals = unblind(slots, masks, len(rnd.submitted), rnd.layout)
         agg = moments.decode_totals(
-            totals, len(plan.features), plan.groupings, plan.encoding.scale_bits
+            totals,
+            len(plan.features),
+            plan.groupings,
+            plan.encoding.scale_bits,
+            plan.encoding.count_scale_bits,
+            noisy=plan.dp is not None,
         )
         t["unmask_seconds"] = time.perf_counter() - start
         self._record(rnd, {"mode": "blinded", "aggregate_totals": [str(v) for v in totals]})
 
         start = time.perf_counter()
         if plan.method == pca.PROTOCOL:
-            result = pca.pca_from_moments(agg, plan.features, plan.components, plan.standardize)
+            result = pca.pca_from_moments(
+                agg,
+                plan.features,
+                plan.components,
+                plan.standardize,
+                psd_project=plan.dp is not None,
+            )
         else:
             result = discriminant.from_aggregate(
                 agg, plan.method, plan.groupings, plan.features, plan.components, plan.ridge
@@ -399,7 +424,27 @@ class AggregatorService(pb_grpc.AggregatorServicer):
                 "paillier_bits": rnd.public.bits,
             },
             timings={"owners": rnd.submitted, "aggregator": t, "csp": csp},
+            dp=self._dp_facts(rnd),
         )
+
+    @staticmethod
+    def _dp_facts(rnd: Round) -> dict | None:
+        dp = rnd.plan.dp
+        if dp is None:
+            return None
+        n = len(rnd.submitted)
+        return {
+            "mechanism": "distributed Skellam noise on the encoded statistics (SPEC P5)",
+            "epsilon": dp.epsilon,
+            "delta": dp.delta,
+            "row_norm_bound": dp.row_norm_bound,
+            "quorum": dp.quorum,
+            "skellam_mu_aggregate": dp.mu * n / dp.quorum,
+            "noise_std_per_value": dp.noise_std(n, rnd.plan.encoding.scale_bits),
+            "sensitivity_l1": dp.l1,
+            "sensitivity_l2": dp.l2,
+            "note": "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+        }
 
     def _compute_projection(self, rnd: Round) -> dict:
         """Projection-only: the CSP eigendecomposes the rotated aggregate; we rotate back."""
@@ -506,8 +551,12 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             )
 
     def close(self) -> None:
+        """Stop now: pending work is cancelled and in-flight calls end with the channels."""
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._csp_channel.close()
+        with self._lock:
+            for channel in self._owner_channels:
+                channel.close()
 
 
 def add_to_server(server: grpc.Server, service: AggregatorService) -> None:

@@ -172,13 +172,20 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         self._record(head.round_id, "projection", plaintexts)
         slots = unpack(plaintexts, n_values, layout)
         totals = unblind(slots, [0] * n_values, head.n_owners, layout)  # offsets only, no masks
-        agg = moments.decode_totals(totals, head.dimension, groupings, enc.scale_bits)
+        agg = moments.decode_totals(
+            totals,
+            head.dimension,
+            groupings,
+            enc.scale_bits,
+            enc.count_scale_bits,
+            noisy=enc.noise_bound > 0,
+        )
         ridge = discriminant.Ridge(
             head.rho if head.HasField("rho") else None,
             head.rho_prime if head.HasField("rho_prime") else None,
         )
         evals, comps, evr, used = rotation.directions(
-            agg, head.method, groupings, head.components, ridge
+            agg, head.method, groupings, head.components, ridge, noisy=enc.noise_bound > 0
         )
         seconds = time.perf_counter() - start
         log.info(

@@ -42,6 +42,9 @@ class RoundParams:
     rho: float | None = None
     rho_prime: float | None = None
     projection_only: bool = False
+    dp_epsilon: float | None = None
+    dp_delta: float | None = None
+    row_norm_bound: float | None = None
 
     def to_proto(self) -> pb.RoundRequest:
         request = pb.RoundRequest(
@@ -61,6 +64,9 @@ class RoundParams:
             request.rho = self.rho
         if self.rho_prime is not None:
             request.rho_prime = self.rho_prime
+        for name in ("dp_epsilon", "dp_delta", "row_norm_bound"):
+            if getattr(self, name) is not None:
+                setattr(request, name, getattr(self, name))
         return request
 
 

@@ -20,6 +20,11 @@ Example::
     [tls]
     dir = "certs"                      # ca.crt, site-1.crt, site-1.key; or ca/cert/key paths
     insecure = false
+
+    [privacy]                          # optional: needed to take part in DP rounds
+    ledger = "privacy-ledger.json"     # persistent record of every epsilon/delta spent
+    epsilon_total = 5.0
+    delta_total = 1e-5
 """
 
 from __future__ import annotations
@@ -47,6 +52,13 @@ class DataSourceConfig:
 
 
 @dataclass(frozen=True)
+class PrivacyConfig:
+    ledger: Path
+    epsilon_total: float
+    delta_total: float
+
+
+@dataclass(frozen=True)
 class OwnerConfig:
     site_id: str
     listen: str
@@ -56,9 +68,10 @@ class OwnerConfig:
     csp: str
     tls: TlsConfig
     results_dir: Path | None = None
+    privacy: PrivacyConfig | None = None
 
 
-_TOP_KEYS = {"site_id", "listen", "advertise", "results_dir", "data", "peers", "tls"}
+_TOP_KEYS = {"site_id", "listen", "advertise", "results_dir", "data", "peers", "tls", "privacy"}
 
 
 def _require(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
@@ -130,7 +143,22 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
     results = doc.get("results_dir")
     if results is not None and not isinstance(results, str):
         raise ConfigError("'results_dir' must be a string path", field="results_dir")
+    privacy = None
+    if "privacy" in doc:
+        p = _require(doc, "privacy", "", dict)
+        eps = p.get("epsilon_total")
+        delta = p.get("delta_total", 0.0)
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps > 0:
+            raise ConfigError(
+                "'privacy.epsilon_total' must be a positive number", field="privacy.epsilon_total"
+            )
+        if not isinstance(delta, (int, float)) or isinstance(delta, bool) or not 0 <= delta < 1:
+            raise ConfigError(
+                "'privacy.delta_total' must be in [0, 1)", field="privacy.delta_total"
+            )
+        privacy = PrivacyConfig(base / _require(p, "ledger", "privacy."), float(eps), float(delta))
     return OwnerConfig(
+        privacy=privacy,
         site_id=site_id,
         listen=listen,
         advertise=advertise,

@@ -15,14 +15,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import numpy as np
 
 from leteo_fed import __version__
 from leteo_fed.config import SPARK_AUTO_BYTES, OwnerConfig
 from leteo_fed.crypto.paillier import Encryptor, PublicKey
 from leteo_fed.data import sources
-from leteo_fed.encoding.packing import pack
-from leteo_fed.errors import LeteoError, ProtocolError
+from leteo_fed.encoding.packing import check_finite_and_bounded, pack
+from leteo_fed.errors import DataError, LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
+from leteo_fed.privacy import dp_release
+from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import METHODS as SUPPORTED_PROTOCOLS
@@ -52,6 +55,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self._key_lock = threading.Lock()
         self._stop = threading.Event()
         self._jobs: dict[str, threading.Thread] = {}
+        privacy = config.privacy
+        self._ledger = (
+            PrivacyLedger(privacy.ledger, privacy.epsilon_total, privacy.delta_total)
+            if privacy
+            else None
+        )
         self.results: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -159,7 +168,11 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             public = self.encryptor().public
             if spec.key_id != public.key_id:
                 return f"round key {spec.key_id} is not the CSP key {public.key_id}"
-            encoding_from_proto(spec.encoding, public.bits)
+            enc, _ = encoding_from_proto(spec.encoding, public.bits)
+            if spec.HasField("dp"):
+                reason = self._dp_precheck(spec, enc)
+                if reason:
+                    return reason
             if sources.is_local(self.config.data.path):
                 available = sources.column_names(self.config.data.path, self.config.data.format)
                 wanted = [*spec.features, *(g.label_column for g in spec.groupings)]
@@ -173,10 +186,43 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             return str(exc)
         return ""
 
+    def _dp_precheck(self, spec: pb.RoundSpec, enc: pca.PcaEncoding) -> str:
+        if self._ledger is None:
+            return f"site {self.config.site_id} has no privacy budget configured ([privacy] in its config)"
+        if self._use_spark():
+            return 'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
+        declared = [grouping_from_proto(g) for g in spec.groupings] or [moments.ALL_ROWS]
+        dp_release.verify(spec.dp, enc, len(spec.features), declared, spec.n_values)
+        if not self._ledger.can_afford(spec.dp.epsilon, spec.dp.delta):
+            eps, delta = self._ledger.remaining()
+            return (
+                f"privacy budget of site {self.config.site_id} exhausted: the round asks "
+                f"epsilon {spec.dp.epsilon:g}, delta {spec.dp.delta:g}; remaining {eps:g}, {delta:g}"
+            )
+        return ""
+
     def _run_share(self, spec: pb.RoundSpec) -> None:
+        dp = spec.dp if spec.HasField("dp") else None
         try:
-            header, ciphertexts = self.build_share(spec)
-            self._aggregator.SubmitShare(self._chunks(header, ciphertexts), timeout=120)
+            if dp is not None:  # reserved before the data is touched; refused = nothing spent
+                self._ledger.reserve(
+                    spec.round_id,
+                    dp_release.MECHANISM,
+                    dp.epsilon,
+                    dp.delta,
+                    note=f"{spec.protocol} on {len(spec.features)} features, rows clipped to {dp.row_norm_bound:g}",
+                )
+            try:
+                header, ciphertexts = self.build_share(spec)
+            except BaseException:
+                if dp is not None:  # the noisy share never left this site
+                    self._ledger.release(spec.round_id, share_left_owner=False)
+                raise
+            try:
+                self._aggregator.SubmitShare(self._chunks(header, ciphertexts), timeout=120)
+            finally:
+                if dp is not None:  # once sent (even partly), the release is spent
+                    self._ledger.commit(spec.round_id)
             log.info("round %s: share submitted (%d ciphertexts)", spec.round_id, len(ciphertexts))
         except LeteoError as exc:
             self._decline(spec.round_id, str(exc))
@@ -204,8 +250,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         features = list(spec.features)
 
         declared = [grouping_from_proto(g) for g in spec.groupings]
+        dp = spec.dp if spec.HasField("dp") else None
         start = time.perf_counter()
-        mom = self.local_moments(features, declared, enc)
+        mom = self.local_moments(features, declared, enc, dp.row_norm_bound if dp else None)
         if spec.rotation:  # projection-only mode: send the moments of rotated rows
             if enc.rotation_dimension != len(features):
                 raise ProtocolError(
@@ -218,10 +265,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
         start = time.perf_counter()
         values = moments.encode_moments(
-            mom, enc.scale_bits, enc.per_owner_bound(), enc.max_rows_per_owner
+            mom, enc.scale_bits, enc.per_owner_bound(), enc.max_rows_per_owner, enc.count_scale_bits
         )
         if len(values) != spec.n_values:
             raise ProtocolError(f"share has {len(values)} values, round expects {spec.n_values}")
+        if dp is not None:
+            values = dp_release.add_noise(values, dp)
         packed = pack(values, layout)
         timings["encode_seconds"] = time.perf_counter() - start
 
@@ -242,9 +291,16 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         return header, ciphertexts
 
     def local_moments(
-        self, features: list[str], declared: list[moments.Grouping], enc: pca.PcaEncoding
+        self,
+        features: list[str],
+        declared: list[moments.Grouping],
+        enc: pca.PcaEncoding,
+        clip_to: float | None = None,
     ) -> moments.LocalMoments:
-        """R and per-class sums/counts of this site's rows; PCA uses the single class ALL_ROWS."""
+        """R and per-class sums/counts of this site's rows; PCA uses the single class ALL_ROWS.
+
+        DP rounds (`clip_to`): any finite value is accepted and each row is clipped to that L2 norm.
+        """
         data = self.config.data
         groupings = declared or [moments.ALL_ROWS]
         if self._use_spark():
@@ -262,6 +318,11 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         labels = [g.label_column for g in declared]
         table = sources.read_table(data.path, data.format, [*features, *labels])
         x = sources.to_matrix(table, features)
+        if clip_to is not None:
+            check_finite_and_bounded(x, features, np.inf)
+            if x.shape[0] == 0:
+                raise DataError("the data source has no rows")
+            x = dp_release.clip(x, clip_to)
         pca.validate_rows(x, features, enc)
         index = [
             moments.class_indices(sources.label_strings(table, g.label_column), g) for g in declared

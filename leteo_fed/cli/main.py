@@ -64,6 +64,20 @@ def _csv_list(text: str) -> list[str]:
     return items
 
 
+def _add_dp_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("differential privacy (distributed Skellam noise added by the owners)")
+    g.add_argument(
+        "--dp-epsilon", type=float, default=None, help="release the statistics (epsilon, delta)-DP"
+    )
+    g.add_argument("--dp-delta", type=float, default=None, help="DP delta (default: 1e-6)")
+    g.add_argument(
+        "--row-norm-bound",
+        type=float,
+        default=None,
+        help="DP: every row is clipped to this L2 norm (required with --dp-epsilon)",
+    )
+
+
 def _add_projection_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--projection-only",
@@ -97,6 +111,7 @@ def _add_round_args(p: argparse.ArgumentParser, default_out: Path) -> None:
         "--out", type=Path, default=default_out, help=f"output folder (default: {default_out})"
     )
     _add_projection_flag(p)
+    _add_dp_flags(p)
     _add_tls(p, "analyst", "analyst")
 
 
@@ -159,6 +174,7 @@ def _add_demo_args(p: argparse.ArgumentParser, default_out: Path, label_required
         "--insecure", action="store_true", help="run the demo without TLS (not recommended)"
     )
     _add_projection_flag(p)
+    _add_dp_flags(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -396,6 +412,9 @@ def _run(args) -> int:
             seed=args.seed,
             insecure=args.insecure,
             projection_only=args.projection_only,
+            dp_epsilon=args.dp_epsilon,
+            dp_delta=args.dp_delta,
+            row_norm_bound=args.row_norm_bound,
         )
         run_demo(opts)
         return 0
@@ -431,6 +450,9 @@ def _run_round(args) -> int:
         rho=getattr(args, "rho", None),
         rho_prime=getattr(args, "rho_prime", None),
         projection_only=args.projection_only,
+        dp_epsilon=args.dp_epsilon,
+        dp_delta=args.dp_delta,
+        row_norm_bound=args.row_norm_bound,
     )
     with AnalystClient(args.aggregator, _tls(args)) as client:
         result = client.run_round(params)

@@ -68,6 +68,7 @@ class LocalCluster:
     csp_transcript: bool = False  # also the aggregator's transcript
     log_level: str = "INFO"
     extra_owner_ids: list[str] = field(default_factory=list)  # certificates only, no process
+    privacy_budget: tuple[float, float] | None = (10.0, 1e-4)  # per-owner ledger (epsilon, delta)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
 
@@ -181,6 +182,15 @@ class LocalCluster:
             "[tls]",
             "insecure = true" if self.insecure else f'dir = "{self.certs.resolve()}"',
         ]
+        if self.privacy_budget:
+            eps, delta = self.privacy_budget
+            lines += [
+                "",
+                "[privacy]",
+                f'ledger = "ledgers/{owner.site_id}.json"',
+                f"epsilon_total = {eps!r}",
+                f"delta_total = {delta!r}",
+            ]
         path = self.workdir / "config" / f"{owner.site_id}.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")

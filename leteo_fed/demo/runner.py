@@ -42,6 +42,9 @@ class DemoOptions:
     seed: int = 7
     insecure: bool = False
     projection_only: bool = False
+    dp_epsilon: float | None = None
+    dp_delta: float | None = None
+    row_norm_bound: float | None = None
 
 
 class Progress:
@@ -172,6 +175,9 @@ def run_demo(opts: DemoOptions) -> dict:
                 rho=opts.rho,
                 rho_prime=opts.rho_prime,
                 projection_only=opts.projection_only,
+                dp_epsilon=opts.dp_epsilon,
+                dp_delta=opts.dp_delta,
+                row_norm_bound=opts.row_norm_bound,
             )
 
             def tick(status) -> None:

@@ -429,6 +429,7 @@ def sensitivities_for_scatter(
     *,
     n_classes: Sequence[int] | None = None,
     extra_slack: float = 0.0,
+    count_scale_bits: int = 0,
 ) -> Sensitivity:
     """L1/L2 sensitivity, in integer units, of a moments share (`protocols.moments`) when one row
     x with ||x||_2 <= C is added or removed.
@@ -486,8 +487,11 @@ def sensitivities_for_scatter(
     l2_v = c * f + math.sqrt(d) * slack
     l1_v = math.sqrt(d) * c * f + d * slack
 
-    l2_sq = l2_r**2 + g * (l2_v**2 + 1.0)
-    l1 = l1_r + g * (l1_v + 1.0)
+    # counts encoded as M * 2^count_scale_bits (DP rounds scale them like R and V, so that one
+    # noise level suits every coordinate): one row changes one count per grouping by 2^cs
+    fm = float(2**count_scale_bits)
+    l2_sq = l2_r**2 + g * (l2_v**2 + fm**2)
+    l1 = l1_r + g * (l1_v + fm)
     n_coords = t + g * (d + 1)
     if n_classes is not None:
         others = sum((k - 1) * d for k in n_classes)

@@ -41,7 +41,7 @@ class PublicKey(_message.Message):
     def __init__(self, n: _Optional[bytes] = ..., bits: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
 
 class Encoding(_message.Message):
-    __slots__ = ("scale_bits", "value_bound", "max_rows_per_owner", "max_owners", "slot_bits", "slots_per_ciphertext", "slot_offset", "mask_bits", "statistical_security", "rotation_dimension")
+    __slots__ = ("scale_bits", "value_bound", "max_rows_per_owner", "max_owners", "slot_bits", "slots_per_ciphertext", "slot_offset", "mask_bits", "statistical_security", "rotation_dimension", "count_scale_bits", "noise_bound")
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
     VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
     MAX_ROWS_PER_OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,8 @@ class Encoding(_message.Message):
     MASK_BITS_FIELD_NUMBER: _ClassVar[int]
     STATISTICAL_SECURITY_FIELD_NUMBER: _ClassVar[int]
     ROTATION_DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    COUNT_SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
+    NOISE_BOUND_FIELD_NUMBER: _ClassVar[int]
     scale_bits: int
     value_bound: float
     max_rows_per_owner: int
@@ -62,7 +64,25 @@ class Encoding(_message.Message):
     mask_bits: int
     statistical_security: int
     rotation_dimension: int
-    def __init__(self, scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., max_rows_per_owner: _Optional[int] = ..., max_owners: _Optional[int] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., slot_offset: _Optional[bytes] = ..., mask_bits: _Optional[int] = ..., statistical_security: _Optional[int] = ..., rotation_dimension: _Optional[int] = ...) -> None: ...
+    count_scale_bits: int
+    noise_bound: bytes
+    def __init__(self, scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., max_rows_per_owner: _Optional[int] = ..., max_owners: _Optional[int] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., slot_offset: _Optional[bytes] = ..., mask_bits: _Optional[int] = ..., statistical_security: _Optional[int] = ..., rotation_dimension: _Optional[int] = ..., count_scale_bits: _Optional[int] = ..., noise_bound: _Optional[bytes] = ...) -> None: ...
+
+class DpSpec(_message.Message):
+    __slots__ = ("epsilon", "delta", "row_norm_bound", "mu", "quorum", "mechanism")
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    MU_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    mu: float
+    quorum: int
+    mechanism: str
+    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., mu: _Optional[float] = ..., quorum: _Optional[int] = ..., mechanism: _Optional[str] = ...) -> None: ...
 
 class Grouping(_message.Message):
     __slots__ = ("label_column", "classes")
@@ -73,7 +93,7 @@ class Grouping(_message.Message):
     def __init__(self, label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings", "rotation")
+    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings", "rotation", "dp")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +104,7 @@ class RoundSpec(_message.Message):
     N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     GROUPINGS_FIELD_NUMBER: _ClassVar[int]
     ROTATION_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     features: _containers.RepeatedScalarFieldContainer[str]
@@ -94,7 +115,8 @@ class RoundSpec(_message.Message):
     n_ciphertexts: int
     groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
     rotation: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ...) -> None: ...
+    dp: DpSpec
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ...) -> None: ...
 
 class InviteReply(_message.Message):
     __slots__ = ("accepted", "reason")
@@ -172,7 +194,7 @@ class ListOwnersRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RoundRequest(_message.Message):
-    __slots__ = ("method", "features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners", "groupings", "rho", "rho_prime", "projection_only")
+    __slots__ = ("method", "features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners", "groupings", "rho", "rho_prime", "projection_only", "dp_epsilon", "dp_delta", "row_norm_bound")
     METHOD_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     COMPONENTS_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +208,9 @@ class RoundRequest(_message.Message):
     RHO_FIELD_NUMBER: _ClassVar[int]
     RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
     PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
+    DP_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DP_DELTA_FIELD_NUMBER: _ClassVar[int]
+    ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
     method: str
     features: _containers.RepeatedScalarFieldContainer[str]
     components: int
@@ -199,7 +224,10 @@ class RoundRequest(_message.Message):
     rho: float
     rho_prime: float
     projection_only: bool
-    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., projection_only: _Optional[bool] = ...) -> None: ...
+    dp_epsilon: float
+    dp_delta: float
+    row_norm_bound: float
+    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., projection_only: _Optional[bool] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")

@@ -94,8 +94,12 @@ def merge_moments(parts: Sequence[LocalMoments]) -> LocalMoments:
     )
 
 
-def encode_moments(mom: LocalMoments, scale_bits: int, bound: int, max_rows: int) -> list[int]:
-    """R upper triangle (row-major), then per grouping and class: V_k (d values), M_k."""
+def encode_moments(
+    mom: LocalMoments, scale_bits: int, bound: int, max_rows: int, count_scale_bits: int = 0
+) -> list[int]:
+    """R upper triangle (row-major), then per grouping and class: V_k (d values), M_k.
+
+    Counts are encoded as M * 2^count_scale_bits (DP rounds scale them like R and V)."""
     d = mom.r.shape[0]
     out = encode_fixed(mom.r[np.triu_indices(d)], scale_bits, bound, "sum of x x^T")
     for v, m in zip(mom.v, mom.m, strict=True):
@@ -104,7 +108,7 @@ def encode_moments(mom: LocalMoments, scale_bits: int, bound: int, max_rows: int
             raise EncodingError(f"row count {int(m.sum())} exceeds max_rows_per_owner {max_rows}")
         for k in range(len(m)):
             out.extend(v_enc[k * d : (k + 1) * d])
-            out.append(int(m[k]))
+            out.append(int(m[k]) << count_scale_bits)
     return out
 
 
@@ -130,8 +134,15 @@ class IntegerMoments:
 
 
 def decode_totals(
-    totals: Sequence[int], d: int, groupings: Sequence[Grouping], scale_bits: int
+    totals: Sequence[int],
+    d: int,
+    groupings: Sequence[Grouping],
+    scale_bits: int,
+    count_scale_bits: int = 0,
+    noisy: bool = False,
 ) -> IntegerMoments:
+    """Integer totals -> aggregate moments. With `noisy` (DP rounds) counts are noisy: they are
+    rounded to whole rows and negative ones clamped to zero (post-processing, no privacy cost)."""
     if len(totals) != n_values(d, groupings):
         raise ProtocolError(f"expected {n_values(d, groupings)} totals, got {len(totals)}")
     tri = d * (d + 1) // 2
@@ -149,17 +160,24 @@ def decode_totals(
         for c in range(k):
             row = block[c * (d + 1) : (c + 1) * (d + 1)]
             v[c, :] = row[:d]
-            if row[d] < 0:
+            count = _scaled_count(row[d], count_scale_bits)
+            if count < 0 and not noisy:
                 raise ProtocolError(
                     f"negative count for class {g.classes[c]!r}: corrupted aggregate"
                 )
-            m.append(row[d])
+            m.append(max(count, 0))
         vs.append(v)
         ms.append(m)
     agg = IntegerMoments(r, vs, ms, scale_bits)
     if agg.n < 2:
         raise DataError(f"the pooled data has {agg.n} row(s); at least 2 are needed")
     return agg
+
+
+def _scaled_count(value: int, count_scale_bits: int) -> int:
+    if not count_scale_bits:
+        return value
+    return (value + (1 << (count_scale_bits - 1))) >> count_scale_bits  # nearest whole row
 
 
 def _to_float(num: np.ndarray, den: int) -> np.ndarray:

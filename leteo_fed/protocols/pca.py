@@ -41,6 +41,8 @@ class PcaEncoding:
     max_owners: int = DEFAULT_MAX_OWNERS
     statistical_security: int = DEFAULT_STATISTICAL_SECURITY
     rotation_dimension: int = 0  # >0: rows are rotated (projection-only mode); d widens bounds
+    count_scale_bits: int = 0  # DP rounds encode counts like R and V, at 2^scale_bits
+    noise_bound: int = 0  # DP rounds: bound on one owner's |noise| per encoded value
 
     def __post_init__(self) -> None:
         if not 0 <= self.scale_bits <= 64:
@@ -59,7 +61,8 @@ class PcaEncoding:
         b = int(np.ceil(self.value_bound))
         rows = self.max_rows_per_owner
         widen = max(self.rotation_dimension, 1)
-        return max(rows * widen * b * b, rows * widen * b, 1) << self.scale_bits
+        data = max(rows * widen * b * b, rows * widen * b, 1) << self.scale_bits
+        return max(data, rows << self.count_scale_bits) + self.noise_bound
 
     def layout(self, key_bits: int) -> SlotLayout:
         return make_layout(
@@ -177,7 +180,10 @@ def pca_from_scatter(
     features: Sequence[str],
     components: int,
     standardize: bool = False,
+    psd_project: bool = False,
 ) -> PcaResult:
+    """`psd_project` (DP rounds): negative eigenvalues of the noisy covariance are set to zero,
+    a post-processing step that keeps explained-variance ratios meaningful."""
     d = scatter.shape[0]
     if not 1 <= components <= d:
         raise DataError(f"components must be in 1..{d}, got {components}")
@@ -191,6 +197,8 @@ def pca_from_scatter(
     evals, evecs = np.linalg.eigh(cov)
     order = np.argsort(evals)[::-1]
     evals, evecs = evals[order], evecs[:, order]
+    if psd_project:
+        evals = np.maximum(evals, 0.0)
     evecs = orient_components(evecs)
     total = float(np.sum(evals))
     return PcaResult(
@@ -220,10 +228,16 @@ def pca_from_aggregate(
 
 
 def pca_from_moments(
-    agg: moments.IntegerMoments, features: Sequence[str], components: int, standardize: bool = False
+    agg: moments.IntegerMoments,
+    features: Sequence[str],
+    components: int,
+    standardize: bool = False,
+    psd_project: bool = False,
 ) -> PcaResult:
     scatter = moments.total_scatter(agg)
-    return pca_from_scatter(scatter, moments.mean(agg), agg.n, features, components, standardize)
+    return pca_from_scatter(
+        scatter, moments.mean(agg), agg.n, features, components, standardize, psd_project
+    )
 
 
 def reference_pca(x: np.ndarray, components: int, standardize: bool = False):

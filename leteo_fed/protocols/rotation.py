@@ -72,11 +72,12 @@ def directions(
     groupings: Sequence[Grouping],
     components: int,
     ridge: discriminant.Ridge,
+    noisy: bool = False,
 ) -> tuple[list[float], np.ndarray, list[float], dict]:
     """CSP side: (eigenvalues, k x d rotated directions, explained variance ratio, ridge)."""
     features = [f"x{i}" for i in range(agg.d)]
     if method == pca.PROTOCOL:
-        res = pca.pca_from_moments(agg, features, components)
+        res = pca.pca_from_moments(agg, features, components, psd_project=noisy)
         return res.eigenvalues, np.array(res.components), res.explained_variance_ratio, {}
     res = discriminant.from_aggregate(agg, method, groupings, features, components, ridge)
     return res.eigenvalues, np.array(res.components), [], res.ridge

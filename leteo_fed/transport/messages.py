@@ -51,6 +51,8 @@ def encoding_to_proto(enc: PcaEncoding, layout: SlotLayout) -> pb.Encoding:
         mask_bits=layout.mask_bits,
         statistical_security=enc.statistical_security,
         rotation_dimension=enc.rotation_dimension,
+        count_scale_bits=enc.count_scale_bits,
+        noise_bound=int_to_bytes(enc.noise_bound),
     )
 
 
@@ -63,6 +65,8 @@ def encoding_from_proto(msg: pb.Encoding, key_bits: int) -> tuple[PcaEncoding, S
         max_owners=msg.max_owners,
         statistical_security=msg.statistical_security,
         rotation_dimension=msg.rotation_dimension,
+        count_scale_bits=msg.count_scale_bits,
+        noise_bound=bytes_to_int(msg.noise_bound),
     )
     layout = enc.layout(key_bits)
     declared = (
