@@ -200,7 +200,7 @@ def cos_deviation(w_fed: np.ndarray, w_ref: np.ndarray) -> float:
     """Largest 1 - |cos| between matching federated and centralized directions."""
     a = w_fed / np.linalg.norm(w_fed, axis=0)
     b = w_ref / np.linalg.norm(w_ref, axis=0)
-    return float(np.max(1.0 - np.abs(np.sum(a * b, axis=0))))
+    return float(max(0.0, np.max(1.0 - np.abs(np.sum(a * b, axis=0)))))
 
 
 def direction_gap(w_fed: np.ndarray, w_ref: np.ndarray) -> float:
