@@ -115,6 +115,10 @@ def plan_round(request: pb.RoundRequest, n_invited: int) -> RoundPlan:
     )
     n_vals = moments.n_values(d, groupings)
     dp, encoding_dp = _plan_dp(request, d, groupings, n_vals, min_owners)
+    if dp is not None and method != pca.PROTOCOL:
+        # the noisy S_W (or S_B of the privacy label) has spectral norm ~ 2 sqrt(d) sigma
+        sigma = dp.noise_std(min_owners, encoding_dp["scale_bits"])
+        ridge = discriminant.Ridge(ridge.rho, ridge.rho_prime, 3 * math.sqrt(d) * sigma)
     encoding = pca.PcaEncoding(
         **encoding_dp,
         max_owners=max(pca.DEFAULT_MAX_OWNERS, n_invited),

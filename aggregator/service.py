@@ -463,6 +463,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             head.rho = plan.ridge.rho
         if plan.ridge.rho_prime is not None:
             head.rho_prime = plan.ridge.rho_prime
+        head.ridge_noise_floor = plan.ridge.noise_floor
 
         def requests():
             yield pb.ProjectionChunk(header=head)

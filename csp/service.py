@@ -183,6 +183,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         ridge = discriminant.Ridge(
             head.rho if head.HasField("rho") else None,
             head.rho_prime if head.HasField("rho_prime") else None,
+            head.ridge_noise_floor,
         )
         evals, comps, evr, used = rotation.directions(
             agg, head.method, groupings, head.components, ridge, noisy=enc.noise_bound > 0

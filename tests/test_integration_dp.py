@@ -30,7 +30,7 @@ def dp_cluster(tmp_path_factory):
     x = bunch.data / bunch.data.max(axis=0)  # public per-feature bounds: values in [0, 1]
     names = [f"f{i}" for i in range(x.shape[1])]
     work = tmp_path_factory.mktemp("dp")
-    parts = write_parts(x, names, 3, work / "data")
+    parts = write_parts(np.column_stack([x, bunch.target]), [*names, "cultivar"], 3, work / "data")
     owners = [OwnerSpec(f"site-{i + 1}", p) for i, p in enumerate(parts)]
     cluster = LocalCluster(work / "run", owners, csp_transcript=True, privacy_budget=(BUDGET, 1e-4))
     with cluster:
@@ -86,6 +86,25 @@ def test_released_aggregate_carries_the_announced_noise(dp_cluster):
         spends = _ledger(cluster, site)["spends"]
         mine = [s for s in spends if s["round_id"] == result["round_id"]]
         assert len(mine) == 1 and mine[0]["state"] == "committed" and mine[0]["epsilon"] == EPSILON
+
+
+def test_dp_discriminant_at_small_epsilon_stays_definite(dp_cluster):
+    """The noise-sized ridge floor keeps the noisy DCA problem definite (it used to fail after
+    the owners had already spent their budget)."""
+    cluster, client, _, names = dp_cluster
+    result = client.run_round(
+        RoundParams(
+            features=names,
+            method="dca",
+            min_owners=3,
+            groupings=(("cultivar", ("0", "1", "2")),),
+            dp_epsilon=0.25,
+            row_norm_bound=math.sqrt(len(names)),
+        )
+    )
+    assert len(result["components"]) == 2 and np.all(np.isfinite(result["eigenvalues"]))
+    sigma = result["dp"]["noise_std_per_value"]
+    assert result["ridge"]["rho"] >= 3 * math.sqrt(len(names)) * sigma * (1 - 1e-9)
 
 
 def test_over_budget_request_is_refused_and_spends_nothing(dp_cluster):

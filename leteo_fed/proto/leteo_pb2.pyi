@@ -290,7 +290,7 @@ class PublicKeyRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ProjectionRequest(_message.Message):
-    __slots__ = ("round_id", "key_id", "method", "dimension", "classes_per_grouping", "encoding", "n_owners", "components", "rho", "rho_prime")
+    __slots__ = ("round_id", "key_id", "method", "dimension", "classes_per_grouping", "encoding", "n_owners", "components", "rho", "rho_prime", "ridge_noise_floor")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
@@ -301,6 +301,7 @@ class ProjectionRequest(_message.Message):
     COMPONENTS_FIELD_NUMBER: _ClassVar[int]
     RHO_FIELD_NUMBER: _ClassVar[int]
     RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
+    RIDGE_NOISE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     key_id: str
     method: str
@@ -311,7 +312,8 @@ class ProjectionRequest(_message.Message):
     components: int
     rho: float
     rho_prime: float
-    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., method: _Optional[str] = ..., dimension: _Optional[int] = ..., classes_per_grouping: _Optional[_Iterable[int]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_owners: _Optional[int] = ..., components: _Optional[int] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ...) -> None: ...
+    ridge_noise_floor: float
+    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., method: _Optional[str] = ..., dimension: _Optional[int] = ..., classes_per_grouping: _Optional[_Iterable[int]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_owners: _Optional[int] = ..., components: _Optional[int] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., ridge_noise_floor: _Optional[float] = ...) -> None: ...
 
 class ProjectionChunk(_message.Message):
     __slots__ = ("header", "batch")

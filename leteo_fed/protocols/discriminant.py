@@ -37,6 +37,10 @@ MDR_RHO_FRACTION = 0.02
 class Ridge:
     rho: float | None = None  # None: the method's default
     rho_prime: float | None = None
+    # DP rounds: the default rho is at least this (sized to the noise, from public parameters),
+    # and the noisy denominator is projected onto the PSD cone first, so the problem stays
+    # definite. Both are post-processing of the DP release and cost no privacy.
+    noise_floor: float = 0.0
 
 
 def default_components(method: str, classes: Sequence[int]) -> int:
@@ -50,19 +54,32 @@ def pencil(
     """The (A, B) pair of a method and the ridge values actually used."""
     d = s_within.shape[0]
     eye = np.eye(d)
+    if ridge.noise_floor > 0:
+        s_within = _psd(s_within)
+        s_between = [_psd(s) for s in s_between]
+
+    def default(fraction: float, s: np.ndarray) -> float:
+        return max(fraction * _lambda_max(s), ridge.noise_floor)
+
     if method == "dca":
-        rho = ridge.rho if ridge.rho is not None else DCA_RHO_FRACTION * _lambda_max(s_within)
+        rho = ridge.rho if ridge.rho is not None else default(DCA_RHO_FRACTION, s_within)
         rho_p = ridge.rho_prime if ridge.rho_prime is not None else DCA_RHO_PRIME_FRACTION * rho
         return s_between[0] + rho_p * eye, s_within + rho * eye, {"rho": rho, "rho_prime": rho_p}
     if method == "lda":
-        rho = ridge.rho if ridge.rho is not None else LDA_RHO_FRACTION * _lambda_max(s_within)
+        rho = ridge.rho if ridge.rho is not None else default(LDA_RHO_FRACTION, s_within)
         return s_between[0], s_within + rho * eye, {"rho": rho}
     if method == "mdr":
         if len(s_between) < 2:
             raise DataError("MDR needs a privacy label column", field="privacy_label_column")
-        rho = ridge.rho if ridge.rho is not None else MDR_RHO_FRACTION * _lambda_max(s_between[1])
+        rho = ridge.rho if ridge.rho is not None else default(MDR_RHO_FRACTION, s_between[1])
         return s_between[0], s_between[1] + rho * eye, {"rho": rho}
     raise DataError(f"unknown method {method!r}; expected one of {METHODS}", field="method")
+
+
+def _psd(s: np.ndarray) -> np.ndarray:
+    """Nearest positive semi-definite matrix (negative eigenvalues set to zero)."""
+    evals, evecs = np.linalg.eigh(s)
+    return (evecs * np.maximum(evals, 0.0)) @ evecs.T
 
 
 def _lambda_max(s: np.ndarray) -> float:
