@@ -536,7 +536,7 @@ def table(report: dict) -> str:
         )
     lines += [
         "",
-        f"DCA, label {data['label']}, 1 component: default ridge rho = 0.02 lambda_max(S_W) | "
+        f"DCA, label {data['label']}, 1 component: default ridge rho = max(0.02 lambda_max(S_W), 3 sqrt(d) sigma) | "
         f"noise ridge rho = {cfg['ridge_multiple']:g} sqrt(d) sigma",
     ]
     lines += _rule(
