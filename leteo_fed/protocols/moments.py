@@ -142,7 +142,8 @@ def decode_totals(
     noisy: bool = False,
 ) -> IntegerMoments:
     """Integer totals -> aggregate moments. With `noisy` (DP rounds) counts are noisy: they are
-    rounded to whole rows and negative ones clamped to zero (post-processing, no privacy cost)."""
+    rounded to whole rows and clamped to at least one, so every declared class stays in the
+    analysis (post-processing, no privacy cost)."""
     if len(totals) != n_values(d, groupings):
         raise ProtocolError(f"expected {n_values(d, groupings)} totals, got {len(totals)}")
     tri = d * (d + 1) // 2
@@ -165,12 +166,16 @@ def decode_totals(
                 raise ProtocolError(
                     f"negative count for class {g.classes[c]!r}: corrupted aggregate"
                 )
-            m.append(max(count, 0))
+            m.append(max(count, 1) if noisy else count)
         vs.append(v)
         ms.append(m)
     agg = IntegerMoments(r, vs, ms, scale_bits)
     if agg.n < 2:
-        raise DataError(f"the pooled data has {agg.n} row(s); at least 2 are needed")
+        what = "noisy row count" if noisy else "pooled data"
+        raise DataError(
+            f"the {what} is {agg.n}; at least 2 rows are needed"
+            + ("; the data is too small for this epsilon" if noisy else "")
+        )
     return agg
 
 
