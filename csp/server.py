@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 
@@ -71,4 +72,5 @@ def serve(
     server, port = make_server(tls, listen)
     add_to_server(server, service)
     log.info("CSP %s listening on %s (port %d)", tls.identity.name, listen, port)
-    serve_until_signal(server, "csp")
+    threading.Thread(target=service.warm_up, name="decryption-workers", daemon=True).start()
+    serve_until_signal(server, "csp", on_stop=service.close)

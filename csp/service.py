@@ -20,12 +20,12 @@ import grpc
 
 from leteo_fed import __version__
 from leteo_fed.crypto.paillier import (
-    Decryptor,
     PrivateKey,
     bytes_to_int,
     check_ciphertext,
     int_to_bytes,
 )
+from leteo_fed.crypto.parallel import DecryptionPool
 from leteo_fed.encoding.packing import unblind, unpack
 from leteo_fed.errors import DuplicateError, NotFoundError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
@@ -37,6 +37,7 @@ from leteo_fed.transport.messages import BATCH_SIZE, encoding_from_proto, public
 log = logging.getLogger("leteo.csp")
 
 MAX_CIPHERTEXTS_PER_ROUND = 1_000_000
+PARALLEL_MIN_PER_WORKER = 32  # a warm pool pays off from ~64 ciphertexts on 2 cores
 
 
 MODES = ("blinded", "projection")
@@ -52,13 +53,24 @@ class _CspRound:
 
 class CspService(pb_grpc.CryptoServiceProviderServicer):
     def __init__(self, key: PrivateKey, name: str = "csp", transcript: Path | None = None) -> None:
-        self._decryptor = Decryptor(key)
+        # all cores for large aggregates; the private key goes only to our own child processes
+        self._decryptor = DecryptionPool(key, min_per_worker=PARALLEL_MIN_PER_WORKER)
         self._public = key.public
         self._name = name
         self._rounds: dict[str, _CspRound] = {}
         self._lock = threading.Lock()
         self._transcript = transcript
         log.info("CSP ready: %d-bit Paillier key %s", self._public.bits, self._public.key_id)
+
+    def warm_up(self) -> None:
+        """Start the decryption workers now rather than on the first large round."""
+        try:
+            self._decryptor.start()
+        except Exception:  # never fatal: decryption falls back to this process
+            log.exception("could not start decryption workers; decrypting in-process")
+
+    def close(self) -> None:
+        self._decryptor.close()
 
     @rpc_method
     def Health(self, request, context):

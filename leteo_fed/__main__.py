@@ -1,3 +1,4 @@
 from leteo_fed.cli.main import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # spawned worker processes import this module too
+    raise SystemExit(main())

@@ -20,6 +20,7 @@ import numpy as np
 from leteo_fed import __version__
 from leteo_fed.config import SPARK_AUTO_BYTES, OwnerConfig
 from leteo_fed.crypto.paillier import Encryptor, PublicKey
+from leteo_fed.crypto.parallel import EncryptionPool
 from leteo_fed.data import sources
 from leteo_fed.encoding.packing import check_finite_and_bounded, pack
 from leteo_fed.errors import DataError, LeteoError, ProtocolError
@@ -42,6 +43,7 @@ from leteo_fed.transport.messages import (
 log = logging.getLogger("leteo.owner")
 
 REGISTER_INTERVAL_SECONDS = 30.0
+LARGE_SHARE_CIPHERTEXTS = 512  # from here on a share is encrypted on all cores (d >~ 100)
 
 
 class OwnerAgentService(pb_grpc.OwnerAgentServicer):
@@ -52,6 +54,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self._csp_channel = config.tls.channel(config.csp)
         self._csp = pb_grpc.CryptoServiceProviderStub(self._csp_channel)
         self._encryptor: Encryptor | None = None
+        self._pool: EncryptionPool | None = None  # started only for large shares
         self._key_lock = threading.Lock()
         self._stop = threading.Event()
         self._jobs: dict[str, threading.Thread] = {}
@@ -72,6 +75,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     def stop(self) -> None:
         self._stop.set()
+        if self._pool is not None:
+            self._pool.close()
         self._aggregator_channel.close()
         self._csp_channel.close()
 
@@ -275,7 +280,15 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         timings["encode_seconds"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        ciphertexts = encryptor.encrypt_many(packed)
+        if len(packed) >= LARGE_SHARE_CIPHERTEXTS:
+            if self._pool is None:
+                self._pool = EncryptionPool(public, min_per_worker=LARGE_SHARE_CIPHERTEXTS // 2)
+            log.info(
+                "encrypting %d ciphertexts on %d worker processes", len(packed), self._pool.workers
+            )
+            ciphertexts = self._pool.encrypt_many(packed)
+        else:
+            ciphertexts = encryptor.encrypt_many(packed)
         timings["encrypt_seconds"] = time.perf_counter() - start
         timings["rows"] = float(mom.m[0].sum())
 

@@ -413,3 +413,32 @@ def test_pca_command_against_running_services(deployment, cancer, tmp_path):
     result = json.loads((out / "pca.json").read_text())
     assert json.loads(proc.stdout)["round_id"] == result["round_id"]
     assert_matches_numpy(result, _pooled(parts, names, ["site-1", "site-2", "site-3"]), 2)
+
+
+def test_large_share_uses_all_cores(tmp_path, cancer):
+    """d = 120 (breast cancer features, their squares and neighbour products): 682 ciphertexts
+    per share, so owners encrypt and the CSP decrypts on worker processes."""
+    x0, names0 = cancer
+    x = np.hstack([x0, x0**2, x0[:, :-1] * x0[:, 1:], np.sqrt(x0[:, :31] + 1)])[:, :120]
+    names = [f"f{i}" for i in range(x.shape[1])]
+    parts = write_parts(x, names, 3, tmp_path / "data")
+    with LocalCluster(
+        tmp_path / "run", [OwnerSpec(f"site-{i + 1}", p) for i, p in enumerate(parts)]
+    ) as cluster:
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
+            client.wait_for_owners(3)
+            result = client.run_round(
+                RoundParams(
+                    features=names,
+                    components=3,
+                    min_owners=3,
+                    value_bound=1e8,
+                    deadline_seconds=240,
+                )
+            )
+        owner_log = (cluster.logs / "site-1.log").read_text()
+    assert result["encoding"]["ciphertexts_per_share"] >= 512
+    assert "worker processes" in owner_log
+    assert_matches_numpy(result, x, 3)
