@@ -210,3 +210,12 @@ def _ridge_value(request: pb.RoundRequest, name: str, non_negative: bool) -> flo
             f"{name} must be a finite{' non-negative' if non_negative else ''} number", field=name
         )
     return value
+
+
+@dataclass(frozen=True)
+class LdpRoundPlan:
+    """An LDP collection: the public spec owners receive, the quorum, and post-processing."""
+
+    spec: pb.LdpSpec
+    min_owners: int
+    consistency: bool

@@ -32,6 +32,7 @@ class Round:
     n_values: int
     invited: list[str]
     rotation: np.ndarray | None = None  # projection-only mode: secret, never sent to the CSP
+    ldp: object | None = None  # LDP rounds: the running report accumulator
     state: str = OPEN
     message: str = ""
     declined: dict[str, str] = field(default_factory=dict)
@@ -86,6 +87,17 @@ class Round:
             self.timings["homomorphic_sum_seconds"] = self.timings.get(
                 "homomorphic_sum_seconds", 0.0
             ) + (time.perf_counter() - start)
+            return self._all_resolved()
+
+    def accept_reports(self, site: str, parts: list, timings: dict[str, float]) -> bool:
+        """Fold a complete, validated stream of LDP report chunks. True when the round can close."""
+        with self.lock:
+            self.receiving.discard(site)
+            if self.closing:
+                raise ProtocolError(f"round {self.round_id} closed while {site}'s reports arrived")
+            for part in parts:
+                self.ldp.fold(part)
+            self.submitted[site] = dict(timings)
             return self._all_resolved()
 
     def decline(self, site: str, reason: str) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from aggregator.plan import plan_round
+from aggregator.plan import LdpRoundPlan, plan_round
 from aggregator.rounds import COMPLETED, FAILED, Round
 from leteo_fed import __version__
 from leteo_fed.crypto.paillier import (
@@ -36,7 +36,7 @@ from leteo_fed.errors import (
 )
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.protocols import discriminant, moments, pca, rotation
+from leteo_fed.protocols import discriminant, ldp_collection, moments, pca, rotation
 from leteo_fed.transport.certs import check_site_id
 from leteo_fed.transport.grpc_io import (
     TlsConfig,
@@ -327,6 +327,88 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             self._pool.submit(self._invite, rnd, site, spec)
         return self.status(rnd)
 
+    @rpc_method
+    def StartLdpRound(self, request, context):
+        caller = require_role(context, "analyst", "aggregator")
+        spec = ldp_collection.spec_from_request(request)
+        with self._lock:
+            registered = dict(self._owners)
+        invited = list(request.owners) or sorted(registered)
+        unknown = [s for s in invited if s not in registered]
+        if unknown:
+            raise NotFoundError(f"owner(s) not registered: {', '.join(unknown)}")
+        min_owners = request.min_owners or 1  # each report is already private on its own
+        if len(invited) < min_owners:
+            raise ProtocolError(f"{len(invited)} owner(s) registered, the round needs {min_owners}")
+        deadline = request.deadline_seconds or 120.0
+        if not 0 < deadline <= 24 * 3600:
+            raise DataError("deadline_seconds must be in (0, 86400]", field="deadline_seconds")
+        rnd = Round(
+            round_id=f"ldp-{uuid.uuid4().hex[:12]}",
+            protocol="ldp",
+            plan=LdpRoundPlan(spec, min_owners, request.consistency),
+            deadline=time.time() + deadline,
+            public=None,
+            layout=None,
+            n_values=0,
+            invited=invited,
+            ldp=ldp_collection.Accumulator(spec),
+        )
+        with self._lock:
+            self._rounds[rnd.round_id] = rnd
+        log.info(
+            "round %s opened by %s: LDP %s on column %s at epsilon %g, %d owners invited",
+            rnd.round_id,
+            caller.name,
+            spec.mechanism,
+            spec.column,
+            spec.epsilon,
+            len(invited),
+        )
+        timer = threading.Timer(deadline, self._finalize, args=(rnd,))
+        timer.daemon = True
+        timer.start()
+        round_spec = pb.RoundSpec(
+            round_id=rnd.round_id, protocol="ldp", deadline_unix=rnd.deadline, ldp=spec
+        )
+        for site in invited:
+            self._pool.submit(self._invite, rnd, site, round_spec)
+        return self.status(rnd)
+
+    @rpc_method
+    def SubmitReports(self, request_iterator, context):
+        caller = require_role(context, "owner")
+        first = next(request_iterator, None)
+        if first is None or first.WhichOneof("part") != "header":
+            raise ProtocolError("reports must start with their header")
+        header = first.header
+        if header.site_id != caller.name:
+            raise ProtocolError(f"owner '{caller.name}' cannot submit for '{header.site_id}'")
+        rnd = self._round(header.round_id)
+        if rnd.protocol != "ldp":
+            raise ProtocolError(f"round {rnd.round_id} is not an LDP round")
+        rnd.begin_share(caller.name)
+        try:
+            parts, count = [], 0
+            for msg in request_iterator:
+                if msg.WhichOneof("part") != "batch":
+                    raise ProtocolError("only report batches may follow the header")
+                reports = ldp_collection.from_batch(msg.batch)
+                parts.append(rnd.ldp.partial(reports))
+                count += len(reports)
+                if count > header.n_reports:
+                    raise DataError(f"more than the {header.n_reports} reports declared")
+            if count != header.n_reports:
+                raise ProtocolError(f"incomplete reports: {count} of {header.n_reports} arrived")
+        except BaseException:
+            rnd.abort_share(caller.name)
+            raise
+        complete = rnd.accept_reports(caller.name, parts, dict(header.timings))
+        log.info("round %s: %d reports from %s accepted", rnd.round_id, count, caller.name)
+        if complete:
+            self._pool.submit(self._finalize, rnd)
+        return pb.Ack(ok=True, message=f"{count} reports accepted for {rnd.round_id}")
+
     # ------------------------------------------------------------------ round machinery
 
     def _invite(self, rnd: Round, site: str, spec: pb.RoundSpec) -> None:
@@ -360,6 +442,19 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         self._publish(rnd)
 
     def _compute(self, rnd: Round) -> dict:
+        if rnd.protocol == "ldp":
+            start = time.perf_counter()
+            doc = rnd.ldp.result(rnd.plan.consistency)
+            doc.update(
+                round_id=rnd.round_id,
+                owners=sorted(rnd.submitted),
+                declined=rnd.declined,
+                timings={
+                    "owners": rnd.submitted,
+                    "aggregator": {"estimate_seconds": time.perf_counter() - start},
+                },
+            )
+            return doc
         if rnd.plan.projection_only:
             return self._compute_projection(rnd)
         t = {}

@@ -70,6 +70,37 @@ class RoundParams:
         return request
 
 
+@dataclass
+class LdpParams:
+    column: str
+    mechanism: str
+    epsilon: float
+    domain: tuple[str, ...] = ()
+    lower: float | None = None
+    upper: float | None = None
+    min_owners: int = 0
+    deadline_seconds: float = 120.0
+    owners: tuple[str, ...] = ()
+    consistency: bool = False
+
+    def to_proto(self) -> pb.LdpRequest:
+        request = pb.LdpRequest(
+            column=self.column,
+            mechanism=self.mechanism,
+            epsilon=self.epsilon,
+            domain=list(self.domain),
+            min_owners=self.min_owners,
+            deadline_seconds=self.deadline_seconds,
+            owners=list(self.owners),
+            consistency=self.consistency,
+        )
+        if self.lower is not None:
+            request.lower = self.lower
+        if self.upper is not None:
+            request.upper = self.upper
+        return request
+
+
 class AnalystClient:
     def __init__(self, aggregator: str, tls: TlsConfig) -> None:
         self._address = aggregator
@@ -141,7 +172,18 @@ class AnalystClient:
         on_tick: Callable[[pb.RoundStatus], None] | None = None,
     ) -> dict:
         status = self.start_round(params)
-        final = self.wait(status.round_id, params.deadline_seconds + 60, on_tick)
+        return self._result(status, params.deadline_seconds, on_tick)
+
+    def start_ldp(self, params: LdpParams) -> pb.RoundStatus:
+        return self._call(self._stub.StartLdpRound, params.to_proto(), 30)
+
+    def run_ldp(
+        self, params: LdpParams, on_tick: Callable[[pb.RoundStatus], None] | None = None
+    ) -> dict:
+        return self._result(self.start_ldp(params), params.deadline_seconds, on_tick)
+
+    def _result(self, status: pb.RoundStatus, deadline: float, on_tick) -> dict:
+        final = self.wait(status.round_id, deadline + 60, on_tick)
         if final.state != "COMPLETED":
             raise RoundFailed(f"round {final.round_id} {final.state.lower()}: {final.message}")
         return json.loads(final.result_json)

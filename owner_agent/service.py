@@ -30,7 +30,7 @@ from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import METHODS as SUPPORTED_PROTOCOLS
-from leteo_fed.protocols import moments, pca, rotation
+from leteo_fed.protocols import ldp_collection, moments, pca, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_error_message, rpc_method
 from leteo_fed.transport.messages import (
     batches,
@@ -135,12 +135,16 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     @rpc_method
     def Invite(self, request, context):
         require_role(context, "aggregator")
-        reason = self._precheck(request)
+        ldp = request.protocol == "ldp"
+        reason = self._precheck_ldp(request) if ldp else self._precheck(request)
         if reason:
             log.warning("round %s declined: %s", request.round_id, reason)
             return pb.InviteReply(accepted=False, reason=reason)
         job = threading.Thread(
-            target=self._run_share, args=(request,), name=f"share-{request.round_id}", daemon=True
+            target=self._run_ldp if ldp else self._run_share,
+            args=(request,),
+            name=f"share-{request.round_id}",
+            daemon=True,
         )
         self._jobs[request.round_id] = job
         job.start()
@@ -191,6 +195,76 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             return str(exc)
         return ""
 
+    def _precheck_ldp(self, spec: pb.RoundSpec) -> str:
+        if spec.round_id in self._jobs:
+            return f"round {spec.round_id} was already accepted"
+        if self._ledger is None:
+            return f"site {self.config.site_id} has no privacy budget configured ([privacy] in its config)"
+        ldp = spec.ldp
+        try:
+            ldp_collection.mechanism_for(ldp)  # refuses unknown mechanisms and bad epsilon
+            if sources.is_local(self.config.data.path):
+                available = sources.column_names(self.config.data.path, self.config.data.format)
+                if ldp.column not in available:
+                    return f"column '{ldp.column}' is not in {Path(self.config.data.path).name}"
+        except LeteoError as exc:
+            return str(exc)
+        if not self._ledger.can_afford(ldp.epsilon, 0.0):
+            eps, _ = self._ledger.remaining()
+            return (
+                f"privacy budget of site {self.config.site_id} exhausted: the round asks epsilon "
+                f"{ldp.epsilon:g}, remaining {eps:g}"
+            )
+        return ""
+
+    def _run_ldp(self, spec: pb.RoundSpec) -> None:
+        """Reserve epsilon, perturb every record, stream the reports; commit once sent."""
+        ldp = spec.ldp
+        try:
+            self._ledger.reserve(
+                spec.round_id,
+                f"ldp-{ldp.mechanism}",
+                ldp.epsilon,
+                0.0,
+                note=f"column {ldp.column}, one report per record",
+            )
+            try:
+                start = time.perf_counter()
+                data = self.config.data
+                table = sources.read_table(data.path, data.format, [ldp.column])
+                if ldp_collection.is_frequency(ldp.mechanism):
+                    values = sources.label_strings(table, ldp.column)
+                else:
+                    values = sources.to_matrix(table, [ldp.column])[:, 0]
+                encoded = ldp_collection.encode_column(values, ldp)
+                chunks = list(ldp_collection.perturb_chunks(encoded, ldp, np.random.default_rng()))
+                seconds = time.perf_counter() - start
+            except BaseException:
+                self._ledger.release(spec.round_id, share_left_owner=False)  # nothing was sent
+                raise
+            header = pb.ReportHeader(
+                round_id=spec.round_id,
+                site_id=self.config.site_id,
+                n_reports=len(encoded),
+                timings={"perturb_seconds": seconds, "rows": float(len(encoded))},
+            )
+
+            def stream():
+                yield pb.ReportChunk(header=header)
+                for chunk in chunks:
+                    yield pb.ReportChunk(batch=ldp_collection.to_batch(chunk))
+
+            self._ledger.commit(spec.round_id)  # committed as the reports start to leave the site
+            self._aggregator.SubmitReports(stream(), timeout=300)
+            log.info("round %s: %d LDP reports submitted", spec.round_id, len(encoded))
+        except LeteoError as exc:
+            self._decline(spec.round_id, str(exc))
+        except grpc.RpcError as exc:
+            log.error("round %s: reports refused: %s", spec.round_id, rpc_error_message(exc))
+        except Exception as exc:
+            log.exception("round %s: LDP perturbation crashed", spec.round_id)
+            self._decline(spec.round_id, f"internal error at site: {type(exc).__name__}")
+
     def _dp_precheck(self, spec: pb.RoundSpec, enc: pca.PcaEncoding) -> str:
         if self._ledger is None:
             return f"site {self.config.site_id} has no privacy budget configured ([privacy] in its config)"
@@ -223,11 +297,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 if dp is not None:  # the noisy share never left this site
                     self._ledger.release(spec.round_id, share_left_owner=False)
                 raise
-            try:
-                self._aggregator.SubmitShare(self._chunks(header, ciphertexts), timeout=120)
-            finally:
-                if dp is not None:  # once sent (even partly), the release is spent
-                    self._ledger.commit(spec.round_id)
+            if dp is not None:  # committed as the noisy share starts to leave the site
+                self._ledger.commit(spec.round_id)
+            self._aggregator.SubmitShare(self._chunks(header, ciphertexts), timeout=120)
             log.info("round %s: share submitted (%d ciphertexts)", spec.round_id, len(ciphertexts))
         except LeteoError as exc:
             self._decline(spec.round_id, str(exc))

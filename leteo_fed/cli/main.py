@@ -78,6 +78,35 @@ def _add_dp_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+LDP_MECHANISMS = ["grr", "sue", "oue", "she", "the", "olh", "laplace", "duchi", "pm", "hm"]
+
+
+def _bounds(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("expected LO,HI") from exc
+    return lo, hi
+
+
+def _add_ldp_args(p: argparse.ArgumentParser, default_out: Path) -> None:
+    p.add_argument("--data", type=Path, required=True, help="CSV or Parquet file")
+    p.add_argument("--column", required=True, help="column to collect")
+    p.add_argument("--mechanism", required=True, choices=LDP_MECHANISMS, help="LDP mechanism")
+    p.add_argument("--epsilon", type=float, required=True, help="per-record epsilon")
+    p.add_argument("--bounds", type=_bounds, default=None, help="numeric mechanisms: public LO,HI")
+    p.add_argument(
+        "--domain",
+        type=_csv_list,
+        default=None,
+        help="frequency oracles: the public values (default: the values found in the data)",
+    )
+    p.add_argument(
+        "--consistency", action="store_true", help="also report non-negative counts summing to n"
+    )
+    p.add_argument("--out", type=Path, default=default_out, help=f"output (default: {default_out})")
+
+
 def _add_projection_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--projection-only",
@@ -341,6 +370,54 @@ def build_parser() -> argparse.ArgumentParser:
         "--privacy-label-column", default=None, help="MDR: the label whose classes to hide"
     )
 
+    p = demo.add_parser(
+        "ldp",
+        help="local-DP collection demo: N owners perturb every record, the aggregator estimates",
+        description="Start a CSP, an aggregator and N owner agents (each with a persistent privacy "
+        "ledger), split a CSV across them, collect one column under a local-DP mechanism, and "
+        "write OUT/ldp.json plus OUT/ldp_estimates.png (true vs estimated, +-2 standard errors).",
+    )
+    _add_ldp_args(p, Path("out/demo-ldp"))
+    p.add_argument("--owners", type=int, default=3, help="number of owner agents (default: 3)")
+    p.add_argument("--insecure", action="store_true", help="run without TLS (not recommended)")
+
+    ldp = sub.add_parser("ldp", help="local differential privacy").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    p = ldp.add_parser(
+        "simulate",
+        help="perturb and estimate one column in this process, to plan epsilon",
+        description="Perturb every record of one column with a local-DP mechanism and estimate "
+        "frequencies (grr, sue, oue, she, the, olh) or the mean (laplace, duchi, pm, hm; needs "
+        "--bounds), with standard errors from each mechanism's variance formula. Writes JSON.",
+    )
+    _add_ldp_args(p, Path("out/ldp/est.json"))
+    p.add_argument("--seed", type=int, default=None, help="seed, for reproducible planning runs")
+    p = ldp.add_parser(
+        "collect",
+        help="collect one column from running owner agents",
+        description="Ask the aggregator for an LDP collection: every owner checks and charges its "
+        "privacy ledger, perturbs every record and streams the reports. Writes OUT/ldp.json.",
+    )
+    p.add_argument("--aggregator", default="127.0.0.1:50052", help="aggregator address")
+    p.add_argument("--column", required=True, help="column to collect")
+    p.add_argument("--mechanism", required=True, choices=LDP_MECHANISMS, help="LDP mechanism")
+    p.add_argument("--epsilon", type=float, required=True, help="per-record epsilon")
+    p.add_argument(
+        "--domain", type=_csv_list, default=None, help="frequency oracles: the public values"
+    )
+    p.add_argument("--bounds", type=_bounds, default=None, help="numeric mechanisms: public LO,HI")
+    p.add_argument(
+        "--consistency", action="store_true", help="also report non-negative counts summing to n"
+    )
+    p.add_argument(
+        "--min-owners", type=int, default=1, help="minimum number of owners (default: 1)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("out/ldp"), help="output folder (default: out/ldp)"
+    )
+    _add_tls(p, "analyst", "analyst")
+
     # benchmarks
     from leteo_fed.bench import DESCRIPTION as BENCH_DESCRIPTION
     from leteo_fed.bench import add_pca_arguments
@@ -390,6 +467,8 @@ def _run(args) -> int:
         return 0
     if args.command in ("pca", "dca"):
         return _run_round(args)
+    if args.command == "ldp" or (args.command == "demo" and args.action == "ldp"):
+        return _run_ldp(args)
     if args.command == "demo":
         from leteo_fed.demo.runner import DemoOptions, run_demo
 
@@ -460,6 +539,59 @@ def _run_round(args) -> int:
     atomic_write_json(out, result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))
     print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _run_ldp(args) -> int:
+    from leteo_fed.demo import ldp_runner
+
+    if args.command == "ldp" and args.action == "collect":
+        from leteo_fed.client import AnalystClient, LdpParams
+        from leteo_fed.fileio import atomic_write_json
+
+        params = LdpParams(
+            column=args.column,
+            mechanism=args.mechanism,
+            epsilon=args.epsilon,
+            domain=tuple(args.domain or ()),
+            lower=args.bounds[0] if args.bounds else None,
+            upper=args.bounds[1] if args.bounds else None,
+            min_owners=args.min_owners,
+            consistency=args.consistency,
+        )
+        with AnalystClient(args.aggregator, _tls(args)) as client:
+            result = client.run_ldp(params)
+        atomic_write_json(Path(args.out) / "ldp.json", result)
+        print(json.dumps({k: result[k] for k in ("round_id", "owners", "n")}))
+        return 0
+    opts = ldp_runner.LdpOptions(
+        data=args.data,
+        column=args.column,
+        mechanism=args.mechanism,
+        epsilon=args.epsilon,
+        bounds=args.bounds,
+        domain=args.domain,
+        seed=getattr(args, "seed", None),
+        out=args.out,
+        owners=getattr(args, "owners", 3),
+        consistency=args.consistency,
+        insecure=getattr(args, "insecure", False),
+    )
+    if args.command == "demo":
+        ldp_runner.run_demo(opts)
+        return 0
+    doc = ldp_runner.simulate(opts)
+    keys = ("estimates", "std_errors") if "estimates" in doc else ("mean", "std_error")
+    print(
+        json.dumps(
+            {
+                "mechanism": doc["mechanism"],
+                "epsilon": doc["epsilon"],
+                "n": doc["n"],
+                **{k: doc[k] for k in keys},
+            }
+        )
+    )
     return 0
 
 

@@ -93,7 +93,7 @@ class Grouping(_message.Message):
     def __init__(self, label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings", "rotation", "dp")
+    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings", "rotation", "dp", "ldp")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class RoundSpec(_message.Message):
     GROUPINGS_FIELD_NUMBER: _ClassVar[int]
     ROTATION_FIELD_NUMBER: _ClassVar[int]
     DP_FIELD_NUMBER: _ClassVar[int]
+    LDP_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     features: _containers.RepeatedScalarFieldContainer[str]
@@ -116,7 +117,89 @@ class RoundSpec(_message.Message):
     groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
     rotation: _containers.RepeatedScalarFieldContainer[float]
     dp: DpSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ...) -> None: ...
+    ldp: LdpSpec
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ...) -> None: ...
+
+class LdpSpec(_message.Message):
+    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "theta", "olh_g")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    THETA_FIELD_NUMBER: _ClassVar[int]
+    OLH_G_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    mechanism: str
+    epsilon: float
+    domain: _containers.RepeatedScalarFieldContainer[str]
+    lower: float
+    upper: float
+    theta: float
+    olh_g: int
+    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., theta: _Optional[float] = ..., olh_g: _Optional[int] = ...) -> None: ...
+
+class LdpRequest(_message.Message):
+    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "min_owners", "deadline_seconds", "owners", "consistency")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    mechanism: str
+    epsilon: float
+    domain: _containers.RepeatedScalarFieldContainer[str]
+    lower: float
+    upper: float
+    min_owners: int
+    deadline_seconds: float
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    consistency: bool
+    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., consistency: _Optional[bool] = ...) -> None: ...
+
+class ReportBatch(_message.Message):
+    __slots__ = ("data", "dtype", "shape")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    dtype: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, data: _Optional[bytes] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReportHeader(_message.Message):
+    __slots__ = ("round_id", "site_id", "n_reports", "timings")
+    class TimingsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    N_REPORTS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    site_id: str
+    n_reports: int
+    timings: _containers.ScalarMap[str, float]
+    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., n_reports: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class ReportChunk(_message.Message):
+    __slots__ = ("header", "batch")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    header: ReportHeader
+    batch: ReportBatch
+    def __init__(self, header: _Optional[_Union[ReportHeader, _Mapping]] = ..., batch: _Optional[_Union[ReportBatch, _Mapping]] = ...) -> None: ...
 
 class InviteReply(_message.Message):
     __slots__ = ("accepted", "reason")

@@ -318,6 +318,16 @@ class AggregatorStub:
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.RoundRequest.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
                 _registered_method=True)
+        self.StartLdpRound = channel.unary_unary(
+                '/leteo.v1.Aggregator/StartLdpRound',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.LdpRequest.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
+                _registered_method=True)
+        self.SubmitReports = channel.stream_unary(
+                '/leteo.v1.Aggregator/SubmitReports',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.ReportChunk.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.Ack.FromString,
+                _registered_method=True)
         self.GetRound = channel.unary_unary(
                 '/leteo.v1.Aggregator/GetRound',
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.RoundQuery.SerializeToString,
@@ -366,6 +376,19 @@ class AggregatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartLdpRound(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitReports(self, request_iterator, context):
+        """Owners: perturbed reports of an LDP round, streamed in chunks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetRound(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -404,6 +427,16 @@ def add_AggregatorServicer_to_server(servicer, server):
                     servicer.StartRound,
                     request_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundRequest.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.SerializeToString,
+            ),
+            'StartLdpRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartLdpRound,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.LdpRequest.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.SerializeToString,
+            ),
+            'SubmitReports': grpc.stream_unary_rpc_method_handler(
+                    servicer.SubmitReports,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.ReportChunk.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.Ack.SerializeToString,
             ),
             'GetRound': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRound,
@@ -573,6 +606,60 @@ class Aggregator:
             '/leteo.v1.Aggregator/StartRound',
             leteo_dot_v1_dot_leteo__pb2.RoundRequest.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartLdpRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.Aggregator/StartLdpRound',
+            leteo_dot_v1_dot_leteo__pb2.LdpRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitReports(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/leteo.v1.Aggregator/SubmitReports',
+            leteo_dot_v1_dot_leteo__pb2.ReportChunk.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.Ack.FromString,
             options,
             channel_credentials,
             insecure,
