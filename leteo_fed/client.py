@@ -82,6 +82,8 @@ class LdpParams:
     deadline_seconds: float = 120.0
     owners: tuple[str, ...] = ()
     consistency: bool = False
+    columns: tuple[str, ...] = ()  # geo: the point's coordinates
+    box: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # geo: public (lower, upper)
 
     def to_proto(self) -> pb.LdpRequest:
         request = pb.LdpRequest(
@@ -93,7 +95,11 @@ class LdpParams:
             deadline_seconds=self.deadline_seconds,
             owners=list(self.owners),
             consistency=self.consistency,
+            columns=list(self.columns),
         )
+        if self.box is not None:
+            request.box_lower.extend(self.box[0])
+            request.box_upper.extend(self.box[1])
         if self.lower is not None:
             request.lower = self.lower
         if self.upper is not None:

@@ -205,8 +205,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             ldp_collection.mechanism_for(ldp)  # refuses unknown mechanisms and bad epsilon
             if sources.is_local(self.config.data.path):
                 available = sources.column_names(self.config.data.path, self.config.data.format)
-                if ldp.column not in available:
-                    return f"column '{ldp.column}' is not in {Path(self.config.data.path).name}"
+                for column in list(ldp.columns) or [ldp.column]:
+                    if column not in available:
+                        return f"column '{column}' is not in {Path(self.config.data.path).name}"
         except LeteoError as exc:
             return str(exc)
         if not self._ledger.can_afford(ldp.epsilon, 0.0):
@@ -231,9 +232,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             try:
                 start = time.perf_counter()
                 data = self.config.data
-                table = sources.read_table(data.path, data.format, [ldp.column])
+                columns = list(ldp.columns) or [ldp.column]
+                table = sources.read_table(data.path, data.format, columns)
                 if ldp_collection.is_frequency(ldp.mechanism):
                     values = sources.label_strings(table, ldp.column)
+                elif ldp.mechanism == ldp_collection.GEO:
+                    values = sources.to_matrix(table, columns)
                 else:
                     values = sources.to_matrix(table, [ldp.column])[:, 0]
                 encoded = ldp_collection.encode_column(values, ldp)

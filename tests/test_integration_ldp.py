@@ -32,14 +32,16 @@ def _population(n: int, seed: int):
 @pytest.fixture(scope="module")
 def ldp_cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("ldp")
-    owners, truth = [], {"level": [], "hours": []}
+    owners, truth = [], {"level": [], "hours": [], "score": []}
     for i, n in enumerate((9000, 7000, 8000), start=1):
         level, hours = _population(n, seed=i)
         path = work / f"site-{i}.csv"
-        pacsv.write_csv(pa.table({"level": level, "hours": hours}), path)
+        score = np.clip(np.random.default_rng(100 + i).normal(60, 15, size=n), 0, 100)
+        pacsv.write_csv(pa.table({"level": level, "hours": hours, "score": score}), path)
         owners.append(OwnerSpec(f"site-{i}", path))
         truth["level"].extend(level)
         truth["hours"].extend(hours)
+        truth["score"].extend(score)
     cluster = LocalCluster(work / "run", owners, privacy_budget=(BUDGET, 0.0))
     with cluster:
         with AnalystClient(
@@ -181,3 +183,35 @@ def test_simulate_cli_on_external_csv(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2 and "--bounds" in proc.stderr
+
+
+def test_geo_points_for_clustering(ldp_cluster):
+    """Owners release planar-Laplace-perturbed (hours, score) points inside the public box."""
+    cluster, client, truth = ldp_cluster
+    eps = 0.5  # per unit of distance
+    result = client.run_ldp(
+        LdpParams(
+            column="hours",
+            mechanism="geo",
+            epsilon=eps,
+            columns=("hours", "score"),
+            box=((0.0, 0.0), (100.0, 100.0)),
+            min_owners=3,
+        )
+    )
+    points = np.array(result["points"])
+    assert points.shape == (len(truth["hours"]), 2)
+    assert np.all((points >= 0) & (points <= 100))
+    # planar Laplace: radius ~ Gamma(2, 1/eps), so E[r^2] = 6/eps^2 and each coordinate has
+    # variance 3/eps^2 around the truth; the mean of n points is off by 4 s.e. at most
+    se = np.sqrt(3 / eps**2 / len(points))
+    true_mean = np.array([np.mean(truth["hours"]), np.mean(truth["score"])])
+    assert np.all(
+        np.abs(points.mean(axis=0) - true_mean) <= 4 * se + 0.05
+    )  # + remap bias at the edges
+    assert np.all(
+        np.abs(points.std(axis=0) - np.array([np.std(truth["hours"]), np.std(truth["score"])]))
+        > 0.01
+    )
+    spend = [s for s in _ledger(cluster, "site-2")["spends"] if s["round_id"] == result["round_id"]]
+    assert spend and spend[0]["epsilon"] == eps

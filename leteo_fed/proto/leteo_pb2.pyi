@@ -121,7 +121,7 @@ class RoundSpec(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ...) -> None: ...
 
 class LdpSpec(_message.Message):
-    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "theta", "olh_g")
+    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "theta", "olh_g", "columns", "box_lower", "box_upper")
     COLUMN_FIELD_NUMBER: _ClassVar[int]
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,9 @@ class LdpSpec(_message.Message):
     UPPER_FIELD_NUMBER: _ClassVar[int]
     THETA_FIELD_NUMBER: _ClassVar[int]
     OLH_G_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    BOX_LOWER_FIELD_NUMBER: _ClassVar[int]
+    BOX_UPPER_FIELD_NUMBER: _ClassVar[int]
     column: str
     mechanism: str
     epsilon: float
@@ -138,10 +141,13 @@ class LdpSpec(_message.Message):
     upper: float
     theta: float
     olh_g: int
-    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., theta: _Optional[float] = ..., olh_g: _Optional[int] = ...) -> None: ...
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    box_lower: _containers.RepeatedScalarFieldContainer[float]
+    box_upper: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., theta: _Optional[float] = ..., olh_g: _Optional[int] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class LdpRequest(_message.Message):
-    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "min_owners", "deadline_seconds", "owners", "consistency")
+    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "min_owners", "deadline_seconds", "owners", "consistency", "columns", "box_lower", "box_upper")
     COLUMN_FIELD_NUMBER: _ClassVar[int]
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +158,9 @@ class LdpRequest(_message.Message):
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    BOX_LOWER_FIELD_NUMBER: _ClassVar[int]
+    BOX_UPPER_FIELD_NUMBER: _ClassVar[int]
     column: str
     mechanism: str
     epsilon: float
@@ -162,7 +171,10 @@ class LdpRequest(_message.Message):
     deadline_seconds: float
     owners: _containers.RepeatedScalarFieldContainer[str]
     consistency: bool
-    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., consistency: _Optional[bool] = ...) -> None: ...
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    box_lower: _containers.RepeatedScalarFieldContainer[float]
+    box_upper: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., consistency: _Optional[bool] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")

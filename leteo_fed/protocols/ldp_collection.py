@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from leteo_fed.errors import DataError, ProtocolError
-from leteo_fed.ldp import frequency, numeric
+from leteo_fed.ldp import frequency, geo, numeric
 from leteo_fed.proto import leteo_pb2 as pb
 
-MECHANISMS = (*frequency.FREQUENCY_MECHANISMS, *numeric.NUMERIC_MECHANISMS)
+GEO = "geo"  # n-dimensional Laplace (planar for 2 columns): perturbed points, e.g. for clustering
+MECHANISMS = (*frequency.FREQUENCY_MECHANISMS, *numeric.NUMERIC_MECHANISMS, GEO)
 CHUNK_REPORTS = 65_536
+MAX_POINTS = 1_000_000  # perturbed points are kept for the data user; refuse more
 MAX_EPSILON = 50.0
 _DTYPES = {"<i4", "<i8", "|u1", "<f8"}
 
@@ -42,6 +44,12 @@ def spec_from_request(request: pb.LdpRequest) -> pb.LdpSpec:
     if not (math.isfinite(eps) and 0 < eps <= MAX_EPSILON):
         raise DataError(f"epsilon must be in (0, {MAX_EPSILON:g}], got {eps}", field="epsilon")
     spec = pb.LdpSpec(column=request.column, mechanism=mech, epsilon=eps)
+    if mech == GEO:
+        return _geo_spec(request, spec)
+    if request.columns:
+        raise DataError(
+            f"{mech} collects one column; several columns are for 'geo'", field="columns"
+        )
     if is_frequency(mech):
         domain = list(request.domain)
         if len(domain) < 2 or len(set(domain)) != len(domain) or any(not v for v in domain):
@@ -71,6 +79,27 @@ def spec_from_request(request: pb.LdpRequest) -> pb.LdpSpec:
     return spec
 
 
+def _geo_spec(request: pb.LdpRequest, spec: pb.LdpSpec) -> pb.LdpSpec:
+    """Points in a public box; epsilon is per unit of Euclidean distance (geo-indistinguishability)."""
+    columns = list(request.columns) or [request.column]
+    lo, hi = list(request.box_lower), list(request.box_upper)
+    if len(set(columns)) != len(columns):
+        raise DataError("columns contains duplicates", field="columns")
+    if len(lo) != len(columns) or len(hi) != len(columns):
+        raise DataError("geo needs box_lower and box_upper for every column", field="box_lower")
+    if not all(
+        math.isfinite(a) and math.isfinite(b) and a < b for a, b in zip(lo, hi, strict=True)
+    ):
+        raise DataError("box bounds must be finite with lower < upper", field="box_lower")
+    if request.domain or request.consistency:
+        raise DataError("geo takes columns and a box, not a domain", field="domain")
+    spec.column = columns[0]
+    spec.columns.extend(columns)
+    spec.box_lower.extend(lo)
+    spec.box_upper.extend(hi)
+    return spec
+
+
 def mechanism_for(spec: pb.LdpSpec):
     """The frequency oracle or numeric mechanism a round's public parameters define."""
     if is_frequency(spec.mechanism):
@@ -81,6 +110,8 @@ def mechanism_for(spec: pb.LdpSpec):
             theta=spec.theta or None,
             g=spec.olh_g or None,
         )
+    if spec.mechanism == GEO:
+        return None
     return numeric.make_numeric(spec.mechanism, spec.epsilon)
 
 
@@ -88,7 +119,24 @@ def mechanism_for(spec: pb.LdpSpec):
 
 
 def encode_column(values: Sequence, spec: pb.LdpSpec) -> np.ndarray:
-    """Frequency: domain indices (refusing values outside the domain). Numeric: [-1, 1]."""
+    """Frequency: domain indices (refusing values outside the domain). Numeric: [-1, 1].
+    Geo: the points themselves, refusing any outside the public box."""
+    if spec.mechanism == GEO:
+        x = np.asarray(values, dtype=np.float64)
+        lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
+        if not np.all(np.isfinite(x)):
+            raise DataError(
+                "the point columns have missing or non-finite values", field=spec.column
+            )
+        outside = (x < lo) | (x > hi)
+        if outside.any():
+            j = int(np.flatnonzero(outside.any(axis=0))[0])
+            raise DataError(
+                f"column '{spec.columns[j]}' has {int(outside[:, j].sum())} value(s) outside the "
+                f"public box [{lo[j]:g}, {hi[j]:g}]",
+                field=spec.columns[j],
+            )
+        return x
     if is_frequency(spec.mechanism):
         index = {v: i for i, v in enumerate(spec.domain)}
         codes = np.fromiter((index.get(v, -1) for v in values), dtype=np.int64, count=len(values))
@@ -113,6 +161,12 @@ def perturb_chunks(
     encoded: np.ndarray, spec: pb.LdpSpec, rng: np.random.Generator
 ) -> Iterator[np.ndarray]:
     """Per-record perturbation, CHUNK_REPORTS records at a time."""
+    if spec.mechanism == GEO:
+        lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
+        for start in range(0, len(encoded), CHUNK_REPORTS):
+            noisy = geo.nd_laplace(encoded[start : start + CHUNK_REPORTS], spec.epsilon, rng)
+            yield geo.remap_to_box(noisy, lo, hi)  # post-processing: the guarantee holds
+        return
     oracle = mechanism_for(spec)
     for start in range(0, len(encoded), CHUNK_REPORTS):
         yield oracle.perturb(encoded[start : start + CHUNK_REPORTS], rng)
@@ -152,9 +206,19 @@ class Accumulator:
         if is_frequency(self.spec.mechanism):
             self.support = np.zeros(len(self.spec.domain))
 
+    points: list[np.ndarray] = field(default_factory=list)
+
     def partial(self, reports: np.ndarray) -> tuple[int, np.ndarray | None, float, float]:
         """What a chunk contributes; validated so a malformed chunk changes nothing."""
         n = len(reports)
+        if self.spec.mechanism == GEO:
+            lo, hi = np.asarray(self.spec.box_lower), np.asarray(self.spec.box_upper)
+            ok = reports.ndim == 2 and reports.shape[1] == len(lo) and reports.dtype == np.float64
+            if not ok or not np.all((reports >= lo) & (reports <= hi)):
+                raise ProtocolError("geo reports must be points inside the public box")
+            if self.n + n > MAX_POINTS:  # checked before anything is folded
+                raise ProtocolError(f"more than {MAX_POINTS} points in one round")
+            return n, reports.copy(), 0.0, 0.0
         if is_frequency(self.spec.mechanism):
             check_reports(reports, self.spec)
             return n, np.asarray(self._mech.support(reports), dtype=np.float64), 0.0, 0.0
@@ -165,6 +229,10 @@ class Accumulator:
 
     def fold(self, part: tuple[int, np.ndarray | None, float, float]) -> None:
         n, support, total, total_sq = part
+        if self.spec.mechanism == GEO:
+            self.points.append(support)
+            self.n += n
+            return
         self.n += n
         if support is not None:
             self.support = self.support + support
@@ -182,6 +250,15 @@ class Accumulator:
         }
         if self.n < 1:
             raise DataError("no reports were collected")
+        if spec.mechanism == GEO:
+            doc["columns"] = list(spec.columns)
+            doc["box"] = [list(spec.box_lower), list(spec.box_upper)]
+            doc["points"] = np.vstack(self.points).tolist()
+            doc["estimator"] = (
+                "none: n-dimensional Laplace perturbed points, remapped into the public box "
+                "(epsilon per unit of Euclidean distance)"
+            )
+            return doc
         if is_frequency(spec.mechanism):
             est = self._mech.estimate(self.support, self.n)
             doc["estimates"] = dict(zip(spec.domain, map(float, est.counts), strict=True))
