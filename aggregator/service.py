@@ -6,8 +6,10 @@ needs to compute PCA). It never sees a single owner's share in the clear.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import tempfile
 import threading
 import time
 import uuid
@@ -56,6 +58,7 @@ log = logging.getLogger("leteo.aggregator")
 
 INVITE_TIMEOUT_SECONDS = 10.0
 CSP_TIMEOUT_SECONDS = 300.0
+SPARK_REPORT_THRESHOLD = 5_000_000  # LDP rounds expecting more reports are estimated with Spark
 
 
 class AggregatorService(pb_grpc.AggregatorServicer):
@@ -65,7 +68,11 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         csp_address: str,
         name: str = "aggregator",
         transcript: Path | None = None,
+        spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
     ) -> None:
+        if spark_report_threshold < 0:
+            raise ValueError(f"spark_report_threshold must be >= 0, got {spark_report_threshold}")
+        self._spark_report_threshold = spark_report_threshold
         self._transcript = transcript
         self._tls = tls
         self._name = name
@@ -388,19 +395,50 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         if rnd.protocol != "ldp":
             raise ProtocolError(f"round {rnd.round_id} is not an LDP round")
         rnd.begin_share(caller.name)
+        acc = rnd.ldp
+        declared = int(header.n_reports)
+        parts, count = [], 0
         try:
-            parts, count = [], 0
+            # accumulated + in-flight + this owner's declared reports: above the threshold the
+            # chunks go to files and Spark estimates at the end (geo rounds keep their points)
+            expected = acc.declare(declared)
+            over = expected > self._spark_report_threshold
+            if over and acc.can_spill and acc.spill_dir is None:
+                spill_dir = Path(tempfile.mkdtemp(prefix=f"leteo-{rnd.round_id}-"))
+                if acc.spill(spill_dir):
+                    log.info(
+                        "round %s: %d reports expected (threshold %d): chunks spill to %s, "
+                        "the estimate will run on Spark",
+                        rnd.round_id,
+                        expected,
+                        self._spark_report_threshold,
+                        spill_dir,
+                    )
+                    atexit.register(acc.cleanup)  # a shutdown mid-round leaves no files
+
+                    def cleanup_when_done(rnd=rnd, acc=acc) -> None:
+                        rnd.done.wait()  # completed or failed, the files go with the round
+                        acc.cleanup()
+
+                    threading.Thread(
+                        target=cleanup_when_done, name=f"spill-{rnd.round_id}", daemon=True
+                    ).start()
+                    self._pool.submit(ldp_collection.warm_spark)  # the JVM starts meanwhile
+                else:
+                    spill_dir.rmdir()  # another upload switched first
             for msg in request_iterator:
                 if msg.WhichOneof("part") != "batch":
                     raise ProtocolError("only report batches may follow the header")
                 reports = ldp_collection.from_batch(msg.batch)
-                parts.append(rnd.ldp.partial(reports))
+                parts.append(acc.partial(reports))
                 count += len(reports)
                 if count > header.n_reports:
                     raise DataError(f"more than the {header.n_reports} reports declared")
             if count != header.n_reports:
                 raise ProtocolError(f"incomplete reports: {count} of {header.n_reports} arrived")
         except BaseException:
+            acc.declare(-declared)
+            acc.discard(parts)  # spilled chunk files of this upload, never folded
             rnd.abort_share(caller.name)
             raise
         complete = rnd.accept_reports(caller.name, parts, dict(header.timings))
@@ -444,7 +482,17 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     def _compute(self, rnd: Round) -> dict:
         if rnd.protocol == "ldp":
             start = time.perf_counter()
-            doc = rnd.ldp.result(rnd.plan.consistency)
+            try:
+                doc = rnd.ldp.result(rnd.plan.consistency)
+            finally:
+                rnd.ldp.cleanup()  # spilled chunk files are not needed any more
+            log.info(
+                "round %s: %s estimate from %d reports (%s path)",
+                rnd.round_id,
+                doc["mechanism"],
+                doc["n"],
+                doc["engine"],
+            )
             doc.update(
                 round_id=rnd.round_id,
                 owners=sorted(rnd.submitted),

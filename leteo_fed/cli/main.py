@@ -299,6 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="append what the aggregator learns per round to this file, for audits",
     )
+    p.add_argument(
+        "--spark-report-threshold",
+        type=int,
+        default=5_000_000,
+        metavar="N",
+        help="LDP rounds expecting more than N reports spill them to files and estimate with "
+        "Spark (default: 5000000)",
+    )
     _add_tls(p, "aggregator", "aggregator")
 
     # owner serve
@@ -458,7 +466,7 @@ def _run(args) -> int:
     if args.command == "aggregator":
         from aggregator.server import serve
 
-        serve(args.listen, _tls(args), args.csp, args.transcript)
+        serve(args.listen, _tls(args), args.csp, args.transcript, args.spark_report_threshold)
         return 0
     if args.command == "owner":
         from owner_agent.server import serve

@@ -69,6 +69,7 @@ class LocalCluster:
     log_level: str = "INFO"
     extra_owner_ids: list[str] = field(default_factory=list)  # certificates only, no process
     privacy_budget: tuple[float, float] | None = (10.0, 1e-4)  # per-owner ledger (epsilon, delta)
+    aggregator_args: list[str] = field(default_factory=list)  # appended to `aggregator serve`
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
 
@@ -155,7 +156,8 @@ class LocalCluster:
                 self.addresses["csp"],
             ]
             + agg_args
-            + self._tls_args("aggregator"),
+            + self._tls_args("aggregator")
+            + self.aggregator_args,
         )
 
     def owner_config(self, owner: OwnerSpec) -> Path:

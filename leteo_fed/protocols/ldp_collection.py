@@ -9,9 +9,13 @@ than one chunk of reports, then applies the mechanism's unbiased estimator and v
 
 from __future__ import annotations
 
+import logging
 import math
+import shutil
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -25,6 +29,7 @@ CHUNK_REPORTS = 65_536
 MAX_POINTS = 1_000_000  # perturbed points are kept for the data user; refuse more
 MAX_EPSILON = 50.0
 _DTYPES = {"<i4", "<i8", "|u1", "<f8"}
+_OLH_SEED_SPACE = frequency.HASH_PRIME * (frequency.HASH_PRIME - 1)  # as FrequencyOracle.support
 
 
 def is_frequency(mechanism: str) -> bool:
@@ -190,27 +195,116 @@ def from_batch(msg: pb.ReportBatch) -> np.ndarray:
 # ------------------------------------------------------------------ aggregator side
 
 
+@dataclass(frozen=True)
+class SpilledChunk:
+    """A validated chunk written to a file (spill mode); its support is computed by Spark."""
+
+    path: Path
+    n: int
+
+
 @dataclass
 class Accumulator:
-    """Running support (frequency) or sums (numeric) over every accepted report."""
+    """Running support (frequency) or sums (numeric) over every accepted report.
+
+    By default every chunk is folded in memory with NumPy. In spill mode (a `spill_dir` given
+    here or later through `spill`) `partial` validates each chunk just the same but writes it to
+    a file in `spill_dir` and returns a `SpilledChunk`; `result` then adds the support of all
+    folded chunk files, computed once with Spark (`leteo_fed.data.spark_ldp.spark_support`), to
+    whatever was folded in memory before the switch. Geo rounds keep their points: no spill.
+    The spill directory becomes the accumulator's: `cleanup` deletes it.
+    """
 
     spec: pb.LdpSpec
+    spill_dir: Path | None = None
     n: int = 0
     support: np.ndarray | None = None
     total: float = 0.0
     total_sq: float = 0.0
+    points: list[np.ndarray] = field(default_factory=list)
+    chunk_files: list[Path] = field(default_factory=list)
     _mech: object = field(default=None, repr=False)
+    _declared: int = field(default=0, repr=False)
+    _n_spilled: int = field(default=0, repr=False)
+    _closed: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self._mech = mechanism_for(self.spec)
         if is_frequency(self.spec.mechanism):
             self.support = np.zeros(len(self.spec.domain))
+        if self.spill_dir is not None:
+            spill_dir, self.spill_dir = Path(self.spill_dir), None
+            if not self.spill(spill_dir):
+                raise DataError("geo rounds keep their points and cannot spill to files")
 
-    points: list[np.ndarray] = field(default_factory=list)
+    # ------------------------------------------------------------------ spill mode
 
-    def partial(self, reports: np.ndarray) -> tuple[int, np.ndarray | None, float, float]:
-        """What a chunk contributes; validated so a malformed chunk changes nothing."""
+    @property
+    def can_spill(self) -> bool:
+        return self.spec.mechanism != GEO
+
+    @property
+    def engine(self) -> str:
+        """What `result` estimates with: "spark" once a chunk file has been folded."""
+        return "spark" if self.chunk_files else "numpy"
+
+    def declare(self, n_reports: int) -> int:
+        """Add reports announced by a submission (negative: withdraw them); returns the total."""
+        with self._lock:
+            self._declared += n_reports
+            return self._declared
+
+    def spill(self, spill_dir: Path) -> bool:
+        """Switch to spill mode, writing chunks under `spill_dir` (created). True if it switched
+        now; False if already spilling (the first directory stays) or a geo round."""
+        with self._lock:
+            if self.spill_dir is not None or not self.can_spill or self._closed:
+                return False
+            spill_dir = Path(spill_dir)
+            spill_dir.mkdir(parents=True, exist_ok=True)
+            self.spill_dir = spill_dir
+            return True
+
+    def discard(self, parts: Sequence) -> None:
+        """Delete the files of spilled parts that will never be folded (an aborted upload)."""
+        for part in parts:
+            if isinstance(part, SpilledChunk):
+                part.path.unlink(missing_ok=True)
+
+    def cleanup(self) -> None:
+        """End of the round: delete the spill directory and refuse further spilled chunks."""
+        with self._lock:
+            self._closed = True
+            spill_dir = self.spill_dir
+        if spill_dir is not None:
+            shutil.rmtree(spill_dir, ignore_errors=True)
+
+    def _write(self, reports: np.ndarray, spill_dir: Path) -> SpilledChunk:
+        from leteo_fed.data.spark_ldp import write_chunk  # pyspark only when spilling
+
+        if self._closed:
+            raise ProtocolError("the round is closed; reports refused")
+        try:
+            path = write_chunk(reports, spill_dir)
+        except FileNotFoundError as exc:  # the round closed (and its files went) meanwhile
+            if self._closed:
+                raise ProtocolError("the round is closed; reports refused") from exc
+            raise
+        return SpilledChunk(path, len(reports))
+
+    # ------------------------------------------------------------------ chunks
+
+    def partial(
+        self, reports: np.ndarray
+    ) -> tuple[int, np.ndarray | None, float, float] | SpilledChunk:
+        """What a chunk contributes; validated so a malformed chunk changes nothing.
+
+        In spill mode the chunk is validated as strictly as `support` would (same refusals),
+        then written to a file; the returned `SpilledChunk` names it.
+        """
         n = len(reports)
+        spill_dir = self.spill_dir
         if self.spec.mechanism == GEO:
             lo, hi = np.asarray(self.spec.box_lower), np.asarray(self.spec.box_upper)
             ok = reports.ndim == 2 and reports.shape[1] == len(lo) and reports.dtype == np.float64
@@ -221,13 +315,25 @@ class Accumulator:
             return n, reports.copy(), 0.0, 0.0
         if is_frequency(self.spec.mechanism):
             check_reports(reports, self.spec)
-            return n, np.asarray(self._mech.support(reports), dtype=np.float64), 0.0, 0.0
+            if spill_dir is None:
+                return n, np.asarray(self._mech.support(reports), dtype=np.float64), 0.0, 0.0
+            if self.spec.mechanism == "olh":
+                _check_olh_ranges(reports, self._mech.g)
+            return self._write(reports, spill_dir)
         r = np.asarray(reports, dtype=np.float64)
         if r.ndim != 1 or not np.all(np.isfinite(r)):
             raise ProtocolError("numeric reports must be a 1-D array of finite values")
+        if spill_dir is not None:
+            return self._write(reports, spill_dir)
         return n, None, float(r.sum()), float(np.square(r).sum())
 
-    def fold(self, part: tuple[int, np.ndarray | None, float, float]) -> None:
+    def fold(self, part: tuple[int, np.ndarray | None, float, float] | SpilledChunk) -> None:
+        if isinstance(part, SpilledChunk):
+            with self._lock:
+                self.chunk_files.append(part.path)
+                self.n += part.n
+                self._n_spilled += part.n
+            return
         n, support, total, total_sq = part
         if self.spec.mechanism == GEO:
             self.points.append(support)
@@ -238,6 +344,22 @@ class Accumulator:
             self.support = self.support + support
         self.total += total
         self.total_sq += total_sq
+
+    def _totals(self) -> tuple[np.ndarray | None, float, float]:
+        """Support and sums over every folded chunk: in memory, plus the spilled ones via Spark."""
+        if not self.chunk_files:
+            return self.support, self.total, self.total_sq
+        from leteo_fed.data.spark_ldp import spark_support
+
+        n, contribution = spark_support(list(self.chunk_files), self.spec)
+        if n != self._n_spilled:
+            raise ProtocolError(
+                f"the chunk files hold {n} reports, {self._n_spilled} were accepted"
+            )
+        if is_frequency(self.spec.mechanism):
+            return self.support + contribution, 0.0, 0.0
+        total, total_sq = contribution
+        return None, self.total + total, self.total_sq + total_sq
 
     def result(self, consistency: bool = False) -> dict:
         spec = self.spec
@@ -258,9 +380,12 @@ class Accumulator:
                 "none: n-dimensional Laplace perturbed points, remapped into the public box "
                 "(epsilon per unit of Euclidean distance)"
             )
+            doc["engine"] = "numpy"
             return doc
+        support, total, total_sq = self._totals()
+        doc["engine"] = self.engine
         if is_frequency(spec.mechanism):
-            est = self._mech.estimate(self.support, self.n)
+            est = self._mech.estimate(support, self.n)
             doc["estimates"] = dict(zip(spec.domain, map(float, est.counts), strict=True))
             doc["std_errors"] = dict(zip(spec.domain, map(float, est.std_error), strict=True))
             doc["estimator"] = (
@@ -272,7 +397,7 @@ class Accumulator:
                 )
                 doc["consistency"] = "non-negative, summing to n (post-processing; not unbiased)"
         else:
-            est = self._mech.estimate(self.total, self.total_sq, self.n)
+            est = self._mech.estimate(total, total_sq, self.n)
             lo, hi = spec.lower, spec.upper
             half = (hi - lo) / 2
             doc["mean"] = float(numeric.from_unit(est.mean, lo, hi))
@@ -280,6 +405,31 @@ class Accumulator:
             doc["bounds"] = [lo, hi]
             doc["estimator"] = "mean of unbiased reports, mapped back from [-1, 1]"
         return doc
+
+
+def warm_spark() -> None:
+    """Start the Spark session ahead of a spilled round's estimate (the JVM takes seconds).
+
+    Best effort: a failure is logged here and raised again by the estimate itself.
+    """
+    try:
+        from leteo_fed.data.spark_ldp import warm
+
+        warm()
+    except Exception:
+        logging.getLogger("leteo.ldp").warning("could not start Spark", exc_info=True)
+
+
+def _check_olh_ranges(reports: np.ndarray, g: int) -> None:
+    """The range checks of `FrequencyOracle.support` for OLH, without hashing (spill mode)."""
+    if not reports.size:
+        return
+    r = reports.astype(np.int64, copy=False)
+    seeds, y = r[:, 0], r[:, 1]
+    if seeds.min() < 0 or seeds.max() >= _OLH_SEED_SPACE:
+        raise DataError("OLH report with an invalid hash seed", field="reports")
+    if y.min() < 0 or y.max() >= g:
+        raise DataError(f"OLH report outside [0, {g})", field="reports")
 
 
 def check_reports(reports: np.ndarray, spec: pb.LdpSpec) -> None:
