@@ -111,9 +111,11 @@ class FrequencyOracle:
             other = (v + rng.integers(1, self.d, size=n)) % self.d
             return np.where(keep, v, other).astype(np.int32)
         if self.name in ("sue", "oue"):
-            onehot = _onehot(v, self.d)
-            prob = np.where(onehot, self.p, self.q)
-            return (rng.random((n, self.d)) < prob).astype(np.uint8)
+            # float32 uniforms are exact multiples of 2^-24, and p, q are too (see _unary_pq),
+            # so every bit is Bernoulli(q) exactly, then the true bit is redrawn as Bernoulli(p)
+            bits = (rng.random((n, self.d), dtype=np.float32) < np.float32(self.q)).view(np.uint8)
+            bits[np.arange(n), v] = rng.random(n, dtype=np.float32) < np.float32(self.p)
+            return bits
         if self.name == "she":
             return _onehot(v, self.d).astype(np.float64) + rng.laplace(
                 0.0, 2.0 / self.epsilon, size=(n, self.d)
@@ -230,6 +232,23 @@ class FrequencyOracle:
 # ---------------------------------------------------------------------- construction
 
 
+_GRID = 2**24  # resolution of float32 uniforms
+
+
+def _unary_pq(p: float, q: float) -> tuple[float, float]:
+    """p, q on the 2^-24 grid of float32 uniforms, rounded so privacy can only improve.
+
+    The unary-encoding guarantee is p(1-q) / ((1-p) q) <= e^epsilon; rounding p down and q up
+    can only lower that ratio, and the estimator then uses these exact probabilities, so it stays
+    unbiased. (Relative change <= 2^-24 / q.)
+    """
+    p_grid = math.floor(p * _GRID) / _GRID
+    q_grid = math.ceil(q * _GRID) / _GRID
+    if not 0 < q_grid < p_grid < 1:
+        raise DataError("epsilon is too large or too small for unary encoding", field="epsilon")
+    return p_grid, q_grid
+
+
 def make_oracle(
     name: str, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
 ) -> FrequencyOracle:
@@ -257,9 +276,9 @@ def make_oracle(
         return FrequencyOracle(name, eps, d, e / (e + d - 1), 1 / (e + d - 1))
     if name == "sue":
         h = math.exp(eps / 2)
-        return FrequencyOracle(name, eps, d, h / (h + 1), 1 / (h + 1))
+        return FrequencyOracle(name, eps, d, *_unary_pq(h / (h + 1), 1 / (h + 1)))
     if name == "oue":
-        return FrequencyOracle(name, eps, d, 0.5, 1 / (e + 1))
+        return FrequencyOracle(name, eps, d, *_unary_pq(0.5, 1 / (e + 1)))
     if name == "she":
         return FrequencyOracle(name, eps, d, math.nan, math.nan)
     if name == "the":
