@@ -236,7 +236,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 table = sources.read_table(data.path, data.format, columns)
                 if ldp_collection.is_frequency(ldp.mechanism):
                     values = sources.label_strings(table, ldp.column)
-                elif ldp.mechanism == ldp_collection.GEO:
+                elif ldp.mechanism == ldp_collection.GEO or ldp_collection.is_multi(ldp):
                     values = sources.to_matrix(table, columns)
                 else:
                     values = sources.to_matrix(table, [ldp.column])[:, 0]

@@ -215,3 +215,26 @@ def test_geo_points_for_clustering(ldp_cluster):
     )
     spend = [s for s in _ledger(cluster, "site-2")["spends"] if s["round_id"] == result["round_id"]]
     assert spend and spend[0]["epsilon"] == eps
+
+
+@pytest.mark.parametrize("mechanism", ["pm", "duchi"])
+def test_several_numeric_columns_in_one_report(ldp_cluster, mechanism):
+    """One report per record covering hours and score: each record is epsilon-LDP as a whole."""
+    _, client, truth = ldp_cluster
+    result = client.run_ldp(
+        LdpParams(
+            column="hours",
+            mechanism=mechanism,
+            epsilon=0.1,
+            columns=("hours", "score"),
+            box=((0.0, 0.0), (100.0, 100.0)),
+            min_owners=3,
+        )
+    )
+    assert result["columns"] == ["hours", "score"] and result["n"] == len(truth["hours"])
+    for column in ("hours", "score"):
+        # unbiased column means; standard error from the reports' empirical variance: 4 s.e.
+        assert (
+            abs(result["means"][column] - np.mean(truth[column]))
+            <= 4 * result["std_errors"][column]
+        )

@@ -51,9 +51,12 @@ def spec_from_request(request: pb.LdpRequest) -> pb.LdpSpec:
     spec = pb.LdpSpec(column=request.column, mechanism=mech, epsilon=eps)
     if mech == GEO:
         return _geo_spec(request, spec)
+    if request.columns and mech in numeric.NUMERIC_MECHANISMS:
+        return _multi_numeric_spec(request, spec)
     if request.columns:
         raise DataError(
-            f"{mech} collects one column; several columns are for 'geo'", field="columns"
+            f"{mech} collects one column; several columns are for 'geo' and numeric mechanisms",
+            field="columns",
         )
     if is_frequency(mech):
         domain = list(request.domain)
@@ -81,6 +84,24 @@ def spec_from_request(request: pb.LdpRequest) -> pb.LdpSpec:
             )
         spec.lower, spec.upper = lo, hi
         numeric.make_numeric(mech, eps)
+    return spec
+
+
+def is_multi(spec: pb.LdpSpec) -> bool:
+    """Several numeric columns in one report per record (attribute sampling / Duchi multi-dim)."""
+    return spec.mechanism in numeric.NUMERIC_MECHANISMS and len(spec.columns) > 1
+
+
+def _multi_numeric_spec(request: pb.LdpRequest, spec: pb.LdpSpec) -> pb.LdpSpec:
+    """One report per record covering every column, so each record is epsilon-LDP as a whole."""
+    if len(request.columns) < 2:
+        raise DataError("list at least 2 columns, or use column for one", field="columns")
+    if request.HasField("lower") or request.HasField("upper"):
+        raise DataError(
+            "several columns take per-column bounds (box_lower, box_upper)", field="lower"
+        )
+    spec = _geo_spec(request, spec)  # same column and box validation
+    numeric.make_numeric(spec.mechanism, spec.epsilon)
     return spec
 
 
@@ -126,6 +147,16 @@ def mechanism_for(spec: pb.LdpSpec):
 def encode_column(values: Sequence, spec: pb.LdpSpec) -> np.ndarray:
     """Frequency: domain indices (refusing values outside the domain). Numeric: [-1, 1].
     Geo: the points themselves, refusing any outside the public box."""
+    if is_multi(spec):
+        x = np.asarray(values, dtype=np.float64)
+        if not np.all(np.isfinite(x)):
+            raise DataError("the columns have missing or non-finite values", field=spec.column)
+        return np.column_stack(
+            [
+                numeric.to_unit(x[:, j], spec.box_lower[j], spec.box_upper[j])
+                for j in range(x.shape[1])
+            ]
+        )
     if spec.mechanism == GEO:
         x = np.asarray(values, dtype=np.float64)
         lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
@@ -171,6 +202,12 @@ def perturb_chunks(
         for start in range(0, len(encoded), CHUNK_REPORTS):
             noisy = geo.nd_laplace(encoded[start : start + CHUNK_REPORTS], spec.epsilon, rng)
             yield geo.remap_to_box(noisy, lo, hi)  # post-processing: the guarantee holds
+        return
+    if is_multi(spec):
+        for start in range(0, len(encoded), CHUNK_REPORTS):
+            yield numeric.perturb_multi(
+                encoded[start : start + CHUNK_REPORTS], spec.epsilon, spec.mechanism, rng
+            )
         return
     oracle = mechanism_for(spec)
     for start in range(0, len(encoded), CHUNK_REPORTS):
@@ -242,7 +279,7 @@ class Accumulator:
 
     @property
     def can_spill(self) -> bool:
-        return self.spec.mechanism != GEO
+        return self.spec.mechanism != GEO and not is_multi(self.spec)
 
     @property
     def engine(self) -> str:
@@ -321,6 +358,10 @@ class Accumulator:
                 _check_olh_ranges(reports, self._mech.g)
             return self._write(reports, spill_dir)
         r = np.asarray(reports, dtype=np.float64)
+        if is_multi(self.spec):
+            if r.ndim != 2 or r.shape[1] != len(self.spec.columns) or not np.all(np.isfinite(r)):
+                raise ProtocolError("reports must be one finite row per record over the columns")
+            return n, None, r.sum(axis=0), np.square(r).sum(axis=0)
         if r.ndim != 1 or not np.all(np.isfinite(r)):
             raise ProtocolError("numeric reports must be a 1-D array of finite values")
         if spill_dir is not None:
@@ -397,6 +438,25 @@ class Accumulator:
                 )
                 doc["consistency"] = "non-negative, summing to n (post-processing; not unbiased)"
         else:
+            if is_multi(spec):
+                k = len(spec.columns)
+                est = self._mech.estimate(total, total_sq, self.n, d=k)
+                lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
+                means = [
+                    numeric.from_unit(float(m), a, b)
+                    for m, a, b in zip(est.mean, lo, hi, strict=True)
+                ]
+                ses = np.asarray(est.std_error) * (hi - lo) / 2
+                doc["columns"] = list(spec.columns)
+                doc["means"] = dict(zip(spec.columns, map(float, means), strict=True))
+                doc["std_errors"] = dict(zip(spec.columns, map(float, ses), strict=True))
+                doc["bounds"] = [list(spec.box_lower), list(spec.box_upper)]
+                doc["estimator"] = (
+                    "one report per record over all columns (attribute sampling for pm/hm, "
+                    "Duchi's multi-dimensional mechanism, Laplace with scale 2k/epsilon); column "
+                    "means of unbiased reports, mapped back from [-1, 1]"
+                )
+                return doc
             est = self._mech.estimate(total, total_sq, self.n)
             lo, hi = spec.lower, spec.upper
             half = (hi - lo) / 2
