@@ -191,14 +191,15 @@ def test_demo_interrupted_leaves_no_processes(tmp_path, sig):
         text=True,
     )
     lines = []
-    for line in proc.stdout:  # wait until the services are up
+    for line in proc.stdout:  # the split is done; the services are starting (takes seconds)
         lines.append(line)
-        if "started CSP" in line:
+        if "split rows" in line:
             break
+    time.sleep(0.6)  # CSP and aggregator are spawned and waiting to become healthy
     children = subprocess.run(
         ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
     ).stdout.split()
-    assert len(children) == 5, lines
+    assert len(children) >= 2, lines
     proc.send_signal(getattr(signal, sig))
     rest = proc.stdout.read()
     assert proc.wait(30) == 130, rest
