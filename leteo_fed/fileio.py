@@ -27,3 +27,22 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 def atomic_write_json(path: Path, doc: Any) -> None:
     atomic_write_bytes(Path(path), (json.dumps(doc, indent=2) + "\n").encode())
+
+
+def atomic_save_figure(fig: Any, path: Path) -> None:
+    """Save a matplotlib figure to ``path`` atomically, then close it (also on failure).
+
+    The format follows the suffix of ``path`` (PNG without one). matplotlib is imported here only,
+    to close the figure, so importing this module does not import it.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(suffix=path.suffix or ".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp)
+        os.replace(tmp, path)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)

