@@ -137,9 +137,13 @@ class AnalystClient:
         reply = self._call(self._stub.ListOwners, pb.ListOwnersRequest(), 10)
         return [(o.site_id, o.address) for o in reply.owners]
 
-    def wait_for_owners(self, count: int, timeout: float = 60.0) -> list[str]:
+    def wait_for_owners(
+        self, count: int, timeout: float = 60.0, should_stop: Callable[[], bool] | None = None
+    ) -> list[str]:
         end = time.monotonic() + timeout
         while True:
+            if should_stop is not None and should_stop():
+                raise KeyboardInterrupt
             try:
                 sites = [s for s, _ in self.owners()]
             except PeerUnavailable:

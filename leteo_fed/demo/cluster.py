@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,29 @@ from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
 
 _PR_SET_PDEATHSIG = 1
+STOP_REQUESTED = threading.Event()
+
+
+def stop_on_signals() -> None:
+    """SIGINT/SIGTERM stop a local deployment: a flag every wait checks, plus KeyboardInterrupt.
+
+    The flag matters because an interrupt that lands inside a blocking gRPC call can surface as
+    an RpcError (and be taken for a peer that is not up yet) instead of KeyboardInterrupt.
+    """
+
+    def handler(signum, frame) -> None:
+        STOP_REQUESTED.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def check_stop() -> None:
+    if STOP_REQUESTED.is_set():
+        raise KeyboardInterrupt
+
+
 PARENT_ENV = "LETEO_DIE_WITH_PARENT"
 
 
@@ -219,6 +243,7 @@ class LocalCluster:
         pending = list(names or self.procs)
         end = time.monotonic() + timeout
         while pending:
+            check_stop()
             for name in list(pending):
                 proc = self.procs[name]
                 if proc.poll() is not None:

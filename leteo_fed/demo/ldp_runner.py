@@ -12,7 +12,13 @@ import pyarrow.csv as pacsv
 
 from leteo_fed.client import AnalystClient, LdpParams
 from leteo_fed.data import sources
-from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.demo.cluster import (
+    STOP_REQUESTED,
+    LocalCluster,
+    OwnerSpec,
+    check_stop,
+    stop_on_signals,
+)
 from leteo_fed.demo.runner import Progress, split_rows
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
@@ -99,6 +105,7 @@ def simulate(opts: LdpOptions) -> dict:
 
 def run_demo(opts: LdpOptions) -> dict:
     say = Progress()
+    stop_on_signals()
     if not 1 <= opts.owners <= 64:
         raise ConfigError(f"--owners must be in 1..64, got {opts.owners}", field="owners")
     frequency = opts.mechanism in ldp_collection.frequency.FREQUENCY_MECHANISMS
@@ -125,7 +132,7 @@ def run_demo(opts: LdpOptions) -> dict:
         with AnalystClient(
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
-            client.wait_for_owners(opts.owners)
+            client.wait_for_owners(opts.owners, should_stop=STOP_REQUESTED.is_set)
             params = LdpParams(
                 column=spec.column,
                 mechanism=spec.mechanism,
@@ -141,6 +148,7 @@ def run_demo(opts: LdpOptions) -> dict:
     finally:
         cluster.stop()
         say("all processes stopped")
+    check_stop()
     result.update(_truth(values, spec, frequency))
     atomic_write_json(out / "ldp.json", result)
     plot = out / "ldp_estimates.png"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import tempfile
 import time
@@ -15,7 +14,13 @@ import pyarrow.csv as pacsv
 
 from leteo_fed.client import AnalystClient, RoundParams
 from leteo_fed.data import sources
-from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.demo.cluster import (
+    STOP_REQUESTED,
+    LocalCluster,
+    OwnerSpec,
+    check_stop,
+    stop_on_signals,
+)
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.protocols import discriminant
@@ -82,12 +87,8 @@ def split_rows(n_rows: int, parts: int, seed: int) -> list[np.ndarray]:
     return [np.sort(chunk) for chunk in np.array_split(order, parts)]
 
 
-def _sigterm_as_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def run_demo(opts: DemoOptions) -> dict:
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # stop children on SIGTERM too
+    stop_on_signals()  # Ctrl-C and SIGTERM stop every child, whatever the demo is doing
     say = Progress()
     if not 2 <= opts.owners <= 64:
         raise ConfigError(f"--owners must be in 2..64, got {opts.owners}", field="owners")
@@ -155,7 +156,7 @@ def run_demo(opts: DemoOptions) -> dict:
         with AnalystClient(
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
-            client.wait_for_owners(opts.owners)
+            client.wait_for_owners(opts.owners, should_stop=STOP_REQUESTED.is_set)
             timings["startup_seconds"] = time.perf_counter() - start
             say(
                 f"all {opts.owners} owners registered; starting the {opts.method.upper()} round "
@@ -180,6 +181,7 @@ def run_demo(opts: DemoOptions) -> dict:
             )
 
             def tick(status) -> None:
+                check_stop()
                 say(
                     f"round {status.round_id}: {len(status.submitted)}/{len(status.invited)} shares in"
                 )
@@ -190,6 +192,7 @@ def run_demo(opts: DemoOptions) -> dict:
     finally:
         cluster.stop()
         say("all processes stopped")
+    check_stop()  # interrupted while stopping: write nothing
 
     if discriminant_method:
         label_index = [
