@@ -152,17 +152,25 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             log.info("owner %s registered at %s", request.site_id, request.address)
         return pb.Ack(ok=True, message=f"registered {request.site_id}")
 
-    @rpc_method
-    def SubmitShare(self, request_iterator, context):
+    def _open_upload(self, request_iterator, context, ldp: bool):
+        """Common start of an owner's upload stream: who, which round, and one upload each."""
         caller = require_role(context, "owner")
         first = next(request_iterator, None)
         if first is None or first.WhichOneof("part") != "header":
-            raise ProtocolError("a share must start with its header")
+            raise ProtocolError("an upload must start with its header")
         header = first.header
         if header.site_id != caller.name:
             raise ProtocolError(f"owner '{caller.name}' cannot submit for '{header.site_id}'")
         rnd = self._round(header.round_id)
+        if (rnd.protocol == "ldp") != ldp:
+            kind = "LDP reports" if ldp else "an encrypted share"
+            raise ProtocolError(f"round {rnd.round_id} ({rnd.protocol}) does not take {kind}")
         rnd.begin_share(caller.name)
+        return caller, header, rnd
+
+    @rpc_method
+    def SubmitShare(self, request_iterator, context):
+        caller, header, rnd = self._open_upload(request_iterator, context, ldp=False)
         try:
             self._check_header(rnd, header)
             ciphertexts = self._receive(rnd, request_iterator)
@@ -384,17 +392,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
 
     @rpc_method
     def SubmitReports(self, request_iterator, context):
-        caller = require_role(context, "owner")
-        first = next(request_iterator, None)
-        if first is None or first.WhichOneof("part") != "header":
-            raise ProtocolError("reports must start with their header")
-        header = first.header
-        if header.site_id != caller.name:
-            raise ProtocolError(f"owner '{caller.name}' cannot submit for '{header.site_id}'")
-        rnd = self._round(header.round_id)
-        if rnd.protocol != "ldp":
-            raise ProtocolError(f"round {rnd.round_id} is not an LDP round")
-        rnd.begin_share(caller.name)
+        caller, header, rnd = self._open_upload(request_iterator, context, ldp=True)
         acc = rnd.ldp
         declared = int(header.n_reports)
         parts, count = [], 0

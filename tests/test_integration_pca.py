@@ -442,3 +442,32 @@ def test_large_share_uses_all_cores(tmp_path, cancer):
     assert result["encoding"]["ciphertexts_per_share"] >= 512
     assert "worker processes" in owner_log
     assert_matches_numpy(result, x, 3)
+
+
+def test_upload_of_the_wrong_kind_is_refused(deployment, cancer):
+    """An encrypted share sent to an LDP round (or reports to a PCA round) is refused clearly."""
+    from leteo_fed.client import LdpParams
+
+    cluster, client, manual, _ = deployment
+    _, names = cancer
+    sx = manual["site-x"]
+    status = client.start_ldp(
+        LdpParams(
+            column=names[0],
+            mechanism="pm",
+            epsilon=1.0,
+            lower=0.0,
+            upper=100.0,
+            owners=("site-x",),
+            min_owners=1,
+            deadline_seconds=5,
+        )
+    )
+    spec = sx.next_spec()
+    assert spec.round_id == status.round_id and spec.protocol == "ldp"
+    header = pb.ShareHeader(round_id=spec.round_id, site_id="site-x", key_id="k", dimension=30)
+    with pytest.raises(grpc.RpcError) as err:
+        sx.submit(header, [])
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "does not take an encrypted share" in err.value.details()
+    assert client.wait(status.round_id, 15).state == "FAILED"  # no reports by the deadline
