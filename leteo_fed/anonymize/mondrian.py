@@ -1,0 +1,442 @@
+"""Strict multidimensional Mondrian (LeFevre et al. 2006) with k / l / t checks on every cut.
+
+Every partition is processed on its own (top-down), so the result does not depend on the order in
+which partitions are visited; we visit them in *rounds* (all partitions created in round r are
+examined in round r + 1), which is also how the Spark version (:mod:`spark_mondrian`) works.
+
+The cut decisions only read a per-partition *histogram*: for each quasi-identifier, the counts of
+(QI value, sensitive-value tuple) pairs. :class:`Planner` turns such histograms into cuts; this
+module feeds it histograms computed with NumPy, the Spark module feeds it histograms computed with
+one Spark aggregation per round. Both therefore release exactly the same table.
+
+Rules (per partition):
+
+* attributes are tried by decreasing normalized width (ties: configuration order); numeric width
+  is (max - min) / (table max - table min), categorical width is |leaves under the partition's
+  LCA| / |hierarchy leaves|;
+* numeric cut at the lower median m (left: values <= m, right: values > m), skipped when the right
+  side is empty; categorical cut into the children of the LCA present in the partition;
+* a cut is taken only if every part has >= k rows and meets the configured l-diversity and
+  t-closeness (w.r.t. the whole table's sensitive distribution); otherwise the next attribute is
+  tried, and a partition with no allowed cut is final.
+
+Release: numeric QI -> ``format_interval(min, max)`` of the partition, categorical -> LCA label.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
+from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, as_labels, format_interval
+from leteo_fed.errors import DataError
+
+_T_SLACK = 1e-12  # t is checked as emd <= t - slack, so float rounding can only make us stricter
+
+
+# ---------------------------------------------------------------------------- histograms
+
+
+@dataclass(frozen=True)
+class QIHistogram:
+    """One partition, one QI: counts of (value, sensitive-combination code) pairs.
+
+    ``values`` are floats (numeric QI) or strings (categorical QI); ``combos`` index the planner's
+    global list of sensitive-value tuples.
+    """
+
+    values: np.ndarray
+    combos: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True)
+class Split:
+    """A cut of partition ``pid`` on QI ``attr``: each listed value goes to ``children[group]``."""
+
+    pid: int
+    attr: int
+    threshold: float | None  # numeric: left <= threshold < right
+    value_child: dict[Hashable, int]  # categorical: value -> child pid
+    children: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Sensitive:
+    spec: SensitiveAttribute
+    value_of_combo: np.ndarray  # combo code -> index into ``values``
+    values: list[Hashable]
+    q: np.ndarray  # global distribution over ``values``
+    distance: str | None
+    hier_paths: np.ndarray | None  # (m, levels) ancestor labels, for the hierarchical distance
+
+
+def _sens_key(value: object, numeric: bool) -> Hashable:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        raise DataError("sensitive column has a missing value")
+    return float(value) if numeric else str(value)
+
+
+@dataclass
+class Planner:
+    """Turns per-partition histograms into Mondrian cuts and release labels.
+
+    ``numeric_sensitive[i]`` tells whether sensitive column i is numeric (ordered distance by
+    default). ``root_combos`` are all sensitive-value tuples of the table (any order).
+    """
+
+    config: AnonymizationConfig
+    hierarchies: Mapping[str, Hierarchy]
+    numeric_sensitive: Sequence[bool]
+    combos: list[tuple[Hashable, ...]] = field(default_factory=list)
+    labels: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    next_id: int = 1
+    rounds: int = 0
+    _span: list[float] = field(default_factory=list)
+    _sens: list[_Sensitive] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.qis: tuple[QuasiIdentifier, ...] = self.config.quasi_identifiers
+        self._leaf_index: list[dict[str, int] | None] = []
+        for q in self.qis:
+            if q.type == "categorical":
+                h = self.hierarchies.get(q.column)
+                if h is None:
+                    raise DataError(
+                        f"categorical QI {q.column!r} needs a hierarchy", field=q.column
+                    )
+                self._leaf_index.append({v: i for i, v in enumerate(h.leaves)})
+            elif q.type == "numeric":
+                self._leaf_index.append(None)
+            else:
+                raise DataError(f"unknown QI type {q.type!r}", field=q.column)
+
+    # ------------------------------------------------------------------ setup
+
+    def combo_codes(self, combos: Sequence[tuple[Hashable, ...]]) -> np.ndarray:
+        """Codes of sensitive tuples (after :meth:`start`)."""
+        index = self._combo_index
+        try:
+            return np.array([index[c] for c in combos], dtype=np.int64)
+        except KeyError as exc:
+            raise DataError(f"sensitive combination {exc.args[0]!r} not seen at the root") from None
+
+    def start(self, root_combos: Sequence[tuple[Hashable, ...]], root_counts: np.ndarray) -> None:
+        """Fix the global sensitive distribution from the root's (combo, count) histogram."""
+        agg: dict[tuple[Hashable, ...], int] = {}
+        for c, n in zip(root_combos, np.asarray(root_counts).tolist(), strict=True):
+            agg[c] = agg.get(c, 0) + int(n)
+        self.combos = sorted(agg)
+        self._combo_index = {c: i for i, c in enumerate(self.combos)}
+        total = np.array([agg[c] for c in self.combos], dtype=float)
+        self._sens = []
+        for i, spec in enumerate(self.config.sensitive):
+            values = sorted({c[i] for c in self.combos})
+            pos = {v: j for j, v in enumerate(values)}
+            voc = np.array([pos[c[i]] for c in self.combos], dtype=np.int64)
+            q = np.bincount(voc, weights=total, minlength=len(values))
+            q = q / q.sum()
+            distance = spec.t_closeness.distance if spec.t_closeness else None
+            h = self.hierarchies.get(spec.column)
+            if spec.t_closeness is not None and distance is None:
+                if h is not None:
+                    distance = "hierarchical"
+                elif self.numeric_sensitive[i]:
+                    distance = "ordered"
+                else:
+                    distance = "equal"
+            paths = None
+            if distance == "hierarchical":
+                if h is None:
+                    raise DataError("hierarchical t-closeness needs a hierarchy", field=spec.column)
+                table = h.table
+                index = {v: r for r, v in enumerate(table[:, 0])}
+                labels = as_labels(np.array(values, dtype=object)).tolist()
+                missing = [v for v in labels if v not in index]
+                if missing:
+                    raise DataError(
+                        f"value {missing[0]!r} of column {spec.column!r} is not in its hierarchy",
+                        field=spec.column,
+                    )
+                paths = table[[index[v] for v in labels]]
+                if np.unique(paths[:, -1].astype(str)).size > 1:
+                    paths = np.concatenate(
+                        [paths, np.full((len(labels), 1), TOP, dtype=object)], axis=1
+                    )
+            if distance == "ordered" and not self.numeric_sensitive[i]:
+                raise DataError(
+                    f"ordered t-closeness distance needs a numeric column ({spec.column!r})",
+                    field=spec.column,
+                )
+            self._sens.append(_Sensitive(spec, voc, values, q, distance, paths))
+
+    # ------------------------------------------------------------------ privacy models
+
+    def _emd(self, s: _Sensitive, p: np.ndarray) -> float:
+        diff = p - s.q
+        m = diff.size
+        if s.distance == "ordered":
+            return float(np.abs(np.cumsum(diff)).sum() / (m - 1)) if m > 1 else 0.0
+        if s.distance == "equal":
+            return float(0.5 * np.abs(diff).sum())
+        assert s.hier_paths is not None
+        paths = s.hier_paths
+        height = paths.shape[1] - 1
+        total = 0.0
+        extra: dict[str, float] = dict(
+            zip(paths[:, 0].astype(str).tolist(), diff.tolist(), strict=True)
+        )
+        for level in range(1, height + 1):
+            parent_of = dict(
+                zip(
+                    paths[:, level - 1].astype(str).tolist(),
+                    paths[:, level].astype(str).tolist(),
+                    strict=True,
+                )
+            )
+            pos: dict[str, float] = {}
+            neg: dict[str, float] = {}
+            net: dict[str, float] = {}
+            for node, e in extra.items():
+                p = parent_of[node]
+                pos[p] = pos.get(p, 0.0) + max(e, 0.0)
+                neg[p] = neg.get(p, 0.0) + max(-e, 0.0)
+                net[p] = net.get(p, 0.0) + e
+            total += level / height * sum(min(pos[p], neg[p]) for p in pos)
+            extra = net
+        return total
+
+    def satisfies(self, combo_counts: np.ndarray) -> bool:
+        """Whether a part with these per-combo counts meets k, l and t."""
+        size = float(combo_counts.sum())
+        if size < self.config.k:
+            return False
+        for s in self._sens:
+            counts = np.bincount(s.value_of_combo, weights=combo_counts, minlength=len(s.values))
+            ld = s.spec.l_diversity
+            if ld is not None:
+                nz = counts[counts > 0]
+                if ld.variant == "distinct":
+                    if nz.size < ld.l:
+                        return False
+                elif ld.variant == "entropy":
+                    p = nz / size
+                    if -(p * np.log(p)).sum() < math.log(ld.l):
+                        return False
+                else:  # recursive (c, l)
+                    r = np.sort(nz)[::-1]
+                    tail = float(r[ld.l - 1 :].sum())
+                    assert ld.c is not None
+                    if not r[0] < ld.c * tail:
+                        return False
+            tc = s.spec.t_closeness
+            if tc is not None and self._emd(s, counts / size) > tc.t - _T_SLACK:
+                return False
+        return True
+
+    # ------------------------------------------------------------------ cuts
+
+    def _lca(self, j: int, values: np.ndarray) -> tuple[int, str, int]:
+        """(level, label, #leaves under it) of the LCA of categorical values of QI j."""
+        q = self.qis[j]
+        h = self.hierarchies[q.column]
+        index = self._leaf_index[j]
+        assert index is not None
+        try:
+            rows = [index[v] for v in values.tolist()]
+        except KeyError as exc:
+            raise DataError(
+                f"value {exc.args[0]!r} of column {q.column!r} is not in its hierarchy",
+                field=q.column,
+            ) from None
+        table = h.table
+        sub = table[rows]
+        for level in range(h.levels):
+            if np.all(sub[:, level] == sub[0, level]):
+                label = str(sub[0, level])
+                return level, label, int(np.sum(table[:, level] == label))
+        return h.levels, TOP, table.shape[0]
+
+    def release_labels(self, hists: Sequence[QIHistogram]) -> tuple[str, ...]:
+        out = []
+        for j, q in enumerate(self.qis):
+            vals = np.unique(hists[j].values)
+            if q.type == "numeric":
+                out.append(format_interval(float(vals[0]), float(vals[-1])))
+            else:
+                out.append(self._lca(j, vals)[1])
+        return tuple(out)
+
+    def _part_counts(self, hist: QIHistogram, member: np.ndarray) -> np.ndarray:
+        return np.bincount(
+            hist.combos[member], weights=hist.counts[member], minlength=len(self.combos)
+        )
+
+    def _try(self, pid: int, hists: Sequence[QIHistogram]) -> Split | None:
+        cands: list[tuple[float, int, object]] = []
+        for j, q in enumerate(self.qis):
+            vals = np.unique(hists[j].values)
+            if q.type == "numeric":
+                lo, hi = float(vals[0]), float(vals[-1])
+                if hi > lo:
+                    span = self._span[j]
+                    cands.append(((hi - lo) / span if span > 0 else 0.0, j, None))
+            else:
+                level, _, n_under = self._lca(j, vals)
+                if level > 0:
+                    h = self.hierarchies[q.column]
+                    cands.append((n_under / len(h.leaves), j, level))
+        cands.sort(key=lambda c: (-c[0], c[1]))
+        for _, j, level in cands:
+            hist = hists[j]
+            if level is None:
+                vals, inv = np.unique(hist.values.astype(float), return_inverse=True)
+                per_value = np.bincount(inv, weights=hist.counts)
+                n = per_value.sum()
+                median = float(vals[np.searchsorted(np.cumsum(per_value), (n - 1) // 2 + 1)])
+                left = hist.values.astype(float) <= median
+                if left.all():
+                    continue
+                groups = [left, ~left]
+                threshold: float | None = median
+                keys: list[np.ndarray] = []
+            else:
+                h = self.hierarchies[self.qis[j].column]
+                index = self._leaf_index[j]
+                assert index is not None
+                table = h.table
+                child = table[[index[v] for v in hist.values.tolist()], level - 1].astype(str)
+                labels = np.unique(child)
+                groups = [child == lab for lab in labels]
+                threshold = None
+                keys = [np.unique(hist.values[g]) for g in groups]
+            if all(self.satisfies(self._part_counts(hist, g)) for g in groups):
+                children = tuple(range(self.next_id, self.next_id + len(groups)))
+                self.next_id += len(groups)
+                value_child = {v: children[g] for g, ks in enumerate(keys) for v in ks.tolist()}
+                return Split(pid, j, threshold, value_child, children)
+        return None
+
+    def plan(self, parts: Mapping[int, Sequence[QIHistogram]]) -> list[Split]:
+        """One round: cut every given partition if possible; the others become final."""
+        self.rounds += 1
+        if self.rounds == 1:
+            if list(parts) != [0]:
+                raise DataError("the first round must see exactly the root partition 0")
+            root = parts[0]
+            for j, q in enumerate(self.qis):
+                if q.type == "numeric":
+                    vals = root[j].values.astype(float)
+                    self._span.append(float(vals.max() - vals.min()))
+                else:
+                    self._span.append(0.0)
+            full = np.bincount(root[0].combos, weights=root[0].counts, minlength=len(self.combos))
+            if not self.satisfies(full):
+                n = int(full.sum())
+                extra = (
+                    " with the configured l-diversity / t-closeness" if n >= self.config.k else ""
+                )
+                raise DataError(
+                    f"no output can reach k={self.config.k}{extra}: the whole table "
+                    f"({n} rows) does not satisfy the privacy models"
+                )
+        splits = []
+        for pid in sorted(parts):
+            split = self._try(pid, parts[pid])
+            if split is None:
+                self.labels[pid] = self.release_labels(parts[pid])
+            else:
+                splits.append(split)
+        return splits
+
+
+# ---------------------------------------------------------------------------- NumPy driver
+
+
+@dataclass(frozen=True)
+class MondrianResult:
+    """Released columns (QIs generalized, others unchanged), row -> partition (0..n-1)."""
+
+    released: dict[str, np.ndarray]
+    partition_id: np.ndarray
+    n_partitions: int
+    rounds: int
+
+
+def _qi_values(column: np.ndarray, qi: QuasiIdentifier) -> np.ndarray:
+    if qi.type == "numeric":
+        arr = np.asarray(column)
+        if arr.dtype.kind not in "biuf":
+            raise DataError(f"numeric QI {qi.column!r} has dtype {arr.dtype}", field=qi.column)
+        arr = arr.astype(float)
+        if not np.isfinite(arr).all():
+            raise DataError(f"numeric QI {qi.column!r} has missing values", field=qi.column)
+        return arr
+    return as_labels(np.asarray(column, dtype=object)).astype(str).astype(object)
+
+
+def anonymize(
+    columns: dict[str, np.ndarray],
+    config: AnonymizationConfig,
+    hierarchies: dict[str, Hierarchy],
+    progress: Callable[[str], None] | None = None,
+) -> MondrianResult:
+    """Mondrian on in-memory columns (reference implementation; small data)."""
+    lengths = {len(np.asarray(v)) for v in columns.values()}
+    if len(lengths) != 1:
+        raise DataError(f"columns have different lengths {sorted(lengths)}")
+    (n,) = lengths
+    for name in (*config.qi_columns, *(s.column for s in config.sensitive)):
+        if name not in columns:
+            raise DataError(f"column {name!r} not in table {sorted(columns)}", field=name)
+    if n == 0:
+        raise DataError(f"no output can reach k={config.k}: the table is empty")
+    qvals = [_qi_values(columns[q.column], q) for q in config.quasi_identifiers]
+    numeric_sens = [np.asarray(columns[s.column]).dtype.kind in "biuf" for s in config.sensitive]
+    sens_cols = [np.asarray(columns[s.column]).tolist() for s in config.sensitive]
+    row_combos = [
+        tuple(_sens_key(col[r], num) for col, num in zip(sens_cols, numeric_sens, strict=True))
+        for r in range(n)
+    ]
+    planner = Planner(config, hierarchies, numeric_sens)
+    planner.start(row_combos, np.ones(n, dtype=np.int64))
+    combo = planner.combo_codes(row_combos)
+
+    pid = np.zeros(n, dtype=np.int64)
+    active = [0]
+    while active:
+        parts: dict[int, list[QIHistogram]] = {}
+        for p in active:
+            rows = np.flatnonzero(pid == p)
+            hists = []
+            for vals in qvals:
+                keys, inv = np.unique(vals[rows], return_inverse=True)
+                pairs, counts = np.unique(
+                    np.stack([inv.reshape(-1), combo[rows]], axis=1), axis=0, return_counts=True
+                )
+                hists.append(QIHistogram(keys[pairs[:, 0]], pairs[:, 1], counts))
+            parts[p] = hists
+        splits = planner.plan(parts)
+        for s in splits:
+            rows = np.flatnonzero(pid == s.pid)
+            v = qvals[s.attr][rows]
+            if s.threshold is not None:
+                pid[rows] = np.where(v <= s.threshold, s.children[0], s.children[1])
+            else:
+                pid[rows] = [s.value_child[x] for x in v.tolist()]
+        active = sorted(c for s in splits for c in s.children)
+        if progress is not None:
+            progress(f"mondrian round {planner.rounds}: {len(splits)} cuts")
+
+    leaves = sorted(planner.labels)
+    renumber = {p: i for i, p in enumerate(leaves)}
+    part = np.array([renumber[p] for p in pid.tolist()], dtype=np.int64)
+    released = {name: np.asarray(col) for name, col in columns.items()}
+    for j, q in enumerate(config.quasi_identifiers):
+        labels = np.array([planner.labels[p][j] for p in leaves], dtype=object)
+        released[q.column] = labels[part]
+    return MondrianResult(released, part, len(leaves), planner.rounds)

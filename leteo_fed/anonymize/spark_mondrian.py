@@ -1,0 +1,249 @@
+"""Mondrian on a Spark DataFrame, in rounds over a global partition tree (Zakerzadeh et al. 2015).
+
+Each round, for all still-splittable partitions at once, ONE Spark aggregation computes the
+per-partition histograms of (QI value, sensitive tuple) -> count (map/combine on the executors);
+the driver (reduce) decides the cuts with the same :class:`~leteo_fed.anonymize.mondrian.Planner`
+as the NumPy reference, so both release the same table; the new partition ids are assigned with
+broadcast joins against the (small) cut tables. Partitions without an allowed cut are final and
+never re-aggregated. The driver only ever holds histograms and cut tables, never rows. The release
+labels come from each final partition's last histogram and are joined back by partition id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from leteo_fed.anonymize.config import AnonymizationConfig
+from leteo_fed.anonymize.hierarchy import Hierarchy
+from leteo_fed.anonymize.mondrian import Planner, QIHistogram, Split
+from leteo_fed.errors import DataError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_PID = "_mondrian_pid"
+_ROW = "_mondrian_row"
+
+
+@dataclass(frozen=True)
+class SparkMondrianStats:
+    """What the Spark run did: rows, final partitions (equivalence classes), rounds."""
+
+    n_rows: int
+    n_partitions: int
+    rounds: int
+
+
+def _qi_col(j: int) -> str:
+    return f"_mondrian_q{j}"
+
+
+def _sens_col(i: int) -> str:
+    return f"_mondrian_s{i}"
+
+
+def anonymize_dataframe(
+    df: DataFrame,
+    config: AnonymizationConfig,
+    hierarchies: dict[str, Hierarchy],
+    progress: Callable[[str], None] | None = None,
+) -> tuple[DataFrame, SparkMondrianStats]:
+    """Mondrian over ``df``; returns (released DataFrame in input row order, stats).
+
+    QI columns are released as strings (intervals / hierarchy labels); other columns unchanged.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    spark = df.sparkSession
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    qis = config.quasi_identifiers
+    for name in (*config.qi_columns, *(s.column for s in config.sensitive)):
+        if name not in fields:
+            raise DataError(f"column {name!r} not in DataFrame {sorted(fields)}", field=name)
+
+    work_cols = [F.col(c) for c in df.columns]
+    for j, q in enumerate(qis):
+        col, dtype = F.col(q.column), fields[q.column]
+        if q.type == "numeric":
+            if not isinstance(dtype, T.NumericType):
+                raise DataError(f"numeric QI {q.column!r} has type {dtype}", field=q.column)
+            expr = col.cast("double")
+        elif isinstance(dtype, (T.DoubleType, T.FloatType)):
+            # integral floats are labelled like integers ("17", not "17.0"), as in as_labels
+            expr = F.when(col == F.floor(col), col.cast("long").cast("string")).otherwise(
+                col.cast("string")
+            )
+        else:
+            expr = col.cast("string")
+        work_cols.append(expr.alias(_qi_col(j)))
+    numeric_sens = []
+    for i, s in enumerate(config.sensitive):
+        num = isinstance(fields[s.column], T.NumericType)
+        numeric_sens.append(num)
+        col = F.col(s.column)
+        work_cols.append((col.cast("double") if num else col.cast("string")).alias(_sens_col(i)))
+    work_cols += [F.lit(0).cast("long").alias(_PID), F.monotonically_increasing_id().alias(_ROW)]
+    work = df.select(*work_cols).localCheckpoint()
+
+    scols = [_sens_col(i) for i in range(len(config.sensitive))]
+    planner = Planner(config, hierarchies, numeric_sens)
+    pid_schema = T.StructType([T.StructField(_PID, T.LongType(), False)])
+    active: list[int] = [0]
+    n_rows = 0
+    while active:
+        rows = work
+        if planner.rounds > 0:
+            keep = spark.createDataFrame([(p,) for p in active], pid_schema)
+            rows = work.join(F.broadcast(keep), on=_PID, how="left_semi")
+        structs = [
+            F.struct(
+                F.lit(j).alias("a"),
+                (F.col(_qi_col(j)) if q.type == "numeric" else F.lit(None).cast("double")).alias(
+                    "n"
+                ),
+                (F.col(_qi_col(j)) if q.type != "numeric" else F.lit(None).cast("string")).alias(
+                    "c"
+                ),
+            )
+            for j, q in enumerate(qis)
+        ]
+        hist = (
+            rows.select(_PID, *scols, F.explode(F.array(*structs)).alias("_h"))
+            .select(_PID, "_h.a", "_h.n", "_h.c", *scols)
+            .groupBy(_PID, "a", "n", "c", *scols)
+            .count()
+            .collect()
+        )
+        parts = _parts(hist, planner, qis_numeric=[q.type == "numeric" for q in qis], scols=scols)
+        if planner.rounds == 0:
+            n_rows = sum(int(r["count"]) for r in hist if r["a"] == 0)
+        splits = planner.plan(parts)
+        if splits:
+            work = _reassign(work, splits, qis_numeric=[q.type == "numeric" for q in qis])
+        active = sorted(c for s in splits for c in s.children)
+        if progress is not None:
+            progress(f"spark mondrian round {planner.rounds}: {len(splits)} cuts")
+
+    leaves = sorted(planner.labels)
+    label_schema = T.StructType(
+        [T.StructField(_PID, T.LongType(), False)]
+        + [T.StructField(_qi_col(j), T.StringType(), False) for j in range(len(qis))]
+    )
+    labels = spark.createDataFrame([(p, *planner.labels[p]) for p in leaves], label_schema)
+    joined = work.select(_PID, _ROW, *df.columns).join(F.broadcast(labels), on=_PID, how="inner")
+    qi_index = {q.column: j for j, q in enumerate(qis)}
+    out_cols = [
+        F.col(_qi_col(qi_index[c])).alias(c) if c in qi_index else F.col(c) for c in df.columns
+    ]
+    released = joined.orderBy(_ROW).select(*out_cols)
+    return released, SparkMondrianStats(n_rows, len(leaves), planner.rounds)
+
+
+def _parts(
+    hist: list,
+    planner: Planner,
+    *,
+    qis_numeric: list[bool],
+    scols: list[str],
+) -> dict[int, list[QIHistogram]]:
+    """Collected histogram rows -> per-partition per-QI :class:`QIHistogram` (driver side)."""
+    n_q = len(qis_numeric)
+    combos: list[tuple[Hashable, ...]] = []
+    for r in hist:
+        combo = tuple(r[c] for c in scols)
+        if any(v is None for v in combo):
+            raise DataError("sensitive column has a missing value")
+        combos.append(combo)
+    for r, numeric in ((r, qis_numeric[r["a"]]) for r in hist):
+        if (r["n"] if numeric else r["c"]) is None:
+            raise DataError(f"quasi-identifier #{r['a']} has a missing value")
+    if planner.rounds == 0:
+        root = [i for i, r in enumerate(hist) if r["a"] == 0]
+        planner.start([combos[i] for i in root], np.array([hist[i]["count"] for i in root]))
+    codes = planner.combo_codes(combos)
+    grouped: dict[tuple[int, int], list[int]] = {}
+    for i, r in enumerate(hist):
+        grouped.setdefault((int(r[_PID]), int(r["a"])), []).append(i)
+    parts: dict[int, list[QIHistogram]] = {}
+    for pid in sorted({p for p, _ in grouped}):
+        hists = []
+        for j in range(n_q):
+            idx = grouped.get((pid, j), [])
+            if qis_numeric[j]:
+                values = np.array([float(hist[i]["n"]) for i in idx], dtype=float)
+            else:
+                values = np.array([str(hist[i]["c"]) for i in idx], dtype=object)
+            counts = np.array([int(hist[i]["count"]) for i in idx], dtype=np.int64)
+            # canonical order so float sums match the NumPy path bit for bit
+            order = np.lexsort((codes[idx], values))
+            hists.append(QIHistogram(values[order], codes[idx][order], counts[order]))
+        parts[pid] = hists
+    return parts
+
+
+def _reassign(work: DataFrame, splits: list[Split], *, qis_numeric: list[bool]) -> DataFrame:
+    """New partition ids for the rows of cut partitions (two broadcast joins), lineage cut."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    spark = work.sparkSession
+    num_schema = T.StructType(
+        [
+            T.StructField(_PID, T.LongType(), False),
+            T.StructField("_cut_attr", T.IntegerType(), False),
+            T.StructField("_cut_thr", T.DoubleType(), True),
+            T.StructField("_cut_left", T.LongType(), True),
+            T.StructField("_cut_right", T.LongType(), True),
+        ]
+    )
+    cat_schema = T.StructType(
+        [
+            T.StructField(_PID, T.LongType(), False),
+            T.StructField("_cut_key", T.StringType(), False),
+            T.StructField("_cut_child", T.LongType(), False),
+        ]
+    )
+    spec = [
+        (
+            s.pid,
+            s.attr,
+            s.threshold,
+            s.children[0] if s.threshold is not None else None,
+            s.children[1] if s.threshold is not None else None,
+        )
+        for s in splits
+    ]
+    cat = [
+        (s.pid, str(v), c) for s in splits if s.threshold is None for v, c in s.value_child.items()
+    ]
+    spec_df = spark.createDataFrame(spec, num_schema)
+    cat_df = spark.createDataFrame(cat, cat_schema)
+    num_value = F.lit(None).cast("double")
+    cat_value = F.lit(None).cast("string")
+    for j, numeric in enumerate(qis_numeric):
+        if numeric:
+            num_value = F.when(F.col("_cut_attr") == j, F.col(_qi_col(j))).otherwise(num_value)
+        else:
+            cat_value = F.when(F.col("_cut_attr") == j, F.col(_qi_col(j))).otherwise(cat_value)
+    cols = work.columns
+    step = (
+        work.join(F.broadcast(spec_df), on=_PID, how="left")
+        .withColumn("_cut_key", cat_value)
+        .join(F.broadcast(cat_df), on=[_PID, "_cut_key"], how="left")
+    )
+    new_pid = (
+        F.when(
+            F.col("_cut_thr").isNotNull(),
+            F.when(num_value <= F.col("_cut_thr"), F.col("_cut_left")).otherwise(
+                F.col("_cut_right")
+            ),
+        )
+        .when(F.col("_cut_child").isNotNull(), F.col("_cut_child"))
+        .otherwise(F.col(_PID))
+    )
+    return step.withColumn(_PID, new_pid).select(*cols).localCheckpoint()
