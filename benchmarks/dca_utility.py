@@ -28,7 +28,6 @@ the raw-feature SVM, and the largest 1 - |cos| between federated and centralized
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from sklearn.svm import SVC
 
 from leteo_fed.client import AnalystClient, RoundParams
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.fileio import atomic_write_json
 from leteo_fed.protocols import discriminant, pca
 
 DATASETS = {
@@ -440,8 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {args.folds} folds, {args.owners} owners", flush=True)
             report["datasets"][name] = run_dataset(name, args, root)
     report["runtime_s"] = time.perf_counter() - start
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    atomic_write_json(args.out, report)  # never a half-written report
     print()
     print(table(report))
     print(f"runtime {report['runtime_s']:.0f} s; wrote {args.out}")

@@ -73,6 +73,7 @@ from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
 from leteo_fed.data.adult import ADULT_MEMBER, DEFAULT_CACHE_DIR, locate_wheel, read_adult
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.errors import DataError
+from leteo_fed.fileio import atomic_write_json
 from leteo_fed.privacy.distributed_noise import clip_rows
 from leteo_fed.protocols import discriminant, pca
 
@@ -614,8 +615,7 @@ def main(argv: list[str] | None = None) -> int:
         "classifier": "StandardScaler + LogisticRegression(max_iter=1000) on the projection",
     }
     report["runtime_s"] = time.perf_counter() - start
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    atomic_write_json(args.out, report)  # never a half-written report
     print()
     print(table(report))
     print(f"runtime {report['runtime_s']:.0f} s; wrote {args.out}")

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import os
 import platform
@@ -75,6 +74,7 @@ from leteo_fed.data.adult import (
     read_adult,
 )
 from leteo_fed.errors import DataError
+from leteo_fed.fileio import atomic_write_json
 from leteo_fed.ldp.frequency import make_oracle
 
 # Public domains (adult.names), fixed here rather than read off the data.
@@ -573,8 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         "timer": "time.process_time (CPU of this process, all threads) and time.perf_counter",
     }
     report["runtime_s"] = time.perf_counter() - start
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    atomic_write_json(args.out, report)  # never a half-written report
     print()
     print(table(report))
     print(f"runtime {report['runtime_s']:.0f} s; wrote {args.out}")

@@ -32,7 +32,6 @@ prints a plain-text table (accuracy in %, mean ± std over repetitions).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from sklearn.naive_bayes import CategoricalNB
 
 from leteo_fed.data.adult import DEFAULT_CACHE_DIR, drop_missing_rows, locate_wheel, read_adult
 from leteo_fed.errors import DataError
+from leteo_fed.fileio import atomic_write_json
 from leteo_fed.ldp._checks import EPSILON_MAX
 from leteo_fed.ldp.naive_bayes import LdpNaiveBayes
 
@@ -233,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "baseline": "sklearn CategoricalNB(alpha=1)",
     }
     report["runtime_s"] = time.perf_counter() - start
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    atomic_write_json(args.out, report)  # never a half-written report
     print()
     print(table(report, args.epsilons, args.mechanisms))
     print(f"\nruntime {report['runtime_s']:.1f} s; wrote {args.out}")

