@@ -221,11 +221,12 @@ def _to_df(spark, cols: dict[str, np.ndarray]):  # noqa: ANN001, ANN202
 
 
 def _run_spark(spark, cols, config, hs):  # noqa: ANN001, ANN202
-    from leteo_fed.anonymize.spark_mondrian import anonymize_dataframe
+    from leteo_fed.anonymize.spark_mondrian import SUPPRESSED, anonymize_dataframe
 
     out, stats = anonymize_dataframe(_to_df(spark, cols), config, hs)
     rows = out.collect()
-    assert out.columns == list(cols)
+    assert out.columns == [*cols, SUPPRESSED]
+    assert not any(r[SUPPRESSED] for r in rows)
     qi = set(config.qi_columns)
     released = {
         c: np.array([r[c] for r in rows], dtype=object if c in qi else cols[c].dtype) for c in cols

@@ -25,6 +25,7 @@ from leteo_fed.errors import DataError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+SUPPRESSED = "_leteo_suppressed"  # released boolean column: row withheld from the release
 _PID = "_mondrian_pid"
 _ROW = "_mondrian_row"
 
@@ -36,6 +37,7 @@ class SparkMondrianStats:
     n_rows: int
     n_partitions: int
     rounds: int
+    n_suppressed: int = 0  # strict Mondrian never needs to suppress
 
 
 def _qi_col(j: int) -> str:
@@ -54,7 +56,8 @@ def anonymize_dataframe(
 ) -> tuple[DataFrame, SparkMondrianStats]:
     """Mondrian over ``df``; returns (released DataFrame in input row order, stats).
 
-    QI columns are released as strings (intervals / hierarchy labels); other columns unchanged.
+    QI columns are released as strings (intervals / hierarchy labels); other columns unchanged;
+    a last boolean column :data:`SUPPRESSED` (always false here) marks withheld rows.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -140,7 +143,7 @@ def anonymize_dataframe(
     out_cols = [
         F.col(_qi_col(qi_index[c])).alias(c) if c in qi_index else F.col(c) for c in df.columns
     ]
-    released = joined.orderBy(_ROW).select(*out_cols)
+    released = joined.orderBy(_ROW).select(*out_cols, F.lit(False).alias(SUPPRESSED))
     return released, SparkMondrianStats(n_rows, len(leaves), planner.rounds)
 
 
