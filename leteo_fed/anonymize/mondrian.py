@@ -31,12 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
+from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier
 from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, as_labels, format_interval
+from leteo_fed.anonymize.privacy_models import PrivacyModel
 from leteo_fed.errors import DataError
-
-_T_SLACK = 1e-12  # t is checked as emd <= t - slack, so float rounding can only make us stricter
-
 
 # ---------------------------------------------------------------------------- histograms
 
@@ -65,16 +63,6 @@ class Split:
     children: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class _Sensitive:
-    spec: SensitiveAttribute
-    value_of_combo: np.ndarray  # combo code -> index into ``values``
-    values: list[Hashable]
-    q: np.ndarray  # global distribution over ``values``
-    distance: str | None
-    hier_paths: np.ndarray | None  # (m, levels) ancestor labels, for the hierarchical distance
-
-
 def _sens_key(value: object, numeric: bool) -> Hashable:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         raise DataError("sensitive column has a missing value")
@@ -92,12 +80,11 @@ class Planner:
     config: AnonymizationConfig
     hierarchies: Mapping[str, Hierarchy]
     numeric_sensitive: Sequence[bool]
-    combos: list[tuple[Hashable, ...]] = field(default_factory=list)
     labels: dict[int, tuple[str, ...]] = field(default_factory=dict)
     next_id: int = 1
     rounds: int = 0
     _span: list[float] = field(default_factory=list)
-    _sens: list[_Sensitive] = field(default_factory=list)
+    model: PrivacyModel | None = None
 
     def __post_init__(self) -> None:
         self.qis: tuple[QuasiIdentifier, ...] = self.config.quasi_identifiers
@@ -117,126 +104,26 @@ class Planner:
 
     # ------------------------------------------------------------------ setup
 
+    @property
+    def combos(self) -> list[tuple[Hashable, ...]]:
+        assert self.model is not None, "call start() first"
+        return self.model.combos
+
     def combo_codes(self, combos: Sequence[tuple[Hashable, ...]]) -> np.ndarray:
         """Codes of sensitive tuples (after :meth:`start`)."""
-        index = self._combo_index
-        try:
-            return np.array([index[c] for c in combos], dtype=np.int64)
-        except KeyError as exc:
-            raise DataError(f"sensitive combination {exc.args[0]!r} not seen at the root") from None
+        assert self.model is not None, "call start() first"
+        return self.model.combo_codes(combos)
 
     def start(self, root_combos: Sequence[tuple[Hashable, ...]], root_counts: np.ndarray) -> None:
         """Fix the global sensitive distribution from the root's (combo, count) histogram."""
-        agg: dict[tuple[Hashable, ...], int] = {}
-        for c, n in zip(root_combos, np.asarray(root_counts).tolist(), strict=True):
-            agg[c] = agg.get(c, 0) + int(n)
-        self.combos = sorted(agg)
-        self._combo_index = {c: i for i, c in enumerate(self.combos)}
-        total = np.array([agg[c] for c in self.combos], dtype=float)
-        self._sens = []
-        for i, spec in enumerate(self.config.sensitive):
-            values = sorted({c[i] for c in self.combos})
-            pos = {v: j for j, v in enumerate(values)}
-            voc = np.array([pos[c[i]] for c in self.combos], dtype=np.int64)
-            q = np.bincount(voc, weights=total, minlength=len(values))
-            q = q / q.sum()
-            distance = spec.t_closeness.distance if spec.t_closeness else None
-            h = self.hierarchies.get(spec.column)
-            if spec.t_closeness is not None and distance is None:
-                if h is not None:
-                    distance = "hierarchical"
-                elif self.numeric_sensitive[i]:
-                    distance = "ordered"
-                else:
-                    distance = "equal"
-            paths = None
-            if distance == "hierarchical":
-                if h is None:
-                    raise DataError("hierarchical t-closeness needs a hierarchy", field=spec.column)
-                table = h.table
-                index = {v: r for r, v in enumerate(table[:, 0])}
-                labels = as_labels(np.array(values, dtype=object)).tolist()
-                missing = [v for v in labels if v not in index]
-                if missing:
-                    raise DataError(
-                        f"value {missing[0]!r} of column {spec.column!r} is not in its hierarchy",
-                        field=spec.column,
-                    )
-                paths = table[[index[v] for v in labels]]
-                if np.unique(paths[:, -1].astype(str)).size > 1:
-                    paths = np.concatenate(
-                        [paths, np.full((len(labels), 1), TOP, dtype=object)], axis=1
-                    )
-            if distance == "ordered" and not self.numeric_sensitive[i]:
-                raise DataError(
-                    f"ordered t-closeness distance needs a numeric column ({spec.column!r})",
-                    field=spec.column,
-                )
-            self._sens.append(_Sensitive(spec, voc, values, q, distance, paths))
-
-    # ------------------------------------------------------------------ privacy models
-
-    def _emd(self, s: _Sensitive, p: np.ndarray) -> float:
-        diff = p - s.q
-        m = diff.size
-        if s.distance == "ordered":
-            return float(np.abs(np.cumsum(diff)).sum() / (m - 1)) if m > 1 else 0.0
-        if s.distance == "equal":
-            return float(0.5 * np.abs(diff).sum())
-        assert s.hier_paths is not None
-        paths = s.hier_paths
-        height = paths.shape[1] - 1
-        total = 0.0
-        extra: dict[str, float] = dict(
-            zip(paths[:, 0].astype(str).tolist(), diff.tolist(), strict=True)
+        self.model = PrivacyModel(
+            self.config, self.hierarchies, self.numeric_sensitive, root_combos, root_counts
         )
-        for level in range(1, height + 1):
-            parent_of = dict(
-                zip(
-                    paths[:, level - 1].astype(str).tolist(),
-                    paths[:, level].astype(str).tolist(),
-                    strict=True,
-                )
-            )
-            pos: dict[str, float] = {}
-            neg: dict[str, float] = {}
-            net: dict[str, float] = {}
-            for node, e in extra.items():
-                p = parent_of[node]
-                pos[p] = pos.get(p, 0.0) + max(e, 0.0)
-                neg[p] = neg.get(p, 0.0) + max(-e, 0.0)
-                net[p] = net.get(p, 0.0) + e
-            total += level / height * sum(min(pos[p], neg[p]) for p in pos)
-            extra = net
-        return total
 
     def satisfies(self, combo_counts: np.ndarray) -> bool:
         """Whether a part with these per-combo counts meets k, l and t."""
-        size = float(combo_counts.sum())
-        if size < self.config.k:
-            return False
-        for s in self._sens:
-            counts = np.bincount(s.value_of_combo, weights=combo_counts, minlength=len(s.values))
-            ld = s.spec.l_diversity
-            if ld is not None:
-                nz = counts[counts > 0]
-                if ld.variant == "distinct":
-                    if nz.size < ld.l:
-                        return False
-                elif ld.variant == "entropy":
-                    p = nz / size
-                    if -(p * np.log(p)).sum() < math.log(ld.l):
-                        return False
-                else:  # recursive (c, l)
-                    r = np.sort(nz)[::-1]
-                    tail = float(r[ld.l - 1 :].sum())
-                    assert ld.c is not None
-                    if not r[0] < ld.c * tail:
-                        return False
-            tc = s.spec.t_closeness
-            if tc is not None and self._emd(s, counts / size) > tc.t - _T_SLACK:
-                return False
-        return True
+        assert self.model is not None, "call start() first"
+        return bool(self.model.satisfied(combo_counts)[0])
 
     # ------------------------------------------------------------------ cuts
 
