@@ -140,41 +140,67 @@ class LDiversityReport:
     worst_class: tuple[Any, ...] | None
 
 
+@dataclass(frozen=True)
+class CountMatrix:
+    """Sparse (class, sensitive value) -> count entries: all that l and t need to know.
+
+    The in-memory checks build it from rows; the Spark report builds it from a group-by, so both
+    grade releases with the same arithmetic. ``values`` are the sorted distinct sensitive values
+    that ``val`` indexes; ``sizes`` are the class sizes that ``cls`` indexes.
+    """
+
+    cls: np.ndarray
+    val: np.ndarray
+    counts: np.ndarray
+    sizes: np.ndarray
+    values: np.ndarray
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.sizes.size)
+
+
 def _class_value_counts(
     released: Table, qi_columns: Sequence[str], sensitive: str, suppressed: Any
-) -> tuple[EquivalenceClasses, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per (class, sensitive value) counts: (ec, cls, val, count, sensitive uniques)."""
+) -> tuple[EquivalenceClasses, CountMatrix]:
+    """Per (class, sensitive value) counts of the non-suppressed rows."""
     ec = equivalence_classes(released, qi_columns, suppressed)
     keep = ec.ids >= 0
     uniq, codes = _codes(_column(released, sensitive)[keep])
     m = max(int(uniq.size), 1)
     pair = ec.ids[keep] * m + codes
     pairs, counts = np.unique(pair, return_counts=True)
-    return ec, pairs // m, pairs % m, counts, uniq
+    return ec, CountMatrix(pairs // m, pairs % m, counts, ec.sizes, uniq)
 
 
-def l_diversity(
-    released: Table,
-    qi_columns: Sequence[str],
-    sensitive: str,
-    variant: str = "distinct",
+@dataclass(frozen=True)
+class LScores:
+    """Per-class l-diversity scores (see :class:`LDiversityReport` for ``value``'s meaning)."""
+
+    per_class: np.ndarray
+    worst: int
+    value: float
+    satisfied: bool | None
+
+
+def l_diversity_of_counts(
+    cm: CountMatrix,
+    variant: str,
     *,
     l: int | None = None,  # noqa: E741
     c: float | None = None,
-    suppressed: Any = None,
-) -> LDiversityReport:
-    """Recompute distinct / entropy / recursive (c, l)-diversity of the released table."""
-    ec, cls, _, counts, _ = _class_value_counts(released, qi_columns, sensitive, suppressed)
-    if ec.n_classes == 0:
+) -> LScores:
+    """Distinct / entropy / recursive (c, l)-diversity of a non-empty count matrix."""
+    cls, counts, nc = cm.cls, cm.counts, cm.n_classes
+    if nc == 0:
         raise DataError("l-diversity of an empty release (every row suppressed)")
-    nc = ec.n_classes
     if variant == "distinct":
         per = np.bincount(cls, minlength=nc).astype(float)
         worst = int(np.argmin(per))
         value = float(per[worst])
         ok = None if l is None else value >= l
     elif variant == "entropy":
-        p = counts / ec.sizes[cls]
+        p = counts / cm.sizes[cls]
         h = -np.bincount(cls, weights=p * np.log(p), minlength=nc)
         per = np.exp(h)
         worst = int(np.argmin(per))
@@ -197,7 +223,23 @@ def l_diversity(
         ok = bool(np.all(r1 < c * tail))
     else:
         raise DataError(f"unknown l-diversity variant {variant!r} (distinct|entropy|recursive)")
-    return LDiversityReport(variant, value, ok, ec.keys[worst])
+    return LScores(per, worst, value, ok)
+
+
+def l_diversity(
+    released: Table,
+    qi_columns: Sequence[str],
+    sensitive: str,
+    variant: str = "distinct",
+    *,
+    l: int | None = None,  # noqa: E741
+    c: float | None = None,
+    suppressed: Any = None,
+) -> LDiversityReport:
+    """Recompute distinct / entropy / recursive (c, l)-diversity of the released table."""
+    ec, cm = _class_value_counts(released, qi_columns, sensitive, suppressed)
+    scores = l_diversity_of_counts(cm, variant, l=l, c=c)
+    return LDiversityReport(variant, scores.value, scores.satisfied, ec.keys[scores.worst])
 
 
 # ---------------------------------------------------------------------------- t-closeness
@@ -248,6 +290,69 @@ def _hier_emd(diff: np.ndarray, hierarchy: Hierarchy, leaf_order: np.ndarray) ->
     return total
 
 
+def resolve_distance(
+    values: np.ndarray, distance: str | None, hierarchy: Hierarchy | None, column: str
+) -> str:
+    """The EMD ground distance to use: the configured one, checked, or the default by type.
+
+    Default: hierarchical when a hierarchy is given, ordered for numeric values, equal otherwise.
+    """
+    numeric = values.dtype.kind in "biuf"
+    if distance is None:
+        if hierarchy is not None:
+            distance = "hierarchical"
+        elif numeric:
+            distance = "ordered"
+        else:
+            distance = "equal"
+    if distance not in ("ordered", "equal", "hierarchical"):
+        raise DataError(f"unknown t-closeness distance {distance!r} (ordered|equal|hierarchical)")
+    if distance == "hierarchical" and hierarchy is None:
+        raise DataError("hierarchical t-closeness distance needs a hierarchy", field=column)
+    if distance == "ordered" and not numeric:
+        raise DataError(
+            f"ordered distance needs a numeric sensitive column; {column!r} is {values.dtype}",
+            field=column,
+        )
+    return distance
+
+
+def t_closeness_of_counts(
+    cm: CountMatrix, distance: str, hierarchy: Hierarchy | None = None
+) -> np.ndarray:
+    """Per-class EMD between each class's sensitive distribution and the whole release's.
+
+    ``distance`` must already be resolved (:func:`resolve_distance`); ordered distance needs
+    ``cm.values`` sorted ascending. Classes are processed in blocks to bound memory.
+    """
+    cls, val, counts = cm.cls, cm.val, cm.counts
+    nc, m = cm.n_classes, int(cm.values.size)
+    if nc == 0:
+        raise DataError("t-closeness of an empty release (every row suppressed)")
+    q = np.bincount(val, weights=counts, minlength=m)
+    q = q / q.sum()
+    per = np.empty(nc)
+    block = max(1, _BLOCK // max(m, 1))
+    order = np.argsort(cls, kind="stable")
+    cls_s, val_s, cnt_s = cls[order], val[order], counts[order]
+    bounds = np.searchsorted(cls_s, np.arange(0, nc + block, block).clip(max=nc))
+    for b, lo in enumerate(range(0, nc, block)):
+        hi = min(lo + block, nc)
+        s, e = bounds[b], bounds[b + 1]
+        mat = np.zeros((hi - lo, m))
+        mat[cls_s[s:e] - lo, val_s[s:e]] = cnt_s[s:e]
+        diff = mat / cm.sizes[lo:hi, None] - q[None, :]
+        if distance == "ordered":
+            per[lo:hi] = np.abs(np.cumsum(diff, axis=1)).sum(axis=1) / (m - 1) if m > 1 else 0.0
+        elif distance == "equal":
+            per[lo:hi] = 0.5 * np.abs(diff).sum(axis=1)
+        else:
+            if hierarchy is None:
+                raise DataError("hierarchical t-closeness distance needs a hierarchy")
+            per[lo:hi] = _hier_emd(diff, hierarchy, as_labels(cm.values))
+    return per
+
+
 def t_closeness(
     released: Table,
     qi_columns: Sequence[str],
@@ -264,46 +369,9 @@ def t_closeness(
     numeric columns, hierarchical when a hierarchy is given, equal otherwise.
     """
     values = _column(released, sensitive)
-    if distance is None:
-        if hierarchy is not None:
-            distance = "hierarchical"
-        elif values.dtype.kind in "biuf":
-            distance = "ordered"
-        else:
-            distance = "equal"
-    if distance not in ("ordered", "equal", "hierarchical"):
-        raise DataError(f"unknown t-closeness distance {distance!r} (ordered|equal|hierarchical)")
-    if distance == "hierarchical" and hierarchy is None:
-        raise DataError("hierarchical t-closeness distance needs a hierarchy", field=sensitive)
-    if distance == "ordered" and values.dtype.kind not in "biuf":
-        raise DataError(
-            f"ordered distance needs a numeric sensitive column; {sensitive!r} is {values.dtype}",
-            field=sensitive,
-        )
-    ec, cls, val, counts, uniq = _class_value_counts(released, qi_columns, sensitive, suppressed)
-    nc, m = ec.n_classes, int(uniq.size)
-    if nc == 0:
-        raise DataError("t-closeness of an empty release (every row suppressed)")
-    q = np.bincount(val, weights=counts, minlength=m)
-    q = q / q.sum()
-    per = np.empty(nc)
-    block = max(1, _BLOCK // max(m, 1))
-    order = np.argsort(cls, kind="stable")
-    cls_s, val_s, cnt_s = cls[order], val[order], counts[order]
-    bounds = np.searchsorted(cls_s, np.arange(0, nc + block, block).clip(max=nc))
-    for b, lo in enumerate(range(0, nc, block)):
-        hi = min(lo + block, nc)
-        s, e = bounds[b], bounds[b + 1]
-        mat = np.zeros((hi - lo, m))
-        mat[cls_s[s:e] - lo, val_s[s:e]] = cnt_s[s:e]
-        diff = mat / ec.sizes[lo:hi, None] - q[None, :]
-        if distance == "ordered":
-            per[lo:hi] = np.abs(np.cumsum(diff, axis=1)).sum(axis=1) / (m - 1) if m > 1 else 0.0
-        elif distance == "equal":
-            per[lo:hi] = 0.5 * np.abs(diff).sum(axis=1)
-        else:
-            assert hierarchy is not None
-            per[lo:hi] = _hier_emd(diff, hierarchy, as_labels(uniq))
+    distance = resolve_distance(values, distance, hierarchy, sensitive)
+    ec, cm = _class_value_counts(released, qi_columns, sensitive, suppressed)
+    per = t_closeness_of_counts(cm, distance, hierarchy)
     worst = int(np.argmax(per))
     return TClosenessReport(float(per[worst]), ec.keys[worst], per, distance)
 
@@ -408,6 +476,34 @@ class InformationLoss:
     gcp: float
 
 
+def label_penalties(
+    labels: np.ndarray, kind: str, span: float, hierarchy: Hierarchy | None, column: str
+) -> np.ndarray:
+    """NCP of each released label of one QI, in [0, 1].
+
+    Numeric: (hi - lo) / ``span`` (the original column's max - min; ``*`` costs 1), or the
+    hierarchy penalty for labels that are not intervals. Categorical: (|leaves under label| - 1) /
+    (|hierarchy leaves| - 1). Called on distinct labels, so it costs O(#labels).
+    """
+    if kind == "numeric":
+        lo, hi, unparsed = _released_bounds(labels)
+        if unparsed.any() and hierarchy is None:
+            i = int(np.flatnonzero(unparsed)[0])
+            raise DataError(f"column {column!r}: cannot parse {labels[i]!r}", field=column)
+        with np.errstate(invalid="ignore"):
+            width = np.where(np.isinf(hi - lo), span, hi - lo)
+        pen = np.where(span > 0, np.minimum(width / span if span > 0 else 0.0, 1.0), 0.0)
+        if unparsed.any():
+            assert hierarchy is not None
+            pen[unparsed] = _label_penalty(labels[unparsed], hierarchy)
+        return pen
+    if kind != "categorical":
+        raise DataError(f"unknown QI type {kind!r} for column {column!r}", field=column)
+    if hierarchy is None:
+        raise DataError(f"categorical QI {column!r} needs a hierarchy", field=column)
+    return _label_penalty(labels, hierarchy)
+
+
 def ncp(
     original: Table,
     released: Table,
@@ -426,24 +522,13 @@ def ncp(
     per: dict[str, float] = {}
     for column, kind in _qi_types(qi_specs).items():
         orig, rel = _column(original, column), _column(released, column)
-        h = hierarchies.get(column)
-        pen = np.ones(n)
-        if kind == "numeric":
-            span = float(np.max(orig) - np.min(orig)) if n else 0.0
-            lo, hi, unparsed = _released_bounds(rel)
-            if unparsed.any() and h is None:
-                i = int(np.flatnonzero(unparsed)[0])
-                raise DataError(f"column {column!r} row {i}: cannot parse {rel[i]!r}", field=column)
-            with np.errstate(invalid="ignore"):
-                width = np.where(np.isinf(hi - lo), span, hi - lo)
-            pen = np.where(span > 0, np.minimum(width / span if span > 0 else 0.0, 1.0), 0.0)
-            if unparsed.any():
-                assert h is not None
-                pen[unparsed] = _label_penalty(rel[unparsed], h)
-        else:
-            if h is None:
-                raise DataError(f"categorical QI {column!r} needs a hierarchy", field=column)
-            pen = _label_penalty(rel, h)
+        span = 0.0
+        if kind == "numeric" and n:
+            span = float(np.max(orig) - np.min(orig))
+        uniq, inv = _codes(rel)
+        pen = label_penalties(
+            np.asarray(uniq, dtype=object), kind, span, hierarchies.get(column), column
+        )[inv]
         pen = np.where(mask, 1.0, pen)
         per[column] = float(pen.mean()) if n else 0.0
     gcp = float(np.mean(list(per.values()))) if per else 0.0
