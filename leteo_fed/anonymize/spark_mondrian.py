@@ -20,6 +20,7 @@ import numpy as np
 from leteo_fed.anonymize.config import AnonymizationConfig
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.mondrian import Planner, QIHistogram, Split
+from leteo_fed.anonymize.spark_columns import column_types, qi_expr, sensitive_exprs
 from leteo_fed.errors import DataError
 
 if TYPE_CHECKING:
@@ -63,33 +64,12 @@ def anonymize_dataframe(
     from pyspark.sql import types as T
 
     spark = df.sparkSession
-    fields = {f.name: f.dataType for f in df.schema.fields}
+    fields = column_types(df, config)
     qis = config.quasi_identifiers
-    for name in (*config.qi_columns, *(s.column for s in config.sensitive)):
-        if name not in fields:
-            raise DataError(f"column {name!r} not in DataFrame {sorted(fields)}", field=name)
-
     work_cols = [F.col(c) for c in df.columns]
-    for j, q in enumerate(qis):
-        col, dtype = F.col(q.column), fields[q.column]
-        if q.type == "numeric":
-            if not isinstance(dtype, T.NumericType):
-                raise DataError(f"numeric QI {q.column!r} has type {dtype}", field=q.column)
-            expr = col.cast("double")
-        elif isinstance(dtype, (T.DoubleType, T.FloatType)):
-            # integral floats are labelled like integers ("17", not "17.0"), as in as_labels
-            expr = F.when(col == F.floor(col), col.cast("long").cast("string")).otherwise(
-                col.cast("string")
-            )
-        else:
-            expr = col.cast("string")
-        work_cols.append(expr.alias(_qi_col(j)))
-    numeric_sens = []
-    for i, s in enumerate(config.sensitive):
-        num = isinstance(fields[s.column], T.NumericType)
-        numeric_sens.append(num)
-        col = F.col(s.column)
-        work_cols.append((col.cast("double") if num else col.cast("string")).alias(_sens_col(i)))
+    work_cols += [qi_expr(q, fields[q.column]).alias(_qi_col(j)) for j, q in enumerate(qis)]
+    sens, numeric_sens = sensitive_exprs(config, fields)
+    work_cols += [e.alias(_sens_col(i)) for i, e in enumerate(sens)]
     work_cols += [F.lit(0).cast("long").alias(_PID), F.monotonically_increasing_id().alias(_ROW)]
     work = df.select(*work_cols).localCheckpoint()
 

@@ -1,0 +1,58 @@
+"""Typed views of the QI and sensitive columns that both Spark anonymizers work on.
+
+Numeric QIs are compared as doubles; categorical ones (and numeric ones generalized by a
+hierarchy file) by their label, with integral floats written like integers ("17", not "17.0"),
+exactly as :func:`~leteo_fed.anonymize.hierarchy.as_labels` does for the NumPy references.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier
+from leteo_fed.errors import DataError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+
+def column_types(df: DataFrame, config: AnonymizationConfig) -> dict[str, object]:
+    """Spark types by column name; refuses a configured column the DataFrame lacks."""
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    for name in (*config.qi_columns, *(s.column for s in config.sensitive)):
+        if name not in fields:
+            raise DataError(f"column {name!r} not in DataFrame {sorted(fields)}", field=name)
+    return fields
+
+
+def qi_expr(q: QuasiIdentifier, dtype: object, *, as_label: bool = False) -> Column:
+    """The QI as a double (numeric) or as its hierarchy label (categorical, or ``as_label``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    col = F.col(q.column)
+    if q.type == "numeric" and not isinstance(dtype, T.NumericType):
+        raise DataError(f"numeric QI {q.column!r} has type {dtype}", field=q.column)
+    if q.type == "numeric" and not as_label:
+        return col.cast("double")
+    if isinstance(dtype, (T.DoubleType, T.FloatType)):
+        return F.when(col == F.floor(col), col.cast("long").cast("string")).otherwise(
+            col.cast("string")
+        )
+    return col.cast("string")
+
+
+def sensitive_exprs(
+    config: AnonymizationConfig, fields: dict[str, object]
+) -> tuple[list[Column], list[bool]]:
+    """Sensitive columns (double when numeric, else string) and which of them are numeric."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    exprs, numeric = [], []
+    for s in config.sensitive:
+        num = isinstance(fields[s.column], T.NumericType)
+        numeric.append(num)
+        col = F.col(s.column)
+        exprs.append(col.cast("double") if num else col.cast("string"))
+    return exprs, numeric
