@@ -1,0 +1,436 @@
+"""`leteo-fed anonymize` end to end: the released file is checked by `verify` and by pycanon.
+
+Every input (CSV, TOML, hierarchies, HMAC key) is written into a temporary folder; the CLI runs
+in-process (one Spark session for the module). The release is then graded independently of the
+job: k / l / t with `verify` and with pycanon as a referee, truthfulness of every QI value, row
+order, dropped and pseudonymized identifiers, and the report's numbers against the same
+independent computation. Refusals must exit 2, name the problem and leave no output behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import hmac
+import io
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from leteo_fed.anonymize import verify
+from leteo_fed.anonymize.config import load_config
+from leteo_fed.cli.main import main
+
+pytestmark = pytest.mark.spark
+
+KEY = b"unit-test-hmac-key-0123456789"
+EDU = [
+    ["HS", "School", "*"],
+    ["Some-college", "School", "*"],
+    ["Bachelors", "Uni", "*"],
+    ["Masters", "Uni", "*"],
+    ["Doctorate", "Uni", "*"],
+]
+DIAG = [
+    ["Flu", "Respiratory", "*"],
+    ["Pneumonia", "Respiratory", "*"],
+    ["Gastritis", "Digestive", "*"],
+    ["Ulcer", "Digestive", "*"],
+]
+COLUMNS = ["name", "ssn", "age", "education", "zip", "income", "hours", "diagnosis"]
+QIS = ["age", "education"]
+
+CONFIG = """\
+[anonymization]
+algorithm = "mondrian"
+k = {k}
+
+[[quasi_identifier]]
+column = "{age}"
+type = "numeric"
+
+[[quasi_identifier]]
+column = "education"
+type = "categorical"
+hierarchy = "education.csv"
+
+[[sensitive]]
+column = "income"
+l_diversity = {{ variant = "distinct", l = 2 }}
+t_closeness = {{ t = 0.3 }}
+
+[[sensitive]]
+column = "hours"
+l_diversity = {{ variant = "entropy", l = 2 }}
+t_closeness = {{ t = 0.35 }}
+
+[[sensitive]]
+column = "diagnosis"
+hierarchy = "diagnosis.csv"
+l_diversity = {{ variant = "recursive", l = 2, c = 4.0 }}
+t_closeness = {{ t = 0.3, distance = "hierarchical" }}
+
+[identifiers]
+drop = ["ssn"]
+pseudonymize = ["name"]
+key_file = "hmac.key"
+"""
+
+
+def _rows(n: int, seed: int = 3) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "name": f"person-{i:04d}",
+            "ssn": f"{int(rng.integers(0, 10**9)):09d}",
+            "age": int(rng.integers(17, 80)),
+            "education": str(rng.choice([e[0] for e in EDU], p=[0.3, 0.25, 0.25, 0.12, 0.08])),
+            "zip": f"0{int(rng.integers(1000, 9999))}",  # leading zero must survive
+            "income": str(rng.choice(["<=50K", ">50K"], p=[0.7, 0.3])),
+            "hours": float(rng.choice([20, 35, 40, 45, 60], p=[0.1, 0.2, 0.4, 0.2, 0.1])),
+            "diagnosis": str(rng.choice([d[0] for d in DIAG])),
+        }
+        for i in range(n)
+    ]
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str] = COLUMNS) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _write_job(folder: Path, k: int = 5, age: str = "age") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "education.csv").write_text("\n".join(";".join(r) for r in EDU) + "\n")
+    (folder / "diagnosis.csv").write_text("\n".join(";".join(r) for r in DIAG) + "\n")
+    key = folder / "hmac.key"
+    key.write_bytes(KEY + b"\n")
+    key.chmod(0o600)
+    config = folder / "job.toml"
+    config.write_text(CONFIG.format(k=k, age=age))
+    return config
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["anonymize", *args])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _read_release(path: Path) -> dict[str, np.ndarray]:
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows, f"{path} is empty"
+    return {c: np.array([r[c] for r in rows], dtype=object) for c in rows[0]}
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".tmp-" in p.name or ".old-" in p.name)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from leteo_fed.data.spark_stats import get_spark
+
+    yield get_spark()
+
+
+@dataclass(frozen=True)
+class Run:
+    folder: Path
+    original: list[dict[str, Any]]
+    released: dict[str, np.ndarray]
+    report: dict[str, Any]
+    stdout: str
+    stderr: str
+
+
+N = 240
+
+
+@pytest.fixture(scope="module")
+def run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    folder = tmp_path_factory.mktemp("job")
+    config = _write_job(folder)
+    rows = _rows(N)
+    _write_csv(folder / "data.csv", rows)
+    rc, out, err = _cli(
+        "--input",
+        str(folder / "data.csv"),
+        "--config",
+        str(config),
+        "--out",
+        str(folder / "released.csv"),
+        "--report",
+        str(folder / "report.json"),
+    )
+    assert rc == 0, err
+    released = _read_release(folder / "released.csv")
+    released["hours"] = released["hours"].astype(float)
+    report = json.loads((folder / "report.json").read_text())
+    return Run(folder, rows, released, report, out, err)
+
+
+def _original_table(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    table = {c: np.array([r[c] for r in rows], dtype=object) for c in COLUMNS}
+    table["age"] = table["age"].astype(np.int64)
+    table["hours"] = table["hours"].astype(float)
+    return table
+
+
+# ---------------------------------------------------------------------------- the release
+
+
+def test_cli_prints_rounds_summary_and_report_path(run: Run) -> None:
+    assert "spark mondrian round 1" in run.stderr
+    assert f"released {N} of {N} rows (0 suppressed)" in run.stdout
+    assert f"report: {run.folder / 'report.json'}" in run.stdout
+    assert _leftovers(run.folder) == []
+
+
+def test_rows_order_identifiers_and_untouched_columns(run: Run) -> None:
+    rel, orig = run.released, _original_table(run.original)
+    assert list(rel) == [c for c in COLUMNS if c != "ssn"]  # dropped, order kept
+    assert len(rel["name"]) == N
+    expected = [hmac.new(KEY, r["name"].encode(), hashlib.sha256).hexdigest() for r in run.original]
+    assert rel["name"].tolist() == expected  # keyed pseudonym, same row order
+    for c in ("zip", "income", "diagnosis"):
+        assert rel[c].tolist() == orig[c].tolist(), c
+    np.testing.assert_array_equal(rel["hours"], orig["hours"])
+    assert verify.truthful(orig, rel, load_config(run.folder / "job.toml").quasi_identifiers, _hs(run)) is None  # fmt: skip
+
+
+def _hs(run: Run) -> dict[str, Any]:
+    return load_config(run.folder / "job.toml").load_hierarchies()
+
+
+def test_privacy_models_hold_by_verify(run: Run) -> None:
+    rel, hs = run.released, _hs(run)
+    assert verify.k_anonymity(rel, QIS).k >= 5
+    assert verify.l_diversity(rel, QIS, "income", "distinct", l=2).satisfied
+    assert verify.l_diversity(rel, QIS, "hours", "entropy", l=2).satisfied
+    assert verify.l_diversity(rel, QIS, "diagnosis", "recursive", l=2, c=4.0).satisfied
+    assert verify.t_closeness(rel, QIS, "income").t <= 0.3 + 1e-9
+    assert verify.t_closeness(rel, QIS, "hours").t <= 0.35 + 1e-9
+    t_diag = verify.t_closeness(rel, QIS, "diagnosis", hierarchy=hs["diagnosis"])
+    assert t_diag.distance == "hierarchical" and t_diag.t <= 0.3 + 1e-9
+
+
+def test_privacy_models_hold_by_pycanon(run: Run) -> None:
+    pd = pytest.importorskip("pandas")
+    from pycanon import anonymity
+
+    df = pd.DataFrame({c: run.released[c] for c in run.released})
+    df["hours"] = df["hours"].astype(float)
+    for c in ("name", "age", "education", "zip", "income", "diagnosis"):
+        df[c] = df[c].astype(str)
+    k = anonymity.k_anonymity(df, QIS)
+    assert k >= 5 and k == run.report["privacy"]["k_anonymity"]["achieved"]
+    assert anonymity.l_diversity(df, QIS, ["income"]) >= 2
+    assert anonymity.entropy_l_diversity(df, QIS, ["hours"]) >= 2
+    t_income = anonymity.t_closeness(df, QIS, ["income"])  # equal distance
+    t_hours = anonymity.t_closeness(df, QIS, ["hours"])  # ordered distance
+    assert t_income <= 0.3 + 1e-9 and t_hours <= 0.35 + 1e-9
+    t = run.report["privacy"]["t_closeness"]
+    assert t["income"]["achieved"] == pytest.approx(t_income, abs=1e-12)
+    assert t["hours"]["achieved"] == pytest.approx(t_hours, abs=1e-12)
+
+
+def test_report_equals_independent_measurement(run: Run) -> None:
+    rel, rep, hs = run.released, run.report, _hs(run)
+    orig = _original_table(run.original)
+    specs = load_config(run.folder / "job.toml").quasi_identifiers
+    k_rep = verify.k_anonymity(rel, QIS)
+    assert rep["rows"] == {"in": N, "out": N, "suppressed": 0, "suppression_limit": 0.0}
+    assert rep["classes"]["count"] == k_rep.n_classes
+    k_entry = rep["privacy"]["k_anonymity"]
+    assert (k_entry["required"], k_entry["achieved"], k_entry["holds"]) == (5, k_rep.k, True)
+    assert tuple(k_entry["smallest_class"][c] for c in QIS) in k_rep.smallest
+    l_rep = rep["privacy"]["l_diversity"]
+    assert l_rep["income"]["achieved"] == verify.l_diversity(rel, QIS, "income").value
+    assert l_rep["hours"]["achieved"] == pytest.approx(
+        verify.l_diversity(rel, QIS, "hours", "entropy").value
+    )
+    assert l_rep["diagnosis"]["achieved"] == pytest.approx(
+        verify.l_diversity(rel, QIS, "diagnosis", "recursive", l=2, c=4.0).value
+    )
+    t_rep = rep["privacy"]["t_closeness"]
+    assert t_rep["diagnosis"]["achieved"] == pytest.approx(
+        verify.t_closeness(rel, QIS, "diagnosis", hierarchy=hs["diagnosis"]).t
+    )
+    assert rep["privacy"]["all_hold"] is True
+    assert all(e["holds"] for m in ("l_diversity", "t_closeness") for e in rep["privacy"][m].values())  # fmt: skip
+    loss = verify.ncp(orig, rel, specs, hs)
+    for c in QIS:
+        assert rep["information_loss"]["ncp"][c] == pytest.approx(loss.per_column[c])
+    assert rep["information_loss"]["gcp"] == pytest.approx(loss.gcp)
+    assert rep["information_loss"]["discernibility"] == verify.discernibility(rel, QIS)
+    assert rep["information_loss"]["average_class_size"] == pytest.approx(
+        verify.average_class_size(rel, QIS, 5)
+    )
+    assert set(rep["timings_s"]) == {"read", "anonymize", "write", "measure", "total"}
+    assert rep["algorithm_stats"]["rounds"] >= 1 and rep["job"]["published"] is True
+    assert rep["identifiers"] == {
+        "dropped": ["ssn"],
+        "pseudonymized": ["name"],
+        "pseudonym": "HMAC-SHA256, lowercase hex",
+    }
+    assert KEY.decode() not in json.dumps(rep) + run.stdout + run.stderr
+
+
+# ---------------------------------------------------------------------------- Parquet
+
+
+def test_parquet_in_parquet_out_replaces_old_output(spark: Any, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    config = _write_job(tmp_path)
+    rows = _rows(120, seed=5)
+    pq.write_table(pa.table({c: [r[c] for r in rows] for c in COLUMNS}), tmp_path / "in.parquet")
+    out = tmp_path / "released"
+    out.mkdir()
+    (out / "stale.txt").write_text("from an earlier run")
+    rc, stdout, err = _cli(
+        "--input", str(tmp_path / "in.parquet"), "--config", str(config), "--out", str(out)
+    )
+    assert rc == 0, err
+    assert not (out / "stale.txt").exists()
+    table = pq.read_table(out)
+    assert table.num_rows == 120 and "ssn" not in table.column_names
+    assert table.column("name").to_pylist() == [
+        hmac.new(KEY, r["name"].encode(), hashlib.sha256).hexdigest() for r in rows
+    ]
+    assert verify.k_anonymity(table, QIS).k >= 5
+    report = json.loads((tmp_path / "released.report.json").read_text())
+    assert report["job"]["output_format"] == "parquet"
+    assert report["privacy"]["k_anonymity"]["achieved"] == verify.k_anonymity(table, QIS).k
+    assert _leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------- refusals
+
+
+def _refused(folder: Path, config: Path, needle: str, data: str = "data.csv") -> str:
+    rc, out, err = _cli(
+        "--input", str(folder / data), "--config", str(config), "--out", str(folder / "out.csv")
+    )
+    assert rc == 2, (out, err)
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: ") and needle in line, line
+    assert not (folder / "out.csv").exists() and not (folder / "out.report.json").exists()
+    assert _leftovers(folder) == []
+    return line
+
+
+def test_unknown_column_is_named_with_the_available_ones(spark: Any, tmp_path: Path) -> None:
+    config = _write_job(tmp_path, age="agee")
+    _write_csv(tmp_path / "data.csv", _rows(30))
+    line = _refused(tmp_path, config, "'agee'")
+    assert "available columns" in line and "'age'" in line
+
+
+def test_value_missing_from_hierarchy(spark: Any, tmp_path: Path) -> None:
+    config = _write_job(tmp_path)
+    rows = _rows(30)
+    rows[7]["education"] = "Kindergarten"
+    _write_csv(tmp_path / "data.csv", rows)
+    line = _refused(tmp_path, config, "'Kindergarten'")
+    assert "'education'" in line and "not in its hierarchy" in line
+
+
+def test_unreachable_k(spark: Any, tmp_path: Path) -> None:
+    config = _write_job(tmp_path, k=1000)
+    _write_csv(tmp_path / "data.csv", _rows(40))
+    _refused(tmp_path, config, "no output can reach k=1000")
+
+
+@pytest.mark.parametrize("bad", ["", "NaN"])
+def test_missing_or_nan_quasi_identifier(spark: Any, tmp_path: Path, bad: str) -> None:
+    config = _write_job(tmp_path)
+    rows = _rows(30)
+    rows[3]["age"] = bad
+    _write_csv(tmp_path / "data.csv", rows)
+    line = _refused(tmp_path, config, "column 'age' has 1 missing")
+    assert "null/NaN" in line
+
+
+def test_bad_toml(tmp_path: Path) -> None:
+    config = _write_job(tmp_path)
+    config.write_text(config.read_text().replace("k = 5", "k = "))
+    _write_csv(tmp_path / "data.csv", _rows(10))
+    _refused(tmp_path, config, "is not valid TOML")
+
+
+def test_exposed_or_short_key_is_refused_and_not_echoed(tmp_path: Path) -> None:
+    config = _write_job(tmp_path)
+    _write_csv(tmp_path / "data.csv", _rows(10))
+    (tmp_path / "hmac.key").chmod(0o644)
+    line = _refused(tmp_path, config, "accessible by group or others")
+    assert KEY.decode() not in line
+    (tmp_path / "hmac.key").write_bytes(b"short\n")
+    (tmp_path / "hmac.key").chmod(0o600)
+    _refused(tmp_path, config, "at least 16 are required")
+
+
+def test_release_missing_its_models_is_not_published(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken algorithm (releases the raw QIs) is caught by the measurement: exit 1."""
+    from pyspark.sql import functions as F
+
+    from leteo_fed.anonymize import job
+    from leteo_fed.anonymize.spark_mondrian import SUPPRESSED, SparkMondrianStats
+
+    def raw(df: Any, config: Any, hierarchies: Any, progress: Any = None) -> tuple[Any, Any]:
+        cols = [F.col(c).cast("string").alias(c) if c in QIS else F.col(c) for c in df.columns]
+        return df.select(*cols, F.lit(False).alias(SUPPRESSED)), SparkMondrianStats(30, 1, 1)
+
+    monkeypatch.setattr(job, "_algorithm", lambda name: raw)
+    config = _write_job(tmp_path)
+    _write_csv(tmp_path / "data.csv", _rows(30))
+    rc, _, err = _cli(
+        "--input", str(tmp_path / "data.csv"), "--config", str(config), "--out", str(tmp_path / "o.csv")
+    )  # fmt: skip
+    assert rc == 1 and "k-anonymity" in err and "nothing published" in err
+    assert not (tmp_path / "o.csv").exists() and _leftovers(tmp_path) == []
+    report = json.loads((tmp_path / "o.report.json").read_text())
+    assert report["job"]["published"] is False
+    assert report["privacy"]["k_anonymity"]["holds"] is False
+
+
+# ---------------------------------------------------------------------------- HMAC
+
+
+@pytest.mark.parametrize("key", [b"0123456789abcdef", b"k" * 64, b"K" * 100])
+def test_spark_hmac_equals_python_hmac(spark: Any, key: bytes) -> None:
+    from leteo_fed.anonymize.pseudonymize import pseudonymize
+
+    values = ["alice", "", "ünïcødé", None, "x" * 300, "007"]
+    df = spark.createDataFrame(list(enumerate(values)), "i long, v string")
+    got = [r["v"] for r in pseudonymize(df, ["v"], key).orderBy("i").collect()]
+    want = [None if v is None else hmac.new(key, v.encode(), hashlib.sha256).hexdigest() for v in values]  # fmt: skip
+    assert got == want
+
+
+def test_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from leteo_fed.anonymize.config import Identifiers
+    from leteo_fed.anonymize.pseudonymize import load_key
+    from leteo_fed.errors import ConfigError
+
+    monkeypatch.setenv("LETEO_TEST_HMAC", "a-long-enough-secret")
+    assert load_key(Identifiers((), ("n",), key_env="LETEO_TEST_HMAC")) == b"a-long-enough-secret"
+    monkeypatch.delenv("LETEO_TEST_HMAC")
+    with pytest.raises(ConfigError, match="LETEO_TEST_HMAC"):
+        load_key(Identifiers((), ("n",), key_env="LETEO_TEST_HMAC"))
+    assert os.environ.get("LETEO_TEST_HMAC") is None
