@@ -44,7 +44,7 @@ DIAG = [
     ["Gastritis", "Digestive", "*"],
     ["Ulcer", "Digestive", "*"],
 ]
-COLUMNS = ["name", "ssn", "age", "education", "zip", "income", "hours", "diagnosis"]
+COLUMNS = ["name", "ssn", "age", "education", "zip", "income", "hours", "diagnosis", "note"]
 QIS = ["age", "education"]
 
 CONFIG = """\
@@ -96,6 +96,7 @@ def _rows(n: int, seed: int = 3) -> list[dict[str, Any]]:
             "income": str(rng.choice(["<=50K", ">50K"], p=[0.7, 0.3])),
             "hours": float(rng.choice([20, 35, 40, 45, 60], p=[0.1, 0.2, 0.4, 0.2, 0.1])),
             "diagnosis": str(rng.choice([d[0] for d in DIAG])),
+            "note": 'said "hi", then left' if i % 7 == 0 else f"n{i}",  # RFC 4180 quoting
         }
         for i in range(n)
     ]
@@ -204,7 +205,7 @@ def test_rows_order_identifiers_and_untouched_columns(run: Run) -> None:
     assert len(rel["name"]) == N
     expected = [hmac.new(KEY, r["name"].encode(), hashlib.sha256).hexdigest() for r in run.original]
     assert rel["name"].tolist() == expected  # keyed pseudonym, same row order
-    for c in ("zip", "income", "diagnosis"):
+    for c in ("zip", "income", "diagnosis", "note"):
         assert rel[c].tolist() == orig[c].tolist(), c
     np.testing.assert_array_equal(rel["hours"], orig["hours"])
     assert verify.truthful(orig, rel, load_config(run.folder / "job.toml").quasi_identifiers, _hs(run)) is None  # fmt: skip
@@ -232,7 +233,7 @@ def test_privacy_models_hold_by_pycanon(run: Run) -> None:
 
     df = pd.DataFrame({c: run.released[c] for c in run.released})
     df["hours"] = df["hours"].astype(float)
-    for c in ("name", "age", "education", "zip", "income", "diagnosis"):
+    for c in ("name", "age", "education", "zip", "income", "diagnosis", "note"):
         df[c] = df[c].astype(str)
     k = anonymity.k_anonymity(df, QIS)
     assert k >= 5 and k == run.report["privacy"]["k_anonymity"]["achieved"]
@@ -363,6 +364,15 @@ def test_missing_or_nan_quasi_identifier(spark: Any, tmp_path: Path, bad: str) -
     _write_csv(tmp_path / "data.csv", rows)
     line = _refused(tmp_path, config, "column 'age' has 1 missing")
     assert "null/NaN" in line
+
+
+def test_missing_input_and_output_over_input(spark: Any, tmp_path: Path) -> None:
+    config = _write_job(tmp_path)
+    _refused(tmp_path, config, "cannot read", data="nowhere.csv")
+    _write_csv(tmp_path / "out.csv", _rows(10))
+    rc, _, err = _cli("--input", str(tmp_path / "out.csv"), "--config", str(config), "--out", str(tmp_path / "out.csv"))  # fmt: skip
+    assert rc == 2 and "is the input" in err
+    assert len((tmp_path / "out.csv").read_text().splitlines()) == 11
 
 
 def test_bad_toml(tmp_path: Path) -> None:

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 FORMATS = ("csv", "parquet")
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".snappy", ".deflate")
+# RFC 4180 quoting ("" inside quotes), as Python's csv module and spreadsheets write it; Spark's
+# default escape is a backslash.
+CSV_QUOTING = {"quote": '"', "escape": '"'}
 
 
 class AnonymizationFailed(Exception):
@@ -92,7 +95,7 @@ def read_input(spark: SparkSession, path: str, fmt: str, config: AnonymizationCo
     try:
         if fmt == "parquet":
             return spark.read.parquet(path)
-        inferred = spark.read.csv(path, header=True, inferSchema=True).schema
+        inferred = spark.read.csv(path, header=True, inferSchema=True, **CSV_QUOTING).schema
         typed = {q.column for q in config.quasi_identifiers if q.type == "numeric"}
         typed |= {s.column for s in config.sensitive if s.hierarchy is None}
         schema = T.StructType(
@@ -101,7 +104,7 @@ def read_input(spark: SparkSession, path: str, fmt: str, config: AnonymizationCo
                 for f in inferred.fields
             ]
         )
-        return spark.read.csv(path, header=True, schema=schema, enforceSchema=False)
+        return spark.read.csv(path, header=True, schema=schema, enforceSchema=False, **CSV_QUOTING)
     except AnalysisException as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DataError(f"cannot read {path!r} as {fmt}: {first}") from exc
@@ -236,7 +239,7 @@ def write_staged(released: DataFrame, out: Output, staging: Path) -> Path:
     if out.fmt == "parquet":
         released.write.parquet(str(staging))
         return staging
-    released.coalesce(1).write.csv(str(staging), header=True)
+    released.coalesce(1).write.csv(str(staging), header=True, **CSV_QUOTING)
     parts = sorted(staging.glob("part-*.csv"))
     if len(parts) != 1:
         raise AnonymizationFailed(f"expected one CSV part file in {staging}, found {len(parts)}")
@@ -247,7 +250,9 @@ def read_staged(spark: SparkSession, written: Path, out: Output, schema: Any) ->
     """Re-read what was written, with the schema it was written with (labels stay text)."""
     if out.fmt == "parquet":
         return spark.read.parquet(str(written))
-    return spark.read.csv(str(written), header=True, schema=schema, enforceSchema=False)
+    return spark.read.csv(
+        str(written), header=True, schema=schema, enforceSchema=False, **CSV_QUOTING
+    )
 
 
 def publish(written: Path, staging: Path, out: Output) -> None:
@@ -351,6 +356,8 @@ def run_job(
     config = load_config(config_path)
     hierarchies = config.load_hierarchies()
     out = Output.of(out_path)
+    if Path(str(input_path)).absolute() == out.path:
+        raise ConfigError(f"--out {out.path} is the input; write the release somewhere else")
     report_file = Path(report_path) if report_path is not None else default_report_path(out)
     fmt = input_format(str(input_path), input_fmt)
     key = None

@@ -28,6 +28,43 @@ Quick start (everything on this machine, separate processes, fresh certificates)
 """
 
 
+ANONYMIZE_DESCRIPTION = """\
+Release a generalized copy of a dataset on Spark (local[*] unless SPARK_MASTER is set;
+rows never reach the driver):
+
+  1. drop direct identifiers, replace others by keyed HMAC-SHA256 pseudonyms;
+  2. generalize the quasi-identifiers (Mondrian or TDS) until every equivalence class has
+     >= k rows and meets the configured l-diversity / t-closeness on the sensitive columns;
+  3. write the release atomically (OUT.csv: one CSV file; otherwise a Parquet folder);
+  4. measure k, l, t, NCP/GCP, discernibility and average class size ON THE WRITTEN OUTPUT
+     into a JSON report; publish only if every configured model holds.
+
+Minimal config (paths relative to the TOML file; every key in docs/anonymization.md):
+
+  [anonymization]
+  algorithm = "mondrian"          # or "tds"
+  k = 10
+  [[quasi_identifier]]
+  column = "age"
+  type = "numeric"
+  [[quasi_identifier]]
+  column = "education"
+  type = "categorical"
+  hierarchy = "hierarchies/education.csv"   # ARX format: value;level1;...;*
+  [[sensitive]]
+  column = "disease"
+  l_diversity = { variant = "distinct", l = 3 }
+  t_closeness = { t = 0.2 }
+  [identifiers]
+  drop = ["ssn"]
+  pseudonymize = ["patient_id"]
+  key_env = "LETEO_HMAC_KEY"      # or key_file = "hmac.key" (mode 600), >= 16 bytes
+
+Exit codes: 0 released; 2 refused (bad config, unknown column, missing value, value outside
+its hierarchy, k or l/t that no output can reach), nothing written; 1 the run failed.
+"""
+
+
 def _add_tls(p: argparse.ArgumentParser, default_name: str, role: str) -> None:
     g = p.add_argument_group("transport security")
     g.add_argument(
@@ -430,28 +467,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "anonymize",
         help="k-anonymize / l-diversify / t-close a dataset on Spark (Mondrian or TDS)",
-        description="Release a generalized copy of a dataset: drop or HMAC-pseudonymize direct "
-        "identifiers, generalize the quasi-identifiers with the configured algorithm until every "
-        "equivalence class has >= k rows (and meets l-diversity / t-closeness on the sensitive "
-        "columns), write the release atomically (OUT.csv: one CSV file; otherwise a Parquet "
-        "folder) and a JSON report whose k, l, t, NCP/GCP, discernibility and average class size "
-        "are measured on the written output. Runs on Spark (local[*] unless SPARK_MASTER is "
-        "set); rows never reach the driver. See docs/anonymization.md for the TOML keys.",
+        description=ANONYMIZE_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--input", required=True, help="CSV (with header) or Parquet: any Spark-readable path"
+        "--input",
+        required=True,
+        metavar="PATH",
+        help="CSV (with header) or Parquet: a file or folder, any Spark-readable path",
     )
-    p.add_argument("--config", type=Path, required=True, help="anonymization TOML file")
+    p.add_argument(
+        "--config", type=Path, required=True, metavar="FILE", help="anonymization TOML file"
+    )
     p.add_argument(
         "--out",
         required=True,
-        help="release: a .csv file, or a Parquet folder (any other name); replaced only on success",
+        metavar="PATH",
+        help="release: NAME.csv is one CSV file, any other name a Parquet folder; an existing "
+        "output is replaced only when the job succeeds",
     )
     p.add_argument(
         "--report",
         type=Path,
         default=None,
-        help="JSON report (default: next to --out, e.g. released.report.json)",
+        metavar="FILE.json",
+        help="JSON report (default: beside --out, e.g. released.csv -> released.report.json)",
     )
     p.add_argument(
         "--format",
