@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 _ROW = "_tds_row"
 _COMBO = "_tds_combo"
 _W = "_tds_w"
-_J = "_tds_j"
+_CHECKPOINT_EVERY = 20  # rounds of chained projections between lineage cuts
 
 
 def _key(j: int) -> str:
@@ -53,6 +53,10 @@ def _node(j: int) -> str:
 
 def _child(j: int) -> str:
     return f"_tds_ch{j}"
+
+
+def _label(j: int) -> str:
+    return f"_tds_l{j}"
 
 
 def _sens(i: int) -> str:
@@ -190,8 +194,6 @@ def anonymize_dataframe(
         coded = coded.join(F.broadcast(combo_table), on=scols, how="inner")
     else:
         coded = coded.withColumn(_COMBO, F.lit(0).cast("long"))
-    coded = coded.select(*df.columns, _ROW, *[_code(j) for j in range(m)], _COMBO).localCheckpoint()
-
     compact = (
         coded.groupBy(*[_code(j) for j in range(m)], _COMBO)
         .agg(F.count(F.lit(1)).alias(_W))
@@ -208,15 +210,18 @@ def anonymize_dataframe(
     distinct_rows = compact.count()
 
     planner = TdsPlanner(config, taxonomies, model, code_counts, n_rows)
+    entries = _record_entries(m)
     while True:
-        picked = planner.choose(_records(compact, m))
+        picked = planner.choose(_records(compact, entries, m))
         if not picked:
             break
         compact = _apply(compact, picked, taxonomies)
+        if planner.rounds % _CHECKPOINT_EVERY == 0:
+            compact = compact.localCheckpoint()  # keep the plan from growing without bound
         if progress is not None:
             progress(planner.describe(picked))
 
-    released = _release(spark, df, coded, config, taxonomies, planner)
+    released = _release(spark, df, work, config, as_double, distinct, taxonomies, planner)
     stats = SparkTdsStats(
         n_rows,
         planner.n_classes,
@@ -228,8 +233,8 @@ def anonymize_dataframe(
     return released, stats
 
 
-def _records(compact: DataFrame, m: int) -> Records:
-    """The round's single aggregation: (j, class nodes, combo) -> rows, as Arrow."""
+def _record_entries(m: int) -> Column:
+    """Per compact row: its current class (j = -1) and its class after specializing each QI j."""
     from pyspark.sql import functions as F
 
     def entry(j: int) -> Column:
@@ -239,9 +244,14 @@ def _records(compact: DataFrame, m: int) -> Records:
             return struct
         return F.when(F.col(_child(j)) != F.col(_node(j)), struct)
 
-    exploded = compact.select(
-        F.explode(F.array(*[entry(j) for j in range(-1, m)])).alias("_e"), _COMBO, _W
-    ).where(F.col("_e").isNotNull())
+    return F.explode(F.array(*[entry(j) for j in range(-1, m)])).alias("_e")
+
+
+def _records(compact: DataFrame, entries: Column, m: int) -> Records:
+    """The round's single aggregation: (j, class nodes, combo) -> rows, as Arrow."""
+    from pyspark.sql import functions as F
+
+    exploded = compact.select(entries, _COMBO, _W).where(F.col("_e").isNotNull())
     table = (
         exploded.select("_e.*", _COMBO, _W)
         .groupBy("j", *[f"t{i}" for i in range(m)], _COMBO)
@@ -270,31 +280,35 @@ def _apply(
             base_c
         )
     cols = [new[c].alias(c) if c in new else F.col(c) for c in compact.columns]
-    return compact.select(*cols).localCheckpoint()
+    return compact.select(*cols)
 
 
 def _release(
     spark,  # noqa: ANN001
     df: DataFrame,
-    coded: DataFrame,
+    work: DataFrame,
     config: AnonymizationConfig,
+    as_double: list[bool],
+    distinct: list[tuple[np.ndarray, np.ndarray]],
     taxonomies: list[Taxonomy],
     planner: TdsPlanner,
 ) -> DataFrame:
-    """Join each row's final node label (per leaf code) and the suppressed-class flag."""
+    """Join each row's final label and node (by its QI value) and the suppressed-class flag."""
     from pyspark.sql import functions as F
 
-    out = coded
+    out = work
     m = len(taxonomies)
     for j, t in enumerate(taxonomies):
-        ranges = planner.final_ranges(j)
-        codes = np.arange(t.n_codes)
-        node = Taxonomy.pick(ranges, codes)
-        rows = [(int(c), int(n), t.labels[n]) for c, n in zip(codes, node, strict=True)]
+        values = distinct[j][0]
+        node = Taxonomy.pick(planner.final_ranges(j), leaf_codes(t, values))
+        rows = [(v, int(n), t.labels[n]) for v, n in zip(values.tolist(), node, strict=True)]
         table = _small_df(
-            spark, rows, [_code(j), _node(j), f"_tds_l{j}"], ["long", "long", "string"]
+            spark,
+            rows,
+            [_key(j), _node(j), _label(j)],
+            ["double" if as_double[j] else "string", "long", "string"],
         )
-        out = out.join(F.broadcast(table), on=_code(j), how="inner")
+        out = out.join(F.broadcast(table), on=_key(j), how="inner")
     gone = planner.suppressed_keys if planner.suppressed_keys is not None else np.zeros((0, m))
     if len(gone):
         flags = _small_df(
@@ -308,7 +322,5 @@ def _release(
     else:
         flag = F.lit(False)
     qi_index = {q.column: j for j, q in enumerate(config.quasi_identifiers)}
-    cols = [
-        F.col(f"_tds_l{qi_index[c]}").alias(c) if c in qi_index else F.col(c) for c in df.columns
-    ]
+    cols = [F.col(_label(qi_index[c])).alias(c) if c in qi_index else F.col(c) for c in df.columns]
     return out.orderBy(_ROW).select(*cols, flag.alias(SUPPRESSED))
