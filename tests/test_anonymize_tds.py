@@ -170,6 +170,19 @@ def test_suppression_buys_detail_within_the_limit() -> None:
     assert gcp[1] < gcp[0]
 
 
+def test_suppression_keeps_t_closeness_of_the_release_itself() -> None:
+    """With a budget, t is checked with margin B/(N-B), so the release is t-close to its own
+    distribution (the verifier recomputes it from the released, non-suppressed rows)."""
+    cols = toy_table(n=400, seed=9)
+    cols["age"][:6] = [1, 2, 3, 120, 121, 122]
+    config = tds(TOY_CONFIG, suppression_limit=0.03)
+    res = anonymize(cols, config, TOY_H)
+    check_release(cols, res.released, config, TOY_H, res.suppressed)
+    rep = verify.t_closeness(res.released, config.qi_columns, "income", suppressed=res.suppressed)
+    assert 0 < res.suppressed.sum() <= 12  # the six outliers (or fewer) withheld
+    assert rep.t <= 0.2 + 1e-12
+
+
 def test_unreachable_models_and_bad_values_raise() -> None:
     cols = toy_table(n=50)
     with pytest.raises(DataError, match="no output can reach k=51"):

@@ -23,11 +23,16 @@ import numpy as np
 
 from leteo_fed.anonymize.config import AnonymizationConfig
 from leteo_fed.anonymize.hierarchy import Hierarchy
-from leteo_fed.anonymize.privacy_models import PrivacyModel
 from leteo_fed.anonymize.spark_columns import column_types, qi_expr, sensitive_exprs
 from leteo_fed.anonymize.spark_mondrian import SUPPRESSED
 from leteo_fed.anonymize.taxonomy import Taxonomy, leaf_codes
-from leteo_fed.anonymize.tds import Records, Specialization, TdsPlanner, build_taxonomies
+from leteo_fed.anonymize.tds import (
+    Records,
+    Specialization,
+    TdsPlanner,
+    build_taxonomies,
+    privacy_model,
+)
 from leteo_fed.errors import DataError
 
 if TYPE_CHECKING:
@@ -166,7 +171,7 @@ def anonymize_dataframe(
     if n_rows == 0:
         raise DataError(f"no output can reach k={config.k}: the table is empty")
     taxonomies = build_taxonomies(config, hierarchies, distinct)
-    model = PrivacyModel(config, hierarchies, numeric_sens, combos, combo_counts)
+    model = privacy_model(config, hierarchies, numeric_sens, combos, combo_counts)
 
     # leaf codes and combo codes by broadcast joins against small (value -> code) tables
     coded = work

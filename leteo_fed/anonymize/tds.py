@@ -43,6 +43,25 @@ from leteo_fed.errors import DataError
 _BLOCK = 1 << 22  # cells per (classes x combos) block handed to the privacy model
 
 
+def suppression_budget(config: AnonymizationConfig, n_rows: int) -> int:
+    """Rows that may be withheld: floor(suppression_limit x rows)."""
+    return int(math.floor(config.suppression_limit * n_rows + 1e-9))
+
+
+def privacy_model(
+    config: AnonymizationConfig,
+    hierarchies: Mapping[str, Hierarchy],
+    numeric_sensitive: Sequence[bool],
+    combos: Sequence[tuple[Hashable, ...]],
+    counts: np.ndarray,
+) -> PrivacyModel:
+    """The models TDS checks, with t tightened by the most the suppression budget can shift."""
+    n = int(np.sum(counts))
+    budget = suppression_budget(config, n)
+    margin = budget / (n - budget) if budget else 0.0
+    return PrivacyModel(config, hierarchies, numeric_sensitive, combos, counts, t_margin=margin)
+
+
 @dataclass(frozen=True)
 class Records:
     """(j, class node tuple, sensitive combo) -> rows, aggregated and canonically ordered."""
@@ -112,7 +131,7 @@ class TdsPlanner:
 
     def __post_init__(self) -> None:
         self.cut: list[set[int]] = [{0} for _ in self.taxonomies]
-        self.budget = int(math.floor(self.config.suppression_limit * self.n_rows + 1e-9))
+        self.budget = suppression_budget(self.config, self.n_rows)
         self._sq: dict[tuple[int, int], float] = {}
 
     def _classes(self, tup: np.ndarray, combo: np.ndarray, count: np.ndarray) -> _Classes:
@@ -313,7 +332,7 @@ def anonymize(
         tuple(_sens_key(col[r], num) for col, num in zip(sens_cols, numeric_sens, strict=True))
         for r in range(n)
     ]
-    model = PrivacyModel(config, hierarchies, numeric_sens, row_combos, np.ones(n))
+    model = privacy_model(config, hierarchies, numeric_sens, row_combos, np.ones(n))
     combo = model.combo_codes(row_combos)
 
     table, inv, weight = np.unique(
