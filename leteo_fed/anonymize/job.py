@@ -2,7 +2,7 @@
 
 Everything that can be refused is refused before the algorithm runs (bad config, unknown column,
 missing values, a value outside its hierarchy, a short or exposed HMAC key). The output is first
-written to a hidden sibling of the target, measured there (:mod:`report`), and only moved into
+written to a temporary sibling of the target, measured there (:mod:`report`), and only moved into
 place when the suppression limit and every configured privacy model hold on it, so a failed job
 leaves no output behind. Rows never reach the driver: Spark does the per-row work and the driver
 sees counts, histograms and per-class summaries only.
@@ -229,8 +229,11 @@ class Output:
         return cls(path, fmt)
 
     def staging(self) -> Path:
-        """A hidden sibling folder, so the final move stays on one file system."""
-        return self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:12]}"
+        """A sibling folder, so the final move stays on one file system.
+
+        Not hidden: Spark skips paths starting with '.' or '_' when it lists a dataset.
+        """
+        return self.path.parent / f"{self.path.name}.tmp-{uuid.uuid4().hex[:12]}"
 
 
 def write_staged(released: DataFrame, out: Output, staging: Path) -> Path:
@@ -263,7 +266,7 @@ def publish(written: Path, staging: Path, out: Output) -> None:
             os.replace(written, out.path)  # atomic for a single file
             shutil.rmtree(staging, ignore_errors=True)
             return
-        old = out.path.parent / f".{out.path.name}.old-{uuid.uuid4().hex[:12]}"
+        old = out.path.parent / f"{out.path.name}.old-{uuid.uuid4().hex[:12]}"
         os.replace(out.path, old)
     try:
         os.replace(written, out.path)

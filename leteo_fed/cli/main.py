@@ -693,8 +693,12 @@ def _run_anonymize(args) -> int:
         return 1
     rows, privacy = report["rows"], report["privacy"]
     models = [f"k={privacy['k_anonymity']['achieved']}"]
-    for model, sym in (("l_diversity", "l"), ("t_closeness", "t")):
-        models += [f"{sym}[{c}]={_score(e['achieved'])}" for c, e in privacy[model].items()]
+    for c, e in privacy["l_diversity"].items():
+        if e["variant"] == "recursive":  # achieved is r1 / (r_l + ... + r_m), must stay < c
+            models.append(f"r1/tail[{c}]={_score(e['achieved'])} (< c={e['c']:g})")
+        else:
+            models.append(f"l[{c}]={_score(e['achieved'])}")
+    models += [f"t[{c}]={_score(e['achieved'])}" for c, e in privacy["t_closeness"].items()]
     print(
         f"released {rows['out']} of {rows['in']} rows ({rows['suppressed']} suppressed) in "
         f"{report['classes']['count']} classes; {', '.join(models)}; "
