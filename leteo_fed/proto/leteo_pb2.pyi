@@ -93,7 +93,7 @@ class Grouping(_message.Message):
     def __init__(self, label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings", "rotation", "dp", "ldp")
+    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings", "rotation", "dp", "ldp", "kmeans")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,7 @@ class RoundSpec(_message.Message):
     ROTATION_FIELD_NUMBER: _ClassVar[int]
     DP_FIELD_NUMBER: _ClassVar[int]
     LDP_FIELD_NUMBER: _ClassVar[int]
+    KMEANS_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     features: _containers.RepeatedScalarFieldContainer[str]
@@ -118,7 +119,22 @@ class RoundSpec(_message.Message):
     rotation: _containers.RepeatedScalarFieldContainer[float]
     dp: DpSpec
     ldp: LdpSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ...) -> None: ...
+    kmeans: KmeansIteration
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ...) -> None: ...
+
+class KmeansIteration(_message.Message):
+    __slots__ = ("job_id", "iteration", "iterations", "k", "centers")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    CENTERS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    iteration: int
+    iterations: int
+    k: int
+    centers: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, job_id: _Optional[str] = ..., iteration: _Optional[int] = ..., iterations: _Optional[int] = ..., k: _Optional[int] = ..., centers: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class LdpSpec(_message.Message):
     __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "theta", "olh_g", "columns", "box_lower", "box_upper")
@@ -289,7 +305,7 @@ class ListOwnersRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RoundRequest(_message.Message):
-    __slots__ = ("method", "features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners", "groupings", "rho", "rho_prime", "projection_only", "dp_epsilon", "dp_delta", "row_norm_bound")
+    __slots__ = ("method", "features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners", "groupings", "rho", "rho_prime", "projection_only", "dp_epsilon", "dp_delta", "row_norm_bound", "kmeans")
     METHOD_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     COMPONENTS_FIELD_NUMBER: _ClassVar[int]
@@ -306,6 +322,7 @@ class RoundRequest(_message.Message):
     DP_EPSILON_FIELD_NUMBER: _ClassVar[int]
     DP_DELTA_FIELD_NUMBER: _ClassVar[int]
     ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    KMEANS_FIELD_NUMBER: _ClassVar[int]
     method: str
     features: _containers.RepeatedScalarFieldContainer[str]
     components: int
@@ -322,7 +339,20 @@ class RoundRequest(_message.Message):
     dp_epsilon: float
     dp_delta: float
     row_norm_bound: float
-    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., projection_only: _Optional[bool] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ...) -> None: ...
+    kmeans: KmeansRequest
+    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., projection_only: _Optional[bool] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ...) -> None: ...
+
+class KmeansRequest(_message.Message):
+    __slots__ = ("k", "centers", "iterations", "tolerance")
+    K_FIELD_NUMBER: _ClassVar[int]
+    CENTERS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    k: int
+    centers: _containers.RepeatedScalarFieldContainer[float]
+    iterations: int
+    tolerance: float
+    def __init__(self, k: _Optional[int] = ..., centers: _Optional[_Iterable[float]] = ..., iterations: _Optional[int] = ..., tolerance: _Optional[float] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")
