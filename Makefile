@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# pycanon (an independent k/l/t referee for the tests) pins exact numpy/scipy/pandas
+	# versions; its checks need only numpy and pandas, so it goes in without those pins.
+	$(BIN)/python -m pip install --quiet --no-deps 'pycanon==1.3.6'
 	touch $(STAMP)
 
 setup: $(STAMP)
