@@ -25,14 +25,14 @@ Release: numeric QI -> ``format_interval(min, max)`` of the partition, categoric
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier
-from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, as_labels, format_interval
+from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, format_interval
+from leteo_fed.anonymize.in_memory import read_columns
 from leteo_fed.anonymize.privacy_models import PrivacyModel
 from leteo_fed.errors import DataError
 
@@ -61,12 +61,6 @@ class Split:
     threshold: float | None  # numeric: left <= threshold < right
     value_child: dict[Hashable, int]  # categorical: value -> child pid
     children: tuple[int, ...]
-
-
-def _sens_key(value: object, numeric: bool) -> Hashable:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        raise DataError("sensitive column has a missing value")
-    return float(value) if numeric else str(value)
 
 
 @dataclass
@@ -254,18 +248,6 @@ class MondrianResult:
     rounds: int
 
 
-def _qi_values(column: np.ndarray, qi: QuasiIdentifier) -> np.ndarray:
-    if qi.type == "numeric":
-        arr = np.asarray(column)
-        if arr.dtype.kind not in "biuf":
-            raise DataError(f"numeric QI {qi.column!r} has dtype {arr.dtype}", field=qi.column)
-        arr = arr.astype(float)
-        if not np.isfinite(arr).all():
-            raise DataError(f"numeric QI {qi.column!r} has missing values", field=qi.column)
-        return arr
-    return as_labels(np.asarray(column, dtype=object)).astype(str).astype(object)
-
-
 def anonymize(
     columns: dict[str, np.ndarray],
     config: AnonymizationConfig,
@@ -273,22 +255,13 @@ def anonymize(
     progress: Callable[[str], None] | None = None,
 ) -> MondrianResult:
     """Mondrian on in-memory columns (reference implementation; small data)."""
-    lengths = {len(np.asarray(v)) for v in columns.values()}
-    if len(lengths) != 1:
-        raise DataError(f"columns have different lengths {sorted(lengths)}")
-    (n,) = lengths
-    for name in (*config.qi_columns, *(s.column for s in config.sensitive)):
-        if name not in columns:
-            raise DataError(f"column {name!r} not in table {sorted(columns)}", field=name)
-    if n == 0:
-        raise DataError(f"no output can reach k={config.k}: the table is empty")
-    qvals = [_qi_values(columns[q.column], q) for q in config.quasi_identifiers]
-    numeric_sens = [np.asarray(columns[s.column]).dtype.kind in "biuf" for s in config.sensitive]
-    sens_cols = [np.asarray(columns[s.column]).tolist() for s in config.sensitive]
-    row_combos = [
-        tuple(_sens_key(col[r], num) for col, num in zip(sens_cols, numeric_sens, strict=True))
-        for r in range(n)
-    ]
+    table = read_columns(columns, config)
+    n, qvals, numeric_sens, row_combos = (
+        table.n,
+        table.qi_values,
+        table.numeric_sensitive,
+        table.row_combos,
+    )
     planner = Planner(config, hierarchies, numeric_sens)
     planner.start(row_combos, np.ones(n, dtype=np.int64))
     combo = planner.combo_codes(row_combos)

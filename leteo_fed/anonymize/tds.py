@@ -35,7 +35,7 @@ import numpy as np
 
 from leteo_fed.anonymize.config import AnonymizationConfig
 from leteo_fed.anonymize.hierarchy import Hierarchy
-from leteo_fed.anonymize.mondrian import _qi_values, _sens_key
+from leteo_fed.anonymize.in_memory import read_columns
 from leteo_fed.anonymize.privacy_models import PrivacyModel
 from leteo_fed.anonymize.taxonomy import Taxonomy, leaf_codes, taxonomy_for
 from leteo_fed.errors import DataError
@@ -311,35 +311,23 @@ def anonymize(
     progress: Callable[[str], None] | None = None,
 ) -> TdsResult:
     """TDS on in-memory columns (reference implementation; small data)."""
-    lengths = {len(np.asarray(v)) for v in columns.values()}
-    if len(lengths) != 1:
-        raise DataError(f"columns have different lengths {sorted(lengths)}")
-    (n,) = lengths
-    for name in (*config.qi_columns, *(s.column for s in config.sensitive)):
-        if name not in columns:
-            raise DataError(f"column {name!r} not in table {sorted(columns)}", field=name)
-    if n == 0:
-        raise DataError(f"no output can reach k={config.k}: the table is empty")
-    qvals = [_qi_values(columns[q.column], q) for q in config.quasi_identifiers]
+    table = read_columns(columns, config)
+    n, qvals = table.n, table.qi_values
     distinct = [np.unique(v, return_counts=True) for v in qvals]
     taxonomies = build_taxonomies(config, hierarchies, distinct)
     codes = np.column_stack([leaf_codes(t, v) for t, v in zip(taxonomies, qvals, strict=True)])
     code_counts = [np.bincount(codes[:, j], minlength=t.n_codes) for j, t in enumerate(taxonomies)]
 
-    numeric_sens = [np.asarray(columns[s.column]).dtype.kind in "biuf" for s in config.sensitive]
-    sens_cols = [np.asarray(columns[s.column]).tolist() for s in config.sensitive]
-    row_combos: list[tuple[Hashable, ...]] = [
-        tuple(_sens_key(col[r], num) for col, num in zip(sens_cols, numeric_sens, strict=True))
-        for r in range(n)
-    ]
-    model = privacy_model(config, hierarchies, numeric_sens, row_combos, np.ones(n))
-    combo = model.combo_codes(row_combos)
+    model = privacy_model(
+        config, hierarchies, table.numeric_sensitive, table.row_combos, np.ones(n)
+    )
+    combo = model.combo_codes(table.row_combos)
 
-    table, inv, weight = np.unique(
+    compact, inv, weight = np.unique(
         np.column_stack([codes, combo]), axis=0, return_inverse=True, return_counts=True
     )
     inv = inv.reshape(-1)
-    leaf, combo_c = table[:, :-1], table[:, -1]
+    leaf, combo_c = compact[:, :-1], compact[:, -1]
     nodes = np.zeros(leaf.shape, dtype=np.int64)
     child = np.column_stack(
         [t.pick(t.child_ranges(0), leaf[:, j]) for j, t in enumerate(taxonomies)]
