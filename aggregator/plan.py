@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from leteo_fed.errors import DataError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols import METHODS, discriminant, moments, pca
+from leteo_fed.protocols import METHODS, discriminant, kmeans, moments, pca
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping
 
 MIN_QUORUM = 2  # one share alone would reveal that owner's statistics to the data user
@@ -219,3 +221,145 @@ class LdpRoundPlan:
     spec: pb.LdpSpec
     min_owners: int
     consistency: bool
+
+
+@dataclass(frozen=True)
+class KmeansPlan:
+    """A federated k-means job: one round per iteration, each with this encoding and noise."""
+
+    features: list[str]
+    k: int
+    centers: np.ndarray  # initial centers, k x d (validated)
+    iterations: int  # maximum number of iterations T
+    tolerance: float  # stop once no center moves more than this (L2)
+    min_owners: int
+    deadline_seconds: float  # per iteration
+    encoding: kmeans.KmeansEncoding
+    dp: DpPlan | None = None  # per iteration: (epsilon / T, delta / T)
+    dp_total: tuple[float, float] | None = None  # the job's (epsilon, delta)
+    method: str = kmeans.PROTOCOL
+    projection_only: bool = False
+
+
+def plan_kmeans(request: pb.RoundRequest, n_invited: int) -> KmeansPlan:
+    """Validate a k-means job request (method "kmeans"); every refusal names its field."""
+    features = list(request.features)
+    if not features:
+        raise DataError("features is empty: name the columns to cluster", field="features")
+    if len(set(features)) != len(features):
+        raise DataError("features contains duplicates", field="features")
+    for name, set_ in (
+        ("groupings", bool(request.groupings)),
+        ("projection_only", request.projection_only),
+        ("standardize", request.standardize),
+        ("components", bool(request.components)),
+        ("rho", request.HasField("rho") or request.HasField("rho_prime")),
+    ):
+        if set_:
+            raise DataError(f"{name} does not apply to k-means", field=name)
+    spec = request.kmeans
+    k = spec.k
+    if not 1 <= k <= kmeans.MAX_K:
+        raise DataError(f"kmeans.k must be in 1..{kmeans.MAX_K}, got {k}", field="kmeans.k")
+    iterations = spec.iterations or kmeans.DEFAULT_ITERATIONS
+    if not 1 <= iterations <= kmeans.MAX_ITERATIONS:
+        raise DataError(
+            f"kmeans.iterations must be in 1..{kmeans.MAX_ITERATIONS}, got {iterations}",
+            field="kmeans.iterations",
+        )
+    tolerance = spec.tolerance
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise DataError(
+            f"kmeans.tolerance must be a finite number >= 0, got {tolerance}",
+            field="kmeans.tolerance",
+        )
+    min_owners, deadline = _quorum_and_deadline(request)
+    d = len(features)
+    dp, dp_total, enc_args = _plan_kmeans_dp(request, d, k, iterations, min_owners)
+    encoding = kmeans.KmeansEncoding(
+        **enc_args, max_owners=max(kmeans.DEFAULT_MAX_OWNERS, n_invited)
+    )
+    centers = kmeans.validate_centers(
+        spec.centers, k, d, encoding.value_bound, field="kmeans.centers"
+    )
+    return KmeansPlan(
+        features,
+        k,
+        centers,
+        iterations,
+        tolerance,
+        min_owners,
+        deadline,
+        encoding,
+        dp,
+        dp_total,
+    )
+
+
+def _quorum_and_deadline(request: pb.RoundRequest) -> tuple[int, float]:
+    min_owners = request.min_owners or MIN_QUORUM
+    if min_owners < MIN_QUORUM:
+        raise DataError(
+            f"min_owners must be at least {MIN_QUORUM}: a single share would be revealed",
+            field="min_owners",
+        )
+    deadline = request.deadline_seconds or DEFAULT_DEADLINE_SECONDS
+    if not 0 < deadline <= MAX_DEADLINE_SECONDS:
+        raise DataError(
+            f"deadline_seconds must be in (0, {MAX_DEADLINE_SECONDS:.0f}]", field="deadline_seconds"
+        )
+    return min_owners, deadline
+
+
+def _plan_kmeans_dp(request, d: int, k: int, iterations: int, quorum: int):
+    if not request.HasField("dp_epsilon"):
+        if request.HasField("dp_delta") or request.HasField("row_norm_bound"):
+            raise DataError("dp_delta and row_norm_bound need dp_epsilon", field="dp_epsilon")
+        return (
+            None,
+            None,
+            {
+                "scale_bits": request.scale_bits or kmeans.DEFAULT_SCALE_BITS,
+                "value_bound": request.value_bound or kmeans.DEFAULT_VALUE_BOUND,
+            },
+        )
+    eps, delta, c = _dp_parameters(request)
+    f = request.scale_bits or kmeans.DP_DEFAULT_SCALE_BITS
+    it = kmeans.calibrate_iteration(eps, delta, iterations, c, f, d, k)
+    owner_mu = it.mu / quorum
+    if owner_mu > MAX_OWNER_MU:
+        raise DataError(
+            f"the noise (Skellam mu {owner_mu:.3g} per owner) is too large to sample exactly: "
+            "lower scale_bits, raise dp_epsilon or run fewer iterations",
+            field="scale_bits",
+        )
+    dp = DpPlan(it.epsilon, it.delta, c, it.mu, quorum, it.l1, it.l2)
+    return (
+        dp,
+        (eps, delta),
+        {
+            "scale_bits": f,
+            "value_bound": c,  # clipped rows have |x_i| <= C
+            "count_scale_bits": it.count_scale_bits,
+            "noise_bound": noise.skellam_magnitude_bound(owner_mu, kmeans.n_values(k, d)),
+        },
+    )
+
+
+def _dp_parameters(request) -> tuple[float, float, float]:
+    eps = request.dp_epsilon
+    delta = request.dp_delta if request.HasField("dp_delta") else DP_DEFAULT_DELTA
+    if not (math.isfinite(eps) and 0 < eps <= 100):
+        raise DataError(f"dp_epsilon must be in (0, 100], got {eps}", field="dp_epsilon")
+    if not (math.isfinite(delta) and 0 < delta <= 1e-2):
+        raise DataError(f"dp_delta must be in (0, 0.01], got {delta}", field="dp_delta")
+    if not request.HasField("row_norm_bound"):
+        raise DataError(
+            "a DP round needs row_norm_bound (rows are clipped to it)", field="row_norm_bound"
+        )
+    c = request.row_norm_bound
+    if not (math.isfinite(c) and c > 0):
+        raise DataError(
+            f"row_norm_bound must be a positive number, got {c}", field="row_norm_bound"
+        )
+    return eps, delta, c

@@ -33,6 +33,7 @@ class Round:
     invited: list[str]
     rotation: np.ndarray | None = None  # projection-only mode: secret, never sent to the CSP
     ldp: object | None = None  # LDP rounds: the running report accumulator
+    kmeans: object | None = None  # k-means iterations: aggregator.kmeans_job.IterationContext
     state: str = OPEN
     message: str = ""
     declined: dict[str, str] = field(default_factory=dict)

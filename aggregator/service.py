@@ -19,7 +19,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from aggregator.plan import LdpRoundPlan, plan_round
+from aggregator.kmeans_job import IterationContext, KmeansJob
+from aggregator.plan import LdpRoundPlan, plan_kmeans, plan_round
 from aggregator.rounds import COMPLETED, FAILED, Round
 from leteo_fed import __version__
 from leteo_fed.crypto.paillier import (
@@ -38,7 +39,7 @@ from leteo_fed.errors import (
 )
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.protocols import discriminant, ldp_collection, moments, pca, rotation
+from leteo_fed.protocols import discriminant, kmeans, ldp_collection, moments, pca, rotation
 from leteo_fed.transport.certs import check_site_id
 from leteo_fed.transport.grpc_io import (
     TlsConfig,
@@ -84,6 +85,8 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         self._owner_stubs: dict[str, pb_grpc.OwnerAgentStub] = {}
         self._owner_channels: list[grpc.Channel] = []
         self._rounds: dict[str, Round] = {}
+        self._jobs: dict[str, KmeansJob] = {}  # federated k-means jobs, by job id
+        self._closing = threading.Event()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="round")
 
@@ -200,7 +203,10 @@ class AggregatorService(pb_grpc.AggregatorServicer):
                 f"{len(rnd.plan.features)} features",
                 field="dimension",
             )
-        enc, layout = encoding_from_proto(header.encoding, rnd.public.bits)
+        if rnd.protocol == kmeans.PROTOCOL:
+            enc, layout = kmeans.encoding_from_proto(header.encoding, rnd.public.bits)
+        else:
+            enc, layout = encoding_from_proto(header.encoding, rnd.public.bits)
         if enc != rnd.plan.encoding or layout != rnd.layout:
             raise DataError("share encoding differs from the round's encoding", field="encoding")
         if header.n_ciphertexts != rnd.n_ciphertexts:
@@ -253,8 +259,14 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     @rpc_method
     def GetRound(self, request, context):
         require_role(context, "analyst", "aggregator")
-        rnd = self._round(request.round_id)
         wait = min(max(request.wait_seconds, 0.0), 600.0)
+        with self._lock:
+            job = self._jobs.get(request.round_id)
+        if job is not None:
+            if wait:
+                job.done.wait(wait)
+            return job.status()
+        rnd = self._round(request.round_id)
         if wait:
             rnd.done.wait(wait)
         return self.status(rnd)
@@ -262,17 +274,13 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     @rpc_method
     def StartRound(self, request, context):
         caller = require_role(context, "analyst", "aggregator")
+        if request.method == kmeans.PROTOCOL:
+            return self._start_kmeans(request, caller.name)
         with self._lock:
             registered = dict(self._owners)
         invited = list(request.owners) or sorted(registered)
         plan = plan_round(request, len(invited))
-        unknown = [s for s in invited if s not in registered]
-        if unknown:
-            raise NotFoundError(f"owner(s) not registered: {', '.join(unknown)}")
-        if len(invited) < plan.min_owners:
-            raise ProtocolError(
-                f"{len(invited)} owner(s) registered, the round needs at least {plan.min_owners}"
-            )
+        self._check_invited(invited, registered, plan.min_owners)
         public = self.public_key()
         layout = plan.encoding.layout(public.bits)
         rnd = Round(
@@ -286,22 +294,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             invited=invited,
             rotation=rotation.random_rotation(len(plan.features)) if plan.projection_only else None,
         )
-        try:
-            self._csp.OpenRound(
-                pb.CspRoundRequest(
-                    round_id=rnd.round_id,
-                    key_id=public.key_id,
-                    n_ciphertexts=rnd.n_ciphertexts,
-                    mode="projection" if plan.projection_only else "blinded",
-                ),
-                timeout=10,
-            )
-        except grpc.RpcError as exc:
-            raise PeerUnavailable(
-                f"the CSP refused to open the round: {rpc_error_message(exc)}"
-            ) from exc
-        with self._lock:
-            self._rounds[rnd.round_id] = rnd
+        self._open_at_csp(rnd, "projection" if plan.projection_only else "blinded")
         log.info(
             "round %s opened by %s: %s on %d features, %d owners invited, quorum %d, deadline %.0f s",
             rnd.round_id,
@@ -312,9 +305,6 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             plan.min_owners,
             plan.deadline_seconds,
         )
-        timer = threading.Timer(plan.deadline_seconds, self._finalize, args=(rnd,))
-        timer.daemon = True
-        timer.start()
         spec = pb.RoundSpec(
             round_id=rnd.round_id,
             protocol=rnd.protocol,
@@ -338,9 +328,208 @@ class AggregatorService(pb_grpc.AggregatorServicer):
                     mechanism="skellam",
                 )
             )
-        for site in invited:
-            self._pool.submit(self._invite, rnd, site, spec)
+        self._invite_all(rnd, spec)
         return self.status(rnd)
+
+    @staticmethod
+    def _check_invited(invited: list[str], registered: dict[str, str], min_owners: int) -> None:
+        unknown = [s for s in invited if s not in registered]
+        if unknown:
+            raise NotFoundError(f"owner(s) not registered: {', '.join(unknown)}")
+        if len(invited) < min_owners:
+            raise ProtocolError(
+                f"{len(invited)} owner(s) registered, the round needs at least {min_owners}"
+            )
+
+    def _open_at_csp(self, rnd: Round, mode: str = "blinded") -> None:
+        """Announce the round and its ciphertext count to the CSP, then track it here."""
+        try:
+            self._csp.OpenRound(
+                pb.CspRoundRequest(
+                    round_id=rnd.round_id,
+                    key_id=rnd.public.key_id,
+                    n_ciphertexts=rnd.n_ciphertexts,
+                    mode=mode,
+                ),
+                timeout=10,
+            )
+        except grpc.RpcError as exc:
+            raise PeerUnavailable(
+                f"the CSP refused to open the round: {rpc_error_message(exc)}"
+            ) from exc
+        with self._lock:
+            self._rounds[rnd.round_id] = rnd
+
+    def _invite_all(self, rnd: Round, spec: pb.RoundSpec) -> None:
+        """Arm the deadline and invite every owner (each invitation on the pool)."""
+        timer = threading.Timer(max(0.0, rnd.deadline - time.time()), self._finalize, args=(rnd,))
+        timer.daemon = True
+        timer.start()
+        for site in rnd.invited:
+            self._pool.submit(self._invite, rnd, site, spec)
+
+    # ------------------------------------------------------------------ federated k-means
+
+    def _start_kmeans(self, request: pb.RoundRequest, caller: str) -> pb.RoundStatus:
+        with self._lock:
+            registered = dict(self._owners)
+        invited = list(request.owners) or sorted(registered)
+        plan = plan_kmeans(request, len(invited))
+        self._check_invited(invited, registered, plan.min_owners)
+        public = self.public_key()
+        job = KmeansJob(
+            job_id=f"kmeans-{uuid.uuid4().hex[:12]}",
+            plan=plan,
+            invited=invited,
+            public=public,
+            layout=plan.encoding.layout(public.bits),
+            centers=plan.centers,
+        )
+        with self._lock:
+            self._jobs[job.job_id] = job
+        log.info(
+            "k-means job %s started by %s: k=%d on %d features, at most %d iteration(s), "
+            "%d owners invited, quorum %d%s",
+            job.job_id,
+            caller,
+            plan.k,
+            len(plan.features),
+            plan.iterations,
+            len(invited),
+            plan.min_owners,
+            f", DP epsilon {plan.dp_total[0]:g}" if plan.dp_total else "",
+        )
+        threading.Thread(
+            target=self._run_kmeans, args=(job,), name=f"job-{job.job_id}", daemon=True
+        ).start()
+        return job.status()
+
+    def _run_kmeans(self, job: KmeansJob) -> None:
+        """Iterate: open a round with the current centers, wait for it, update, stop or go on."""
+        plan = job.plan
+        t = 0
+        try:
+            for t in range(1, plan.iterations + 1):
+                if self._closing.is_set():
+                    raise PeerUnavailable("the aggregator is shutting down")
+                rnd = self._open_kmeans_iteration(job, t)
+                if not rnd.done.wait(plan.deadline_seconds + CSP_TIMEOUT_SECONDS + 60):
+                    raise ProtocolError(f"round {rnd.round_id} did not finish")
+                if rnd.state != COMPLETED:
+                    job.finish(FAILED, f"iteration {t} of {plan.iterations} failed: {rnd.message}")
+                    log.warning("k-means job %s failed: %s", job.job_id, job.message)
+                    return
+                entry = job.record(rnd)
+                log.info(
+                    "k-means job %s: iteration %d done with %s; max center shift %.6g",
+                    job.job_id,
+                    t,
+                    ", ".join(entry["contributors"]),
+                    entry["center_shift"],
+                )
+                if entry["center_shift"] <= plan.tolerance:
+                    job.converged = True
+                    break
+            how = "converged" if job.converged else "reached the iteration limit"
+            job.finish(COMPLETED, f"{len(job.iterations)} iteration(s), {how}", job.result_doc())
+            log.info("k-means job %s completed: %s", job.job_id, job.message)
+        except LeteoError as exc:
+            job.finish(FAILED, f"iteration {t} of {plan.iterations} failed: {exc}")
+            log.error("k-means job %s failed: %s", job.job_id, job.message)
+        except Exception as exc:  # a bug must still end the job, never leave it hanging
+            log.exception("k-means job %s crashed", job.job_id)
+            job.finish(FAILED, f"internal error: {type(exc).__name__}")
+
+    def _open_kmeans_iteration(self, job: KmeansJob, t: int) -> Round:
+        plan = job.plan
+        d = len(plan.features)
+        rnd = Round(
+            round_id=f"{job.job_id}-it{t}",
+            protocol=kmeans.PROTOCOL,
+            plan=plan,
+            deadline=time.time() + plan.deadline_seconds,
+            public=job.public,
+            layout=job.layout,
+            n_values=kmeans.n_values(plan.k, d),
+            invited=list(job.invited),
+            kmeans=IterationContext(job.job_id, t, job.centers.copy()),
+        )
+        spec = pb.RoundSpec(
+            round_id=rnd.round_id,
+            protocol=kmeans.PROTOCOL,
+            features=plan.features,
+            encoding=kmeans.encoding_to_proto(plan.encoding, job.layout),
+            key_id=job.public.key_id,
+            deadline_unix=rnd.deadline,
+            n_values=rnd.n_values,
+            n_ciphertexts=rnd.n_ciphertexts,
+            kmeans=pb.KmeansIteration(
+                job_id=job.job_id,
+                iteration=t,
+                iterations=plan.iterations,
+                k=plan.k,
+                centers=rnd.kmeans.centers.ravel().tolist(),
+            ),
+        )
+        if plan.dp is not None:
+            spec.dp.CopyFrom(
+                pb.DpSpec(
+                    epsilon=plan.dp.epsilon,
+                    delta=plan.dp.delta,
+                    row_norm_bound=plan.dp.row_norm_bound,
+                    mu=plan.dp.mu,
+                    quorum=plan.dp.quorum,
+                    mechanism="skellam",
+                )
+            )
+        self._open_at_csp(rnd)
+        job.progress(f"iteration {t} of {plan.iterations} open ({rnd.round_id})")
+        self._invite_all(rnd, spec)
+        return rnd
+
+    def _compute_kmeans(self, rnd: Round) -> dict:
+        """Unblind the iteration's totals and update the centers; the result owners receive
+        holds the new centers only (no counts, no per-owner facts)."""
+        plan, ctx = rnd.plan, rnd.kmeans
+        t = ctx.timings
+        start = time.perf_counter()
+        masks = draw_masks(rnd.n_values, rnd.layout)
+        blinded = add_plaintexts(rnd.public, rnd.aggregate, pack_raw(masks, rnd.layout))
+        t["mask_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        plaintexts, ctx.csp_seconds = self._decrypt(rnd, blinded)
+        t["csp_round_trip_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        slots = unpack(plaintexts, rnd.n_values, rnd.layout)
+        totals = unblind(slots, masks, len(rnd.submitted), rnd.layout)
+        t["unmask_seconds"] = time.perf_counter() - start
+        self._record(rnd, {"mode": "blinded", "aggregate_totals": [str(v) for v in totals]})
+
+        start = time.perf_counter()
+        noisy = plan.dp is not None
+        decoded = kmeans.decode_totals(
+            totals, plan.k, len(plan.features), plan.encoding, noisy=noisy
+        )
+        ctx.update = kmeans.update_centers(
+            decoded, ctx.centers, clip_norm=plan.dp.row_norm_bound if noisy else None
+        )
+        t["update_seconds"] = time.perf_counter() - start
+        t.update(rnd.timings)
+        return {
+            "protocol": kmeans.PROTOCOL,
+            "method": kmeans.METHOD,
+            "job_id": ctx.job_id,
+            "iteration": ctx.iteration,
+            "iterations": plan.iterations,
+            "features": plan.features,
+            "k": plan.k,
+            "centers": ctx.update.centers.tolist(),
+            "center_shift": ctx.update.shift,
+            "round_id": rnd.round_id,
+            "owners": sorted(rnd.submitted),
+        }
 
     @rpc_method
     def StartLdpRound(self, request, context):
@@ -501,6 +690,8 @@ class AggregatorService(pb_grpc.AggregatorServicer):
                 },
             )
             return doc
+        if rnd.protocol == kmeans.PROTOCOL:
+            return self._compute_kmeans(rnd)
         if rnd.plan.projection_only:
             return self._compute_projection(rnd)
         t = {}
@@ -694,6 +885,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
 
     def close(self) -> None:
         """Stop now: pending work is cancelled and in-flight calls end with the channels."""
+        self._closing.set()  # k-means jobs open no further iteration
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._csp_channel.close()
         with self._lock:

@@ -71,6 +71,46 @@ class RoundParams:
 
 
 @dataclass
+class KmeansParams:
+    """A federated k-means job: the aggregator runs one round per iteration."""
+
+    features: list[str]
+    k: int
+    centers: list[list[float]]  # initial centers, k x d
+    iterations: int = 10  # maximum number of iterations T
+    tolerance: float = 0.0  # stop once no center moves more than this (L2)
+    min_owners: int = 0
+    deadline_seconds: float = 120.0  # per iteration
+    scale_bits: int = 0
+    value_bound: float = 0.0
+    owners: tuple[str, ...] = ()
+    dp_epsilon: float | None = None  # the whole job's budget, split evenly over the iterations
+    dp_delta: float | None = None
+    row_norm_bound: float | None = None
+
+    def to_proto(self) -> pb.RoundRequest:
+        request = pb.RoundRequest(
+            method="kmeans",
+            features=self.features,
+            min_owners=self.min_owners,
+            deadline_seconds=self.deadline_seconds,
+            scale_bits=self.scale_bits,
+            value_bound=self.value_bound,
+            owners=list(self.owners),
+            kmeans=pb.KmeansRequest(
+                k=self.k,
+                centers=[float(v) for row in self.centers for v in row],
+                iterations=self.iterations,
+                tolerance=self.tolerance,
+            ),
+        )
+        for name in ("dp_epsilon", "dp_delta", "row_norm_bound"):
+            if getattr(self, name) is not None:
+                setattr(request, name, getattr(self, name))
+        return request
+
+
+@dataclass
 class LdpParams:
     column: str
     mechanism: str
@@ -183,6 +223,19 @@ class AnalystClient:
     ) -> dict:
         status = self.start_round(params)
         return self._result(status, params.deadline_seconds, on_tick)
+
+    def start_kmeans(self, params: KmeansParams) -> pb.RoundStatus:
+        return self._call(self._stub.StartRound, params.to_proto(), 30)
+
+    def run_kmeans(
+        self,
+        params: KmeansParams,
+        on_tick: Callable[[pb.RoundStatus], None] | None = None,
+    ) -> dict:
+        """Start a k-means job and wait for its result (every iteration may use its deadline)."""
+        status = self.start_kmeans(params)
+        budget = (params.iterations or 10) * (params.deadline_seconds + 30)
+        return self._result(status, budget, on_tick)
 
     def start_ldp(self, params: LdpParams) -> pb.RoundStatus:
         return self._call(self._stub.StartLdpRound, params.to_proto(), 30)

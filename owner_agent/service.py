@@ -29,8 +29,7 @@ from leteo_fed.privacy import dp_release
 from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.protocols import METHODS as SUPPORTED_PROTOCOLS
-from leteo_fed.protocols import ldp_collection, moments, pca, rotation
+from leteo_fed.protocols import METHODS, kmeans, ldp_collection, moments, pca, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_error_message, rpc_method
 from leteo_fed.transport.messages import (
     batches,
@@ -44,6 +43,7 @@ log = logging.getLogger("leteo.owner")
 
 REGISTER_INTERVAL_SECONDS = 30.0
 LARGE_SHARE_CIPHERTEXTS = 512  # from here on a share is encrypted on all cores (d >~ 100)
+SUPPORTED_PROTOCOLS = (*METHODS, kmeans.PROTOCOL)
 
 
 class OwnerAgentService(pb_grpc.OwnerAgentServicer):
@@ -173,6 +173,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             return f"protocol {spec.protocol!r} is not supported by this agent"
         if spec.round_id in self._jobs:
             return f"round {spec.round_id} was already accepted"
+        if spec.protocol == kmeans.PROTOCOL:
+            return self._precheck_kmeans(spec)
         try:
             public = self.encryptor().public
             if spec.key_id != public.key_id:
@@ -216,6 +218,47 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 f"privacy budget of site {self.config.site_id} exhausted: the round asks epsilon "
                 f"{ldp.epsilon:g}, remaining {eps:g}"
             )
+        return ""
+
+    def _precheck_kmeans(self, spec: pb.RoundSpec) -> str:
+        """One k-means iteration: the centers, the encoding, the engine, the budget, the columns."""
+        try:
+            if not spec.HasField("kmeans"):
+                return "a k-means round without its centers (kmeans) was refused"
+            public = self.encryptor().public
+            if spec.key_id != public.key_id:
+                return f"round key {spec.key_id} is not the CSP key {public.key_id}"
+            enc, _ = kmeans.encoding_from_proto(spec.encoding, public.bits)
+            km, d = spec.kmeans, len(spec.features)
+            kmeans.validate_centers(km.centers, km.k, d, enc.value_bound, field="centers")
+            if spec.n_values != kmeans.n_values(km.k, d):
+                return f"round declares {spec.n_values} values, k x (d + 1) = {kmeans.n_values(km.k, d)}"
+            data = self.config.data
+            if not sources.is_local(data.path) or data.engine == "spark":
+                return "k-means rounds are computed with the numpy engine on a local file only"
+            if spec.HasField("dp"):
+                if self._ledger is None:
+                    return f"site {self.config.site_id} has no privacy budget configured ([privacy] in its config)"
+                kmeans.verify_dp(spec.dp, enc, d, km.k)
+                # take part only if the budget covers this and every later iteration of the job
+                left = max(1, km.iterations - km.iteration + 1)
+                eps, delta = spec.dp.epsilon * left, spec.dp.delta * left
+                if not self._ledger.can_afford(eps, delta):
+                    have_eps, have_delta = self._ledger.remaining()
+                    return (
+                        f"privacy budget of site {self.config.site_id} exhausted: the job's "
+                        f"{left} remaining iteration(s) ask epsilon {eps:g}, delta {delta:g}; "
+                        f"remaining {have_eps:g}, {have_delta:g}"
+                    )
+            available = sources.column_names(data.path, data.format)
+            missing = [f for f in spec.features if f not in available]
+            if missing:
+                return (
+                    f"column '{missing[0]}' is not in {Path(data.path).name} "
+                    f"(site {self.config.site_id})"
+                )
+        except LeteoError as exc:
+            return str(exc)
         return ""
 
     def _run_ldp(self, spec: pb.RoundSpec) -> None:
@@ -288,15 +331,24 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         dp = spec.dp if spec.HasField("dp") else None
         try:
             if dp is not None:  # reserved before the data is touched; refused = nothing spent
+                what = (
+                    f"kmeans job {spec.kmeans.job_id} iteration {spec.kmeans.iteration}"
+                    f"/{spec.kmeans.iterations}"
+                    if spec.protocol == kmeans.PROTOCOL
+                    else spec.protocol
+                )
                 self._ledger.reserve(
                     spec.round_id,
                     dp_release.MECHANISM,
                     dp.epsilon,
                     dp.delta,
-                    note=f"{spec.protocol} on {len(spec.features)} features, rows clipped to {dp.row_norm_bound:g}",
+                    note=f"{what} on {len(spec.features)} features, rows clipped to {dp.row_norm_bound:g}",
                 )
             try:
-                header, ciphertexts = self.build_share(spec)
+                if spec.protocol == kmeans.PROTOCOL:
+                    header, ciphertexts = self.build_kmeans_share(spec)
+                else:
+                    header, ciphertexts = self.build_share(spec)
             except BaseException:
                 if dp is not None:  # the noisy share never left this site
                     self._ledger.release(spec.round_id, share_left_owner=False)
@@ -356,15 +408,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         timings["encode_seconds"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        if len(packed) >= LARGE_SHARE_CIPHERTEXTS:
-            if self._pool is None:
-                self._pool = EncryptionPool(public, min_per_worker=LARGE_SHARE_CIPHERTEXTS // 2)
-            log.info(
-                "encrypting %d ciphertexts on %d worker processes", len(packed), self._pool.workers
-            )
-            ciphertexts = self._pool.encrypt_many(packed)
-        else:
-            ciphertexts = encryptor.encrypt_many(packed)
+        ciphertexts = self._encrypt(packed)
         timings["encrypt_seconds"] = time.perf_counter() - start
         timings["rows"] = float(mom.m[0].sum())
 
@@ -374,6 +418,70 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             key_id=public.key_id,
             dimension=len(features),
             encoding=encoding_to_proto(enc, layout),
+            n_ciphertexts=len(ciphertexts),
+            timings=timings,
+        )
+        return header, ciphertexts
+
+    def _encrypt(self, packed: list[int]) -> list[int]:
+        encryptor = self.encryptor()
+        if len(packed) >= LARGE_SHARE_CIPHERTEXTS:
+            if self._pool is None:
+                self._pool = EncryptionPool(
+                    encryptor.public, min_per_worker=LARGE_SHARE_CIPHERTEXTS // 2
+                )
+            log.info(
+                "encrypting %d ciphertexts on %d worker processes", len(packed), self._pool.workers
+            )
+            return self._pool.encrypt_many(packed)
+        return encryptor.encrypt_many(packed)
+
+    def build_kmeans_share(self, spec: pb.RoundSpec) -> tuple[pb.ShareHeader, list[int]]:
+        """One k-means iteration: assign every row to the nearest center, encode the per-cluster
+        sums and counts of ALL k clusters, add this owner's noise (DP), encrypt. The header
+        carries timings only: not even this site's row count leaves in the clear."""
+        timings: dict[str, float] = {}
+        public: PublicKey = self.encryptor().public
+        enc, layout = kmeans.encoding_from_proto(spec.encoding, public.bits)
+        features, km = list(spec.features), spec.kmeans
+        centers = kmeans.validate_centers(
+            km.centers, km.k, len(features), enc.value_bound, field="centers"
+        )
+        dp = spec.dp if spec.HasField("dp") else None
+
+        start = time.perf_counter()
+        data = self.config.data
+        x = sources.read_matrix(data.path, features, data.format)
+        if dp is not None:  # any finite value is accepted; every row is clipped to norm C
+            check_finite_and_bounded(x, features, np.inf)
+            if x.shape[0] == 0:
+                raise DataError("the data source has no rows")
+            x = dp_release.clip(x, dp.row_norm_bound)
+        pca.validate_rows(x, features, enc)
+        timings["read_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        sums, counts = kmeans.cluster_stats(x, kmeans.assign(x, centers), km.k)
+        timings["assign_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        values = kmeans.encode_cluster_stats(sums, counts, enc)
+        if len(values) != spec.n_values:
+            raise ProtocolError(f"share has {len(values)} values, round expects {spec.n_values}")
+        if dp is not None:
+            values = dp_release.add_noise(values, dp)
+        packed = pack(values, layout)
+        timings["encode_seconds"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        ciphertexts = self._encrypt(packed)
+        timings["encrypt_seconds"] = time.perf_counter() - start
+        header = pb.ShareHeader(
+            round_id=spec.round_id,
+            site_id=self.config.site_id,
+            key_id=public.key_id,
+            dimension=len(features),
+            encoding=kmeans.encoding_to_proto(enc, layout),
             n_ciphertexts=len(ciphertexts),
             timings=timings,
         )
