@@ -143,7 +143,8 @@ def decode_totals(
     totals: Sequence[int], k: int, d: int, enc: KmeansEncoding, noisy: bool = False
 ) -> ClusterTotals:
     """Signed integer totals -> per-cluster sums and counts. Counts are rounded to whole rows
-    (DP rounds scale them); a negative count is a corrupted aggregate unless the round is noisy."""
+    (DP rounds scale them); a negative count is a corrupted aggregate unless the round is noisy,
+    where it is reported as 0."""
     if len(totals) != n_values(k, d):
         raise ProtocolError(f"expected {n_values(k, d)} totals, got {len(totals)}")
     sums, counts = [], []
@@ -154,7 +155,7 @@ def decode_totals(
         count = row[d] if not cs else (row[d] + (1 << (cs - 1))) >> cs  # nearest whole row
         if count < 0 and not noisy:
             raise ProtocolError(f"negative count for cluster {j}: corrupted aggregate")
-        counts.append(count)
+        counts.append(max(count, 0))  # a noisy count below zero means no rows (post-processing)
     return ClusterTotals(sums, counts, enc.scale_bits)
 
 
