@@ -512,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_pca_arguments(p)
+
+    from leteo_fed.cli import kmeans as kmeans_cli  # `kmeans` and `demo kmeans`
+
+    kmeans_cli.add_parsers(sub, demo)
     return parser
 
 
@@ -551,6 +555,10 @@ def _run(args) -> int:
         return _run_round(args)
     if args.command == "ldp" or (args.command == "demo" and args.action == "ldp"):
         return _run_ldp(args)
+    if args.command == "kmeans" or (args.command == "demo" and args.action == "kmeans"):
+        from leteo_fed.cli import kmeans as kmeans_cli
+
+        return kmeans_cli.run(args)
     if args.command == "demo":
         from leteo_fed.demo.runner import DemoOptions, run_demo
 
