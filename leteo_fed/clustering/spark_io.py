@@ -1,0 +1,97 @@
+"""Read the features of a Spark-readable dataset for the DP k-means jobs, without collecting it.
+
+Refusals come from the schema alone (a named feature missing or not numeric, no numeric column
+at all), so they reveal nothing about individual rows. Rows with a null, NaN or infinite value in
+a selected feature are DROPPED on the executors: a per-row filter keeps the DP guarantee of what
+follows (a neighbouring dataset differs in at most one kept row). How many rows were dropped is
+not reported, because that count is not private.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from leteo_fed.errors import DataError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+
+def col(name: str) -> Column:
+    """A column by exact name (backticks stop Spark reading dots as struct access)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def feature_names(i: int) -> str:
+    """Internal name of feature i in the prepared DataFrame."""
+    return f"c{i}"
+
+
+def read_dataset(path: str, fmt: str | None = None) -> DataFrame:
+    """CSV (with header, inferred types) or Parquet, from the explicit format or the path."""
+    from pyspark.errors import AnalysisException
+
+    from leteo_fed.anonymize.job import input_format
+    from leteo_fed.data.spark_stats import get_spark
+
+    fmt = input_format(path, fmt)
+    spark = get_spark()
+    try:
+        if fmt == "parquet":
+            return spark.read.parquet(path)
+        return spark.read.csv(path, header=True, inferSchema=True, quote='"', escape='"')
+    except AnalysisException as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DataError(f"cannot read {path!r} as {fmt}: {first}", field="data") from exc
+
+
+def select_features(df: DataFrame, features: Sequence[str] | None) -> tuple[DataFrame, list[str]]:
+    """(DataFrame of doubles c0..c{d-1} with no null/NaN/inf, the feature names used).
+
+    `features` None means every numeric column, in file order.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import NumericType
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    if features is None:
+        names = [f.name for f in df.schema.fields if isinstance(f.dataType, NumericType)]
+        if not names:
+            raise DataError("the data has no numeric column; pass --features", field="features")
+    else:
+        names = list(features)
+        if not names:
+            raise DataError("no features selected", field="features")
+        if len(set(names)) != len(names):
+            raise DataError("a feature is named twice", field="features")
+        for name in names:
+            if name not in types:
+                raise DataError(
+                    f"feature {name!r} is not in the data; available columns: "
+                    + ", ".join(repr(c) for c in df.columns),
+                    field=name,
+                )
+            if not isinstance(types[name], NumericType):
+                raise DataError(
+                    f"feature {name!r} is not numeric (type {types[name].simpleString()})",
+                    field=name,
+                )
+    cols = [col(n).cast("double").alias(feature_names(i)) for i, n in enumerate(names)]
+    out = df.select(*cols)
+    finite = [
+        F.col(feature_names(i)).isNotNull()
+        & ~F.isnan(F.col(feature_names(i)))
+        & (F.abs(F.col(feature_names(i))) != float("inf"))
+        for i in range(len(names))
+    ]
+    return out.where(reduce(lambda a, b: a & b, finite)), names
+
+
+def load_features(
+    path: str, features: Sequence[str] | None = None, fmt: str | None = None
+) -> tuple[DataFrame, list[str]]:
+    return select_features(read_dataset(path, fmt), features)
