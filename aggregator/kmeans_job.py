@@ -9,6 +9,7 @@ with its own status; its result lists, per iteration, who contributed.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -58,8 +59,6 @@ class KmeansJob:
         return self.iterations[-1]["contributors"] if self.iterations else []
 
     def status(self) -> pb.RoundStatus:
-        import json
-
         with self.lock:
             submitted = self.last_contributors
             return pb.RoundStatus(
