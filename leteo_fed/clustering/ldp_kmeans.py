@@ -126,8 +126,9 @@ def ldp_kmeans_spark(
     hi: float | Sequence[float] | np.ndarray,
     *,
     seed: int | None = None,
+    n_init: int = 3,
 ) -> DPKMeansResult:
-    """Perturb every row on the executors, then MLlib k-means|| on the perturbed rows."""
+    """Perturb every row on the executors, then MLlib k-means|| (best of n_init) on them."""
     from leteo_fed.clustering.spark_kmeans import mllib_kmeans_df
 
     d = check_dim(len(df.columns))
@@ -137,6 +138,6 @@ def ldp_kmeans_spark(
     rng = make_rng(seed)
     t0 = time.perf_counter()
     z = perturb_spark(df, eps, lo_a, hi_a, int(rng.integers(2**62)))
-    centers = mllib_kmeans_df(z, d, k, int(rng.integers(2**31)))
+    centers = mllib_kmeans_df(z, d, k, int(rng.integers(2**31)), n_init=n_init)
     times = {"perturb_and_kmeans_s": time.perf_counter() - t0}
     return _result(centers, eps, lo_a, hi_a, np.zeros((0, d)), times, d)

@@ -25,11 +25,13 @@ def mllib_kmeans_df(
     *,
     weight_col: str | None = None,
     max_iter: int = 50,
-    n_init: int = 3,
+    n_init: int = 5,
 ) -> np.ndarray:
     """k x d centers of MLlib KMeans (k-means|| init) over columns c0..c{d-1} of `df`: the best
-    of n_init seeds by MLlib's training cost on `df` (which must itself be DP: a synopsis or
-    perturbed rows, never raw private rows, since the choice depends on it)."""
+    of n_init runs (independent seeds derived from `seed`) by MLlib's training cost on `df`, which
+    must itself be DP (a synopsis or perturbed rows, never raw private rows: the choice depends
+    on it). On noisy synopses a single k-means|| run lands in a poor local optimum (two centers
+    in one cluster) in about one run out of five, hence the restarts."""
     from pyspark import StorageLevel
     from pyspark.ml.clustering import KMeans
     from pyspark.ml.feature import VectorAssembler
@@ -39,11 +41,11 @@ def mllib_kmeans_df(
     vec = vec.persist(StorageLevel.MEMORY_AND_DISK)
     best, best_cost = None, np.inf
     try:
-        for i in range(n_init):
+        for run_seed in np.random.default_rng(int(seed)).integers(2**31, size=n_init):
             km = KMeans(
                 k=k,
                 featuresCol="_features",
-                seed=int(seed) + i,
+                seed=int(run_seed),
                 maxIter=max_iter,
                 initMode="k-means||",
             )

@@ -1,0 +1,362 @@
+"""`leteo-fed dp-kmeans`: differentially private k-means of a Spark-readable dataset.
+
+`add_parser` adds the sub-command to the main parser; `run` executes it. Every parameter is
+checked before Spark reads a row; errors are LeteoError subclasses, which the main entry point
+turns into one line and exit code 2. The result JSON is written last and atomically, so its
+presence means the run succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leteo_fed.errors import ConfigError
+
+DESCRIPTION = """\
+Differentially private k-means on Spark (local[*] unless SPARK_MASTER is set). Rows stay on
+the executors; the driver sees only noisy cell counts (eugkm), noisy tree counts and leaf sums
+(lsh), or nothing but MLlib's centers (ldp). Methods:
+
+  eugkm  two-level adaptive grid synopsis (EUGkM): Laplace noisy counts per grid cell, grid
+         sizes from N, epsilon and d; weighted k-means on the noisy cell centers. Pure
+         epsilon-DP. Needs --bounds. Suits low dimensions (about d <= 8): the grid has at least
+         ceil(100^(1/d))^d cells and the run is refused when that is too many.
+  lsh    private LSH core-set: random-hyperplane prefix tree with noisy counts, noisy sums per
+         leaf, weighted k-means on the core-set. (epsilon, delta)-DP, any dimension. Needs
+         --radius (and optionally --center): points outside the ball are projected onto it.
+  ldp    every row perturbed locally by n-dimensional Laplace noise (epsilon-LDP per row), then
+         MLlib k-means. Needs --bounds. Far noisier; for data that must be perturbed at source.
+
+What is public: k, epsilon, delta, the bounds or the radius and center (fix them from the
+domain, e.g. a 0-100 score, NEVER from the data), the feature names and the seed if given.
+Points outside the bounds are clipped to them (eugkm, ldp). Rows with a missing or non-finite
+feature are dropped before anything else (a per-row filter; the number dropped is not shown).
+
+Output (--out FILE.json, written atomically): centers, k, method, epsilon, delta, features,
+bounds / radius, the budget split, noisy synopsis sizes and timings; FILE.png next to it shows
+the DP synopsis or core-set and the centers (first two features, or a PCA projection of the
+synopsis when d > 2). Both are DP outputs. The k-means loss on the private rows is NOT in the
+output unless --evaluate-loss is given: that number is not private and is for experiments.
+
+Examples:
+  leteo-fed dp-kmeans --data scores.csv --k 4 --epsilon 1 --method eugkm --bounds 0,100 \\
+      --features math,reading --out out/centers.json
+  leteo-fed dp-kmeans --data hdfs:///pool/usage.parquet --k 8 --epsilon 1 --delta 1e-6 \\
+      --method lsh --radius 50 --center 20 --out out/usage.json
+
+Exit codes: 0 done; 2 refused (bad parameter, missing or non-numeric feature, unreadable data),
+nothing written; 1 the run itself failed.
+"""
+
+METHODS = ("eugkm", "lsh", "ldp")
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("expected comma-separated numbers") from exc
+    return values
+
+
+def _names(text: str) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `dp-kmeans` on the main parser's sub-parsers."""
+    p = subparsers.add_parser(
+        "dp-kmeans",
+        help="differentially private k-means of a dataset on Spark (EUGkM grid or LSH core-set)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", required=True, metavar="PATH", help="CSV (header) or Parquet path")
+    p.add_argument(
+        "--format", choices=["csv", "parquet"], default=None, help="input format (default: name)"
+    )
+    p.add_argument("--k", type=int, required=True, help="number of clusters (public)")
+    p.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon > 0")
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="lsh only: delta in (0, 1) (default: 1e-6); eugkm and ldp are pure epsilon-DP",
+    )
+    p.add_argument("--method", choices=METHODS, required=True, help="eugkm, lsh or ldp")
+    p.add_argument(
+        "--bounds",
+        type=_floats,
+        default=None,
+        metavar="LO,HI",
+        help="eugkm/ldp: public bounds, LO,HI for every feature or lo1,hi1,lo2,hi2,... per "
+        "feature (in --features order)",
+    )
+    p.add_argument(
+        "--radius", type=float, default=None, metavar="R", help="lsh: public radius of the ball"
+    )
+    p.add_argument(
+        "--center",
+        type=_floats,
+        default=None,
+        metavar="C",
+        help="lsh: public center of the ball, one value or one per feature (default: 0)",
+    )
+    p.add_argument(
+        "--features",
+        type=_names,
+        default=None,
+        metavar="A,B",
+        help="numeric feature columns (default: every numeric column)",
+    )
+    p.add_argument(
+        "--n-public",
+        type=int,
+        default=None,
+        metavar="N",
+        help="eugkm: the row count if it is genuinely public (saves the 5%% of epsilon spent "
+        "on a noisy count)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed the noise (experiments only: whoever knows it can remove the noise)",
+    )
+    p.add_argument(
+        "--evaluate-loss",
+        action="store_true",
+        help="also compute the k-means loss on the raw rows: NOT differentially private",
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, metavar="FILE.json", help="result JSON (+ FILE.png)"
+    )
+    return p
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Everything that can be checked without the data, before Spark starts."""
+    from leteo_fed.clustering import _checks
+
+    _checks.check_k(args.k)
+    _checks.check_epsilon(args.epsilon)
+    if args.delta is not None:
+        if args.method != "lsh":
+            raise ConfigError(
+                f"--delta applies to --method lsh only; {args.method} is pure epsilon-DP",
+                field="delta",
+            )
+        _checks.check_delta(args.delta)
+    if args.method in ("eugkm", "ldp"):
+        if args.bounds is None:
+            raise ConfigError(f"--method {args.method} needs --bounds LO,HI", field="bounds")
+        if args.radius is not None or args.center is not None:
+            raise ConfigError("--radius/--center apply to --method lsh only", field="radius")
+        if len(args.bounds) < 2 or len(args.bounds) % 2:
+            raise ConfigError("--bounds needs LO,HI or lo1,hi1,lo2,hi2,...", field="bounds")
+        _checks.check_bounds(args.bounds[0::2], args.bounds[1::2], len(args.bounds) // 2)
+    else:
+        if args.radius is None:
+            raise ConfigError("--method lsh needs --radius R", field="radius")
+        if args.bounds is not None:
+            raise ConfigError("--bounds applies to --method eugkm/ldp only", field="bounds")
+        _checks.check_radius(args.radius)
+        if args.center is not None:
+            _checks.check_center(args.center, len(args.center))
+    if args.n_public is not None and (args.method != "eugkm" or args.n_public < 1):
+        raise ConfigError("--n-public must be >= 1 and applies to --method eugkm", field="n_public")
+    _checks.check_seed(args.seed)
+    if args.out.suffix.lower() != ".json":
+        raise ConfigError("--out must name a .json file", field="out")
+    data = Path(args.data)
+    if "://" not in args.data and data.exists() and data.resolve() == args.out.resolve():
+        raise ConfigError("--out would overwrite the input", field="out")
+
+
+def _per_feature(values: list[float], d: int, field: str) -> np.ndarray:
+    if len(values) == 1:
+        return np.full(d, values[0])
+    if len(values) != d:
+        raise ConfigError(
+            f"--{field} has {len(values)} values for {d} features; give 1 or {d}", field=field
+        )
+    return np.asarray(values, dtype=np.float64)
+
+
+def _bounds_for(values: list[float], d: int) -> tuple[np.ndarray, np.ndarray]:
+    from leteo_fed.clustering._checks import check_bounds
+
+    lo, hi = values[0::2], values[1::2]
+    if len(lo) not in (1, d):
+        raise ConfigError(
+            f"--bounds has {len(lo)} LO,HI pairs for {d} features; give 1 or {d}", field="bounds"
+        )
+    return check_bounds(lo if len(lo) > 1 else lo[0], hi if len(hi) > 1 else hi[0], d)
+
+
+def _nonprivate_loss(df, centers: np.ndarray) -> tuple[float, int]:
+    """Mean squared distance of the raw rows to the nearest center, aggregated on Spark."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    d = centers.shape[1]
+    dist = [
+        reduce(
+            lambda a, b: a + b,
+            [(F.col(f"c{i}") - F.lit(float(c[i]))) ** 2 for i in range(d)],
+        )
+        for c in centers
+    ]
+    best = F.least(*dist) if len(dist) > 1 else dist[0]
+    row = df.agg(F.avg(best).alias("loss"), F.count(F.lit(1)).alias("n")).first()
+    return float(row["loss"]) if row["loss"] is not None else math.nan, int(row["n"])
+
+
+def _plot(result, features: list[str], path: Path) -> None:
+    """Synopsis / core-set points (size ~ noisy weight) and the centers: DP outputs only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    pts, w, centers = result.summary_points, result.summary_weights, result.centers
+    d = centers.shape[1]
+    if d == 1:
+        proj = lambda a: np.column_stack([a[:, 0], np.zeros(a.shape[0])])  # noqa: E731
+        labels = (features[0], "")
+    elif d == 2:
+        proj = lambda a: a  # noqa: E731
+        labels = (features[0], features[1])
+    else:  # PCA of the weighted DP synopsis (post-processing), or of the centers without one
+        base, bw = (pts, np.maximum(w, 0)) if pts.shape[0] >= 2 else (centers, np.ones(d))
+        bw = bw if bw.sum() > 0 else np.ones(base.shape[0])
+        mean = np.average(base, axis=0, weights=bw)
+        cov = np.cov((base - mean).T, aweights=bw) if base.shape[0] > 1 else np.eye(d)
+        vecs = np.linalg.eigh(np.atleast_2d(cov))[1][:, ::-1][:, :2]
+        proj = lambda a: (a - mean) @ vecs  # noqa: E731
+        labels = ("PC1 of the DP synopsis", "PC2 of the DP synopsis")
+    fig, ax = plt.subplots(figsize=(6.4, 5.2))
+    if pts.shape[0]:
+        p2 = proj(pts)
+        size = 4 + 60 * np.maximum(w, 0) / max(float(np.max(w)), 1e-12)
+        ax.scatter(p2[:, 0], p2[:, 1], s=size, c="tab:blue", alpha=0.35, lw=0, label="DP synopsis")
+    c2 = proj(centers)
+    ax.scatter(c2[:, 0], c2[:, 1], s=140, c="tab:red", marker="X", label="DP centers")
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_title(f"{result.method}: k={centers.shape[0]}, epsilon={result.epsilon:g}")
+    ax.legend(loc="best")
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check, read, fit, write the PNG, then the JSON (last, atomically)."""
+    from leteo_fed.clustering.spark_io import load_features
+    from leteo_fed.fileio import atomic_write_json
+
+    _check_args(args)
+    t_start = time.perf_counter()
+    df, features = load_features(args.data, args.features, args.format)
+    d = len(features)
+    t_read = time.perf_counter() - t_start
+    doc: dict[str, Any] = {}
+    if args.method == "eugkm":
+        from leteo_fed.clustering.spark_eugkm import eugkm_spark
+
+        lo, hi = _bounds_for(args.bounds, d)
+        result = eugkm_spark(
+            df, args.k, args.epsilon, lo, hi, n_public=args.n_public, seed=args.seed
+        )
+        doc["bounds"] = {"lo": lo.tolist(), "hi": hi.tolist()}
+    elif args.method == "ldp":
+        from leteo_fed.clustering.ldp_kmeans import ldp_kmeans_spark
+
+        lo, hi = _bounds_for(args.bounds, d)
+        result = ldp_kmeans_spark(df, args.k, args.epsilon, lo, hi, seed=args.seed)
+        doc["bounds"] = {"lo": lo.tolist(), "hi": hi.tolist()}
+    else:
+        from leteo_fed.clustering.lsh_coreset import DEFAULT_DELTA
+        from leteo_fed.clustering.spark_lsh import lsh_spark
+
+        center = _per_feature(args.center, d, "center") if args.center is not None else None
+        result = lsh_spark(
+            df,
+            args.k,
+            args.epsilon,
+            args.radius,
+            delta=args.delta if args.delta is not None else DEFAULT_DELTA,
+            center=center,
+            seed=args.seed,
+        )
+        doc["radius"] = args.radius
+        doc["center"] = result.details["center"]
+    t_fit = time.perf_counter() - t_start - t_read
+
+    doc = {
+        "centers": result.centers.tolist(),
+        "k": args.k,
+        "method": result.method,
+        "epsilon": result.epsilon,
+        "delta": result.delta,
+        "features": features,
+        **doc,
+        "privacy": {
+            "guarantee": (
+                f"epsilon={result.epsilon:g}-LDP per row"
+                if result.method == "ldp"
+                else f"({result.epsilon:g}, {result.delta:g})-DP, add/remove-one-row adjacency"
+            ),
+            "budget": result.budget,
+            "public_inputs": ["k", "epsilon", "delta", "features", "bounds/radius/center"]
+            + (["seed (noise is reproducible: experiments only)"] if args.seed is not None else []),
+            "released": "centers, the noisy synopsis/core-set in the PNG, and the details below; "
+            "all are DP (post-processing of noisy values) or functions of public inputs",
+        },
+        "details": result.details,
+        "synopsis_points": int(result.summary_points.shape[0]),
+        "seed": args.seed,
+        "data": args.data,
+    }
+    if args.evaluate_loss:
+        t0 = time.perf_counter()
+        loss, n = _nonprivate_loss(df, result.centers)
+        doc["nonprivate_evaluation"] = {
+            "loss": loss,
+            "rows": n,
+            "definition": "mean squared distance of each raw row to its nearest center",
+            "warning": "computed on the private rows: NOT differentially private; for "
+            "experiments only, do not publish",
+        }
+        result.timings["evaluate_loss_s"] = time.perf_counter() - t0
+    png = args.out.with_suffix(".png")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    _plot(result, features, png)
+    doc["plot"] = str(png)
+    doc["timings"] = {
+        "read_s": t_read,
+        "fit_s": t_fit,
+        **result.timings,
+        "total_s": time.perf_counter() - t_start,
+    }
+    atomic_write_json(args.out, doc)
+    summary = {k: doc[k] for k in ("method", "k", "epsilon", "delta", "features")}
+    if args.evaluate_loss:
+        summary["nonprivate_loss"] = doc["nonprivate_evaluation"]["loss"]
+    print(json.dumps(summary))
+    print(f"wrote {args.out} and {png}", file=sys.stderr)
+    return 0
