@@ -516,6 +516,10 @@ def build_parser() -> argparse.ArgumentParser:
     from leteo_fed.cli import kmeans as kmeans_cli  # `kmeans` and `demo kmeans`
 
     kmeans_cli.add_parsers(sub, demo)
+
+    from leteo_fed.cli import dp_kmeans as dp_kmeans_cli  # `dp-kmeans` (central, on Spark)
+
+    dp_kmeans_cli.add_parser(sub)
     return parser
 
 
@@ -587,6 +591,10 @@ def _run(args) -> int:
         )
         run_demo(opts)
         return 0
+    if args.command == "dp-kmeans":
+        from leteo_fed.cli import dp_kmeans as dp_kmeans_cli
+
+        return dp_kmeans_cli.run(args)
     if args.command == "anonymize":
         return _run_anonymize(args)
     if args.command == "bench":
