@@ -367,7 +367,7 @@ def test_cli_end_to_end(tmp_path: Path, spark) -> None:
     _write_csv(data, x)
     out = tmp_path / "res" / "centers.json"
     argv = ["dp-kmeans", "--data", str(data), "--k", "3", "--epsilon", "2", "--method", "eugkm"]
-    rc = main([*argv, "--bounds", "-1,1", "--seed", "4", "--out", str(out), "--evaluate-loss"])
+    rc = main([*argv, "--bounds=-1,1", "--seed", "4", "--out", str(out), "--evaluate-loss"])
     assert rc == 0
     doc = json.loads(out.read_text())
     assert doc["features"] == ["a", "b"]  # every numeric column; 'name' is text
@@ -406,7 +406,7 @@ def test_cli_refuses_bad_features(tmp_path: Path, spark, capsys, extra, message)
     _write_csv(data, mixture(50, 2, 2, 0))
     out = tmp_path / "c.json"
     argv = ["dp-kmeans", "--data", str(data), "--k", "2", "--epsilon", "1", "--method", "eugkm"]
-    assert main([*argv, "--bounds", "-1,1", *extra, "--out", str(out)]) == 2
+    assert main([*argv, "--bounds=-1,1", *extra, "--out", str(out)]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists() and not out.with_suffix(".png").exists()
 

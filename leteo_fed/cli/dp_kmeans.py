@@ -22,8 +22,9 @@ from leteo_fed.errors import ConfigError
 
 DESCRIPTION = """\
 Differentially private k-means on Spark (local[*] unless SPARK_MASTER is set). Rows stay on
-the executors; the driver sees only noisy cell counts (eugkm), noisy tree counts and leaf sums
-(lsh), or nothing but MLlib's centers (ldp). Methods:
+the executors; the driver (the trusted curator) receives aggregates only: per-cell counts
+(eugkm), per-node counts and per-leaf sums (lsh), and adds the noise itself; for ldp the rows
+are perturbed on the executors and only MLlib's centers come back. Methods:
 
   eugkm  two-level adaptive grid synopsis (EUGkM): Laplace noisy counts per grid cell, grid
          sizes from N, epsilon and d; weighted k-means on the noisy cell centers. Pure
@@ -51,6 +52,8 @@ Examples:
       --features math,reading --out out/centers.json
   leteo-fed dp-kmeans --data hdfs:///pool/usage.parquet --k 8 --epsilon 1 --delta 1e-6 \\
       --method lsh --radius 50 --center 20 --out out/usage.json
+  leteo-fed dp-kmeans --data z.csv --k 3 --epsilon 1 --method eugkm --bounds=-3,3 --out z.json
+  (a list that starts with a minus sign needs the = form: --bounds=-3,3)
 
 Exit codes: 0 done; 2 refused (bad parameter, missing or non-numeric feature, unreadable data),
 nothing written; 1 the run itself failed.
@@ -101,7 +104,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="LO,HI",
         help="eugkm/ldp: public bounds, LO,HI for every feature or lo1,hi1,lo2,hi2,... per "
-        "feature (in --features order)",
+        "feature (in --features order); write --bounds=-1,1 when LO is negative",
     )
     p.add_argument(
         "--radius", type=float, default=None, metavar="R", help="lsh: public radius of the ball"
@@ -111,7 +114,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=_floats,
         default=None,
         metavar="C",
-        help="lsh: public center of the ball, one value or one per feature (default: 0)",
+        help="lsh: public center of the ball, one value or one per feature (default: 0); "
+        "write --center=-1,2 when the list starts with a minus sign",
     )
     p.add_argument(
         "--features",
@@ -248,12 +252,13 @@ def _plot(result, features: list[str], path: Path) -> None:
         cov = np.cov((base - mean).T, aweights=bw) if base.shape[0] > 1 else np.eye(d)
         vecs = np.linalg.eigh(np.atleast_2d(cov))[1][:, ::-1][:, :2]
         proj = lambda a: (a - mean) @ vecs  # noqa: E731
-        labels = ("PC1 of the DP synopsis", "PC2 of the DP synopsis")
+        labels = ("PC1 of the DP summary", "PC2 of the DP summary")
     fig, ax = plt.subplots(figsize=(6.4, 5.2))
     if pts.shape[0]:
         p2 = proj(pts)
         size = 4 + 60 * np.maximum(w, 0) / max(float(np.max(w)), 1e-12)
-        ax.scatter(p2[:, 0], p2[:, 1], s=size, c="tab:blue", alpha=0.35, lw=0, label="DP synopsis")
+        name = "DP core-set" if result.method == "lsh" else "DP synopsis"
+        ax.scatter(p2[:, 0], p2[:, 1], s=size, c="tab:blue", alpha=0.35, lw=0, label=name)
     c2 = proj(centers)
     ax.scatter(c2[:, 0], c2[:, 1], s=140, c="tab:red", marker="X", label="DP centers")
     ax.set_xlabel(labels[0])
