@@ -43,7 +43,11 @@ the anonypy rows say "not available" and the rest runs.
    ``verify.ncp`` uses for a hierarchy label covering s leaves. The adapter recomputes that
    directly from the sets as a cross-check. Note: a set only names values present in its
    partition, while a hierarchy label covers all of its leaves, so for the same partitions anonypy
-   scores a lower NCP (and reveals which values occur in each class).
+   scores a lower NCP (and reveals which values occur in each class). To separate the labels from
+   the partitioning, anonypy rows also report "GCP (LCA)": the same classes with every set
+   replaced by its lowest common ancestor in the ARX hierarchy (:func:`lca_release`), i.e.
+   labelled the way LETEO-Fed labels a class; anonypy's categorical cuts ignore the hierarchy, so
+   its sets mostly generalize high up the tree.
 4. **Checks (untimed).** Every LETEO-Fed release must have the input's row count, must be
    k-anonymous by ``verify.k_anonymity`` (suppressed rows excluded) and truthful by
    ``verify.truthful``; anonypy's expanded release must hold all rows and be k-anonymous. A run
@@ -59,15 +63,21 @@ the anonypy rows say "not available" and the rest runs.
    + its per-partition aggregation), from a pandas DataFrame built beforehand (untimed).
 6. **Scaling.** Adult replicated x1, x2, x5, x10 (``np.tile``: every row r times), at k = 10,
    for each tool (the x1 cell is the k sweep's k = 10 run when the sweep has one). Time ratio to
-   x1 is reported. anonypy has a soft cap (``--anonypy-cap``, 300 s):
-   once a run exceeds it, the larger scales are skipped (a run is not interrupted). Replication
-   keeps r identical copies of every row, so at k <= r Mondrian can cut down to groups of
-   identical rows: the larger tables are not "the same problem, more rows" (more classes, lower
-   NCP), and the time ratio mixes both effects.
+   x1 is reported. anonypy has a soft cap (``--anonypy-cap``, 300 s): once a run exceeds it, the
+   larger scales are skipped (a run is not interrupted). Replication at a fixed k is not "the
+   same problem with more rows": r copies of a table at k are the x1 table at k / r with every
+   count multiplied (Mondrian x2 at k = 10 releases exactly what x1 at k = 5 does), and at r >= k
+   the raw table is already k-anonymous (TDS then releases it unchanged, GCP 0). The time ratio
+   therefore mixes more rows with more cuts. ``--scale-k-proportional`` uses k = 10 x r instead:
+   every scale then has the same partitions (the same GCP and class count), so the ratio
+   measures the cost of rows alone. Either way replication adds no new distinct rows: a tool that
+   first compacts the table to distinct rows (Spark TDS does) pays little for the copies, so
+   these ratios understate what genuinely larger data would cost it.
 
     .venv/bin/python benchmarks/anonymize_bench.py            # k in {2,5,10,25,50,100}, x1..x10
     .venv/bin/python benchmarks/anonymize_bench.py --quick    # k = 10, scales x1, x2
     .venv/bin/python benchmarks/anonymize_bench.py --tools mondrian,anonypy --k 5,10 --scales 1
+    .venv/bin/python benchmarks/anonymize_bench.py --k 10 --scale-k-proportional --out out/kprop
 
 Writes ``anonymize_bench.json``, ``.md`` and ``.png`` (``anonymize_bench_quick.*`` with
 ``--quick``) into ``--out`` (default ``out/``), prints the Markdown tables; progress on stderr.
@@ -81,6 +91,7 @@ import importlib
 import os
 import platform
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -276,6 +287,19 @@ def anonypy_release(records: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarra
     return out
 
 
+def lca_release(
+    released: Mapping[str, np.ndarray], hierarchies: Mapping[str, Hierarchy]
+) -> dict[str, np.ndarray]:
+    """The same classes with each value set replaced by its lowest common ancestor label."""
+    out = dict(released)
+    for column in CATEGORICAL_QIS:
+        h = hierarchies[column]
+        uniq, inv = np.unique(np.asarray(released[column]).astype(str), return_inverse=True)
+        labels = np.array([h.lca(u.split(SetLabels.SEPARATOR)) for u in uniq], dtype=object)
+        out[column] = labels[inv.reshape(-1)]
+    return out
+
+
 def set_ncp_direct(released: Mapping[str, np.ndarray], hierarchies: Mapping[str, Hierarchy]):
     """Cross-check of the set penalties, from the sets alone: mean of (s - 1) / (D - 1)."""
     out = {}
@@ -412,6 +436,9 @@ class AnonypyTool:
         for column, value in direct.items():
             if abs(value - loss.per_column[column]) > 1e-9:
                 raise InvalidRelease(f"set NCP cross-check failed on {column!r}")
+        # the same partitions released with hierarchy labels, as LETEO-Fed would label them
+        as_lca = lca_release(released, self.hierarchies)
+        lca_loss = verify.ncp(data, as_lca, QI_TYPES, self.hierarchies)
         return {
             "time_s": seconds,
             "gcp": loss.gcp,
@@ -419,6 +446,8 @@ class AnonypyTool:
             "classes": rep.n_classes,
             "min_class": rep.k,
             "suppressed": 0,
+            "gcp_lca": lca_loss.gcp,
+            "ncp_lca": lca_loss.per_column,
             "tool_stats": {"records": len(records)},
         }
 
@@ -482,12 +511,13 @@ def run_benchmark(
     ks: Sequence[int] = KS,
     scales: Sequence[int] = SCALES,
     scale_k: int = SCALE_K,
+    scale_k_proportional: bool = False,
     anonypy_cap_s: float = ANONYPY_CAP_S,
     warmup_rows: int = WARMUP_ROWS,
     hierarchies: Mapping[str, Hierarchy] | None = None,
     progress: Progress | None = _stderr,
 ) -> dict[str, Any]:
-    """k sweep at x1 and scaling at ``scale_k``; returns the report's result sections."""
+    """k sweep at x1 and scaling at ``scale_k`` (x scale if proportional); the result sections."""
     hierarchies = load_hierarchies() if hierarchies is None else hierarchies
     runnable, info = make_tools(tools, hierarchies, progress)
     n = n_rows(data)
@@ -527,23 +557,24 @@ def run_benchmark(
         base_time: float | None = None
         over_cap: str | None = None
         for scale in sorted(scales):
-            base = {"tool": name, "k": scale_k, "scale": scale, "rows": n * scale}
+            k = scale_k * scale if scale_k_proportional else scale_k
+            base = {"tool": name, "k": k, "scale": scale, "rows": n * scale}
             if name not in runnable:
                 scaling.append({**base, **unavailable(name)})
                 continue
             if over_cap is not None:
                 scaling.append({**base, "status": "skipped", "reason": over_cap})
                 if progress:
-                    progress(f"[{name} k={scale_k} x{scale}] skipped: {over_cap}")
+                    progress(f"[{name} k={k} x{scale}] skipped: {over_cap}")
                 continue
-            same = [r for r in k_sweep if r["tool"] == name and r["k"] == scale_k]
+            same = [r for r in k_sweep if r["tool"] == name and r["k"] == k]
             if scale == 1 and same:  # the k sweep's run is this cell: not run twice
                 row = {**same[0], "from_k_sweep": True}
             else:
                 table = data if scale == 1 else replicate(data, scale)
                 if progress:
-                    progress(f"[{name} k={scale_k} x{scale}] {n * scale} rows ...")
-                row = {**base, **_attempt(runnable[name], table, scale_k)}
+                    progress(f"[{name} k={k} x{scale}] {n * scale} rows ...")
+                row = {**base, **_attempt(runnable[name], table, k)}
             if row["status"] == "ok":
                 if scale == 1:
                     base_time = row["time_s"]
@@ -553,7 +584,7 @@ def run_benchmark(
                     over_cap = f"x{scale} took {row['time_s']:.0f} s > cap {anonypy_cap_s:.0f} s"
             scaling.append(row)
             if progress:
-                progress(f"[{name} k={scale_k} x{scale}] {_describe(row)}")
+                progress(f"[{name} k={k} x{scale}] {_describe(row)}")
     return {"tools": info, "k_sweep": k_sweep, "scaling": scaling}
 
 
@@ -573,33 +604,42 @@ def _status(row: dict[str, Any]) -> str:
     return f"{row['status']}: {detail}".replace("|", "/")[:120]
 
 
+def _scale_k_text(report: dict[str, Any]) -> str:
+    config = report["config"]
+    if config.get("scale_k_proportional"):
+        return f"k = {config['scale_k']} x scale"
+    return f"k = {config['scale_k']}"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The k sweep and scaling tables in Markdown."""
     lines = [
         "### k sweep (x1)",
         "",
-        "| tool | k | rows | time (s) | GCP | NCP age | classes | min class | status |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| tool | k | rows | time (s) | GCP | GCP (LCA) | NCP age | classes | min class | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in report["k_sweep"]:
         ok = r["status"] == "ok"
         lines.append(
             f"| {r['tool']} | {r['k']} | {r['rows']} | {_fmt(r, 'time_s', '.1f')} | "
-            f"{_fmt(r, 'gcp', '.4f')} | {format(r['ncp']['age'], '.4f') if ok else ''} | "
+            f"{_fmt(r, 'gcp', '.4f')} | {_fmt(r, 'gcp_lca', '.4f')} | "
+            f"{format(r['ncp']['age'], '.4f') if ok else ''} | "
             f"{_fmt(r, 'classes', 'd')} | {_fmt(r, 'min_class', 'd')} | {_status(r)} |"
         )
     lines += [
         "",
-        f"### scaling (k = {report['config']['scale_k']}, Adult replicated)",
+        f"### scaling ({_scale_k_text(report)}, Adult replicated)",
         "",
-        "| tool | scale | rows | time (s) | ratio to x1 | ratio / scale | GCP | classes | status |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| tool | scale | rows | k | time (s) | ratio to x1 | ratio / scale | GCP | classes | "
+        "status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in report["scaling"]:
         ratio = r.get("ratio_to_x1")
         per = "" if ratio is None else f"{ratio / r['scale']:.2f}"
         lines.append(
-            f"| {r['tool']} | x{r['scale']} | {r['rows']} | {_fmt(r, 'time_s', '.1f')} | "
+            f"| {r['tool']} | x{r['scale']} | {r['rows']} | {r['k']} | {_fmt(r, 'time_s', '.1f')} | "
             f"{_fmt(r, 'ratio_to_x1', '.2f')} | {per} | {_fmt(r, 'gcp', '.4f')} | "
             f"{_fmt(r, 'classes', 'd')} | {_status(r)} |"
         )
@@ -637,7 +677,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         yscale="log",
         xlabel=f"replication factor (x {report.get('data', {}).get('rows', '?')} rows)",
         ylabel="wall time (s)",
-        title=f"time vs scale (k = {report['config']['scale_k']}; dotted: proportional to rows)",
+        title=f"time vs scale ({_scale_k_text(report)}; dotted: proportional to rows)",
     )
     scales_seen = sorted({r["scale"] for r in report["scaling"]})
     if scales_seen:
@@ -693,6 +733,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--k", default=None, help="comma-separated k values (default 2,5,10,25,50,100)")
     p.add_argument("--scales", default=None, help="comma-separated replication factors (1,2,5,10)")
     p.add_argument("--scale-k", type=int, default=SCALE_K, help="k of the scaling runs")
+    p.add_argument(
+        "--scale-k-proportional",
+        action="store_true",
+        help="scaling runs use k = scale-k x scale (the same partitions at every scale)",
+    )
     p.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated among {TOOLS}")
     p.add_argument(
         "--anonypy-cap",
@@ -737,6 +782,25 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _git_state() -> dict[str, Any]:
+    """HEAD commit and locally modified anonymizer files: which code was measured."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "leteo_fed/anonymize"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {"head": head, "modified_anonymize_files": [line[3:] for line in dirty]}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
@@ -765,6 +829,7 @@ def main(argv: list[str] | None = None) -> int:
             ks=args.k,
             scales=args.scales,
             scale_k=args.scale_k,
+            scale_k_proportional=args.scale_k_proportional,
             anonypy_cap_s=args.anonypy_cap,
             warmup_rows=args.warmup_rows,
         )
@@ -773,6 +838,7 @@ def main(argv: list[str] | None = None) -> int:
         "k": args.k,
         "scales": args.scales,
         "scale_k": args.scale_k,
+        "scale_k_proportional": args.scale_k_proportional,
         "tools": args.tools,
         "anonypy_cap_s": args.anonypy_cap,
         "warmup_rows": args.warmup_rows,
@@ -784,6 +850,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sc = get_spark().sparkContext
         env.update({"spark_master": sc.master, "spark_default_parallelism": sc.defaultParallelism})
+    env["git"] = _git_state()
     report["environment"] = env
     report["runtime_s"] = time.perf_counter() - start
     paths = write_outputs(

@@ -63,8 +63,45 @@ def test_anonypy_adapter_charges_sets_like_hierarchy_labels(bench):
     assert direct["race"] == pytest.approx(loss.per_column["race"])
     report = bench.verify.k_anonymity(released, bench.QI_COLUMNS, k=4)
     assert (report.k, report.n_classes) == (4, 2)
+    # the same classes labelled by hierarchy LCA: {Black, White} -> '*', {Other} -> 'Other'
+    as_lca = bench.lca_release(released, hierarchies)
+    assert set(as_lca["race"].tolist()) == {"*", "Other"}
+    lca_loss = bench.verify.ncp(original, as_lca, bench.QI_TYPES, hierarchies)
+    assert lca_loss.per_column["race"] == pytest.approx(4 / 8)
     with pytest.raises(bench.DataError, match="outside the hierarchy"):
         labels["race"].leaves_under("White,Martian")
+
+
+def test_scaling_reuses_x1_scales_k_and_caps_anonypy(bench, monkeypatch):
+    """The run loop without Spark: a fake tool whose time grows with the rows."""
+    calls = []
+
+    class Fake:
+        def run(self, data, k):
+            rows = bench.n_rows(data)
+            calls.append((rows, k))
+            return {"time_s": rows / 100, "gcp": 0.5, "ncp": {}, "classes": 3, "min_class": k}
+
+    def fake_tools(names, hierarchies, progress):
+        return {n: Fake() for n in names}, {n: {"available": True} for n in names}
+
+    monkeypatch.setattr(bench, "make_tools", fake_tools)
+    data = synthetic(bench, 100)
+    out = bench.run_benchmark(
+        data,
+        tools=["anonypy"],
+        ks=[10],
+        scales=[1, 2, 5, 10],
+        scale_k=10,
+        scale_k_proportional=True,
+        anonypy_cap_s=1.5,  # x2 takes 2 s: x5 and x10 are skipped
+        hierarchies={},
+        progress=None,
+    )
+    assert calls == [(100, 10), (200, 20)]  # x1 comes from the k sweep
+    x1, x2, x5, x10 = out["scaling"]
+    assert x1["from_k_sweep"] and x2["ratio_to_x1"] == 2.0 and x2["k"] == 20
+    assert (x5["status"], x10["status"], x10["k"]) == ("skipped", "skipped", 100)
 
 
 @pytest.mark.spark
@@ -73,24 +110,15 @@ def test_core_runs_spark_mondrian_on_synthetic_rows(bench, tmp_path):
     data = synthetic(bench, 300)
     messages: list[str] = []
     results = bench.run_benchmark(
-        data,
-        tools=["mondrian"],
-        ks=[50],
-        scales=[1, 2],
-        scale_k=50,
-        warmup_rows=0,
-        progress=messages.append,
+        data, tools=["mondrian"], ks=[50], scales=[1], warmup_rows=0, progress=messages.append
     )
     assert results["tools"]["mondrian"]["available"]
     (row,) = results["k_sweep"]
     assert row["status"] == "ok", row
-    assert row["min_class"] >= 50 and row["classes"] >= 2
+    assert row["min_class"] >= 50 and row["classes"] >= 2 and row["suppressed"] == 0
     assert 0.0 < row["gcp"] < 1.0 and set(row["ncp"]) == set(bench.QI_COLUMNS)
-    x1, x2 = results["scaling"]
-    assert (x1["status"], x2["status"], x2["rows"]) == ("ok", "ok", 600)
-    assert x1["from_k_sweep"] and x1["time_s"] == row["time_s"]  # not run twice
-    assert x1["ratio_to_x1"] == 1.0 and x2["ratio_to_x1"] > 0
-    assert any("mondrian k=50 x2" in m for m in messages)
+    assert row["tool_stats"]["n_rows"] == 300
+    assert any("mondrian k=50 x1" in m for m in messages)
 
     report = {"data": {"rows": 300}, "config": {"scale_k": 50}, **results}
     paths = bench.write_outputs(report, tmp_path, "bench")
