@@ -29,7 +29,7 @@ def atomic_write_json(path: Path, doc: Any) -> None:
     atomic_write_bytes(Path(path), (json.dumps(doc, indent=2) + "\n").encode())
 
 
-def atomic_save_figure(fig: Any, path: Path) -> None:
+def atomic_save_figure(fig: Any, path: Path, mode: int = 0o644) -> None:
     """Save a matplotlib figure to ``path`` atomically, then close it (also on failure).
 
     The format follows the suffix of ``path`` (PNG without one). matplotlib is imported here only,
@@ -37,6 +37,7 @@ def atomic_save_figure(fig: Any, path: Path) -> None:
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(suffix=path.suffix or ".png", dir=path.parent)
+    os.fchmod(fd, mode)  # mkstemp creates 0600; a plot is as readable as any other output
     os.close(fd)
     try:
         fig.savefig(tmp)
