@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from leteo_fed import __version__
 from leteo_fed.anonymize.config import AnonymizationConfig, load_config
 from leteo_fed.anonymize.hierarchy import Hierarchy
+from leteo_fed.anonymize.spark_columns import label_expr
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_write_json
 
@@ -172,16 +173,6 @@ def validate_input(df: DataFrame, config: AnonymizationConfig) -> InputSummary:
             )
     spans = {n: float(res[f"max{i}"]) - float(res[f"min{i}"]) for i, n in enumerate(numeric)}
     return InputSummary(rows, spans)
-
-
-def label_expr(c: Column, dtype: Any) -> Column:
-    """A value as a hierarchy label: integral floats print as integers (17.0 -> "17")."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    if isinstance(dtype, (T.DoubleType, T.FloatType)):
-        return F.when(c == F.floor(c), c.cast("long").cast("string")).otherwise(c.cast("string"))
-    return c.cast("string")
 
 
 def check_hierarchies(

@@ -25,6 +25,18 @@ def column_types(df: DataFrame, config: AnonymizationConfig) -> dict[str, object
     return fields
 
 
+def label_expr(col: Column, dtype: object) -> Column:
+    """A value as a hierarchy label: integral floats print as integers (17.0 -> "17")."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, (T.DoubleType, T.FloatType)):
+        return F.when(col == F.floor(col), col.cast("long").cast("string")).otherwise(
+            col.cast("string")
+        )
+    return col.cast("string")
+
+
 def qi_expr(q: QuasiIdentifier, dtype: object, *, as_label: bool = False) -> Column:
     """The QI as a double (numeric) or as its hierarchy label (categorical, or ``as_label``)."""
     from pyspark.sql import functions as F
@@ -35,11 +47,7 @@ def qi_expr(q: QuasiIdentifier, dtype: object, *, as_label: bool = False) -> Col
         raise DataError(f"numeric QI {q.column!r} has type {dtype}", field=q.column)
     if q.type == "numeric" and not as_label:
         return col.cast("double")
-    if isinstance(dtype, (T.DoubleType, T.FloatType)):
-        return F.when(col == F.floor(col), col.cast("long").cast("string")).otherwise(
-            col.cast("string")
-        )
-    return col.cast("string")
+    return label_expr(col, dtype)
 
 
 def sensitive_exprs(
