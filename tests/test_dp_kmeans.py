@@ -269,6 +269,19 @@ def test_eugkm_and_lsh_near_nonprivate_at_large_epsilon(seed: int) -> None:
     assert r <= 1.25 * best6
 
 
+def test_eugkm_coarse_restarts_lose_nothing() -> None:
+    """Restarts on the per-level-1-cell summary, then Lloyd on the full synopsis: same synopsis,
+    loss within 5% of restarts on the full synopsis."""
+    from leteo_fed.clustering.eugkm import EugkmParams
+
+    x = mixture(30_000, 3, 6, seed=8, spread=0.08)
+    full = eugkm_numpy(x, 6, 1.0, -1, 1, seed=2, params=EugkmParams(coarse_above=10**9))
+    fast = eugkm_numpy(x, 6, 1.0, -1, 1, seed=2, params=EugkmParams(coarse_above=100))
+    assert fast.details["coarse_restarts"] and not full.details["coarse_restarts"]
+    assert np.array_equal(fast.summary_weights, full.summary_weights)
+    assert kmeans_loss(x, fast.centers) <= 1.05 * kmeans_loss(x, full.centers)
+
+
 def test_ldp_kmeans_is_epsilon_ldp_and_useful_at_large_epsilon() -> None:
     lo, hi = -np.ones(2), np.ones(2)
     assert ldp_rate(1.0, lo, hi) == pytest.approx(1 / math.sqrt(8))  # eps / box diameter

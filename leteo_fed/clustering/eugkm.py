@@ -12,7 +12,10 @@ Algorithm (the seed's, with its defaults c1 = 10, c2 = 5, α = 0.5)
    and every level-2 cell's count gets Laplace(1/((1-α) ε)).
 4. Synopsis = the centers of the level-2 cells with noisy count > `threshold` (default 0: cells
    with a non-positive noisy count are DROPPED, the rest keep their noisy count as weight).
-5. Non-private weighted k-means (k-means++ then Lloyd) on the synopsis.
+5. Non-private weighted k-means (k-means++ then Lloyd, best of `n_init`) on the synopsis. A
+   synopsis of more than `coarse_above` cells is first summarized per level-1 cell (weighted
+   mean, total weight); the restarts run on that summary and one Lloyd run on the full synopsis
+   refines the best: the synopsis grows like N^(2d/(2+d)), the restarts then do not.
 
 Privacy (add/remove-one-row adjacency)
 --------------------------------------
@@ -43,6 +46,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -55,7 +59,7 @@ from leteo_fed.clustering._checks import (
     check_k,
     check_positive,
 )
-from leteo_fed.clustering.lloyd import weighted_kmeans
+from leteo_fed.clustering.lloyd import lloyd, weighted_kmeans
 from leteo_fed.clustering.noise import make_rng
 from leteo_fed.clustering.result import ClusterFn, DPKMeansResult
 from leteo_fed.errors import ConfigError, DataError
@@ -77,6 +81,7 @@ class EugkmParams:
     max_cells: int = MAX_CELLS
     n_init: int = 5
     max_iter: int = 100
+    coarse_above: int = 50_000
 
     def checked(self) -> EugkmParams:
         check_fraction(self.alpha, "alpha")
@@ -85,8 +90,8 @@ class EugkmParams:
         check_fraction(self.count_fraction, "count_fraction")
         if not math.isfinite(self.threshold) or self.threshold < 0:
             raise ConfigError("threshold must be finite and >= 0", field="threshold")
-        if self.max_cells < 1 or self.n_init < 1 or self.max_iter < 1:
-            raise ConfigError("max_cells, n_init and max_iter must be >= 1")
+        if min(self.max_cells, self.n_init, self.max_iter, self.coarse_above) < 1:
+            raise ConfigError("max_cells, n_init, max_iter and coarse_above must be >= 1")
         return self
 
 
@@ -249,6 +254,18 @@ class NumpyGridCounter:
 # ------------------------------------------------------------------------------ the driver
 
 
+def coarsen(
+    points: np.ndarray, weights: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted mean point and total weight per group (level-1 cell) of a synopsis."""
+    ids, inv = np.unique(groups, return_inverse=True)
+    w = np.bincount(inv, weights=weights, minlength=ids.size)
+    out = np.empty((ids.size, points.shape[1]))
+    for j in range(points.shape[1]):
+        out[:, j] = np.bincount(inv, weights=weights * points[:, j], minlength=ids.size) / w
+    return out, w
+
+
 def _numpy_cluster(
     points: np.ndarray, weights: np.ndarray, k: int, rng, *, n_init: int, max_iter: int
 ) -> np.ndarray:
@@ -330,12 +347,16 @@ def fit(
     keep = np.nonzero(noisy2 > p.threshold)[0]
     points = synopsis_centers(keep, offsets, m2, lo_a, w1, m1)
     weights = noisy2[keep]
+    cluster = cluster_fn or partial(_numpy_cluster, n_init=p.n_init, max_iter=p.max_iter)
+    coarse = keep.size > p.coarse_above
     if keep.size == 0:  # nothing survived the noise: data-independent centers (post-processing)
         centers = rng.uniform(lo_a, hi_a, size=(k, d))
-    elif cluster_fn is not None:
-        centers = cluster_fn(points, weights, k, rng)
+    elif coarse:  # restarts on the per-level-1-cell means, then Lloyd on the full synopsis
+        parent = np.searchsorted(offsets, keep, side="right") - 1
+        c_pts, c_w = coarsen(points, weights, parent)
+        centers, _ = lloyd(points, cluster(c_pts, c_w, k, rng), weights, max_iter=p.max_iter)
     else:
-        centers = _numpy_cluster(points, weights, k, rng, n_init=p.n_init, max_iter=p.max_iter)
+        centers = cluster(points, weights, k, rng)
     times["kmeans_s"] = time.perf_counter() - t0
 
     return DPKMeansResult(
@@ -363,6 +384,7 @@ def fit(
             "level2_capped": capped,
             "m2_max": int(m2.max()),
             "synopsis_cells": int(keep.size),
+            "coarse_restarts": bool(coarse),
             "threshold": p.threshold,
             "bounds": {"lo": lo_a.tolist(), "hi": hi_a.tolist()},
         },

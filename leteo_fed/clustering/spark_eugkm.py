@@ -3,8 +3,9 @@
 Only cell counts reach the driver (non-empty level-1 cells, then non-empty level-2 cells): never
 a row. The per-row arithmetic is Spark SQL (no Python workers), written as the same IEEE
 operations as `eugkm.level1_coords` / `level2_local`, so every row lands in the same cell as in
-the NumPy reference and the same seed releases the same synopsis. The synopsis is clustered by
-NumPy k-means++ when small, by MLlib k-means|| above `spark_kmeans.MLLIB_THRESHOLD` cells.
+the NumPy reference and the same seed releases the same synopsis. The synopsis (or, above
+`EugkmParams.coarse_above` cells, its per-level-1-cell summary) is clustered by NumPy k-means++
+and Lloyd on the driver, or by MLlib k-means|| above `spark_kmeans.MLLIB_THRESHOLD` points.
 """
 
 from __future__ import annotations
