@@ -438,6 +438,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     acc = report["accuracy"]
+    colors = dict(
+        zip(METHODS, ("tab:blue", "tab:orange", "tab:green", "tab:gray", "tab:red"), strict=True)
+    )
     panels = len(acc) + (1 if report.get("scaling") else 0)
     fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4.0), squeeze=False)
     for ax, (name, res) in zip(axes[0], acc.items(), strict=False):
@@ -448,8 +451,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
             med = [res["methods"][m][str(k)]["median_loss"] for k in ks]
             lo = [res["methods"][m][str(k)]["p25"] for k in ks]
             hi = [res["methods"][m][str(k)]["p75"] for k in ks]
-            ax.plot(ks, med, marker="o", label=m)
-            ax.fill_between(ks, lo, hi, alpha=0.15)
+            ax.plot(ks, med, marker="o", label=m, color=colors[m])
+            ax.fill_between(ks, lo, hi, alpha=0.15, color=colors[m])
         ax.set_xscale("log", base=2)
         ax.set_xlabel("k")
         ax.set_ylabel("normalized k-means loss (test)")

@@ -246,7 +246,9 @@ def _plot(result, features: list[str], path: Path) -> None:
         proj = lambda a: a  # noqa: E731
         labels = (features[0], features[1])
     else:  # PCA of the weighted DP synopsis (post-processing), or of the centers without one
-        base, bw = (pts, np.maximum(w, 0)) if pts.shape[0] >= 2 else (centers, np.ones(d))
+        base, bw = (
+            (pts, np.maximum(w, 0)) if pts.shape[0] >= 2 else (centers, np.ones(len(centers)))
+        )
         bw = bw if bw.sum() > 0 else np.ones(base.shape[0])
         mean = np.average(base, axis=0, weights=bw)
         cov = np.cov((base - mean).T, aweights=bw) if base.shape[0] > 1 else np.eye(d)

@@ -89,8 +89,11 @@ def ldp_kmeans_numpy(
 
 
 def _perturb_batches_fn(d: int, eps: float, lo: np.ndarray, hi: np.ndarray, entropy: int):
-    """mapInArrow body: per partition a generator seeded by (entropy, partition id), so the run is
-    reproducible for a fixed seed and partitioning. Executors import leteo_fed.ldp.geo."""
+    """mapInArrow body: per partition a generator seeded by (entropy, partition id). Spark may
+    compute a partition more than once (MLlib makes several passes, lost cache blocks are
+    recomputed); the seeding makes every recomputation produce the SAME noisy rows, so no row is
+    ever released with two independent noise draws (which would spend ε twice). The entropy is
+    drawn once on the driver (from the seed, or from the OS). Executors import leteo_fed.ldp.geo."""
 
     def perturb(batches: Iterator) -> Iterator:
         import pyarrow as pa
