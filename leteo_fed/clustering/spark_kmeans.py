@@ -73,7 +73,13 @@ def mllib_weighted_kmeans(
     table = pa.table(
         {**{feature_names(i): points[:, i] for i in range(d)}, "_w": np.asarray(weights, float)}
     )
-    df = get_spark().createDataFrame(table)  # Spark >= 4 takes an Arrow table directly
+    spark = get_spark()
+    if int(spark.version.split(".")[0]) >= 4:  # Spark 4 takes an Arrow table directly
+        df = spark.createDataFrame(table)
+    else:
+        df = spark.createDataFrame(
+            list(zip(*table.to_pydict().values(), strict=True)), table.column_names
+        )
     centers = mllib_kmeans_df(
         df, d, k, int(rng.integers(2**31)), weight_col="_w", max_iter=max_iter
     )
