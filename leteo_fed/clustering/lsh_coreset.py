@@ -37,8 +37,8 @@ loss than the finer split gains):
     T_leaf = max(1, min(T_noise, max(Ñ/(2k), min_leaf_fraction T_noise))),
     T_branch = branch_factor T_leaf (default 3),
     L = min(max_depth, ceil(log2(Ñ / T_leaf)) + depth_slack).
-The defaults were set on a synthetic 100-dimensional Gaussian mixture (benchmarks/dp_kmeans_bench.py
-seed 0), not on the digits data the benchmark also reports.
+The defaults were chosen on a 100-dimensional, 64-component Gaussian mixture like the
+benchmark's (a different draw), before the benchmark ran; never on digits.
 """
 
 from __future__ import annotations
