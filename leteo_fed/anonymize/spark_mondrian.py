@@ -24,6 +24,7 @@ from leteo_fed.anonymize.spark_columns import column_types, qi_expr, sensitive_e
 from leteo_fed.errors import DataError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 SUPPRESSED = "_leteo_suppressed"  # released boolean column: row withheld from the release
@@ -100,11 +101,12 @@ def anonymize_dataframe(
             .select(_PID, "_h.a", "_h.n", "_h.c", *scols)
             .groupBy(_PID, "a", "n", "c", *scols)
             .count()
-            .collect()
+            .toArrow()
         )
         parts = _parts(hist, planner, qis_numeric=[q.type == "numeric" for q in qis], scols=scols)
         if planner.rounds == 0:
-            n_rows = sum(int(r["count"]) for r in hist if r["a"] == 0)
+            a, count = hist.column("a").to_numpy(), hist.column("count").to_numpy()
+            n_rows = int(count[a == 0].sum())
         splits = planner.plan(parts)
         if splits:
             work = _reassign(work, splits, qis_numeric=[q.type == "numeric" for q in qis])
@@ -128,44 +130,56 @@ def anonymize_dataframe(
 
 
 def _parts(
-    hist: list,
+    hist: pa.Table,
     planner: Planner,
     *,
     qis_numeric: list[bool],
     scols: list[str],
 ) -> dict[int, list[QIHistogram]]:
-    """Collected histogram rows -> per-partition per-QI :class:`QIHistogram` (driver side)."""
+    """Histogram rows (Arrow) -> per-partition per-QI :class:`QIHistogram` (driver side)."""
     n_q = len(qis_numeric)
-    combos: list[tuple[Hashable, ...]] = []
-    for r in hist:
-        combo = tuple(r[c] for c in scols)
-        if any(v is None for v in combo):
-            raise DataError("sensitive column has a missing value")
-        combos.append(combo)
-    for r, numeric in ((r, qis_numeric[r["a"]]) for r in hist):
-        if (r["n"] if numeric else r["c"]) is None:
-            raise DataError(f"quasi-identifier #{r['a']} has a missing value")
+    pid = hist.column(_PID).to_numpy().astype(np.int64)
+    attr = hist.column("a").to_numpy().astype(np.int64)
+    counts = hist.column("count").to_numpy().astype(np.int64)
+    sens = [hist.column(c).to_pylist() for c in scols]
+    combos: list[tuple[Hashable, ...]] = list(zip(*sens, strict=True)) if sens else [()] * len(pid)
+    if any(v is None for col in sens for v in col):
+        raise DataError("sensitive column has a missing value")
+    numeric_rows = np.array(qis_numeric, dtype=bool)[attr] if n_q else np.zeros(0, dtype=bool)
+    n_col = hist.column("n")
+    c_col = hist.column("c")
+    missing = (numeric_rows & n_col.is_null().to_numpy(zero_copy_only=False)) | (
+        ~numeric_rows & c_col.is_null().to_numpy(zero_copy_only=False)
+    )
+    if missing.any():
+        raise DataError(f"quasi-identifier #{int(attr[np.argmax(missing)])} has a missing value")
     if planner.rounds == 0:
-        root = [i for i, r in enumerate(hist) if r["a"] == 0]
-        planner.start([combos[i] for i in root], np.array([hist[i]["count"] for i in root]))
+        root = np.flatnonzero(attr == 0)
+        planner.start([combos[i] for i in root], counts[root])
     codes = planner.combo_codes(combos)
-    grouped: dict[tuple[int, int], list[int]] = {}
-    for i, r in enumerate(hist):
-        grouped.setdefault((int(r[_PID]), int(r["a"])), []).append(i)
+    num_values = n_col.to_numpy(zero_copy_only=False).astype(float)
+    cat_values = np.array(c_col.to_pylist(), dtype=object)
+    order = np.lexsort((attr, pid))
+    keys = pid[order] * n_q + attr[order]
+    bounds = np.flatnonzero(np.diff(keys)) + 1
+    groups = dict(
+        zip(
+            keys[np.concatenate([[0], bounds])].tolist() if len(keys) else [],
+            np.split(order, bounds) if len(keys) else [],
+            strict=True,
+        )
+    )
+    empty = np.zeros(0, dtype=np.int64)
     parts: dict[int, list[QIHistogram]] = {}
-    for pid in sorted({p for p, _ in grouped}):
+    for p in np.unique(pid).tolist():
         hists = []
         for j in range(n_q):
-            idx = grouped.get((pid, j), [])
-            if qis_numeric[j]:
-                values = np.array([float(hist[i]["n"]) for i in idx], dtype=float)
-            else:
-                values = np.array([str(hist[i]["c"]) for i in idx], dtype=object)
-            counts = np.array([int(hist[i]["count"]) for i in idx], dtype=np.int64)
+            idx = groups.get(p * n_q + j, empty)
+            values = num_values[idx] if qis_numeric[j] else cat_values[idx]
             # canonical order so float sums match the NumPy path bit for bit
-            order = np.lexsort((codes[idx], values))
-            hists.append(QIHistogram(values[order], codes[idx][order], counts[order]))
-        parts[pid] = hists
+            canon = np.lexsort((codes[idx], values))
+            hists.append(QIHistogram(values[canon], codes[idx][canon], counts[idx][canon]))
+        parts[p] = hists
     return parts
 
 
