@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	# pycanon (an independent k/l/t referee for the tests) pins exact numpy/scipy/pandas
-	# versions; its checks need only numpy and pandas, so it goes in without those pins.
+	# versions; its checks need only numpy and pandas (a dependency), so it goes in without pins.
 	$(BIN)/python -m pip install --quiet --no-deps 'pycanon==1.3.6'
 	touch $(STAMP)
 
