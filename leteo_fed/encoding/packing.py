@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leteo_fed.errors import DataError, EncodingError
+from leteo_fed.errors import DataError, EncodingError, ProtocolError
 
 DEFAULT_STATISTICAL_SECURITY = 64
 
@@ -33,6 +33,18 @@ class SlotLayout:
 
     def n_ciphertexts(self, n_values: int) -> int:
         return -(-n_values // self.slots_per_ciphertext)
+
+
+def check_declared_layout(
+    layout: SlotLayout, slot_bits: int, slots_per_ciphertext: int, offset: int, mask_bits: int
+) -> None:
+    """A peer's declared slot layout must be the one its encoding parameters imply."""
+    declared = (slot_bits, slots_per_ciphertext, offset, mask_bits)
+    derived = (layout.slot_bits, layout.slots_per_ciphertext, layout.offset, layout.mask_bits)
+    if declared != derived:
+        raise ProtocolError(
+            f"encoding layout {declared[:2]} does not follow from its parameters {derived[:2]}"
+        )
 
 
 def make_layout(

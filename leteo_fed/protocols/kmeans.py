@@ -39,6 +39,7 @@ from leteo_fed.crypto.paillier import bytes_to_int, int_to_bytes
 from leteo_fed.encoding.packing import (
     DEFAULT_STATISTICAL_SECURITY,
     SlotLayout,
+    check_declared_layout,
     encode_fixed,
     make_layout,
 )
@@ -552,15 +553,11 @@ def encoding_from_proto(msg, key_bits: int) -> tuple[KmeansEncoding, SlotLayout]
         noise_bound=bytes_to_int(msg.noise_bound),
     )
     layout = enc.layout(key_bits)
-    declared = (
+    check_declared_layout(
+        layout,
         msg.slot_bits,
         msg.slots_per_ciphertext,
         bytes_to_int(msg.slot_offset),
         msg.mask_bits,
     )
-    derived = (layout.slot_bits, layout.slots_per_ciphertext, layout.offset, layout.mask_bits)
-    if declared != derived:
-        raise ProtocolError(
-            f"encoding layout {declared[:2]} does not follow from its parameters {derived[:2]}"
-        )
     return enc, layout

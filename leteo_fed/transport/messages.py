@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 import grpc
 
 from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, int_to_bytes
-from leteo_fed.encoding.packing import SlotLayout
+from leteo_fed.encoding.packing import SlotLayout, check_declared_layout
 from leteo_fed.errors import PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.moments import Grouping
@@ -69,17 +69,13 @@ def encoding_from_proto(msg: pb.Encoding, key_bits: int) -> tuple[PcaEncoding, S
         noise_bound=bytes_to_int(msg.noise_bound),
     )
     layout = enc.layout(key_bits)
-    declared = (
+    check_declared_layout(
+        layout,
         msg.slot_bits,
         msg.slots_per_ciphertext,
         bytes_to_int(msg.slot_offset),
         msg.mask_bits,
     )
-    derived = (layout.slot_bits, layout.slots_per_ciphertext, layout.offset, layout.mask_bits)
-    if declared != derived:
-        raise ProtocolError(
-            f"encoding layout {declared[:2]} does not follow from its parameters {derived[:2]}"
-        )
     return enc, layout
 
 
