@@ -20,7 +20,7 @@ import grpc
 import numpy as np
 
 from aggregator.kmeans_job import IterationContext, KmeansJob
-from aggregator.plan import LdpRoundPlan, plan_kmeans, plan_round
+from aggregator.plan import DpPlan, LdpRoundPlan, plan_kmeans, plan_round
 from aggregator.rounds import COMPLETED, FAILED, Round
 from leteo_fed import __version__
 from leteo_fed.crypto.paillier import (
@@ -60,6 +60,18 @@ log = logging.getLogger("leteo.aggregator")
 INVITE_TIMEOUT_SECONDS = 10.0
 CSP_TIMEOUT_SECONDS = 300.0
 SPARK_REPORT_THRESHOLD = 5_000_000  # LDP rounds expecting more reports are estimated with Spark
+
+
+def _dp_spec(dp: DpPlan) -> pb.DpSpec:
+    """What owners need to add their share of the distributed Skellam noise."""
+    return pb.DpSpec(
+        epsilon=dp.epsilon,
+        delta=dp.delta,
+        row_norm_bound=dp.row_norm_bound,
+        mu=dp.mu,
+        quorum=dp.quorum,
+        mechanism="skellam",
+    )
 
 
 class AggregatorService(pb_grpc.AggregatorServicer):
@@ -318,16 +330,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             rotation=rnd.rotation.ravel().tolist() if rnd.rotation is not None else [],
         )
         if plan.dp is not None:
-            spec.dp.CopyFrom(
-                pb.DpSpec(
-                    epsilon=plan.dp.epsilon,
-                    delta=plan.dp.delta,
-                    row_norm_bound=plan.dp.row_norm_bound,
-                    mu=plan.dp.mu,
-                    quorum=plan.dp.quorum,
-                    mechanism="skellam",
-                )
-            )
+            spec.dp.CopyFrom(_dp_spec(plan.dp))
         self._invite_all(rnd, spec)
         return self.status(rnd)
 
@@ -472,16 +475,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             ),
         )
         if plan.dp is not None:
-            spec.dp.CopyFrom(
-                pb.DpSpec(
-                    epsilon=plan.dp.epsilon,
-                    delta=plan.dp.delta,
-                    row_norm_bound=plan.dp.row_norm_bound,
-                    mu=plan.dp.mu,
-                    quorum=plan.dp.quorum,
-                    mechanism="skellam",
-                )
-            )
+            spec.dp.CopyFrom(_dp_spec(plan.dp))
         self._open_at_csp(rnd)
         job.progress(f"iteration {t} of {plan.iterations} open ({rnd.round_id})")
         self._invite_all(rnd, spec)

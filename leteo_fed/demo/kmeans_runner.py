@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from leteo_fed.client import AnalystClient, KmeansParams
 from leteo_fed.data import sources
@@ -26,7 +25,7 @@ from leteo_fed.demo.cluster import (
     check_stop,
     stop_on_signals,
 )
-from leteo_fed.demo.runner import Progress, split_rows
+from leteo_fed.demo.runner import Progress, write_site_files
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.privacy import distributed_noise as noise
@@ -149,12 +148,10 @@ def run_kmeans_demo(opts: KmeansDemoOptions) -> dict:
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="run-", dir=out))
-    owners = []
-    for i, rows in enumerate(split_rows(table.num_rows, opts.owners, opts.seed), start=1):
-        path = workdir / "data" / f"site-{i}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pacsv.write_csv(table.take(rows), path)
-        owners.append(OwnerSpec(f"site-{i}", path))
+    owners = [
+        OwnerSpec(name, path)
+        for name, path in write_site_files(table, opts.owners, opts.seed, workdir)
+    ]
     budget = (max(10.0, opts.epsilon or 0.0), max(1e-4, opts.delta or 0.0))
     cluster = LocalCluster(
         workdir, owners, key_bits=opts.key_bits, insecure=opts.insecure, privacy_budget=budget

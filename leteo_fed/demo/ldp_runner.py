@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.csv as pacsv
 
 from leteo_fed.client import AnalystClient, LdpParams
 from leteo_fed.data import sources
@@ -19,7 +18,7 @@ from leteo_fed.demo.cluster import (
     check_stop,
     stop_on_signals,
 )
-from leteo_fed.demo.runner import Progress, split_rows
+from leteo_fed.demo.runner import Progress, write_site_files
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
@@ -119,12 +118,9 @@ def run_demo(opts: LdpOptions) -> dict:
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="run-", dir=out))
-    owners = []
-    for i, rows in enumerate(split_rows(table.num_rows, opts.owners, 7), start=1):
-        path = workdir / "data" / f"site-{i}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pacsv.write_csv(table.take(rows), path)
-        owners.append(OwnerSpec(f"site-{i}", path))
+    owners = [
+        OwnerSpec(name, path) for name, path in write_site_files(table, opts.owners, 7, workdir)
+    ]
     cluster = LocalCluster(workdir, owners, insecure=opts.insecure)
     try:
         cluster.start()

@@ -87,6 +87,17 @@ def split_rows(n_rows: int, parts: int, seed: int) -> list[np.ndarray]:
     return [np.sort(chunk) for chunk in np.array_split(order, parts)]
 
 
+def write_site_files(table, parts: int, seed: int, workdir: Path) -> list[tuple[str, Path]]:  # noqa: ANN001
+    """A random horizontal split of ``table`` into one CSV per site: (site name, file)."""
+    sites = []
+    for i, rows in enumerate(split_rows(table.num_rows, parts, seed), start=1):
+        path = workdir / "data" / f"site-{i}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pacsv.write_csv(table.take(rows), path)
+        sites.append((f"site-{i}", path))
+    return sites
+
+
 def run_demo(opts: DemoOptions) -> dict:
     stop_on_signals()  # Ctrl-C and SIGTERM stop every child, whatever the demo is doing
     say = Progress()
@@ -138,12 +149,10 @@ def run_demo(opts: DemoOptions) -> dict:
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="run-", dir=out))
-    owners = []
-    for i, rows in enumerate(split_rows(table.num_rows, opts.owners, opts.seed), start=1):
-        path = workdir / "data" / f"site-{i}.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pacsv.write_csv(table.take(rows), path)
-        owners.append(OwnerSpec(f"site-{i}", path, label_column=label))
+    owners = [
+        OwnerSpec(name, path, label_column=label)
+        for name, path in write_site_files(table, opts.owners, opts.seed, workdir)
+    ]
     say(f"split rows across {opts.owners} site files in {workdir / 'data'}")
 
     cluster = LocalCluster(workdir, owners, key_bits=opts.key_bits, insecure=opts.insecure)
