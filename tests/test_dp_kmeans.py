@@ -405,6 +405,35 @@ def test_cli_end_to_end(tmp_path: Path, spark) -> None:
 
 
 @pytest.mark.spark
+def test_cli_charges_a_ledger_and_refuses_an_overspend(tmp_path: Path, spark, capsys) -> None:
+    """Run 1 commits its epsilon; run 2 would overspend and is refused before reading; a run
+    refused on its data (unknown feature) gives its reservation back."""
+    from leteo_fed.cli.main import main
+    from leteo_fed.privacy.ledger import PrivacyLedger
+
+    data = tmp_path / "d.csv"
+    _write_csv(data, mixture(400, 2, 2, 5))
+    ledger = tmp_path / "ledger.json"
+    base = ["dp-kmeans", "--data", str(data), "--k", "2", "--method", "eugkm", "--bounds=-1,1"]
+    charge = ["--ledger", str(ledger), "--ledger-epsilon", "1.5"]
+    out = tmp_path / "c1.json"
+    assert main([*base, "--epsilon", "1", *charge, "--out", str(out)]) == 0
+    book = PrivacyLedger(ledger, 1.5, 0.0)
+    assert book.spent() == (1.0, 0.0) and book.reserved() == (0.0, 0.0)
+
+    out2 = tmp_path / "c2.json"
+    assert main([*base, "--epsilon", "1", *charge, "--out", str(out2)]) == 2
+    assert "would be exceeded" in capsys.readouterr().err
+    assert not out2.exists()
+
+    bad = [*base, "--epsilon", "0.5", "--features", "a,zz", *charge, "--out", str(out2)]
+    assert main(bad) == 2
+    assert book.spent() == (1.0, 0.0) and book.reserved() == (0.0, 0.0)
+    assert [s.state for s in book.history()] == ["committed", "released"]
+    assert not out2.exists()
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

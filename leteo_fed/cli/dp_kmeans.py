@@ -13,6 +13,8 @@ import json
 import math
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +148,43 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--out", type=Path, required=True, metavar="FILE.json", help="result JSON (+ FILE.png)"
     )
+    g = p.add_argument_group(
+        "privacy ledger",
+        "charge the run to a persistent budget of the data set (the same ledger format the owner "
+        "agents keep): the spend is reserved before any row is read, committed once the result is "
+        "written, and returned if the run fails or is refused before releasing anything",
+    )
+    g.add_argument("--ledger", type=Path, default=None, metavar="FILE.json", help="ledger file")
+    g.add_argument(
+        "--ledger-epsilon", type=float, default=None, help="the data set's total epsilon budget"
+    )
+    g.add_argument(
+        "--ledger-delta",
+        type=float,
+        default=0.0,
+        help="the data set's total delta budget (default: 0, pure DP only)",
+    )
     return p
+
+
+def _reserve(args: argparse.Namespace) -> tuple[Any, str] | None:
+    """Hold this run's (epsilon, delta) in the ledger; refuses (exit 2) when it would overspend."""
+    if args.ledger is None:
+        if args.ledger_epsilon is not None:
+            raise ConfigError("--ledger-epsilon needs --ledger FILE", field="ledger")
+        return None
+    if args.ledger_epsilon is None:
+        raise ConfigError("--ledger needs --ledger-epsilon (the total budget)", field="ledger")
+    from leteo_fed.clustering.lsh_coreset import DEFAULT_DELTA
+    from leteo_fed.privacy.ledger import PrivacyLedger
+
+    ledger = PrivacyLedger(args.ledger, args.ledger_epsilon, args.ledger_delta)
+    delta = 0.0
+    if args.method == "lsh":
+        delta = args.delta if args.delta is not None else DEFAULT_DELTA
+    run_id = f"dp-kmeans-{uuid.uuid4().hex[:12]}"
+    ledger.reserve(run_id, f"dp-kmeans/{args.method}", args.epsilon, delta, note=str(args.data))
+    return ledger, run_id
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -272,11 +310,29 @@ def _plot(result, features: list[str], path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check, read, fit, write the PNG, then the JSON (last, atomically)."""
+    """Check, reserve the budget, read, fit, write the PNG, then the JSON (last, atomically)."""
+    _check_args(args)
+    held = _reserve(args)
+    released: list[bool] = []  # set once a DP output (PNG or JSON) starts to be written
+    try:
+        code = _run_checked(args, lambda: released.append(True))
+    except BaseException:
+        if held is not None:
+            if released:  # an output may exist: the spend stands
+                held[0].commit(held[1])
+            else:  # refused or failed before anything left: give the budget back
+                held[0].release(held[1], share_left_owner=False)
+        raise
+    if held is not None:
+        spend = held[0].commit(held[1])
+        print(f"charged epsilon {spend.epsilon:g}, delta {spend.delta:g} to {held[0].path}")
+    return code
+
+
+def _run_checked(args: argparse.Namespace, releasing: Callable[[], object]) -> int:
     from leteo_fed.clustering.spark_io import load_features
     from leteo_fed.fileio import atomic_write_json
 
-    _check_args(args)
     t_start = time.perf_counter()
     df, features = load_features(args.data, args.features, args.format)
     d = len(features)
@@ -352,6 +408,7 @@ def run(args: argparse.Namespace) -> int:
         result.timings["evaluate_loss_s"] = time.perf_counter() - t0
     png = args.out.with_suffix(".png")
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    releasing()
     _plot(result, features, png)
     doc["plot"] = str(png)
     doc["timings"] = {
