@@ -16,16 +16,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from leteo_fed.client import AnalystClient, KmeansParams
+from leteo_fed.client import KmeansParams
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import (
-    STOP_REQUESTED,
     LocalCluster,
     OwnerSpec,
     check_stop,
     stop_on_signals,
 )
-from leteo_fed.demo.runner import Progress, write_site_files
+from leteo_fed.demo.runner import Progress, analyst_session, security_label, write_site_files
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.privacy import distributed_noise as noise
@@ -157,45 +156,37 @@ def run_kmeans_demo(opts: KmeansDemoOptions) -> dict:
         workdir, owners, key_bits=opts.key_bits, insecure=opts.insecure, privacy_budget=budget
     )
     timings: dict[str, float] = {}
-    try:
+    with analyst_session(cluster, opts.owners, say, security_label(opts.insecure)) as (
+        client,
+        startup,
+    ):
+        timings["startup_seconds"] = startup
+        params = KmeansParams(
+            features=features,
+            k=k,
+            centers=init.tolist(),
+            iterations=opts.rounds,
+            tolerance=opts.tolerance,
+            min_owners=opts.owners,
+            deadline_seconds=opts.deadline,
+            value_bound=opts.value_bound,
+            dp_epsilon=opts.epsilon,
+            dp_delta=opts.delta,
+            row_norm_bound=opts.row_norm_bound,
+        )
+        last = [""]
+
+        def tick(status) -> None:
+            check_stop()
+            if status.message != last[0]:
+                last[0] = status.message
+                say(f"job {status.round_id}: {status.message}")
+
+        say(f"starting the k-means job ({opts.key_bits}-bit Paillier)")
         start = time.perf_counter()
-        cluster.start()
-        security = "plaintext gRPC (INSECURE)" if opts.insecure else "mTLS with fresh certificates"
-        say(f"started CSP, aggregator and {opts.owners} owner agents as processes ({security})")
-        with AnalystClient(
-            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
-        ) as client:
-            client.wait_for_owners(opts.owners, should_stop=STOP_REQUESTED.is_set)
-            timings["startup_seconds"] = time.perf_counter() - start
-            params = KmeansParams(
-                features=features,
-                k=k,
-                centers=init.tolist(),
-                iterations=opts.rounds,
-                tolerance=opts.tolerance,
-                min_owners=opts.owners,
-                deadline_seconds=opts.deadline,
-                value_bound=opts.value_bound,
-                dp_epsilon=opts.epsilon,
-                dp_delta=opts.delta,
-                row_norm_bound=opts.row_norm_bound,
-            )
-            last = [""]
-
-            def tick(status) -> None:
-                check_stop()
-                if status.message != last[0]:
-                    last[0] = status.message
-                    say(f"job {status.round_id}: {status.message}")
-
-            say(f"starting the k-means job ({opts.key_bits}-bit Paillier)")
-            start = time.perf_counter()
-            result = client.run_kmeans(params, on_tick=tick)
-            timings["job_seconds"] = time.perf_counter() - start
+        result = client.run_kmeans(params, on_tick=tick)
+        timings["job_seconds"] = time.perf_counter() - start
         say(f"job {result['job_id']} completed: {result['iterations_run']} iteration(s)")
-    finally:
-        cluster.stop()
-        say("all processes stopped")
     check_stop()
 
     comparison = compare_with_lloyd(result, x, init, opts)

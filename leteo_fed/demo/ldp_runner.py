@@ -9,16 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
-from leteo_fed.client import AnalystClient, LdpParams
+from leteo_fed.client import LdpParams
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import (
-    STOP_REQUESTED,
     LocalCluster,
     OwnerSpec,
     check_stop,
     stop_on_signals,
 )
-from leteo_fed.demo.runner import Progress, write_site_files
+from leteo_fed.demo.runner import Progress, analyst_session, write_site_files
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
@@ -122,28 +121,19 @@ def run_demo(opts: LdpOptions) -> dict:
         OwnerSpec(name, path) for name, path in write_site_files(table, opts.owners, 7, workdir)
     ]
     cluster = LocalCluster(workdir, owners, insecure=opts.insecure)
-    try:
-        cluster.start()
-        say(f"started CSP, aggregator and {opts.owners} owner agents (each with a privacy ledger)")
-        with AnalystClient(
-            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
-        ) as client:
-            client.wait_for_owners(opts.owners, should_stop=STOP_REQUESTED.is_set)
-            params = LdpParams(
-                column=spec.column,
-                mechanism=spec.mechanism,
-                epsilon=spec.epsilon,
-                domain=tuple(spec.domain),
-                lower=request.lower if not frequency else None,
-                upper=request.upper if not frequency else None,
-                min_owners=opts.owners,
-                consistency=opts.consistency,
-            )
-            result = client.run_ldp(params)
+    with analyst_session(cluster, opts.owners, say, "each with a privacy ledger") as (client, _):
+        params = LdpParams(
+            column=spec.column,
+            mechanism=spec.mechanism,
+            epsilon=spec.epsilon,
+            domain=tuple(spec.domain),
+            lower=request.lower if not frequency else None,
+            upper=request.upper if not frequency else None,
+            min_owners=opts.owners,
+            consistency=opts.consistency,
+        )
+        result = client.run_ldp(params)
         say(f"round {result['round_id']}: {result['n']} reports from {', '.join(result['owners'])}")
-    finally:
-        cluster.stop()
-        say("all processes stopped")
     check_stop()
     result.update(_truth(values, spec, frequency))
     atomic_write_json(out / "ldp.json", result)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +100,30 @@ def write_site_files(table, parts: int, seed: int, workdir: Path) -> list[tuple[
     return sites
 
 
+@contextlib.contextmanager
+def analyst_session(
+    cluster: LocalCluster, n_owners: int, say: Callable[[str], None], detail: str
+) -> Iterator[tuple[AnalystClient, float]]:
+    """Start every process and connect as the analyst once all owners registered; stop every
+    process on the way out, also on Ctrl-C or an error. Yields (client, start-up seconds)."""
+    start = time.perf_counter()
+    try:
+        cluster.start()
+        say(f"started CSP, aggregator and {n_owners} owner agents as processes ({detail})")
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
+            client.wait_for_owners(n_owners, should_stop=STOP_REQUESTED.is_set)
+            yield client, time.perf_counter() - start
+    finally:
+        cluster.stop()
+        say("all processes stopped")
+
+
+def security_label(insecure: bool) -> str:
+    return "plaintext gRPC (INSECURE)" if insecure else "mTLS with fresh certificates"
+
+
 def run_demo(opts: DemoOptions) -> dict:
     stop_on_signals()  # Ctrl-C and SIGTERM stop every child, whatever the demo is doing
     say = Progress()
@@ -157,50 +183,40 @@ def run_demo(opts: DemoOptions) -> dict:
 
     cluster = LocalCluster(workdir, owners, key_bits=opts.key_bits, insecure=opts.insecure)
     timings: dict[str, float] = {}
-    try:
+    with analyst_session(cluster, opts.owners, say, security_label(opts.insecure)) as (
+        client,
+        startup,
+    ):
+        timings["startup_seconds"] = startup
+        say(
+            f"all {opts.owners} owners registered; starting the {opts.method.upper()} round "
+            f"({opts.key_bits}-bit Paillier)"
+        )
         start = time.perf_counter()
-        cluster.start()
-        security = "plaintext gRPC (INSECURE)" if opts.insecure else "mTLS with fresh certificates"
-        say(f"started CSP, aggregator and {opts.owners} owner agents as processes ({security})")
-        with AnalystClient(
-            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
-        ) as client:
-            client.wait_for_owners(opts.owners, should_stop=STOP_REQUESTED.is_set)
-            timings["startup_seconds"] = time.perf_counter() - start
-            say(
-                f"all {opts.owners} owners registered; starting the {opts.method.upper()} round "
-                f"({opts.key_bits}-bit Paillier)"
-            )
-            start = time.perf_counter()
-            params = RoundParams(
-                features=features,
-                method=opts.method,
-                components=components,
-                min_owners=opts.owners,
-                deadline_seconds=300.0,
-                standardize=opts.standardize,
-                value_bound=opts.value_bound,
-                groupings=tuple(groupings),
-                rho=opts.rho,
-                rho_prime=opts.rho_prime,
-                projection_only=opts.projection_only,
-                dp_epsilon=opts.dp_epsilon,
-                dp_delta=opts.dp_delta,
-                row_norm_bound=opts.row_norm_bound,
-            )
+        params = RoundParams(
+            features=features,
+            method=opts.method,
+            components=components,
+            min_owners=opts.owners,
+            deadline_seconds=300.0,
+            standardize=opts.standardize,
+            value_bound=opts.value_bound,
+            groupings=tuple(groupings),
+            rho=opts.rho,
+            rho_prime=opts.rho_prime,
+            projection_only=opts.projection_only,
+            dp_epsilon=opts.dp_epsilon,
+            dp_delta=opts.dp_delta,
+            row_norm_bound=opts.row_norm_bound,
+        )
 
-            def tick(status) -> None:
-                check_stop()
-                say(
-                    f"round {status.round_id}: {len(status.submitted)}/{len(status.invited)} shares in"
-                )
+        def tick(status) -> None:
+            check_stop()
+            say(f"round {status.round_id}: {len(status.submitted)}/{len(status.invited)} shares in")
 
-            result = client.run_round(params, on_tick=tick)
-            timings["round_seconds"] = time.perf_counter() - start
+        result = client.run_round(params, on_tick=tick)
+        timings["round_seconds"] = time.perf_counter() - start
         say(f"round {result['round_id']} completed with owners {', '.join(result['owners'])}")
-    finally:
-        cluster.stop()
-        say("all processes stopped")
     check_stop()  # interrupted while stopping: write nothing
 
     if discriminant_method:
