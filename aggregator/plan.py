@@ -151,21 +151,7 @@ def _plan_dp(request, d: int, groupings, n_vals: int, quorum: int) -> tuple[DpPl
             "scale_bits": request.scale_bits or pca.DEFAULT_SCALE_BITS,
             "value_bound": request.value_bound or pca.DEFAULT_VALUE_BOUND,
         }
-    eps = request.dp_epsilon
-    delta = request.dp_delta if request.HasField("dp_delta") else DP_DEFAULT_DELTA
-    if not (math.isfinite(eps) and 0 < eps <= 100):
-        raise DataError(f"dp_epsilon must be in (0, 100], got {eps}", field="dp_epsilon")
-    if not (math.isfinite(delta) and 0 < delta <= 1e-2):
-        raise DataError(f"dp_delta must be in (0, 0.01], got {delta}", field="dp_delta")
-    if not request.HasField("row_norm_bound"):
-        raise DataError(
-            "a DP round needs row_norm_bound (rows are clipped to it)", field="row_norm_bound"
-        )
-    c = request.row_norm_bound
-    if not (math.isfinite(c) and c > 0):
-        raise DataError(
-            f"row_norm_bound must be a positive number, got {c}", field="row_norm_bound"
-        )
+    eps, delta, c = _dp_parameters(request)
     f = request.scale_bits or DP_DEFAULT_SCALE_BITS
     sens = noise.sensitivities_for_scatter(
         c, f, d, len(groupings), n_classes=[len(g.classes) for g in groupings], count_scale_bits=f
