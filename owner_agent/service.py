@@ -22,7 +22,7 @@ from leteo_fed.config import SPARK_AUTO_BYTES, OwnerConfig
 from leteo_fed.crypto.paillier import Encryptor, PublicKey
 from leteo_fed.crypto.parallel import EncryptionPool
 from leteo_fed.data import sources
-from leteo_fed.encoding.packing import check_finite_and_bounded, pack
+from leteo_fed.encoding.packing import SlotLayout, check_finite_and_bounded, pack
 from leteo_fed.errors import DataError, LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.privacy import dp_release
@@ -400,24 +400,39 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         values = moments.encode_moments(
             mom, enc.scale_bits, enc.per_owner_bound(), enc.max_rows_per_owner, enc.count_scale_bits
         )
+        timings["rows"] = float(mom.m[0].sum())
+        return self._sealed_share(
+            spec, values, dp, layout, start, timings, len(features), encoding_to_proto(enc, layout)
+        )
+
+    def _sealed_share(
+        self,
+        spec: pb.RoundSpec,
+        values: list[int],
+        dp: pb.DpSpec | None,
+        layout: SlotLayout,
+        encode_start: float,
+        timings: dict[str, float],
+        dimension: int,
+        encoding: pb.Encoding,
+    ) -> tuple[pb.ShareHeader, list[int]]:
+        """Encoded values -> (noised,) packed, encrypted share with its header."""
         if len(values) != spec.n_values:
             raise ProtocolError(f"share has {len(values)} values, round expects {spec.n_values}")
         if dp is not None:
             values = dp_release.add_noise(values, dp)
         packed = pack(values, layout)
-        timings["encode_seconds"] = time.perf_counter() - start
+        timings["encode_seconds"] = time.perf_counter() - encode_start
 
         start = time.perf_counter()
         ciphertexts = self._encrypt(packed)
         timings["encrypt_seconds"] = time.perf_counter() - start
-        timings["rows"] = float(mom.m[0].sum())
-
         header = pb.ShareHeader(
             round_id=spec.round_id,
             site_id=self.config.site_id,
-            key_id=public.key_id,
-            dimension=len(features),
-            encoding=encoding_to_proto(enc, layout),
+            key_id=self.encryptor().public.key_id,
+            dimension=dimension,
+            encoding=encoding,
             n_ciphertexts=len(ciphertexts),
             timings=timings,
         )
@@ -466,26 +481,16 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
         start = time.perf_counter()
         values = kmeans.encode_cluster_stats(sums, counts, enc)
-        if len(values) != spec.n_values:
-            raise ProtocolError(f"share has {len(values)} values, round expects {spec.n_values}")
-        if dp is not None:
-            values = dp_release.add_noise(values, dp)
-        packed = pack(values, layout)
-        timings["encode_seconds"] = time.perf_counter() - start
-
-        start = time.perf_counter()
-        ciphertexts = self._encrypt(packed)
-        timings["encrypt_seconds"] = time.perf_counter() - start
-        header = pb.ShareHeader(
-            round_id=spec.round_id,
-            site_id=self.config.site_id,
-            key_id=public.key_id,
-            dimension=len(features),
-            encoding=kmeans.encoding_to_proto(enc, layout),
-            n_ciphertexts=len(ciphertexts),
-            timings=timings,
+        return self._sealed_share(
+            spec,
+            values,
+            dp,
+            layout,
+            start,
+            timings,
+            len(features),
+            kmeans.encoding_to_proto(enc, layout),
         )
-        return header, ciphertexts
 
     def local_moments(
         self,
