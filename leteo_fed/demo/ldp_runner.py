@@ -17,7 +17,7 @@ from leteo_fed.demo.cluster import (
     check_stop,
     stop_on_signals,
 )
-from leteo_fed.demo.runner import Progress, analyst_session, write_site_files
+from leteo_fed.demo.runner import Progress, analyst_session, natural_order, write_site_files
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
@@ -55,19 +55,12 @@ def _request(opts: LdpOptions, values, frequency: bool) -> pb.LdpRequest:
         consistency=opts.consistency,
     )
     if frequency:
-        request.domain.extend(opts.domain or sorted(set(values), key=_natural))
+        request.domain.extend(opts.domain or sorted(set(values), key=natural_order))
     elif opts.bounds is None:
         raise ConfigError(f"--bounds LO,HI is required for {opts.mechanism}", field="bounds")
     else:
         request.lower, request.upper = opts.bounds
     return request
-
-
-def _natural(value: str) -> tuple:
-    try:
-        return (0, float(value), value)
-    except ValueError:
-        return (1, 0.0, value)
 
 
 def _truth(values, spec: pb.LdpSpec, frequency: bool) -> dict:

@@ -160,7 +160,7 @@ def run_demo(opts: DemoOptions) -> dict:
     groupings = []
     if discriminant_method:
         for column in [label, opts.privacy_label_column][: 2 if opts.method == "mdr" else 1]:
-            classes = tuple(sorted(set(sources.label_strings(table, column)), key=_natural))
+            classes = tuple(sorted(set(sources.label_strings(table, column)), key=natural_order))
             groupings.append((column, classes))
     default_k = (
         min(2, len(features)) if not discriminant_method else max(1, len(groupings[0][1]) - 1)
@@ -239,7 +239,7 @@ def run_demo(opts: DemoOptions) -> dict:
     return result
 
 
-def _natural(value: str) -> tuple:
+def natural_order(value: str) -> tuple:
     """Class order: numbers numerically, then text."""
     try:
         return (0, float(value), value)
