@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
 	# pycanon (an independent k/l/t referee for the tests) pins exact numpy/scipy/pandas
 	# versions; its checks need only numpy and pandas (a dependency), so it goes in without pins.
 	$(BIN)/python -m pip install --quiet --no-deps 'pycanon==1.3.6'
@@ -21,10 +21,11 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/leteo-fed demo pca --out out/demo-pca
 
-## test: set up and run the whole test suite (lint included)
+## test: set up and run the whole test suite (lint, layer contracts and types included)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -36,7 +36,7 @@ A dev tool, not a test. Steps:
    default DCA ridge, rho = 0.02 lambda_max(S_W), ignores the noise; at small ε the noisy S_W + rho
    I is then indefinite and the round fails after the owners have spent ε. This arm passes
    rho = ``--ridge-multiple`` x sqrt(d) x sigma, sigma being the per-value noise std that the
-   aggregator's planner (``aggregator.plan.plan_round``) derives from the public round
+   aggregator's planner (``leteo_fed.transport.rounds.plan_request``) derives from the public round
    parameters, i.e. known before the round (see ``noise_ridge``).
 
 Context rows: the same logistic regression on the non-private DCA projection, on all 6 features,
@@ -68,7 +68,6 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from aggregator.plan import plan_round
 from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
 from leteo_fed.data.adult import ADULT_MEMBER, DEFAULT_CACHE_DIR, locate_wheel, read_adult
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
@@ -76,6 +75,7 @@ from leteo_fed.errors import DataError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.privacy.distributed_noise import clip_rows
 from leteo_fed.protocols import discriminant, pca
+from leteo_fed.transport.rounds import plan_request
 
 # Public per-feature bounds (not derived from the data): value / bound, clipped to [0, 1].
 BOUNDS = {
@@ -392,7 +392,7 @@ def noise_ridge(params: RoundParams, owners: int, multiple: float) -> dict:
     sigma keeps S_W + rho I positive definite with high probability. The default DCA ridge,
     0.02 lambda_max(S_W), does not depend on the noise.
     """
-    plan = plan_round(params.to_proto(), owners)
+    _, plan = plan_request(params.to_proto(), owners)
     sigma = plan.dp.noise_std(owners, plan.encoding.scale_bits)
     d = len(params.features)
     return {

@@ -6,13 +6,19 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
+from leteo_fed import defaults
 from leteo_fed.errors import LeteoError, PeerUnavailable
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.protocols.kmeans_round import KmeansRequest
+from leteo_fed.protocols.ldp_collection import LdpRequest
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
+from leteo_fed.transport.rounds import request_to_proto
 
 
 class RoundFailed(LeteoError):
@@ -33,7 +39,7 @@ class RoundParams:
     method: str = "pca"
     components: int = 0
     min_owners: int = 0
-    deadline_seconds: float = 120.0
+    deadline_seconds: float = defaults.DEFAULT_DEADLINE_SECONDS
     standardize: bool = False
     scale_bits: int = 0
     value_bound: float = 0.0
@@ -47,27 +53,44 @@ class RoundParams:
     row_norm_bound: float | None = None
 
     def to_proto(self) -> pb.RoundRequest:
-        request = pb.RoundRequest(
+        request = MomentsRequest(
             method=self.method,
-            features=self.features,
+            features=tuple(self.features),
             components=self.components,
-            min_owners=self.min_owners,
-            deadline_seconds=self.deadline_seconds,
             standardize=self.standardize,
-            scale_bits=self.scale_bits,
-            value_bound=self.value_bound,
-            owners=list(self.owners),
-            groupings=[pb.Grouping(label_column=c, classes=list(k)) for c, k in self.groupings],
+            groupings=tuple(LabelClasses(c, tuple(k)) for c, k in self.groupings),
+            rho=self.rho,
+            rho_prime=self.rho_prime,
             projection_only=self.projection_only,
         )
-        if self.rho is not None:
-            request.rho = self.rho
-        if self.rho_prime is not None:
-            request.rho_prime = self.rho_prime
-        for name in ("dp_epsilon", "dp_delta", "row_norm_bound"):
-            if getattr(self, name) is not None:
-                setattr(request, name, getattr(self, name))
-        return request
+        return request_to_proto("moments", request, **_common(self))
+
+
+def _common(params) -> dict:
+    """The request fields outside the payload, from any of the params classes."""
+    out = {
+        "owners": tuple(params.owners),
+        "min_owners": params.min_owners,
+        "deadline_seconds": params.deadline_seconds,
+    }
+    for name in ("scale_bits", "value_bound", "dp_epsilon", "dp_delta", "row_norm_bound"):
+        if hasattr(params, name):
+            out[name] = getattr(params, name)
+    return out
+
+
+@dataclass
+class CommonParams:
+    """The round fields outside a protocol's payload."""
+
+    min_owners: int = 0
+    deadline_seconds: float = defaults.DEFAULT_DEADLINE_SECONDS
+    owners: tuple[str, ...] = ()
+    scale_bits: int = 0
+    value_bound: float = 0.0
+    dp_epsilon: float | None = None
+    dp_delta: float | None = None
+    row_norm_bound: float | None = None
 
 
 @dataclass
@@ -80,7 +103,7 @@ class KmeansParams:
     iterations: int = 10  # maximum number of iterations T
     tolerance: float = 0.0  # stop once no center moves more than this (L2)
     min_owners: int = 0
-    deadline_seconds: float = 120.0  # per iteration
+    deadline_seconds: float = defaults.DEFAULT_DEADLINE_SECONDS  # per iteration
     scale_bits: int = 0
     value_bound: float = 0.0
     owners: tuple[str, ...] = ()
@@ -89,25 +112,14 @@ class KmeansParams:
     row_norm_bound: float | None = None
 
     def to_proto(self) -> pb.RoundRequest:
-        request = pb.RoundRequest(
-            method="kmeans",
-            features=self.features,
-            min_owners=self.min_owners,
-            deadline_seconds=self.deadline_seconds,
-            scale_bits=self.scale_bits,
-            value_bound=self.value_bound,
-            owners=list(self.owners),
-            kmeans=pb.KmeansRequest(
-                k=self.k,
-                centers=[float(v) for row in self.centers for v in row],
-                iterations=self.iterations,
-                tolerance=self.tolerance,
-            ),
+        request = KmeansRequest(
+            k=self.k,
+            centers=tuple(float(v) for row in self.centers for v in row),
+            iterations=self.iterations,
+            tolerance=self.tolerance,
+            features=tuple(self.features),
         )
-        for name in ("dp_epsilon", "dp_delta", "row_norm_bound"):
-            if getattr(self, name) is not None:
-                setattr(request, name, getattr(self, name))
-        return request
+        return request_to_proto("kmeans", request, **_common(self))
 
 
 @dataclass
@@ -119,32 +131,26 @@ class LdpParams:
     lower: float | None = None
     upper: float | None = None
     min_owners: int = 0
-    deadline_seconds: float = 120.0
+    deadline_seconds: float = defaults.DEFAULT_DEADLINE_SECONDS
     owners: tuple[str, ...] = ()
     consistency: bool = False
     columns: tuple[str, ...] = ()  # geo: the point's coordinates
     box: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # geo: public (lower, upper)
 
-    def to_proto(self) -> pb.LdpRequest:
-        request = pb.LdpRequest(
+    def to_proto(self) -> pb.RoundRequest:
+        request = LdpRequest(
             column=self.column,
             mechanism=self.mechanism,
             epsilon=self.epsilon,
-            domain=list(self.domain),
-            min_owners=self.min_owners,
-            deadline_seconds=self.deadline_seconds,
-            owners=list(self.owners),
+            domain=tuple(self.domain),
+            lower=self.lower,
+            upper=self.upper,
             consistency=self.consistency,
-            columns=list(self.columns),
+            columns=tuple(self.columns),
+            box_lower=tuple(self.box[0]) if self.box is not None else (),
+            box_upper=tuple(self.box[1]) if self.box is not None else (),
         )
-        if self.box is not None:
-            request.box_lower.extend(self.box[0])
-            request.box_upper.extend(self.box[1])
-        if self.lower is not None:
-            request.lower = self.lower
-        if self.upper is not None:
-            request.upper = self.upper
-        return request
+        return request_to_proto("ldp", request, **_common(self))
 
 
 class AnalystClient:
@@ -237,8 +243,20 @@ class AnalystClient:
         budget = (params.iterations or 10) * (params.deadline_seconds + 30)
         return self._result(status, budget, on_tick)
 
+    def run_protocol(
+        self,
+        protocol: str,
+        request: Any,
+        common: CommonParams,
+        on_tick: Callable[[pb.RoundStatus], None] | None = None,
+    ) -> dict:
+        """Any registered protocol: its request dataclass plus the common round fields."""
+        msg = request_to_proto(protocol, request, **_common(common))
+        status = self._call(self._stub.StartRound, msg, 30)
+        return self._result(status, common.deadline_seconds, on_tick)
+
     def start_ldp(self, params: LdpParams) -> pb.RoundStatus:
-        return self._call(self._stub.StartLdpRound, params.to_proto(), 30)
+        return self._call(self._stub.StartRound, params.to_proto(), 30)
 
     def run_ldp(
         self, params: LdpParams, on_tick: Callable[[pb.RoundStatus], None] | None = None

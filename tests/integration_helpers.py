@@ -103,7 +103,7 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
             round_id=spec.round_id,
             site_id=self.site_id,
             key_id=spec.key_id,
-            dimension=len(spec.features),
+            dimension=len(spec.moments.features),
             encoding=encoding_to_proto(enc, layout),
             n_ciphertexts=len(ciphertexts),
         )

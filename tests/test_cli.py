@@ -218,3 +218,87 @@ def test_demo_interrupted_leaves_no_processes(tmp_path, sig, delay):
 def test_demo_small_key_needs_explicit_flag(tmp_path):
     proc = run_cli("demo", "pca", "--key-bits", "1024", "--out", str(tmp_path))
     assert proc.returncode == 2 and "--insecure-small-key" in proc.stderr
+
+
+# ---------------------------------------------------------------------------- module layout
+
+CLI_DIR = Path(__file__).resolve().parents[1] / "leteo_fed" / "cli"
+
+
+def cli_imports() -> dict[str, set[str]]:
+    """For each module of leteo_fed/cli, the other leteo_fed/cli modules it imports (anywhere)."""
+    import ast
+
+    names = {p.stem for p in CLI_DIR.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in CLI_DIR.glob("*.py"):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "leteo_fed.cli":
+                found |= {a.name for a in node.names if a.name in names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "leteo_fed.cli."
+            ):
+                found.add(node.module.split(".")[2])
+            elif isinstance(node, ast.Import):
+                found |= {
+                    a.name.split(".")[2] for a in node.names if a.name.startswith("leteo_fed.cli.")
+                }
+        graph[path.stem] = found
+    return graph
+
+
+def test_cli_modules_form_no_import_cycle():
+    graph = cli_imports()
+    assert not any("main" in deps for name, deps in graph.items() if name != "main")
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, f"import cycle: {' -> '.join((*path, name))}"
+        if name not in done:
+            for dep in graph.get(name, ()):
+                visit(dep, (*path, name))
+            done.add(name)
+
+    for name in graph:
+        visit(name, ())
+
+
+def test_help_imports_no_service_or_heavy_module():
+    """Building the parser and printing help must stay quick: gRPC, the services, Spark,
+    plotting and benchmark libraries are imported only when a command runs."""
+    code = (
+        "import json, sys\n"
+        "from leteo_fed.cli.main import main\n"
+        "try:\n"
+        "    main(['owner', 'serve', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted({m.partition('.')[0] for m in sys.modules})))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    heavy = {"grpc", "aggregator", "csp", "owner_agent", "pyspark", "pandas", "matplotlib"}
+    heavy |= {"sklearn", "phe", "scipy", "cryptography"}
+    assert not loaded & heavy
+
+
+def test_defaults_in_help_come_from_one_place():
+    from leteo_fed import defaults
+    from leteo_fed.cli.main import build_parser
+
+    args = build_parser().parse_args(["pca", "--features", "a"])
+    assert args.deadline == defaults.DEFAULT_DEADLINE_SECONDS
+    assert args.min_owners == defaults.MIN_QUORUM
+    assert args.aggregator == defaults.DEFAULT_AGGREGATOR_ADDRESS
+    args = build_parser().parse_args(["kmeans", "--features", "a"])
+    assert args.deadline == defaults.DEFAULT_DEADLINE_SECONDS
+    args = build_parser().parse_args(["ldp", "collect", "--column", "c", "--mechanism", "grr",
+                                      "--epsilon", "1"])  # fmt: skip
+    assert args.min_owners == defaults.MIN_QUORUM_LDP
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    helps = {a.dest: a.help for a in commands["pca"]._actions}
+    assert helps["deadline"] == "round deadline in seconds (default: 120)"
+    assert helps["dp_delta"] == "DP delta (default: 1e-6)"
+    assert helps["value_bound"] == "declared max |x| (default: 1e6)"

@@ -15,9 +15,10 @@ from cryptography.x509.oid import NameOID
 from leteo_fed.config import load_owner_config
 from leteo_fed.crypto.paillier import PublicKey
 from leteo_fed.encoding.packing import make_layout
+from leteo_fed.encoding.share import ShareEncoding, require_bound
 from leteo_fed.errors import ConfigError, EncodingError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.pca import PcaEncoding
+from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from leteo_fed.transport.certs import (
     CA_NAME,
     Party,
@@ -312,11 +313,13 @@ def test_pki_refuses_bad_inputs(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def encoding() -> PcaEncoding:
-    return PcaEncoding(scale_bits=24, value_bound=1000.0, max_rows_per_owner=10_000, max_owners=7)
+def encoding() -> ShareEncoding:
+    return moments_encoding(
+        scale_bits=24, value_bound=1000.0, max_rows_per_owner=10_000, max_owners=7
+    )
 
 
-def test_encoding_proto_round_trip(encoding: PcaEncoding) -> None:
+def test_encoding_proto_round_trip(encoding: ShareEncoding) -> None:
     layout = encoding.layout(2048)
     wire = encoding_to_proto(encoding, layout).SerializeToString()
     enc2, layout2 = encoding_from_proto(pb.Encoding.FromString(wire), 2048)
@@ -331,7 +334,7 @@ def test_encoding_proto_round_trip(encoding: PcaEncoding) -> None:
     [("slot_bits", 1), ("slot_bits", -1), ("slots_per_ciphertext", 1), ("mask_bits", -1)],
 )
 def test_encoding_from_proto_refuses_tampered_layout(
-    encoding: PcaEncoding, field: str, delta: int
+    encoding: ShareEncoding, field: str, delta: int
 ) -> None:
     msg = encoding_to_proto(encoding, encoding.layout(2048))
     setattr(msg, field, getattr(msg, field) + delta)
@@ -339,18 +342,21 @@ def test_encoding_from_proto_refuses_tampered_layout(
         encoding_from_proto(msg, 2048)
 
 
-def test_encoding_from_proto_refuses_tampered_offset_and_key_size(encoding: PcaEncoding) -> None:
+def test_encoding_from_proto_refuses_tampered_offset_and_key_size(encoding: ShareEncoding) -> None:
     layout = encoding.layout(2048)
     msg = encoding_to_proto(encoding, layout)
     msg.slot_offset = (layout.offset - 1).to_bytes(32, "big")
-    with pytest.raises(ProtocolError):
-        encoding_from_proto(msg, 2048)
+    # a forged offset gives a consistent layout, but not the bound the parameters imply:
+    # the owner recomputes that bound and refuses before computing anything
+    forged, _ = encoding_from_proto(msg, 2048)
+    with pytest.raises(ProtocolError, match="slot offset does not follow"):
+        require_bound(forged, encoding.data_bound)
     # the same message read against a different key size implies a different layout
     with pytest.raises(ProtocolError):
         encoding_from_proto(encoding_to_proto(encoding, layout), 3072)
 
 
-def test_encoding_from_proto_refuses_bad_parameters(encoding: PcaEncoding) -> None:
+def test_encoding_from_proto_refuses_bad_parameters(encoding: ShareEncoding) -> None:
     msg = encoding_to_proto(encoding, encoding.layout(2048))
     msg.scale_bits = 100
     with pytest.raises(EncodingError):

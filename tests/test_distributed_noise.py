@@ -1,4 +1,4 @@
-"""Skellam distributed noise (SPEC P5): sampling, accounting, calibration, sensitivities.
+"""Skellam distributed noise (docs/dp-release.md): sampling, accounting, calibration, sensitivities.
 
 Statistical tests use fixed seeds; every tolerance is derived from theory and stated next to it
 (a 5-standard-error band has two-sided probability ~6e-7 of failing for a correct sampler, so
@@ -8,6 +8,7 @@ with a fixed seed a failure means a real discrepancy, not bad luck).
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -33,6 +34,7 @@ from leteo_fed.privacy.distributed_noise import (
     skellam_magnitude_bound,
     skellam_rdp,
 )
+from leteo_fed.privacy.verify import add_owner_noise, verify_release
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping, encode_moments, local_moments
 
 # ----------------------------------------------------------------------------- sampling
@@ -160,8 +162,10 @@ def test_rdp_to_dp_hand_computed() -> None:
     # Improved never exceeds standard.
     r = gaussian_rdp(DEFAULT_ALPHAS, 3.0, 1.0)
     assert rdp_to_dp(r, DEFAULT_ALPHAS, 1e-6)[0] < rdp_to_dp(r, DEFAULT_ALPHAS, 1e-6, "standard")[0]
-    with pytest.raises(ConfigError):
+    # epsilon and delta go through the privacy layer's one check: DataError naming the field
+    with pytest.raises(DataError) as err:
         rdp_to_dp([0.5], [10], 0.0)
+    assert err.value.field == "delta"
     with pytest.raises(ConfigError):
         rdp_to_dp([0.5], [10], 1e-5, method="nope")
 
@@ -220,10 +224,10 @@ def test_calibrate_mu_monotone() -> None:
     assert calibrate_mu(1.0, 1e-6, l1, l2, compositions=5) > calibrate_mu(1.0, 1e-6, l1, l2)
     # the standard conversion is looser, so it needs more noise
     assert calibrate_mu(1.0, 1e-6, l1, l2, method="standard") > calibrate_mu(1.0, 1e-6, l1, l2)
-    with pytest.raises(ConfigError):
-        calibrate_mu(0.0, 1e-6, l1, l2)
-    with pytest.raises(ConfigError):
-        calibrate_mu(1.0, 1.0, l1, l2)
+    for eps, delta, field in ((0.0, 1e-6, "epsilon"), (1.0, 1.0, "delta"), (51.0, 1e-6, "epsilon")):
+        with pytest.raises(DataError) as err:  # 51: above the one cap EPSILON_MAX = 50
+            calibrate_mu(eps, delta, l1, l2)
+        assert err.value.field == field
 
 
 def test_gaussian_analytic_reference() -> None:
@@ -350,3 +354,63 @@ def test_numbers_for_closing_note() -> None:
     ratio = math.sqrt(2 * mu) / s.l2
     assert 4.4 < ratio < 5.2
     assert 6.0 < sigma_real < 7.5
+
+
+# ----------------------------------------------------------------------------- owner-side check
+
+
+def _round(**changes) -> tuple[SimpleNamespace, Sensitivity, int, int]:
+    """A DP round announcing Skellam noise calibrated for (1, 1e-6) at this sensitivity, with an
+    encoding that leaves exactly the room one owner's share needs."""
+    sens = Sensitivity(30.0, 10.0)
+    mu = calibrate_mu(1.0, 1e-6, sens.l1, sens.l2)
+    dp = SimpleNamespace(mechanism="skellam", epsilon=1.0, delta=1e-6, mu=mu, quorum=3)
+    for key, value in changes.items():
+        setattr(dp, key, value)
+    n_values = 50
+    return dp, sens, n_values, skellam_magnitude_bound(mu / 3, n_values)
+
+
+def test_verify_release_accepts_an_honest_round() -> None:
+    verify_release(*_round())
+    verify_release(*_round(epsilon=1.0 - 1e-7))  # recomputation slack: 1e-6 relative
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"mechanism": "gaussian"}, "unknown DP mechanism 'gaussian'"),
+        ({"quorum": 1}, "no noise or a quorum below 2"),
+        ({"mu": 0.0}, "no noise or a quorum below 2"),
+        ({"mu": float("nan")}, "no noise or a quorum below 2"),
+        ({"epsilon": 0.5}, r"the round's noise gives epsilon 1, more than the announced 0.5"),
+        ({"delta": 0.0}, "DP parameters are not valid: delta"),
+        ({"epsilon": 60.0}, r"not valid: epsilon must be finite and in \(0, 50\]"),
+    ],
+)
+def test_verify_release_refuses(changes: dict, message: str) -> None:
+    with pytest.raises(ProtocolError, match=message):
+        verify_release(*_round(**changes))
+
+
+def test_verify_release_refuses_an_encoding_without_room_for_the_noise() -> None:
+    dp, sens, n_values, room = _round()
+    with pytest.raises(ProtocolError, match="leaves no room for the DP noise"):
+        verify_release(dp, sens, n_values, room - 1)
+    with pytest.raises(ProtocolError, match="leaves no room"):  # more values need more room
+        verify_release(dp, sens, 100 * n_values, room)
+
+
+def test_add_owner_noise_is_one_share_of_skellam() -> None:
+    dp = SimpleNamespace(mu=30.0, quorum=3)
+    big = 2**70  # encoded shares can exceed int64: the values stay Python ints
+    values = [big + i for i in range(100_000)]
+    noisy = add_owner_noise(values, dp)
+    assert len(noisy) == len(values) and all(type(v) is int for v in noisy[:10])
+    z = np.array([a - b for a, b in zip(noisy, values, strict=True)], dtype=np.float64)
+    # Skellam(mu / quorum) = Skellam(10): mean 0, variance 20 (5-SE bands as above)
+    n, m = z.size, dp.mu / dp.quorum
+    assert abs(z.mean()) < 5 * math.sqrt(2 * m / n)
+    assert abs(z.var(ddof=1) - 2 * m) < 5 * math.sqrt((2 * m + 8 * m * m) / n)
+    with pytest.raises(ConfigError):
+        add_owner_noise([1, 2], SimpleNamespace(mu=0.0, quorum=3))  # an owner never adds nothing

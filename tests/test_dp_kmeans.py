@@ -32,6 +32,7 @@ from leteo_fed.clustering.lloyd import (
 from leteo_fed.clustering.lsh_coreset import LshParams, lsh_numpy
 from leteo_fed.clustering.noise import gaussian_sigma, gdp_mu
 from leteo_fed.errors import ConfigError, DataError
+from leteo_fed.privacy.budget import EPSILON_MAX
 from leteo_fed.privacy.distributed_noise import gaussian_analytic_delta
 
 
@@ -197,7 +198,9 @@ def test_gaussian_sigma_is_tight() -> None:
 # --------------------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("eps", [0.0, -1.0, float("nan"), float("inf"), "x"])
+# epsilon and delta go through the privacy layer's one check (DataError naming the field, one
+# cap EPSILON_MAX = 50); the other parameters of a run are ConfigErrors
+@pytest.mark.parametrize("eps", [0.0, -1.0, float("nan"), float("inf"), "x", True, 50.5])
 def test_refuses_bad_epsilon(eps) -> None:
     x = mixture(100, 2, 2, 0)
     for call in (
@@ -205,15 +208,16 @@ def test_refuses_bad_epsilon(eps) -> None:
         lambda: lsh_numpy(x, 2, eps, 1.0),
         lambda: ldp_kmeans_numpy(x, 2, eps, -1, 1),
     ):
-        with pytest.raises(ConfigError, match="epsilon") as err:
+        with pytest.raises(DataError, match="epsilon") as err:
             call()
         assert err.value.field == "epsilon"
 
 
 @pytest.mark.parametrize("delta", [0.0, 1.0, -0.1, 2.0, float("nan")])
 def test_refuses_bad_delta(delta) -> None:
-    with pytest.raises(ConfigError, match=r"delta must be in \(0, 1\)"):
+    with pytest.raises(DataError, match=r"delta must be in \(0, 1\)") as err:
         lsh_numpy(mixture(100, 2, 2, 0), 2, 1.0, 1.0, delta=delta)
+    assert err.value.field == "delta"
 
 
 @pytest.mark.parametrize("k", [0, -3, 2.5, True])
@@ -286,7 +290,7 @@ def test_ldp_kmeans_is_epsilon_ldp_and_useful_at_large_epsilon() -> None:
     lo, hi = -np.ones(2), np.ones(2)
     assert ldp_rate(1.0, lo, hi) == pytest.approx(1 / math.sqrt(8))  # eps / box diameter
     x = mixture(20_000, 2, 3, seed=5)
-    res = ldp_kmeans_numpy(x, 3, 200.0, lo, hi, seed=2)
+    res = ldp_kmeans_numpy(x, 3, EPSILON_MAX, lo, hi, seed=2)  # the largest epsilon allowed
     trivial = kmeans_loss(x, x.mean(axis=0, keepdims=True))
     assert kmeans_loss(x, res.centers) < 0.1 * trivial
     assert np.all(np.abs(res.summary_points) <= 1.0)  # remapped into the box
@@ -358,7 +362,7 @@ def test_spark_ldp_perturbation_matches_numpy_statistically(blobs, blobs_df) -> 
     sd = math.sqrt(3 * 4) / ldp_rate(20.0, lo, hi) / math.sqrt(3)
     se = sd * math.sqrt(2.0 / blobs.shape[0])
     assert np.all(np.abs(z_np.mean(axis=0) - z_sp.mean(axis=0)) <= 5 * se)
-    res = ldp_kmeans_spark(blobs_df, 4, 200.0, lo, hi, seed=3, n_init=2)
+    res = ldp_kmeans_spark(blobs_df, 4, EPSILON_MAX, lo, hi, seed=3, n_init=2)
     trivial = kmeans_loss(blobs[3:], blobs[3:].mean(axis=0, keepdims=True))
     assert kmeans_loss(blobs[3:], res.centers) < 0.3 * trivial
 

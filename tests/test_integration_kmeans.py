@@ -24,6 +24,7 @@ from leteo_fed.encoding.packing import pack, unpack
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
 
 pytestmark = pytest.mark.slow
 
@@ -37,17 +38,17 @@ class KmeansManualOwner(ManualOwner):
     """A test-driven owner that answers k-means iterations by hand (or stays silent)."""
 
     def kmeans_share(self, spec: pb.RoundSpec) -> tuple[pb.ShareHeader, list[int]]:
-        enc, layout = km.encoding_from_proto(spec.encoding, self.encryptor.public.bits)
+        enc, layout = encoding_from_proto(spec.encoding, self.encryptor.public.bits)
         k = spec.kmeans.k
-        centers = np.array(spec.kmeans.centers).reshape(k, len(spec.features))
+        centers = np.array(spec.kmeans.centers).reshape(k, len(spec.kmeans.features))
         sums, counts = km.cluster_stats(self.x, km.assign(self.x, centers), k)
         cts = self.encryptor.encrypt_many(pack(km.encode_cluster_stats(sums, counts, enc), layout))
         header = pb.ShareHeader(
             round_id=spec.round_id,
             site_id=self.site_id,
             key_id=spec.key_id,
-            dimension=len(spec.features),
-            encoding=km.encoding_to_proto(enc, layout),
+            dimension=len(spec.kmeans.features),
+            encoding=encoding_to_proto(enc, layout),
             n_ciphertexts=len(cts),
         )
         return header, cts
@@ -142,7 +143,7 @@ def test_csp_sees_only_blinded_values(deployment):
             features=NAMES, k=3, centers=_init(3).tolist(), iterations=2, owners=REAL, min_owners=3
         )
     )
-    layout = km.KmeansEncoding().layout(2048)
+    layout = km.encoding().layout(2048)
     records = [
         json.loads(line)
         for line in (cluster.workdir / "csp-transcript.jsonl").read_text().splitlines()
@@ -273,7 +274,7 @@ def test_dp_job_charges_each_ledger_once_per_iteration_with_the_planned_noise(de
         assert all(s["state"] == "committed" and s["epsilon"] == eps / t for s in mine)
         assert math.fsum(s["epsilon"] for s in mine) == pytest.approx(eps, rel=1e-12)
     # the released totals minus the exact totals of the clipped rows = the aggregate noise
-    enc = km.KmeansEncoding(
+    enc = km.encoding(
         scale_bits=result["encoding"]["scale_bits"],
         value_bound=c,
         count_scale_bits=result["encoding"]["count_scale_bits"],

@@ -18,6 +18,7 @@ from leteo_fed.encoding.packing import unpack
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import pca
+from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
 
@@ -201,7 +202,7 @@ def test_roles_are_enforced_by_certificate(deployment, cancer):
     owner_tls = cluster.tls("site-x", "owner")
     agg = pb_grpc.AggregatorStub(owner_tls.channel(cluster.addresses["aggregator"]))
     with pytest.raises(grpc.RpcError) as err:
-        agg.StartRound(pb.RoundRequest(features=["a", "b"]), timeout=10)
+        agg.StartRound(pb.RoundRequest(moments=pb.MomentsRequest(features=["a", "b"])), timeout=10)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(grpc.RpcError) as err:  # cannot register under another site's name
         agg.RegisterOwner(pb.OwnerRegistration(site_id="site-1", address="127.0.0.1:1"), timeout=10)
@@ -248,7 +249,7 @@ def test_csp_sees_only_blinded_values(deployment, cancer):
     _, names = cancer
     lines = (cluster.workdir / "csp-transcript.jsonl").read_text().splitlines()
     assert lines, "the CSP decrypted nothing"
-    layout = pca.PcaEncoding().layout(2048)
+    layout = moments_encoding().layout(2048)
     for line in lines:
         record = json.loads(line)
         plaintexts = [int(p, 16) for p in record["plaintexts"]]

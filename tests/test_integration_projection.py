@@ -14,6 +14,7 @@ from leteo_fed.client import AnalystClient, RoundParams
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.encoding.packing import unblind, unpack
 from leteo_fed.protocols import discriminant, moments, pca, rotation
+from leteo_fed.protocols.moments_round import encoding as moments_encoding
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +89,7 @@ def test_transcripts_show_what_each_party_learned(wine_cluster):
     record = csp_log[hidden["round_id"]]
     assert record["mode"] == "projection"
     d = len(names)
-    enc = pca.PcaEncoding(rotation_dimension=d)
+    enc = moments_encoding(rotation_dimension=d)
     layout = enc.layout(2048)
     nv = moments.n_values(d, [moments.ALL_ROWS])
     slots = unpack([int(p, 16) for p in record["plaintexts"]], nv, layout)

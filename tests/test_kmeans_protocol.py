@@ -7,6 +7,7 @@ that the theory gives for the number of draws (named at the assertion)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -14,12 +15,14 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris
 
-from aggregator.plan import plan_kmeans
 from leteo_fed.encoding.packing import pack, pack_raw, unblind, unpack
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols import kmeans_round
+from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
+from leteo_fed.transport.rounds import common_from_proto, request_from_proto
 
 IRIS_LOW = [4.3, 2.0, 1.0, 0.1]  # published ranges of the iris features (sklearn's DESCR)
 IRIS_HIGH = [7.9, 4.4, 6.9, 2.5]
@@ -33,7 +36,7 @@ def iris() -> np.ndarray:
 def _federated(parts: list[np.ndarray], init: np.ndarray, iterations: int, enc=None):
     """The protocol without transport: owners encode, the aggregator adds integer totals (what
     the Paillier sum and unblinding give it) and updates the centers."""
-    enc = enc or km.KmeansEncoding()
+    enc = enc or km.encoding()
     k, d = init.shape
     centers, history = init.copy(), []
     for _ in range(iterations):
@@ -122,7 +125,7 @@ def test_empty_cluster_keeps_its_center(iris):
 
 
 def test_update_is_an_exact_rational_and_shift_is_the_largest_l2_move():
-    enc = km.KmeansEncoding(scale_bits=8)
+    enc = km.encoding(scale_bits=8)
     totals = km.ClusterTotals(sums=[[3 << 8, 1], [0, 0]], counts=[3, 0], scale_bits=8)
     prev = np.array([[0.0, 0.0], [7.0, -7.0]])
     upd = km.update_centers(totals, prev)
@@ -130,9 +133,7 @@ def test_update_is_an_exact_rational_and_shift_is_the_largest_l2_move():
     assert upd.centers[1].tolist() == [7.0, -7.0] and upd.empty == [1]
     assert upd.shift == pytest.approx(math.hypot(1.0, 1 / 768), rel=1e-15)
     # decode: counts at a scale are rounded to whole rows; a negative count is corruption
-    assert km.decode_totals(
-        [5, (2 << 4) + 7], 1, 1, km.KmeansEncoding(count_scale_bits=4)
-    ).counts == [2]
+    assert km.decode_totals([5, (2 << 4) + 7], 1, 1, km.encoding(count_scale_bits=4)).counts == [2]
     with pytest.raises(ProtocolError, match="negative count"):
         km.decode_totals([0, 0, 0, -1], 2, 1, enc)
     assert km.decode_totals([0, 0, 0, -1], 2, 1, enc, noisy=True).counts == [0, 0]
@@ -150,16 +151,16 @@ def test_noisy_update_keeps_thin_clusters_and_projects_to_the_clip_ball():
 
 
 def test_per_owner_bound_is_value_bound_times_rows():
-    enc = km.KmeansEncoding(scale_bits=10, value_bound=2.5, max_rows_per_owner=1000)
+    enc = km.encoding(scale_bits=10, value_bound=2.5, max_rows_per_owner=1000)
     assert enc.per_owner_bound() == 1000 * 3 << 10  # ceil(B) * rows at scale 2^f
-    dp = km.KmeansEncoding(scale_bits=4, value_bound=1, max_rows_per_owner=8, count_scale_bits=9)
+    dp = km.encoding(scale_bits=4, value_bound=1, max_rows_per_owner=8, count_scale_bits=9)
     assert dp.per_owner_bound() == 8 << 9  # counts dominate at their larger scale
-    noisy = km.KmeansEncoding(scale_bits=4, value_bound=1, max_rows_per_owner=8, noise_bound=77)
+    noisy = km.encoding(scale_bits=4, value_bound=1, max_rows_per_owner=8, noise_bound=77)
     assert noisy.per_owner_bound() == (8 << 4) + 77
 
 
 def test_encoding_refuses_values_and_row_counts_beyond_the_bound():
-    enc = km.KmeansEncoding(scale_bits=4, value_bound=1.0, max_rows_per_owner=10)
+    enc = km.encoding(scale_bits=4, value_bound=1.0, max_rows_per_owner=10)
     ok = km.encode_cluster_stats(np.array([[10.0, -10.0]]), np.array([10]), enc)
     assert ok == [160, -160, 10]
     with pytest.raises(EncodingError, match="exceeds the declared bound"):
@@ -173,7 +174,7 @@ def test_encoding_refuses_values_and_row_counts_beyond_the_bound():
 def test_worst_case_aggregate_fits_its_slots_and_unblinds():
     """max_owners shares at the bound, plus the largest masks: summed as the homomorphic sum
     would sum the plaintexts, no slot carries, nothing reaches 2^(key bits - 1), all unblinds."""
-    enc = km.KmeansEncoding(scale_bits=8, value_bound=3.0, max_rows_per_owner=50, max_owners=7)
+    enc = km.encoding(scale_bits=8, value_bound=3.0, max_rows_per_owner=50, max_owners=7)
     layout = enc.layout(2048)
     b = enc.per_owner_bound()
     share = [b, -b, 50, b, -b, 0] * 3
@@ -185,17 +186,31 @@ def test_worst_case_aggregate_fits_its_slots_and_unblinds():
 
 
 def test_encoding_wire_form_round_trips_and_refuses_a_forged_layout():
-    enc = km.KmeansEncoding(scale_bits=16, value_bound=3.0, count_scale_bits=17, noise_bound=99)
+    enc = km.encoding(scale_bits=16, value_bound=3.0, count_scale_bits=17, noise_bound=99)
     layout = enc.layout(2048)
-    msg = km.encoding_to_proto(enc, layout)
-    assert km.encoding_from_proto(msg, 2048) == (enc, layout)
+    msg = encoding_to_proto(enc, layout)
+    assert encoding_from_proto(msg, 2048) == (enc, layout)
     msg.slot_bits -= 1
     with pytest.raises(ProtocolError, match="does not follow"):
-        km.encoding_from_proto(msg, 2048)
-    msg = km.encoding_to_proto(enc, layout)
+        encoding_from_proto(msg, 2048)
+    msg = encoding_to_proto(enc, layout)
     msg.rotation_dimension = 3
+    rotated, _ = encoding_from_proto(msg, 2048)
+    spec = kmeans_round.KmeansIteration("job", 1, 1, 1, (0.0,), ("a",))
     with pytest.raises(ProtocolError, match="rotated"):
-        km.encoding_from_proto(msg, 2048)
+        kmeans_round.PROTOCOL.check(spec, rotated, None, _LocalFile())
+    msg = encoding_to_proto(enc, layout)
+    msg.slot_offset = (layout.offset - 1).to_bytes(64, "big")  # a consistent but forged bound
+    forged, _ = encoding_from_proto(msg, 2048)
+    with pytest.raises(ProtocolError, match="slot offset does not follow"):
+        kmeans_round.PROTOCOL.check(spec, forged, None, _LocalFile())
+
+
+class _LocalFile:
+    """The site facts the owner-side check reads (a local file, numpy engine)."""
+
+    is_local = True
+    uses_spark = False
 
 
 # ------------------------------------------------------------------ centers: validation, init
@@ -240,8 +255,16 @@ def test_centers_from_documents_and_seeded_uniform_init(tmp_path):
 
 
 def _request(**kw) -> pb.RoundRequest:
-    km_args = {k: kw.pop(k) for k in ("k", "centers", "iterations", "tolerance") if k in kw}
-    return pb.RoundRequest(method="kmeans", kmeans=pb.KmeansRequest(**km_args), **kw)
+    names = ("k", "centers", "iterations", "tolerance", "features")
+    km_args = {k: kw.pop(k) for k in names if k in kw}
+    return pb.RoundRequest(kmeans=pb.KmeansRequest(**km_args), **kw)
+
+
+def plan_kmeans(msg: pb.RoundRequest, n_invited: int):
+    """What the aggregator does with a request: decode the payload, plan with the protocol."""
+    protocol, request = request_from_proto(msg)
+    assert protocol is kmeans_round.PROTOCOL
+    return protocol.plan(request, common_from_proto(msg, n_invited))
 
 
 def test_plan_refuses_bad_jobs_naming_the_field():
@@ -258,7 +281,6 @@ def test_plan_refuses_bad_jobs_naming_the_field():
         ({"tolerance": -1.0}, "kmeans.tolerance"),
         ({"features": ["a", "a"]}, "features"),
         ({"min_owners": 1}, "min_owners"),
-        ({"projection_only": True}, "projection_only"),
         ({"dp_epsilon": 1.0}, "row_norm_bound"),
         ({"row_norm_bound": 1.0}, "dp_epsilon"),
         ({"dp_epsilon": 1.0, "row_norm_bound": 0.5}, "kmeans.centers"),  # DP: |c| <= C
@@ -297,7 +319,7 @@ def test_dp_plan_splits_the_budget_evenly_and_leaves_room_for_the_noise():
     km.verify_dp(spec, enc, 3, 2)
     with pytest.raises(ProtocolError, match="more than the announced"):
         km.verify_dp(pb.DpSpec(**{**_fields(spec), "mu": plan.dp.mu / 2}), enc, 3, 2)
-    small = km.KmeansEncoding(**{**enc.__dict__, "noise_bound": 1})
+    small = dataclasses.replace(enc, noise_bound=1)
     with pytest.raises(ProtocolError, match="no room"):
         km.verify_dp(spec, small, 3, 2)
 
@@ -315,7 +337,7 @@ def test_sensitivity_bounds_every_add_remove_neighbour():
     rng = np.random.default_rng(5)
     c, f, d, k = 3.0, 16, 4, 3
     cs = km.dp_count_scale_bits(c, f, d)
-    enc = km.KmeansEncoding(scale_bits=f, value_bound=c, count_scale_bits=cs)
+    enc = km.encoding(scale_bits=f, value_bound=c, count_scale_bits=cs)
     sens = km.sensitivity(c, f, d, k, cs)
     x = noise.clip_rows(rng.normal(scale=3.0, size=(200, d)), c)
     centers = rng.normal(size=(k, d))
@@ -376,7 +398,7 @@ def test_center_noise_matches_the_delta_method_and_count_weighting_helps():
     it = km.calibrate_iteration(1.0, 1e-6, 5, c, f, d, k)
     q, n_rows, trials = 3, 20_000, 4000
     mean = np.array([2.0, -1.0, 0.5, 3.0])
-    enc = km.KmeansEncoding(scale_bits=f, value_bound=c, count_scale_bits=it.count_scale_bits)
+    enc = km.encoding(scale_bits=f, value_bound=c, count_scale_bits=it.count_scale_bits)
     exact = km.encode_cluster_stats(mean[None, :] * n_rows, np.array([n_rows]), enc)
     rng = np.random.default_rng(99)
     dp = pb.DpSpec(mu=it.mu, quorum=q)

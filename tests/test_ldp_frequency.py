@@ -174,8 +174,8 @@ def test_ldp_check_detects_an_oracle_spending_twice_its_epsilon() -> None:
     assert not ok and worst > math.exp(1.5 * eps)
 
 
-def test_ldp_check_detects_book_listing_4_7() -> None:
-    # negative control, ERRATA 11: the replacement randint(0, d-1) can return the truth and
+def test_ldp_check_detects_the_textbook_grr_replacement() -> None:
+    # negative control: the textbook replacement randint(0, d-1) can return the truth and
     # never reports v - 1, so some output has ratio "infinite"
     eps, d, n = 1.0, 3, 200_000
     rng = np.random.default_rng(13)
@@ -195,7 +195,8 @@ def test_ldp_check_detects_book_listing_4_7() -> None:
 
 
 def test_grr_reports_every_other_value_uniformly() -> None:
-    # ERRATA 11 regression: all users hold 0; each other value gets n q (sd sqrt(n q (1-q)))
+    # regression (replacement uniform over the OTHER values): all users hold 0; each other value
+    # gets n q (sd sqrt(n q (1-q)))
     n, d = 100_000, 5
     oracle = make_oracle("grr", 1.0, d)
     c = np.bincount(oracle.perturb(np.zeros(n, dtype=int), np.random.default_rng(5)), minlength=d)
@@ -206,7 +207,7 @@ def test_grr_reports_every_other_value_uniformly() -> None:
 
 
 def test_the_probabilities_match_simulation_including_book_counterexample() -> None:
-    # ERRATA 12: at θ = 0.5, ε = 5 the book's code gives p = 1 - ½e^{+5/4} < 0
+    # the textbook's exp(+ε(1-θ)/2) sign error: at θ = 0.5, ε = 5 it gives p = 1 - ½e^{+5/4} < 0
     assert 1 - 0.5 * math.exp(5 / 2 * (1 - 0.5)) < 0
     rng = np.random.default_rng(9)
     n = 200_000
@@ -228,8 +229,8 @@ def test_default_theta_minimises_the_variance() -> None:
             assert best <= make_oracle("the", eps, 4, theta=other).theoretical_variance_per_user()
 
 
-def test_planning_variances_match_the_digest_table() -> None:
-    # book digest section 4.6, Var*/n at ε = 1 (DE with d = 14, THE with θ = 0.75)
+def test_planning_variances_match_the_published_table() -> None:
+    # the usual comparison table of Var*/n at ε = 1 (DE with d = 14, THE with θ = 0.75)
     table = {"grr": 4.99, "sue": 3.92, "oue": 3.68, "she": 8.0, "the": 4.88}
     for name, want in table.items():
         theta = 0.75 if name == "the" else None

@@ -52,7 +52,7 @@ def test_one_dimensional_unbiased_with_closed_form_variance(name: str, epsilon: 
         _check_mean_and_variance(mech.perturb(np.full(n, t), rng), t, mech.report_variance(t))
 
 
-def test_closed_forms_are_the_digest_formulas() -> None:
+def test_closed_forms_are_the_published_formulas() -> None:
     for eps in (0.5, 1.0, 2.0, 5.0):
         e, h = math.exp(eps), math.exp(eps / 2)
         for t in (0.0, 0.4, 1.0):
@@ -61,10 +61,10 @@ def test_closed_forms_are_the_digest_formulas() -> None:
             assert make_numeric("duchi", eps).report_variance(t) == pytest.approx(duchi)
             pm = t * t / (h - 1) + (h + 3) / (3 * (h - 1) ** 2)
             assert make_numeric("pm", eps).report_variance(t) == pytest.approx(pm)
-            hm = (h + 3) / (3 * h * (h - 1)) + (e + 1) ** 2 / (h * (e - 1) ** 2)  # digest 5.5
+            hm = (h + 3) / (3 * h * (h - 1)) + (e + 1) ** 2 / (h * (e - 1) ** 2)  # HM, ε > ε*
             want = hm if eps > 0.61 else duchi
             assert make_numeric("hm", eps).report_variance(t) == pytest.approx(want)
-    # digest 5.4 table of worst-case 1-D variances
+    # the usual table of worst-case 1-D variances (Wang et al. ICDE 2019)
     table = {
         0.5: (32.0, 16.67, 21.22, 16.67),
         1.0: (8.0, 4.68, 5.22, 4.29),
@@ -77,7 +77,8 @@ def test_closed_forms_are_the_digest_formulas() -> None:
 
 
 def test_pm_output_range_and_tail_choice() -> None:
-    # ERRATA 15: with 50/50 tails the mean at ε = 1, t = 0.8 was 1.65; outputs lie in [-C, C]
+    # with 50/50 tails (a textbook listing) the mean at ε = 1, t = 0.8 was 1.65; outputs lie in
+    # [-C, C]
     eps, n = 1.0, 200_000
     c = (math.exp(eps / 2) + 1) / (math.exp(eps / 2) - 1)
     x = make_numeric("pm", eps).perturb(np.full(n, 0.8), np.random.default_rng(5))
@@ -139,7 +140,8 @@ def test_duchi_constant_makes_the_multi_dim_mechanism_unbiased() -> None:
 def _book_duchi_rejection(
     t: np.ndarray, eps: float, rng: np.random.Generator, *, ties_in_both: bool
 ) -> np.ndarray:
-    """Independent reference: Listing 5.3's rejection sampler (ties_in_both=False is the book)."""
+    """Independent reference: the textbook rejection sampler (ties_in_both=False is the
+    textbook's strict ">")."""
     n, d = t.shape
     b = duchi_multi_bound(eps, d)
     v = np.where(rng.random((n, d)) < 0.5 + 0.5 * t, 1.0, -1.0)
@@ -173,7 +175,7 @@ def test_duchi_multi_dim_unbiased_and_matches_reference(d: int) -> None:
 
 
 def test_book_duchi_listing_is_biased_for_even_d() -> None:
-    # negative control, ERRATA 14: strict ">" for T+ sends all ties to T-; the digest's
+    # negative control: a strict ">" for T+ sends all ties to T-; a published
     # simulation gave (2.51, -1.21) for t = (0.6, -0.3), d = 2, ε = 1
     n = 100_000
     t = np.tile([0.6, -0.3], (n, 1))
@@ -185,7 +187,8 @@ def test_book_duchi_listing_is_biased_for_even_d() -> None:
 
 @pytest.mark.parametrize("name", ["pm", "hm"])
 def test_sampled_multi_dim_unbiased_without_replacement(name: str) -> None:
-    # ε = 5, d = 3 gives k = 2 (ERRATA 16 matters only for k >= 2); also a forced k = 3
+    # ε = 5, d = 3 gives k = 2 (sampling without replacement matters only for k >= 2); also a
+    # forced k = 3
     n, d = 200_000, 3
     t_row = np.array([0.7, -0.4, 0.05])
     t = np.tile(t_row, (n, 1))

@@ -1,5 +1,6 @@
-"""Per-owner privacy ledger (SPEC section 5): persistence, refusals that write nothing,
-two-phase reserve/commit/release, and concurrent charging from separate processes."""
+"""Per-owner privacy ledger (docs/dp-release.md): persistence, refusals that write nothing,
+two-phase reserve/commit/release of Budget amounts, and concurrent charging from separate
+processes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from leteo_fed.errors import (
     NotFoundError,
     ProtocolError,
 )
-from leteo_fed.privacy import BudgetExceeded
+from leteo_fed.privacy import EPSILON_MAX, Balance, Budget, BudgetExceeded
 from leteo_fed.privacy.ledger import LEDGER_FORMAT, PrivacyLedger, Spend
 
 
@@ -32,7 +33,7 @@ def test_create_charge_and_persist(path: Path) -> None:
     assert path.exists() and led.remaining() == (2.0, 1e-5)
     doc = json.loads(path.read_text())
     assert doc["format"] == LEDGER_FORMAT and doc["spends"] == []
-    s = led.charge("r1", "skellam", 0.5, 1e-6, note="pca d=13")
+    s = led.charge("r1", "skellam", Budget(0.5, 1e-6), note="pca d=13")
     assert isinstance(s, Spend) and s.state == "committed" and s.settled == s.time
     assert (s.round_id, s.mechanism, s.epsilon, s.delta, s.note) == (
         "r1",
@@ -42,7 +43,7 @@ def test_create_charge_and_persist(path: Path) -> None:
         "pca d=13",
     )
     assert s.time.endswith("+00:00")  # UTC
-    led.charge("r2", "laplace", 0.25, 0.0)
+    led.charge("r2", "laplace", Budget(0.25, 0.0))
 
     again = PrivacyLedger(path, 2.0, 1e-5)  # a new process/instance sees the same ledger
     assert [h.round_id for h in again.history()] == ["r1", "r2"]
@@ -57,50 +58,50 @@ def test_create_charge_and_persist(path: Path) -> None:
 
 def test_overspend_refused_without_writing(path: Path) -> None:
     led = PrivacyLedger(path, 1.0, 1e-6)
-    led.charge("r1", "skellam", 0.7, 5e-7)
+    led.charge("r1", "skellam", Budget(0.7, 5e-7))
     before = path.read_bytes()
     mtime = path.stat().st_mtime_ns
     with pytest.raises(BudgetExceeded, match="epsilon") as err:
-        led.charge("r2", "skellam", 0.31, 0.0)
+        led.charge("r2", "skellam", Budget(0.31, 0.0))
     assert isinstance(err.value, LeteoError) and err.value.field == "epsilon"
     with pytest.raises(BudgetExceeded, match="delta"):
-        led.charge("r3", "skellam", 0.1, 6e-7)
+        led.charge("r3", "skellam", Budget(0.1, 6e-7))
     with pytest.raises(BudgetExceeded):
-        led.reserve("r4", "skellam", 0.5, 0.0)
+        led.reserve("r4", "skellam", Budget(0.5, 0.0))
     assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
-    assert not led.can_afford(0.31, 0.0) and led.can_afford(0.3, 5e-7)
-    led.charge("r5", "skellam", 0.3, 5e-7)  # exactly the rest is allowed
+    assert not led.can_afford(Budget(0.31, 0.0)) and led.can_afford(Budget(0.3, 5e-7))
+    led.charge("r5", "skellam", Budget(0.3, 5e-7))  # exactly the rest is allowed
     assert led.remaining() == (pytest.approx(0.0, abs=1e-15), pytest.approx(0.0, abs=1e-21))
 
 
 def test_zero_delta_budget_refuses_any_delta(path: Path) -> None:
     led = PrivacyLedger(path, 1.0, 0.0)
-    led.charge("r1", "laplace", 0.5, 0.0)
+    led.charge("r1", "laplace", Budget(0.5, 0.0))
     with pytest.raises(BudgetExceeded, match="delta"):
-        led.charge("r2", "skellam", 0.1, 1e-12)
+        led.charge("r2", "skellam", Budget(0.1, 1e-12))
 
 
 def test_float_slack_only_absorbs_rounding(path: Path) -> None:
     led = PrivacyLedger(path, 1.0, 1e-6)
     for i in range(10):  # 10 x 0.1 = 1.0 up to decimal->binary rounding: all accepted
-        led.charge(f"r{i}", "skellam", 0.1, 1e-7)
+        led.charge(f"r{i}", "skellam", Budget(0.1, 1e-7))
     with pytest.raises(BudgetExceeded):
-        led.charge("r10", "skellam", 1e-9, 0.0)  # far above the 1e-12 relative slack
+        led.charge("r10", "skellam", Budget(1e-9, 0.0))  # far above the 1e-12 relative slack
     third = PrivacyLedger(path.with_name("b.json"), 1.0, 0.0)
     for i in range(3):
-        third.charge(f"t{i}", "laplace", 1 / 3, 0.0)
+        third.charge(f"t{i}", "laplace", Budget(1 / 3, 0.0))
     with pytest.raises(BudgetExceeded):
-        third.charge("t3", "laplace", 1e-6, 0.0)
+        third.charge("t3", "laplace", Budget(1e-6, 0.0))
 
 
 def test_duplicate_round_refused_without_writing(path: Path) -> None:
     led = PrivacyLedger(path, 5.0, 1e-5)
-    led.charge("r1", "skellam", 0.5, 0.0)
+    led.charge("r1", "skellam", Budget(0.5, 0.0))
     before = path.read_bytes()
     with pytest.raises(DuplicateError, match="r1"):
-        led.charge("r1", "skellam", 0.1, 0.0)
+        led.charge("r1", "skellam", Budget(0.1, 0.0))
     with pytest.raises(DuplicateError):
-        led.reserve("r1", "skellam", 0.1, 0.0)
+        led.reserve("r1", "skellam", Budget(0.1, 0.0))
     assert path.read_bytes() == before
 
 
@@ -119,20 +120,71 @@ def test_duplicate_round_refused_without_writing(path: Path) -> None:
     ],
 )
 def test_invalid_amounts_refused(path: Path, eps, delta, field: str) -> None:
-    led = PrivacyLedger(path, 5.0, 1e-5)
-    before = path.read_bytes()
+    # an invalid amount cannot even be built as a Budget, so it never reaches the ledger
     with pytest.raises(DataError) as err:
-        led.charge("r1", "skellam", eps, delta)
+        Budget(eps, delta)
     assert err.value.field == field
+
+
+def test_charge_takes_a_budget_within_the_cap(path: Path) -> None:
+    led = PrivacyLedger(path, 500.0, 1e-5)  # a total is a sum of releases: not capped
+    before = path.read_bytes()
+    for bad in ((0.5, 0.0), 0.5, None):  # the old (epsilon, delta) call shape is refused
+        with pytest.raises(DataError) as err:
+            led.charge("r1", "skellam", bad)  # type: ignore[arg-type]
+        assert err.value.field == "budget"
+    with pytest.raises(DataError) as err:  # one release above the one cap
+        led.reserve("r1", "skellam", Budget(EPSILON_MAX * 1.01))
+    assert err.value.field == "epsilon"
+    with pytest.raises(DataError):
+        led.can_afford(Budget(EPSILON_MAX * 2))
     assert path.read_bytes() == before
+    led.charge("r1", "skellam", Budget(EPSILON_MAX))  # exactly the cap is allowed
+    assert led.history()[0].budget == Budget(EPSILON_MAX)
+
+
+def test_queries_return_balances(path: Path) -> None:
+    led = PrivacyLedger(path, 1.0, 1e-6)
+    led.charge("r1", "laplace", Budget(1.0))
+    left = led.remaining()
+    assert isinstance(left, Balance) and left.epsilon == 0.0 and left.delta == 1e-6
+    assert isinstance(led.spent(), Balance) and led.total == (1.0, 1e-6)
+    assert not left.covers(Budget(1e-9)) and Balance(0.5, 0.0).covers(Budget(0.5))
+
+
+def test_ledger_written_under_a_looser_cap_still_loads(path: Path) -> None:
+    # the aggregator's DP plans once allowed epsilon up to 100 per round: a recorded spend is a
+    # fact and must load, even though a new request that large is refused
+    path.parent.mkdir(parents=True)
+    doc = {
+        "format": LEDGER_FORMAT,
+        "epsilon_total": 200.0,
+        "delta_total": 1e-6,
+        "composition": "sequential",
+        "spends": [
+            {
+                "round_id": "old",
+                "mechanism": "skellam",
+                "epsilon": 80.0,
+                "delta": 1e-7,
+                "time": "2024-01-01T00:00:00+00:00",
+                "note": "",
+                "state": "committed",
+                "settled": "2024-01-01T00:00:00+00:00",
+            }
+        ],
+    }
+    path.write_text(json.dumps(doc))
+    led = PrivacyLedger(path, 200.0, 1e-6)
+    assert led.spent() == (80.0, 1e-7) and led.history()[0].epsilon == 80.0
 
 
 def test_bad_round_or_mechanism_name(path: Path) -> None:
     led = PrivacyLedger(path, 5.0, 1e-5)
     with pytest.raises(DataError):
-        led.charge("", "skellam", 0.1, 0.0)
+        led.charge("", "skellam", Budget(0.1, 0.0))
     with pytest.raises(DataError):
-        led.charge("r1", "  ", 0.1, 0.0)
+        led.charge("r1", "  ", Budget(0.1, 0.0))
 
 
 def test_totals_mismatch_and_bad_totals(path: Path) -> None:
@@ -169,13 +221,13 @@ def test_corrupt_file_is_refused(path: Path) -> None:
 
 def test_reserve_commit_release(path: Path) -> None:
     led = PrivacyLedger(path, 1.0, 1e-6)
-    r = led.reserve("r1", "skellam", 0.6, 5e-7, note="k-means round 1")
+    r = led.reserve("r1", "skellam", Budget(0.6, 5e-7), note="k-means round 1")
     assert r.state == "reserved" and r.settled is None
     # a reservation counts against the budget at once
     assert led.remaining() == (pytest.approx(0.4), pytest.approx(5e-7))
     assert led.reserved() == (0.6, 5e-7) and led.spent() == (0.0, 0.0)
     with pytest.raises(BudgetExceeded):
-        led.reserve("r2", "skellam", 0.5, 0.0)
+        led.reserve("r2", "skellam", Budget(0.5, 0.0))
 
     c = led.commit("r1")
     assert c.state == "committed" and c.settled is not None and c.time == r.time
@@ -185,7 +237,7 @@ def test_reserve_commit_release(path: Path) -> None:
     with pytest.raises(ProtocolError):
         led.release("r1", share_left_owner=False)
 
-    led.reserve("r2", "skellam", 0.4, 0.0)
+    led.reserve("r2", "skellam", Budget(0.4, 0.0))
     # the noisy share was sent: release is refused, the budget stays held
     before = path.read_bytes()
     with pytest.raises(ProtocolError, match="commit it instead"):
@@ -197,7 +249,7 @@ def test_reserve_commit_release(path: Path) -> None:
     assert led.remaining()[0] == pytest.approx(0.4)
     assert [h.state for h in led.history()] == ["committed", "released"]
     with pytest.raises(DuplicateError):  # a round id is used once, even after release
-        led.reserve("r2", "skellam", 0.1, 0.0)
+        led.reserve("r2", "skellam", Budget(0.1, 0.0))
     with pytest.raises(NotFoundError):
         led.commit("nope")
     with pytest.raises(NotFoundError):
@@ -217,7 +269,7 @@ def _charge_worker(path: str, tag: str, n: int, barrier, results) -> None:
     ok = 0
     for i in range(n):
         try:
-            led.charge(f"{tag}-{i}", "skellam", 0.01, 1e-9)
+            led.charge(f"{tag}-{i}", "skellam", Budget(0.01, 1e-9))
             ok += 1
         except BudgetExceeded:
             pass

@@ -20,6 +20,7 @@ from leteo_fed.crypto.paillier import (
 )
 from leteo_fed.encoding.packing import draw_masks, pack, pack_raw, unblind, unpack
 from leteo_fed.protocols import pca
+from leteo_fed.protocols.moments_round import encoding as moments_encoding
 
 BITS = 2048
 N_OWNERS = 3
@@ -38,7 +39,7 @@ def wine() -> np.ndarray:
 @pytest.fixture(scope="module")
 def owner_values(wine: np.ndarray) -> list[list[int]]:
     """Each owner's encoded share (R upper triangle, V, Q) for an uneven 3-way split of wine."""
-    enc = pca.PcaEncoding()
+    enc = moments_encoding()
     parts = np.split(wine, [50, 120])  # 50, 70 and 58 rows
     assert len(parts) == N_OWNERS
     return [pca.share_values(pca.local_statistics(x), enc) for x in parts]
@@ -52,7 +53,7 @@ def _sum_ciphertext_vectors(key: PrivateKey, vectors: list[list[int]]) -> list[i
 
 
 def _packed_totals(key: PrivateKey, values: list[list[int]]) -> list[int]:
-    layout = pca.PcaEncoding().layout(key.public.bits)
+    layout = moments_encoding().layout(key.public.bits)
     n_values = len(values[0])
     assert layout.slots_per_ciphertext > 1  # the point of the comparison
     encryptor = Encryptor(key.public)
@@ -67,7 +68,7 @@ def _packed_totals(key: PrivateKey, values: list[list[int]]) -> list[int]:
 
 def _unpacked_totals(key: PrivateKey, values: list[list[int]]) -> list[int]:
     """Independent of the packing code: E[v + O] per value, summed, masked, decrypted."""
-    layout = pca.PcaEncoding().layout(key.public.bits)
+    layout = moments_encoding().layout(key.public.bits)
     offset, mask_bits = layout.offset, layout.mask_bits
     encryptor = Encryptor(key.public)
     shares = [encryptor.encrypt_many([v + offset for v in owner]) for owner in values]
@@ -92,7 +93,7 @@ def test_packed_and_unpacked_aggregates_are_identical(
     assert packed == unpacked == plain
 
     # Sanity: the totals describe the pooled data (count, and PCA close to the plain one).
-    agg = pca.aggregate_from_totals(packed, d, pca.PcaEncoding().scale_bits)
+    agg = pca.aggregate_from_totals(packed, d, moments_encoding().scale_bits)
     assert agg.q == len(wine)
     result = pca.pca_from_aggregate(agg, [f"x{i}" for i in range(d)], components=3)
     ref_evals, ref_vecs, ref_mean = pca.reference_pca(wine, components=3)

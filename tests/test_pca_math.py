@@ -12,11 +12,12 @@ import pytest
 from sklearn.datasets import load_wine
 
 from leteo_fed.encoding.packing import draw_masks, pack, pack_raw, unblind, unpack
+from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from leteo_fed.protocols.pca import (
     IntegerAggregate,
     LocalStatistics,
-    PcaEncoding,
     aggregate_from_totals,
     exact_scatter,
     local_statistics,
@@ -47,7 +48,7 @@ def partitions(x: np.ndarray, seed: int = 7) -> list[np.ndarray]:
     return [x[np.sort(idx)] for idx in np.split(order, cuts)]
 
 
-def summed_shares(parts: list[np.ndarray], names: list[str], enc: PcaEncoding) -> list[int]:
+def summed_shares(parts: list[np.ndarray], names: list[str], enc: ShareEncoding) -> list[int]:
     totals: list[int] | None = None
     for part in parts:
         validate_rows(part, names, enc)
@@ -57,8 +58,8 @@ def summed_shares(parts: list[np.ndarray], names: list[str], enc: PcaEncoding) -
     return totals
 
 
-def wine_encoding(x: np.ndarray, scale_bits: int) -> PcaEncoding:
-    return PcaEncoding(
+def wine_encoding(x: np.ndarray, scale_bits: int) -> ShareEncoding:
+    return moments_encoding(
         scale_bits=scale_bits,
         value_bound=float(np.abs(x).max()),
         max_rows_per_owner=1000,
@@ -198,9 +199,9 @@ def test_share_values_order_upper_triangle_then_v_then_q() -> None:
     # deliberately non-symmetric so that the lower triangle would show up if used
     r = np.array([[1.0, 2.0, 3.0], [20.0, 4.0, 5.0], [30.0, 50.0, 6.0]])
     stats = LocalStatistics(r=r, v=np.array([7.0, 8.0, -9.0]), q=10)
-    enc = PcaEncoding(scale_bits=0, value_bound=100.0, max_rows_per_owner=100)
+    enc = moments_encoding(scale_bits=0, value_bound=100.0, max_rows_per_owner=100)
     assert share_values(stats, enc) == [1, 2, 3, 4, 5, 6, 7, 8, -9, 10]
-    enc2 = PcaEncoding(scale_bits=2, value_bound=100.0, max_rows_per_owner=100)
+    enc2 = moments_encoding(scale_bits=2, value_bound=100.0, max_rows_per_owner=100)
     assert share_values(stats, enc2) == [4, 8, 12, 16, 20, 24, 28, 32, -36, 10]
     assert n_values(3) == 10
 
@@ -208,7 +209,7 @@ def test_share_values_order_upper_triangle_then_v_then_q() -> None:
 def test_share_values_refuses_too_many_rows() -> None:
     stats = LocalStatistics(r=np.eye(2), v=np.ones(2), q=6)
     with pytest.raises(EncodingError):
-        share_values(stats, PcaEncoding(scale_bits=0, value_bound=1.0, max_rows_per_owner=5))
+        share_values(stats, moments_encoding(scale_bits=0, value_bound=1.0, max_rows_per_owner=5))
 
 
 def test_local_statistics_by_hand() -> None:
@@ -250,7 +251,7 @@ def test_pca_from_scatter_refusals() -> None:
 
 
 def test_validate_rows_refusals() -> None:
-    enc = PcaEncoding(value_bound=10.0, max_rows_per_owner=5)
+    enc = moments_encoding(value_bound=10.0, max_rows_per_owner=5)
     names = ["a", "b", "c"]
     validate_rows(np.zeros((5, 3)), names, enc)
 
@@ -291,11 +292,11 @@ def test_validate_rows_refusals() -> None:
 )
 def test_pca_encoding_refuses_bad_parameters(kwargs: dict) -> None:
     with pytest.raises(EncodingError):
-        PcaEncoding(**kwargs)
+        moments_encoding(**kwargs)
 
 
 def test_per_owner_bound_covers_worst_case_share() -> None:
-    enc = PcaEncoding(scale_bits=16, value_bound=2.5, max_rows_per_owner=7, max_owners=3)
+    enc = moments_encoding(scale_bits=16, value_bound=2.5, max_rows_per_owner=7, max_owners=3)
     layout = enc.layout(KEY_BITS)
     names = ["a", "b", "c"]
     for sign in (1.0, -1.0):
@@ -309,7 +310,7 @@ def test_per_owner_bound_covers_worst_case_share() -> None:
 
 
 def test_share_values_handles_large_declared_bound() -> None:
-    enc = PcaEncoding(value_bound=1e150, max_rows_per_owner=100, max_owners=4)
+    enc = moments_encoding(value_bound=1e150, max_rows_per_owner=100, max_owners=4)
     layout = enc.layout(KEY_BITS)
     x = np.full((3, 2), 1e150)
     validate_rows(x, ["a", "b"], enc)

@@ -13,11 +13,11 @@ import pyarrow.csv as pacsv
 import pytest
 from sklearn.datasets import load_digits
 
+from aggregator.rounds.report_intake import ReportIntake
 from leteo_fed.data.spark_ldp import read_chunk, spark_support
 from leteo_fed.data.spark_stats import get_spark
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.ldp.frequency import FREQUENCY_MECHANISMS
-from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import ldp_collection as lc
 
 pytestmark = pytest.mark.spark
@@ -39,16 +39,17 @@ def digits() -> tuple[np.ndarray, np.ndarray]:
     return data.target[idx].astype(str), data.data[idx, 36]
 
 
-def _spec(mechanism: str) -> pb.LdpSpec:
+def _spec(mechanism: str) -> lc.LdpSpec:
     if mechanism in FREQUENCY_MECHANISMS:
-        request = pb.LdpRequest(column="digit", mechanism=mechanism, epsilon=1.5, domain=DOMAIN)
+        request = lc.LdpRequest(column="digit", mechanism=mechanism, epsilon=1.5, domain=DOMAIN)
     else:
-        request = pb.LdpRequest(column="pixel", mechanism=mechanism, epsilon=1.5)
-        request.lower, request.upper = 0.0, 16.0
+        request = lc.LdpRequest(
+            column="pixel", mechanism=mechanism, epsilon=1.5, lower=0.0, upper=16.0
+        )
     return lc.spec_from_request(request)
 
 
-def _chunks(mechanism: str, digits) -> tuple[pb.LdpSpec, list[np.ndarray]]:
+def _chunks(mechanism: str, digits) -> tuple[lc.LdpSpec, list[np.ndarray]]:
     """Seeded perturbation, cut into uneven chunks (one of them empty)."""
     spec = _spec(mechanism)
     column = digits[0] if mechanism in FREQUENCY_MECHANISMS else digits[1]
@@ -64,15 +65,22 @@ def _fold(acc: lc.Accumulator, chunks: list[np.ndarray]) -> lc.Accumulator:
     return acc
 
 
+def _intake(acc: ReportIntake, chunks: list[np.ndarray]) -> ReportIntake:
+    """What the aggregator does with each upload: validate every chunk, then fold them."""
+    for chunk in chunks:
+        acc.fold([acc.partial(chunk)])
+    return acc
+
+
 @pytest.mark.parametrize("mechanism", [*FREQUENCY_MECHANISMS, "pm"])
 def test_spark_estimate_equals_numpy(mechanism, digits, spark, tmp_path):
     spec, chunks = _chunks(mechanism, digits)
     ref = _fold(lc.Accumulator(spec), chunks).result(consistency=mechanism == "oue")
     spill = tmp_path / "spill"
-    acc = _fold(lc.Accumulator(spec, spill_dir=spill), chunks)
+    acc = _intake(ReportIntake(lc.Accumulator(spec), spill_dir=spill), chunks)
     assert len(acc.chunk_files) == len(chunks) and all(p.parent == spill for p in acc.chunk_files)
     assert np.array_equal(read_chunk(acc.chunk_files[2]), chunks[2])  # exact round trip
-    got = acc.result(consistency=mechanism == "oue")
+    got = acc.finalize().result(consistency=mechanism == "oue")
     assert (ref["engine"], got["engine"]) == ("numpy", "spark")
     assert got["n"] == ref["n"] == N_REPORTS
     if mechanism in ("grr", "sue", "oue", "the", "olh"):  # integer supports: bit for bit
@@ -93,29 +101,29 @@ def test_switching_mid_round_adds_both_parts(digits, spark, tmp_path):
     """Chunks folded in memory before the switch count too; Spark adds only the files."""
     spec, chunks = _chunks("olh", digits)
     ref = _fold(lc.Accumulator(spec), chunks).result()
-    acc = _fold(lc.Accumulator(spec), chunks[:3])
+    acc = _intake(ReportIntake(lc.Accumulator(spec)), chunks[:3])
     assert acc.spill(tmp_path / "a") and not acc.spill(tmp_path / "b")  # the first one stays
-    _fold(acc, chunks[3:])
+    _intake(acc, chunks[3:])
     assert len(acc.chunk_files) == len(chunks) - 3
     n, support = spark_support(acc.chunk_files, spec)
     assert n == sum(map(len, chunks[3:])) and support.shape == (len(DOMAIN),)
-    assert acc.result() == {**ref, "engine": "spark"}
+    assert acc.finalize().result() == {**ref, "engine": "spark"}
 
 
 def test_spill_mode_refuses_what_numpy_refuses_and_writes_nothing(tmp_path):
     spill = tmp_path / "spill"
-    grr = lc.Accumulator(_spec("grr"), spill_dir=spill)
+    grr = ReportIntake(lc.Accumulator(_spec("grr")), spill_dir=spill)
     with pytest.raises(ProtocolError):
         grr.partial(np.array([0, 10], dtype=np.int32))
-    olh = lc.Accumulator(_spec("olh"), spill_dir=spill)
-    g = lc.mechanism_for(olh.spec).g
+    olh = ReportIntake(lc.Accumulator(_spec("olh")), spill_dir=spill)
+    g = lc.mechanism_for(olh.accumulator.spec).g
     for bad, words in (([[5, g]], "outside"), ([[-1, 0]], "seed")):
         reports = np.array(bad, dtype=np.int64)
         with pytest.raises(DataError, match=words):
-            lc.Accumulator(olh.spec).partial(reports)  # the NumPy path's refusal
+            lc.Accumulator(olh.accumulator.spec).partial(reports)  # the NumPy path's refusal
         with pytest.raises(DataError, match=words):
             olh.partial(reports)
-    pm = lc.Accumulator(_spec("pm"), spill_dir=spill)
+    pm = ReportIntake(lc.Accumulator(_spec("pm")), spill_dir=spill)
     with pytest.raises(ProtocolError):
         pm.partial(np.array([0.5, np.nan]))
     assert list(spill.iterdir()) == []
@@ -124,12 +132,12 @@ def test_spill_mode_refuses_what_numpy_refuses_and_writes_nothing(tmp_path):
     pm.cleanup()
     with pytest.raises(ProtocolError, match="closed"):
         pm.partial(np.array([0.5]))
-    geo = pb.LdpSpec(column="x", mechanism="geo", epsilon=1.0, columns=["x"])
-    geo.box_lower.append(0.0)
-    geo.box_upper.append(1.0)
+    geo = lc.LdpSpec(
+        column="x", mechanism="geo", epsilon=1.0, columns=("x",), box_lower=(0.0,), box_upper=(1.0,)
+    )
     with pytest.raises(DataError, match="geo"):
-        lc.Accumulator(geo, spill_dir=spill)
-    assert not lc.Accumulator(geo).spill(spill)
+        ReportIntake(lc.Accumulator(geo), spill_dir=spill)
+    assert not ReportIntake(lc.Accumulator(geo)).spill(spill)
 
 
 @pytest.mark.slow

@@ -20,7 +20,8 @@ from leteo_fed.encoding.packing import check_finite_and_bounded
 from leteo_fed.errors import DataError
 from leteo_fed.protocols import moments
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping
-from leteo_fed.protocols.pca import DEFAULT_VALUE_BOUND, local_statistics
+from leteo_fed.protocols.moments_round import DEFAULT_VALUE_BOUND
+from leteo_fed.protocols.pca import local_statistics
 
 pytestmark = pytest.mark.spark
 
@@ -214,7 +215,7 @@ WINE_GROUPINGS = [
 def numpy_moments(
     path: Path, fmt: str | None, features: list[str], groupings: list[Grouping]
 ) -> moments.LocalMoments:
-    """The owner agent's NumPy path (owner_agent.service.local_moments), verbatim."""
+    """The owner-side NumPy path of the moments protocol (MomentsProtocol._local_moments)."""
     labels = [g.label_column for g in groupings if g.label_column is not None]
     table = sources.read_table(str(path), fmt, list(dict.fromkeys([*features, *labels])))
     x = sources.to_matrix(table, features)

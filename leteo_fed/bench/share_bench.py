@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gmpy2
 import numpy as np
@@ -69,8 +69,10 @@ from leteo_fed.crypto.paillier import (
     generate_keypair,
 )
 from leteo_fed.encoding.packing import SlotLayout, draw_masks, pack, pack_raw, unblind, unpack
+from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import ConfigError
 from leteo_fed.protocols import discriminant, moments, pca
+from leteo_fed.protocols.moments_round import encoding as moments_encoding
 
 # ------------------------------------------------------------------ the book's tables
 
@@ -250,7 +252,7 @@ class ShareSetup:
     features: list[str]
     groupings: list[moments.Grouping]
     declared: list[moments.Grouping]  # what the round spec carries ([] for PCA)
-    enc: pca.PcaEncoding
+    enc: ShareEncoding
     layout: SlotLayout
     n_values: int
 
@@ -258,7 +260,7 @@ class ShareSetup:
 def setup_for(cfg: BenchConfig, d: int, key_bits: int) -> ShareSetup:
     declared = [moments.Grouping("label", class_names(cfg.classes))] if cfg.method == "dca" else []
     groupings = declared or [moments.ALL_ROWS]
-    enc = pca.PcaEncoding()
+    enc = moments_encoding()
     return ShareSetup(
         d,
         [f"x{i}" for i in range(d)],
@@ -273,11 +275,14 @@ def setup_for(cfg: BenchConfig, d: int, key_bits: int) -> ShareSetup:
 def share_values(owner: OwnerData, s: ShareSetup) -> list[int]:
     """The owner agent's statistics and encoding: validate, moments, fixed point."""
     pca.validate_rows(owner.x, s.features, s.enc)
-    index = [moments.class_indices(owner.labels, g) for g in s.declared]
+    index: list[np.ndarray | None] = []
+    for g in s.declared:
+        if owner.labels is None:
+            raise ConfigError(f"grouping {g.label_column!r} needs labelled owner rows")
+        # class_indices reads its labels with np.asarray: a NumPy array of names works as is
+        index.append(moments.class_indices(cast("Sequence[str]", owner.labels), g))
     mom = moments.local_moments(owner.x, index or [None], s.groupings)
-    return moments.encode_moments(
-        mom, s.enc.scale_bits, s.enc.per_owner_bound(), s.enc.max_rows_per_owner
-    )
+    return moments.encode_moments(mom, s.enc.scale_bits, s.enc.data_bound, s.enc.max_rows_per_owner)
 
 
 def owner_share(
@@ -354,6 +359,7 @@ def correctness(
     """Federated eigenvalues (all d of them) and top directions vs NumPy on the pooled rows."""
     pooled = np.vstack([o.x for o in data])
     d = s.d
+    res: pca.PcaResult | discriminant.DiscriminantResult
     if cfg.method == "pca":
         ref_vals, ref_vecs, _ = pca.reference_pca(pooled, d)
         res = pca.pca_from_moments(agg, s.features, d)
@@ -395,6 +401,8 @@ def bench_row(cfg: BenchConfig, d: int, key: PrivateKey, keygen_s: float) -> dic
         cold.append(stages)
         if enc0 is None:
             enc0 = encryptor
+    if enc0 is None:  # BenchConfig refuses fewer than 2 owners
+        raise ConfigError("the benchmark needs at least one owner")
     owner_s = statistics.fmean(c["total_s"] for c in cold)
 
     # owner 0 again, warm (table built) and textbook randomizer
@@ -418,6 +426,8 @@ def bench_row(cfg: BenchConfig, d: int, key: PrivateKey, keygen_s: float) -> dic
         t2 = time.perf_counter()
         per_share.append(t2 - t0)
         add_only.append(t2 - t1)
+    if aggregate is None:  # BenchConfig refuses fewer than 2 owners
+        raise ConfigError("the benchmark needs at least one owner share")
     t0 = time.perf_counter()
     masks = draw_masks(s.n_values, s.layout)
     blinded = add_plaintexts(pk, aggregate, pack_raw(masks, s.layout))

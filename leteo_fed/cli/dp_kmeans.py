@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from leteo_fed.cli import extras
+from leteo_fed.cli.options import csv_list, set_handler
 from leteo_fed.errors import ConfigError
 
 DESCRIPTION = """\
@@ -72,13 +74,6 @@ def _floats(text: str) -> list[float]:
     return values
 
 
-def _names(text: str) -> list[str]:
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError("expected a comma-separated list")
-    return items
-
-
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `dp-kmeans` on the main parser's sub-parsers."""
     p = subparsers.add_parser(
@@ -121,7 +116,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--features",
-        type=_names,
+        type=csv_list,
         default=None,
         metavar="A,B",
         help="numeric feature columns (default: every numeric column)",
@@ -164,6 +159,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=0.0,
         help="the data set's total delta budget (default: 0, pure DP only)",
     )
+    set_handler(p, run)
     return p
 
 
@@ -176,14 +172,16 @@ def _reserve(args: argparse.Namespace) -> tuple[Any, str] | None:
     if args.ledger_epsilon is None:
         raise ConfigError("--ledger needs --ledger-epsilon (the total budget)", field="ledger")
     from leteo_fed.clustering.lsh_coreset import DEFAULT_DELTA
-    from leteo_fed.privacy.ledger import PrivacyLedger
+    from leteo_fed.privacy.ledger import Budget, PrivacyLedger
 
     ledger = PrivacyLedger(args.ledger, args.ledger_epsilon, args.ledger_delta)
     delta = 0.0
     if args.method == "lsh":
         delta = args.delta if args.delta is not None else DEFAULT_DELTA
     run_id = f"dp-kmeans-{uuid.uuid4().hex[:12]}"
-    ledger.reserve(run_id, f"dp-kmeans/{args.method}", args.epsilon, delta, note=str(args.data))
+    ledger.reserve(
+        run_id, f"dp-kmeans/{args.method}", Budget(args.epsilon, delta), note=str(args.data)
+    )
     return ledger, run_id
 
 
@@ -311,6 +309,7 @@ def _plot(result, features: list[str], path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check, reserve the budget, read, fit, write the PNG, then the JSON (last, atomically)."""
+    extras.require("pyspark", "matplotlib")  # before the ledger is touched
     _check_args(args)
     held = _reserve(args)
     released: list[bool] = []  # set once a DP output (PNG or JSON) starts to be written

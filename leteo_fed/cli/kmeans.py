@@ -10,6 +10,40 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from leteo_fed.cli import extras
+from leteo_fed.cli.options import (
+    DP_DELTA_DEFAULT,
+    DP_GROUP_TITLE,
+    SubParsers,
+    add_aggregator_address,
+    add_deadline,
+    add_demo_insecure,
+    add_demo_key_flags,
+    add_demo_owners,
+    add_features,
+    add_out_folder,
+    add_owner_filter,
+    add_quorum,
+    add_row_norm_bound,
+    add_tls,
+    add_value_bound,
+    bounds,
+    csv_list,
+    set_handler,
+    tls_config,
+)
+from leteo_fed.defaults import (
+    DEMO_SEED,
+    KMEANS_DEFAULT_ITERATIONS,
+    KMEANS_DEFAULT_SCALE_BITS,
+    KMEANS_DP_DEFAULT_SCALE_BITS,
+)
+from leteo_fed.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 KMEANS_DESCRIPTION = """\
 Federated k-means (Lloyd's algorithm) through the aggregator. For every iteration the
@@ -40,21 +74,69 @@ Default data: scikit-learn's iris set (150 x 4, k = 3), initial centers uniform 
 published ranges of its features.
 """
 
+DEFAULT_K = 3  # without --init; the demo's iris set has three species
+
+
+def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
+    """`kmeans` under the main sub-commands, `kmeans` under `demo`."""
+    p = sub.add_parser(
+        "kmeans",
+        help="run a federated k-means job against running services",
+        description=KMEANS_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_aggregator_address(p)
+    add_features(p)
+    _add_common(p, Path("out/kmeans"))
+    p.add_argument("--init-seed", type=int, default=0, help="seed of --init-bounds (default: 0)")
+    add_quorum(p, "quorum per iteration")
+    add_owner_filter(p)
+    p.add_argument(
+        "--scale-bits",
+        type=int,
+        default=0,
+        help=f"fixed-point fraction bits (default: {KMEANS_DEFAULT_SCALE_BITS}; "
+        f"DP {KMEANS_DP_DEFAULT_SCALE_BITS})",
+    )
+    add_tls(p, "analyst", "analyst")
+    set_handler(p, run)
+
+    p = demo.add_parser(
+        "kmeans",
+        help="federated k-means demo with real processes, mTLS and 2048-bit Paillier",
+        description=DEMO_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--data", type=Path, default=None, help="CSV or Parquet file (default: scikit-learn iris)"
+    )
+    p.add_argument("--features", type=csv_list, default=None, help="columns (default: all numeric)")
+    p.add_argument("--label-column", default=None, help="a column to leave out of the features")
+    add_demo_owners(p)
+    _add_common(p, Path("out/demo-kmeans"))
+    p.add_argument(
+        "--seed", type=int, default=DEMO_SEED, help="seed of the row split and the initial centers"
+    )
+    add_demo_key_flags(p)
+    add_demo_insecure(p)
+    set_handler(p, run)
+
 
 def _add_common(p: argparse.ArgumentParser, default_out: Path) -> None:
-    from leteo_fed.cli.main import _bounds
-
     g = p.add_argument_group("k-means")
     g.add_argument(
-        "--k", type=int, default=None, help="number of clusters (default: from --init, else 3)"
+        "--k",
+        type=int,
+        default=None,
+        help=f"number of clusters (default: from --init, else {DEFAULT_K})",
     )
     g.add_argument(
         "--rounds",
         "--iterations",
         dest="rounds",
         type=int,
-        default=10,
-        help="maximum number of iterations T (default: 10)",
+        default=KMEANS_DEFAULT_ITERATIONS,
+        help=f"maximum number of iterations T (default: {KMEANS_DEFAULT_ITERATIONS})",
     )
     g.add_argument(
         "--tolerance",
@@ -71,16 +153,14 @@ def _add_common(p: argparse.ArgumentParser, default_out: Path) -> None:
     )
     g.add_argument(
         "--init-bounds",
-        type=_bounds,
+        type=bounds,
         default=None,
         metavar="LO,HI",
         help="initial centers uniform in the public box [LO, HI]^d (seeded)",
     )
-    g.add_argument("--value-bound", type=float, default=0.0, help="declared max |x| (default: 1e6)")
-    g.add_argument(
-        "--deadline", type=float, default=120.0, help="deadline of each iteration, s (default: 120)"
-    )
-    d = p.add_argument_group("differential privacy (distributed Skellam noise added by the owners)")
+    add_value_bound(g)
+    add_deadline(g, "deadline of each iteration, s")
+    d = p.add_argument_group(DP_GROUP_TITLE)
     d.add_argument(
         "--epsilon",
         "--dp-epsilon",
@@ -90,117 +170,57 @@ def _add_common(p: argparse.ArgumentParser, default_out: Path) -> None:
         help="the whole job is (epsilon, delta)-DP; each iteration gets epsilon / T",
     )
     d.add_argument(
-        "--delta", "--dp-delta", dest="delta", type=float, default=None, help="default: 1e-6"
+        "--delta", "--dp-delta", dest="delta", type=float, default=None, help=DP_DELTA_DEFAULT
     )
-    d.add_argument(
-        "--row-norm-bound",
-        type=float,
-        default=None,
-        help="DP: every row is clipped to this L2 norm (required with --epsilon)",
-    )
-    p.add_argument(
-        "--out", type=Path, default=default_out, help=f"output folder (default: {default_out})"
-    )
+    add_row_norm_bound(d, "--epsilon")
+    add_out_folder(p, default_out)
 
 
-def add_parsers(sub, demo) -> None:
-    """`kmeans` under the main sub-commands, `kmeans` under `demo`."""
-    from leteo_fed.cli.main import _add_tls, _csv_list
-
-    p = sub.add_parser(
-        "kmeans",
-        help="run a federated k-means job against running services",
-        description=KMEANS_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--aggregator", default="127.0.0.1:50052", help="aggregator address")
-    p.add_argument(
-        "--features", type=_csv_list, required=True, help="comma-separated feature columns"
-    )
-    _add_common(p, Path("out/kmeans"))
-    p.add_argument("--init-seed", type=int, default=0, help="seed of --init-bounds (default: 0)")
-    p.add_argument(
-        "--min-owners", type=int, default=2, help="quorum per iteration (>= 2; default: 2)"
-    )
-    p.add_argument(
-        "--owners", type=_csv_list, default=[], help="invite only these sites (default: all)"
-    )
-    p.add_argument(
-        "--scale-bits", type=int, default=0, help="fixed-point fraction bits (default: 48; DP 16)"
-    )
-    _add_tls(p, "analyst", "analyst")
-
-    p = demo.add_parser(
-        "kmeans",
-        help="federated k-means demo with real processes, mTLS and 2048-bit Paillier",
-        description=DEMO_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--data", type=Path, default=None, help="CSV or Parquet file (default: scikit-learn iris)"
-    )
-    p.add_argument(
-        "--features", type=_csv_list, default=None, help="columns (default: all numeric)"
-    )
-    p.add_argument("--label-column", default=None, help="a column to leave out of the features")
-    p.add_argument("--owners", type=int, default=3, help="number of owner agents (default: 3)")
-    _add_common(p, Path("out/demo-kmeans"))
-    p.add_argument(
-        "--seed", type=int, default=7, help="seed of the row split and the initial centers"
-    )
-    p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048)")
-    p.add_argument(
-        "--insecure-small-key",
-        action="store_true",
-        help="allow --key-bits below 2048 (experiments only)",
-    )
-    p.add_argument(
-        "--insecure", action="store_true", help="run the demo without TLS (not recommended)"
-    )
-
-
-def run(args) -> int:
-    from leteo_fed.errors import ConfigError
-
+def run(args: argparse.Namespace) -> int:
+    """Check the centers' source, then run the demo or the job against running services."""
     if args.k is not None and args.k < 1:
         raise ConfigError(f"--k must be at least 1, got {args.k}", field="k")
     if args.init is not None and args.init_bounds is not None:
         raise ConfigError("pass either --init or --init-bounds, not both", field="init")
     if args.command == "demo":
-        from leteo_fed.demo.kmeans_runner import KmeansDemoOptions, run_kmeans_demo
-
-        run_kmeans_demo(
-            KmeansDemoOptions(
-                data=args.data,
-                features=args.features,
-                label_column=args.label_column,
-                owners=args.owners,
-                k=args.k or 0,
-                rounds=args.rounds,
-                tolerance=args.tolerance,
-                init=args.init,
-                init_bounds=args.init_bounds,
-                seed=args.seed,
-                key_bits=args.key_bits,
-                allow_small_key=args.insecure_small_key,
-                value_bound=args.value_bound,
-                deadline=args.deadline,
-                out=args.out,
-                insecure=args.insecure,
-                epsilon=args.epsilon,
-                delta=args.delta,
-                row_norm_bound=args.row_norm_bound,
-            )
-        )
-        return 0
+        return _run_demo(args)
     return _run_against_services(args)
 
 
-def _run_against_services(args) -> int:
-    from leteo_fed.cli.main import _tls
-    from leteo_fed.client import AnalystClient, KmeansParams
-    from leteo_fed.errors import ConfigError
-    from leteo_fed.fileio import atomic_write_json
+def _run_demo(args: argparse.Namespace) -> int:
+    extras.require("matplotlib")  # the clusters plot
+    if args.data is None:
+        extras.require("sklearn")  # the default data set
+    from leteo_fed.demo.kmeans_runner import KmeansDemoOptions, run_kmeans_demo
+
+    run_kmeans_demo(
+        KmeansDemoOptions(
+            data=args.data,
+            features=args.features,
+            label_column=args.label_column,
+            owners=args.owners,
+            k=args.k or 0,
+            rounds=args.rounds,
+            tolerance=args.tolerance,
+            init=args.init,
+            init_bounds=args.init_bounds,
+            seed=args.seed,
+            key_bits=args.key_bits,
+            allow_small_key=args.insecure_small_key,
+            value_bound=args.value_bound,
+            deadline=args.deadline,
+            out=args.out,
+            insecure=args.insecure,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            row_norm_bound=args.row_norm_bound,
+        )
+    )
+    return 0
+
+
+def _initial_centers(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]]:
+    """The job's initial centers and how they were chosen; never from the data."""
     from leteo_fed.protocols import kmeans as km
 
     d = len(args.features)
@@ -215,17 +235,27 @@ def _run_against_services(args) -> int:
                 f"{args.init} has centers of dimension {centers.shape[1]}; --features names {d}",
                 field="init",
             )
-        init = {"source": "file", "path": str(args.init)}
-    elif args.init_bounds is not None:
+        return centers, {"source": "file", "path": str(args.init)}
+    if args.init_bounds is not None:
         lo, hi = args.init_bounds
-        centers = km.random_centers(args.k or 3, lo, hi, d, args.init_seed)
-        init = {"source": "uniform in --init-bounds", "bounds": [lo, hi], "seed": args.init_seed}
-    else:
-        raise ConfigError(
-            "pass --init FILE.json or --init-bounds LO,HI: the initial centers are chosen "
-            "without looking at the data",
-            field="init",
-        )
+        centers = km.random_centers(args.k or DEFAULT_K, lo, hi, d, args.init_seed)
+        return centers, {
+            "source": "uniform in --init-bounds",
+            "bounds": [lo, hi],
+            "seed": args.init_seed,
+        }
+    raise ConfigError(
+        "pass --init FILE.json or --init-bounds LO,HI: the initial centers are chosen "
+        "without looking at the data",
+        field="init",
+    )
+
+
+def _run_against_services(args: argparse.Namespace) -> int:
+    from leteo_fed.client import AnalystClient, KmeansParams
+    from leteo_fed.fileio import atomic_write_json
+
+    centers, init = _initial_centers(args)
     params = KmeansParams(
         features=args.features,
         k=centers.shape[0],
@@ -241,7 +271,7 @@ def _run_against_services(args) -> int:
         dp_delta=args.delta,
         row_norm_bound=args.row_norm_bound,
     )
-    with AnalystClient(args.aggregator, _tls(args)) as client:
+    with AnalystClient(args.aggregator, tls_config(args)) as client:
         result = client.run_kmeans(params)
     result["init"] = init
     out = Path(args.out) / "kmeans.json"

@@ -1,7 +1,9 @@
-"""Parameter checks shared by the DP k-means methods: one message style, ConfigError(field=...).
+"""Parameter checks shared by the DP k-means methods: one message style, with a field.
 
 Every public input of a DP k-means run (epsilon, delta, k, the bounds or the radius) is checked
-here BEFORE any data is read, so a bad request is refused without touching the data.
+here BEFORE any data is read, so a bad request is refused without touching the data. Epsilon and
+delta use the privacy layer's single checks (DataError, the one epsilon cap); delta must be in
+(0, 1) since the only method that takes one is Gaussian. The other checks raise ConfigError.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from leteo_fed.errors import ConfigError
+from leteo_fed.privacy.budget import check_delta, check_epsilon
 
 MAX_K = 100_000  # far above any useful k; stops a typo from allocating k x d arrays of billions
 
@@ -23,22 +26,6 @@ def _number(value: object, field: str) -> float:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ConfigError(f"{field} must be a number, got {value!r}", field=field) from None
-
-
-def check_epsilon(epsilon: object, field: str = "epsilon") -> float:
-    """ε as a float, finite and > 0 (ε <= 0 or NaN gives no privacy statement at all)."""
-    eps = _number(epsilon, field)
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise ConfigError(f"{field} must be finite and > 0, got {epsilon!r}", field=field)
-    return eps
-
-
-def check_delta(delta: object, field: str = "delta") -> float:
-    """δ strictly inside (0, 1): δ = 0 is pure DP (use a pure method), δ >= 1 promises nothing."""
-    d = _number(delta, field)
-    if not (0.0 < d < 1.0):
-        raise ConfigError(f"{field} must be in (0, 1), got {delta!r}", field=field)
-    return d
 
 
 def check_fraction(value: object, field: str) -> float:
@@ -122,3 +109,18 @@ def check_seed(seed: object) -> int | None:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(f"seed must be an integer >= 0, got {seed!r}", field="seed")
     return int(seed)
+
+
+__all__ = [
+    "MAX_K",
+    "check_bounds",
+    "check_center",
+    "check_delta",
+    "check_dim",
+    "check_epsilon",
+    "check_fraction",
+    "check_k",
+    "check_positive",
+    "check_radius",
+    "check_seed",
+]

@@ -1,13 +1,13 @@
-"""Noise calibration for the DP k-means methods: Laplace for counts, Laplace or Gaussian for sums.
+"""Noise calibration for the DP k-means methods, over the privacy layer's mechanisms.
 
 Why these calibrations
 ----------------------
 - Laplace(Δ₁/ε) on a query of L1 sensitivity Δ₁ is ε-DP (Dwork et al. 2006). A count has Δ₁ = 1
   under add/remove-one-row adjacency; with substitution adjacency every ε here doubles.
 - Gaussian(σ) with σ from the ANALYTIC calibration of Balle & Wang (ICML 2018) is (ε, δ)-DP for
-  every ε > 0 (the classical σ = Δ₂ sqrt(2 ln(1.25/δ))/ε is only proven for ε < 1, book errata 5).
-  σ is the smallest value whose exact δ(ε) (`distributed_noise.gaussian_analytic_delta`) is <= δ,
-  found by bisection on log σ and rounded UP.
+  every ε > 0; the classical σ = Δ₂ sqrt(2 ln(1.25/δ))/ε is only proven for ε < 1, although
+  textbooks state it without that condition. σ is the smallest value whose exact δ(ε) is <= δ,
+  found by bisection on log σ and rounded UP (`privacy.mechanisms.Gaussian.calibrate`).
 - Many Gaussian releases compose through Gaussian DP (`gdp_mu`): the LSH core-set spends one
   (ε, δ) budget as μ-GDP and splits μ² across its root count, tree levels and leaf sums.
 
@@ -18,12 +18,12 @@ can regenerate and subtract the noise. Without a seed the generator is seeded fr
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from leteo_fed.clustering._checks import check_delta, check_epsilon, check_positive, check_seed
-from leteo_fed.privacy.distributed_noise import gaussian_analytic_delta
+from leteo_fed.clustering._checks import check_seed
+from leteo_fed.privacy.budget import Budget
+from leteo_fed.privacy.mechanisms import Gaussian, Laplace
+from leteo_fed.privacy.mechanisms import gdp_mu as _gdp_mu
 
 
 def make_rng(seed: int | None) -> np.random.Generator:
@@ -34,30 +34,12 @@ def make_rng(seed: int | None) -> np.random.Generator:
 
 def laplace_scale(sensitivity: float, epsilon: float) -> float:
     """b = Δ₁ / ε: the Laplace scale that makes a query of L1 sensitivity Δ₁ ε-DP."""
-    return check_positive(sensitivity, "sensitivity") / check_epsilon(epsilon)
+    return Laplace.calibrate(Budget(epsilon), sensitivity).scale
 
 
 def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
     """Smallest σ (to 1e-10 relative, rounded up) with Gaussian(σ) (ε, δ)-DP for Δ₂ (Balle-Wang)."""
-    eps = check_epsilon(epsilon)
-    dlt = check_delta(delta)
-    sens = check_positive(l2_sensitivity, "l2_sensitivity")
-
-    def ok(sigma: float) -> bool:
-        return gaussian_analytic_delta(eps, sigma, sens) <= dlt
-
-    lo, hi = sens * 1e-3, sens
-    while not ok(hi):  # δ(σ) decreases in σ: grow until feasible
-        lo, hi = hi, hi * 2.0
-    while ok(lo):
-        lo /= 2.0
-    while hi / lo > 1.0 + 1e-10:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return Gaussian.calibrate(Budget(epsilon, delta), l2_sensitivity).sigma
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
@@ -69,4 +51,4 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     Gaussian condition with Δ/σ = μ. So a budget μ² can be split across many Gaussian releases
     (shares of μ² add up), far more tightly than splitting ε across Laplace releases.
     """
-    return 1.0 / gaussian_sigma(epsilon, delta, 1.0)
+    return _gdp_mu(Budget(epsilon, delta))

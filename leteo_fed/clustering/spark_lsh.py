@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import reduce
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from leteo_fed.clustering.noise import make_rng
 from leteo_fed.clustering.result import DPKMeansResult
 from leteo_fed.clustering.spark_io import feature_names
 from leteo_fed.clustering.spark_kmeans import MLLIB_THRESHOLD, make_cluster_fn
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 
 class SparkTreeCounter:
@@ -50,7 +54,7 @@ class SparkTreeCounter:
         self._y = shifted.select(*[(zc[i] * scale).alias(f"y{i}") for i in range(d)]).persist(
             StorageLevel.MEMORY_AND_DISK
         )
-        self._h = None
+        self._h: DataFrame | None = None  # the hashed rows, once set_hyperplanes ran
         self._depth = 0
 
     def count(self) -> int:
@@ -97,11 +101,13 @@ class SparkTreeCounter:
         from pyspark.sql import functions as F
 
         assert self._h is not None
-        owner = None
+        owner: Column | None = None
         for lvl in np.unique(levels):
             node = F.shiftright(F.col("h"), self._depth - int(lvl))
-            ids = [int(v) for v in leaves[levels == lvl]]
-            owner = (F.when if owner is None else owner.when)(node.isin(ids), node)
+            at_level = [int(v) for v in leaves[levels == lvl]]
+            owner = (F.when if owner is None else owner.when)(node.isin(at_level), node)
+        if owner is None:
+            raise ValueError("leaf_sums needs at least one leaf")
         rows = (
             self._h.select(owner.alias("leaf"), *[F.col(f"y{i}") for i in range(self.dim)])
             .where(F.col("leaf").isNotNull())

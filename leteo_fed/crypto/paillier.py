@@ -137,9 +137,12 @@ class Encryptor:
             return gmpy2.powmod(_random_unit(self._n), self._n, n2)
         if self._table is None:
             self.prepare()
+        table = self._table
+        if table is None:  # prepare() always builds it for the fixed-base randomizer
+            raise RuntimeError("fixed-base randomizer table was not built")
         acc = mpz(1)
         mask = self._digit_mask
-        for row, byte in zip(self._table, secrets.token_bytes(self._rows), strict=True):
+        for row, byte in zip(table, secrets.token_bytes(self._rows), strict=True):
             digit = byte & mask  # low w bits of a uniform byte are uniform
             if digit:
                 acc = acc * row[digit] % n2

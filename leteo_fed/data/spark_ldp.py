@@ -1,6 +1,6 @@
 """LDP estimation with Spark for rounds with many reports: support counts or sums from spill files.
 
-Above a report-volume threshold the aggregator's `Accumulator` validates each chunk as usual but,
+Above a report-volume threshold the aggregator's report intake validates each chunk as usual but,
 instead of folding it in memory, writes it to a chunk file (`write_chunk`). At the end of the
 round `spark_support` computes, per partition with NumPy, what `Accumulator.partial` would have
 returned for every chunk, and adds the partitions up with `treeReduce`; no report reaches the
@@ -29,7 +29,7 @@ from pyspark.sql.types import ArrayType, BinaryType, LongType, StringType, Struc
 
 from leteo_fed.data.spark_stats import get_spark
 from leteo_fed.errors import ProtocolError
-from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.protocols import ldp_collection
 
 CHUNK_SCHEMA = StructType(
     [
@@ -45,7 +45,6 @@ _ARROW_SCHEMA = pa.schema(
         pa.field("data", pa.binary(), nullable=False),
     ]
 )
-_DTYPES = {"<i4", "<i8", "|u1", "<f8"}  # what ReportBatch accepts (ldp_collection._DTYPES)
 
 # (reports, support or None, total, total of squares): one partition's or a merged contribution
 Contribution = tuple[int, np.ndarray | None, float, float]
@@ -57,7 +56,7 @@ def write_chunk(reports: np.ndarray, directory: Path) -> Path:
     The temporary name starts with a dot, which Spark's file listing skips as hidden.
     """
     arr = np.ascontiguousarray(reports)
-    if arr.dtype.str not in _DTYPES:
+    if arr.dtype.str not in ldp_collection.REPORT_DTYPES:
         raise ProtocolError(f"report dtype {arr.dtype.str!r} is not accepted")
     table = pa.Table.from_pydict(
         {"dtype": [arr.dtype.str], "shape": [list(arr.shape)], "data": [arr.tobytes()]},
@@ -97,7 +96,7 @@ def _partition_fn(oracle, d: int) -> Callable[[Iterable], Iterator[Contribution]
         for row in rows:
             reports = _decode(row["dtype"], row["shape"], row["data"])
             n += len(reports)
-            if oracle is not None:
+            if oracle is not None and support is not None:
                 support += np.asarray(oracle.support(reports), dtype=np.float64)
             else:
                 r = np.asarray(reports, dtype=np.float64)
@@ -114,15 +113,13 @@ def _add(a: Contribution, b: Contribution) -> Contribution:
 
 
 def spark_support(
-    paths: Sequence[str | Path], spec: pb.LdpSpec
+    paths: Sequence[str | Path], spec: ldp_collection.LdpSpec
 ) -> tuple[int, np.ndarray | tuple[float, float]]:
     """(n, support) for a frequency round, (n, (total, total_sq)) for a numeric one.
 
     Equals `Accumulator.partial` summed over the chunks in `paths` (files from `write_chunk`).
     Geo rounds keep their points and never spill.
     """
-    from leteo_fed.protocols import ldp_collection  # imports this module lazily
-
     if spec.mechanism == ldp_collection.GEO:
         raise ValueError("geo rounds keep their points; there is no support to compute")
     frequency = ldp_collection.is_frequency(spec.mechanism)
@@ -135,7 +132,11 @@ def spark_support(
         df = spark.read.schema(CHUNK_SCHEMA).parquet(*[str(p) for p in paths])
         result = df.rdd.mapPartitions(_partition_fn(oracle, d)).treeReduce(_add)
     n, support, total, total_sq = result
-    return (n, support) if frequency else (n, (total, total_sq))
+    if frequency:
+        if support is None:
+            raise ProtocolError("a frequency round's partitions returned no support")
+        return n, support
+    return n, (total, total_sq)
 
 
 def warm() -> None:

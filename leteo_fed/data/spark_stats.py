@@ -249,17 +249,17 @@ def _moments(
             raise DataError(f"column '{name}' is not numeric", field=name)
     labels = []
     for j, g in enumerate(groupings):
-        name = g.label_column
-        if name is None:
+        label = g.label_column
+        if label is None:
             continue
-        if name not in types:
-            raise DataError(f"label column '{name}' is not in '{path}'", field=name)
-        if isinstance(types[name], (ArrayType, MapType, StructType)):
+        if label not in types:
+            raise DataError(f"label column '{label}' is not in '{path}'", field=label)
+        if isinstance(types[label], (ArrayType, MapType, StructType)):
             raise DataError(
-                f"label column '{name}' has unsupported type {types[name].simpleString()}",
-                field=name,
+                f"label column '{label}' has unsupported type {types[label].simpleString()}",
+                field=label,
             )
-        labels.append(_label_string(_quote(name), types[name]).alias(f"l{j}"))
+        labels.append(_label_string(_quote(label), types[label]).alias(f"l{j}"))
     features = [_quote(c).cast("double").alias(f"c{i}") for i, c in enumerate(columns)]
     df = df.select(*features, *labels)
     _validate(df, columns, bound, groupings)

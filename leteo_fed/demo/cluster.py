@@ -230,8 +230,15 @@ class LocalCluster:
         role = "analyst"
         channel = self.tls(role, role).channel(self.addresses[name])
         try:
-            stubs = {"csp": pb_grpc.CryptoServiceProviderStub, "aggregator": pb_grpc.AggregatorStub}
-            stub = stubs.get(name, pb_grpc.OwnerAgentStub)(channel)
+            stub: (
+                pb_grpc.CryptoServiceProviderStub | pb_grpc.AggregatorStub | pb_grpc.OwnerAgentStub
+            )
+            if name == "csp":
+                stub = pb_grpc.CryptoServiceProviderStub(channel)
+            elif name == "aggregator":
+                stub = pb_grpc.AggregatorStub(channel)
+            else:
+                stub = pb_grpc.OwnerAgentStub(channel)
             stub.Health(pb.HealthRequest(), timeout=2)
             return True
         except grpc.RpcError:

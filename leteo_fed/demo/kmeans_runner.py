@@ -81,6 +81,8 @@ def initial_centers(
     if opts.init is not None:
         centers = km.load_centers(opts.init)
         return centers, {"source": "file", "path": str(opts.init)}
+    lo: float | list[float] | np.ndarray  # one bound for every feature, or one per feature
+    hi: float | list[float] | np.ndarray
     if opts.init_bounds is not None:
         lo, hi = opts.init_bounds
         how = "uniform in --init-bounds"
@@ -90,16 +92,17 @@ def initial_centers(
     else:
         # demo convenience only: the harness holds the pooled file anyway (for the centralized
         # reference). `leteo-fed kmeans` never reads data: it needs --init or --init-bounds.
-        lo, hi = np.nanmin(x, axis=0), np.nanmax(x, axis=0)
-        hi = np.where(hi > lo, hi, lo + 1.0)
+        x_lo, x_hi = np.nanmin(x, axis=0), np.nanmax(x, axis=0)
+        lo, hi = x_lo, np.where(x_hi > x_lo, x_hi, x_lo + 1.0)
         how = "uniform in the demo file's per-feature range (demo shortcut; pass --init-bounds)"
     if opts.epsilon is not None and opts.row_norm_bound is not None:
         c = opts.row_norm_bound  # DP jobs need |c_i| <= C
         lo, hi = np.clip(lo, -c, c), np.clip(hi, -c, c)
         hi = np.where(hi > lo, hi, np.minimum(lo + 1e-9, c))
-    centers = km.random_centers(k, lo, hi, d, opts.seed)
-    bounds = [np.broadcast_to(lo, (d,)).tolist(), np.broadcast_to(hi, (d,)).tolist()]
-    return centers, {"source": how, "seed": opts.seed, "bounds": bounds}
+    lower = np.broadcast_to(lo, (d,)).tolist()
+    upper = np.broadcast_to(hi, (d,)).tolist()
+    centers = km.random_centers(k, lower, upper, d, opts.seed)
+    return centers, {"source": how, "seed": opts.seed, "bounds": [lower, upper]}
 
 
 def run_kmeans_demo(opts: KmeansDemoOptions) -> dict:

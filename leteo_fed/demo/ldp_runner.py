@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from dataclasses import dataclass
@@ -20,7 +21,6 @@ from leteo_fed.demo.cluster import (
 from leteo_fed.demo.runner import Progress, analyst_session, natural_order, write_site_files
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
-from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import ldp_collection
 
 
@@ -47,23 +47,23 @@ def _column_values(table, column: str, frequency: bool):
     return sources.to_matrix(table, [column])[:, 0]
 
 
-def _request(opts: LdpOptions, values, frequency: bool) -> pb.LdpRequest:
-    request = pb.LdpRequest(
+def _request(opts: LdpOptions, values, frequency: bool) -> ldp_collection.LdpRequest:
+    request = ldp_collection.LdpRequest(
         column=opts.column,
         mechanism=opts.mechanism,
         epsilon=opts.epsilon,
         consistency=opts.consistency,
     )
     if frequency:
-        request.domain.extend(opts.domain or sorted(set(values), key=natural_order))
-    elif opts.bounds is None:
+        domain = tuple(opts.domain or sorted(set(values), key=natural_order))
+        return dataclasses.replace(request, domain=domain)
+    if opts.bounds is None:
         raise ConfigError(f"--bounds LO,HI is required for {opts.mechanism}", field="bounds")
-    else:
-        request.lower, request.upper = opts.bounds
-    return request
+    lower, upper = opts.bounds
+    return dataclasses.replace(request, lower=lower, upper=upper)
 
 
-def _truth(values, spec: pb.LdpSpec, frequency: bool) -> dict:
+def _truth(values, spec: ldp_collection.LdpSpec, frequency: bool) -> dict:
     if frequency:
         counts = {v: 0 for v in spec.domain}
         for v in values:

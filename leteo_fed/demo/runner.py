@@ -159,9 +159,13 @@ def run_demo(opts: DemoOptions) -> dict:
         raise DataError(f"{table.num_rows} rows cannot be split across {opts.owners} owners")
     groupings = []
     if discriminant_method:
-        for column in [label, opts.privacy_label_column][: 2 if opts.method == "mdr" else 1]:
-            classes = tuple(sorted(set(sources.label_strings(table, column)), key=natural_order))
-            groupings.append((column, classes))
+        for group_column in [label, opts.privacy_label_column][: 2 if opts.method == "mdr" else 1]:
+            if group_column is None:  # both were required above for the discriminant methods
+                raise ConfigError(f"a label column is required for --method {opts.method}")
+            classes = tuple(
+                sorted(set(sources.label_strings(table, group_column)), key=natural_order)
+            )
+            groupings.append((group_column, classes))
     default_k = (
         min(2, len(features)) if not discriminant_method else max(1, len(groupings[0][1]) - 1)
     )
@@ -294,7 +298,10 @@ def plot_projection(x: np.ndarray, result: dict, labels: list | None, path: Path
     ys = proj[:, 1] if proj.shape[1] > 1 else np.zeros(len(proj))
     groups = sorted(set(labels), key=str) if labels is not None else [None]
     for g in groups:
-        mask = np.ones(len(proj), bool) if g is None else np.array([lab == g for lab in labels])
+        if g is None or labels is None:  # labels is None only with the single group None
+            mask = np.ones(len(proj), bool)
+        else:
+            mask = np.array([lab == g for lab in labels])
         ax.scatter(proj[mask, 0], ys[mask], s=10, alpha=0.7, label=None if g is None else str(g))
     method = result.get("method", "pca").upper()
     evr = result.get("explained_variance_ratio")

@@ -116,7 +116,7 @@ def unpack(packed: Sequence[int], n_values: int, layout: SlotLayout) -> list[int
             f"{n_values} values need {layout.n_ciphertexts(n_values)} plaintexts, got {len(packed)}"
         )
     mask = (1 << width) - 1
-    out = []
+    out: list[int] = []
     for i, p in enumerate(packed):
         count = min(k, n_values - i * k)
         out.extend((p >> (j * width)) & mask for j in range(count))

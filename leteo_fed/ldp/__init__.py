@@ -2,8 +2,10 @@
 
 Owner agents call the client-side `perturb*` functions and send only the reports; the aggregator
 accumulates `support` (frequency) or `sums` (numeric) chunk by chunk and calls `estimate`.
-Every function takes an injected `np.random.Generator`. Formulas and the book errata avoided
-are documented in each module.
+Each mechanism is a class carrying its sampler, its estimator and its privacy map
+(`frequency.ORACLES`, `numeric.MECHANISMS`); `make_oracle` / `make_numeric` build them from a
+name. Every function takes an injected `np.random.Generator`. Formulas and the textbook
+pitfalls avoided are documented in each module.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
-"""Shared parameter checks for the LDP mechanisms (one message style, DataError with a field)."""
+"""Shared parameter checks for the LDP mechanisms (one message style, DataError with a field).
+
+Epsilon goes through the privacy layer's single check, with its one cap EPSILON_MAX (the LDP
+probabilities e^ε / (e^ε + d - 1) are computed in float64; see `leteo_fed.privacy.budget`).
+"""
 
 from __future__ import annotations
 
-import math
-
 from leteo_fed.errors import DataError
-
-EPSILON_MAX = 50.0  # e^50 ~ 5e21: still comfortably inside float64, and no real use goes higher
-
-
-def check_epsilon(epsilon: float) -> float:
-    """ε as a float, finite and in (0, EPSILON_MAX]; DataError(field="epsilon") otherwise."""
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise DataError(f"epsilon must be a number, got {epsilon!r}", field="epsilon") from None
-    if not (math.isfinite(eps) and 0.0 < eps <= EPSILON_MAX):
-        raise DataError(
-            f"epsilon must be finite in (0, {EPSILON_MAX:g}], got {epsilon!r}", field="epsilon"
-        )
-    return eps
+from leteo_fed.privacy.budget import EPSILON_MAX, check_epsilon
 
 
 def check_count(n: int, *, minimum: int, field: str = "n") -> int:
@@ -31,3 +19,6 @@ def check_count(n: int, *, minimum: int, field: str = "n") -> int:
     if not ok or int(n) < minimum:
         raise DataError(f"{field} must be an integer >= {minimum}, got {n!r}", field=field)
     return int(n)
+
+
+__all__ = ["EPSILON_MAX", "check_count", "check_epsilon"]

@@ -13,7 +13,7 @@ supports i with probability q*, independently across users. Hence
 (the second form is [n_i p*(1-p*) + (n-n_i) q*(1-q*)]/(p*-q*)^2). The reported standard error
 plugs in n_i := Ê_i clipped to [0, n]. Supports are additive, so chunked aggregation is exact.
 
-Mechanisms (book digest section 4.6; ERRATA 11-13 avoided, see each branch):
+Mechanisms (one class each; the textbook pitfalls avoided are noted at each class):
 
 =====  ======================  ================================  ===============================
 name   report                  p*                                q*
@@ -26,16 +26,21 @@ she    float64 (n, d)          (sum of coordinates; Var = 8n/ε²)
 olh    int64 (n, 2)            e^ε/(e^ε+g-1)                     ≈ 1/g (exact value below)
 =====  ======================  ================================  ===============================
 
-- GRR (= direct encoding / k-ary RR): the replacement is uniform over the d-1 OTHER values
-  (book Listing 4.7 draws randint(0, d-1), which can return the truth and never reports v-1:
-  ERRATA 11).
+- GRR (= direct encoding / k-ary RR): the replacement is uniform over the d-1 OTHER values.
+  A common textbook listing draws randint(0, d-1) for it, which can return the true value and
+  never reports v-1 (some outputs then have an infinite likelihood ratio); we draw an offset in
+  1..d-1.
 - THE: one-hot + Lap(2/ε) per coordinate, thresholded at θ ON THE CLIENT (post-processing of
-  SHE, so still ε-LDP). The book's code flips the exponent sign of p (ERRATA 12).
+  SHE, so still ε-LDP). A common textbook listing computes p with exp(+ε(1-θ)/2), the wrong
+  exponent sign: correct only at θ = 1, and p < 0 e.g. at θ = 0.5, ε = 5.
 - OLH: h(v) = ((a v + b) mod P) mod g with P = 2^31 - 1 (prime), a in [1, P-1], b in [0, P-1]
   (Carter-Wegman universal family), then GRR over [0, g) at ε. The report carries the seed
   encoding (a, b) (see `hash_params`). For u != v, (a u + b, a v + b) mod P is uniform over
   ordered pairs of distinct residues, so the collision probability c is computable exactly and
   q* = c p + (1 - c)(1 - p)/(g - 1), which is 1/g up to O(1/P); we use the exact value.
+
+Each oracle carries its privacy map (`privacy_map`): the per-record ε-LDP guarantee, computed
+from the probabilities its sampler actually uses.
 
 All randomness comes from an injected `np.random.Generator`; PCG64 is not a cryptographic
 generator and floating-point samplers are not exact (cf. Mironov 2012): fine for analytics,
@@ -46,14 +51,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
 from leteo_fed.errors import DataError
 from leteo_fed.ldp._checks import EPSILON_MAX, check_count, check_epsilon
-
-FREQUENCY_MECHANISMS: tuple[str, ...] = ("grr", "sue", "oue", "she", "the", "olh")
+from leteo_fed.privacy.budget import Budget
 
 HASH_PRIME = 2**31 - 1  # Mersenne prime; also the largest domain size OLH can hash injectively
 _SEED_SPACE = HASH_PRIME * (HASH_PRIME - 1)  # seed <-> (a, b): ~4.6e18 < 2^63
@@ -87,12 +92,15 @@ class FrequencyEstimate:
 class FrequencyOracle:
     """A configured frequency oracle: client-side `perturb`, server-side `support` + `estimate`.
 
-    Build with `make_oracle`, which validates the parameters and fills p and q (p*, q* in the
-    module docstring); constructing it directly skips those checks (the tests do so on purpose
-    to build a broken oracle). theta is set only for "the", g only for "olh".
+    One subclass per mechanism (`ORACLES`). Build with `make_oracle`, which validates the
+    parameters and fills p and q (p*, q* in the module docstring); constructing a subclass
+    directly skips those checks (the tests do so on purpose to build a broken oracle). theta is
+    set only for "the", g only for "olh".
     """
 
-    name: str
+    name: ClassVar[str] = ""
+    options: ClassVar[tuple[str, ...]] = ()  # the mechanism-specific keyword it accepts
+
     epsilon: float
     d: int
     p: float
@@ -100,40 +108,22 @@ class FrequencyOracle:
     theta: float | None = None
     g: int | None = None
 
+    @classmethod
+    def configure(cls, epsilon: float, d: int, **options: object) -> FrequencyOracle:
+        """p*, q* (and the mechanism's option) for an epsilon and d already validated."""
+        raise NotImplementedError
+
+    def privacy_map(self) -> Budget:
+        """The per-record ε-LDP guarantee (delta 0) of this oracle's sampler."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ client side
     def perturb(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Perturb integer codes in [0, d); one report row per value (see module table)."""
-        v = _as_codes(values, self.d)
-        n = v.shape[0]
-        if self.name == "grr":
-            keep = rng.random(n) < self.p
-            # uniform over the d-1 other values: offset in {1..d-1} (never 0, ERRATA 11)
-            other = (v + rng.integers(1, self.d, size=n)) % self.d
-            return np.where(keep, v, other).astype(np.int32)
-        if self.name in ("sue", "oue"):
-            # float32 uniforms are exact multiples of 2^-24, and p, q are too (see _unary_pq),
-            # so every bit is Bernoulli(q) exactly, then the true bit is redrawn as Bernoulli(p)
-            bits = (rng.random((n, self.d), dtype=np.float32) < np.float32(self.q)).view(np.uint8)
-            bits[np.arange(n), v] = rng.random(n, dtype=np.float32) < np.float32(self.p)
-            return bits
-        if self.name == "she":
-            return _onehot(v, self.d).astype(np.float64) + rng.laplace(
-                0.0, 2.0 / self.epsilon, size=(n, self.d)
-            )
-        if self.name == "the":
-            assert self.theta is not None
-            noisy = _onehot(v, self.d) + rng.laplace(0.0, 2.0 / self.epsilon, size=(n, self.d))
-            return (noisy > self.theta).astype(np.uint8)
-        # olh
-        assert self.g is not None
-        g = self.g
-        seeds = rng.integers(0, _SEED_SPACE, size=n, dtype=np.int64)
-        a, b = hash_params(seeds)
-        hv = ((a * v + b) % HASH_PRIME) % g
-        keep = rng.random(n) < self.p
-        other = (hv + rng.integers(1, g, size=n)) % g
-        y = np.where(keep, hv, other)
-        return np.stack([seeds, y], axis=1).astype(np.int64)
+        return self._perturb(_as_codes(values, self.d), rng)
+
+    def _perturb(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ server side
     def support(self, reports: np.ndarray) -> np.ndarray:
@@ -141,57 +131,19 @@ class FrequencyOracle:
 
         Reports come from other parties, so their shape, dtype and range are checked.
         """
-        r = np.asarray(reports)
-        d = self.d
-        if self.name == "grr":
-            if r.ndim != 1 or not _is_int(r):
-                raise DataError("GRR reports must be a 1-D integer array", field="reports")
-            if r.size and (r.min() < 0 or r.max() >= d):
-                raise DataError(f"GRR report outside [0, {d})", field="reports")
-            return np.bincount(r.astype(np.int64), minlength=d).astype(np.float64)
-        if self.name in ("sue", "oue", "the"):
-            if r.ndim != 2 or r.shape[1] != d or not (_is_int(r) or r.dtype == bool):
-                raise DataError(
-                    f"{self.name} reports must be an (n, {d}) bit array", field="reports"
-                )
-            if r.size and (r.min() < 0 or r.max() > 1):
-                raise DataError("bit reports must be 0 or 1", field="reports")
-            return r.sum(axis=0, dtype=np.int64).astype(np.float64)
-        if self.name == "she":
-            if r.ndim != 2 or r.shape[1] != d:
-                raise DataError(f"SHE reports must be an (n, {d}) array", field="reports")
-            r = r.astype(np.float64, copy=False)
-            if not np.all(np.isfinite(r)):
-                raise DataError("SHE reports must be finite", field="reports")
-            return r.sum(axis=0)
-        # olh
-        assert self.g is not None
-        if r.ndim != 2 or r.shape[1] != 2 or not _is_int(r):
-            raise DataError("OLH reports must be an (n, 2) integer array", field="reports")
-        r = r.astype(np.int64, copy=False)
-        seeds, y = r[:, 0], r[:, 1]
-        if r.size and (seeds.min() < 0 or seeds.max() >= _SEED_SPACE):
-            raise DataError("OLH report with an invalid hash seed", field="reports")
-        if r.size and (y.min() < 0 or y.max() >= self.g):
-            raise DataError(f"OLH report outside [0, {self.g})", field="reports")
-        counts = np.zeros(d, dtype=np.int64)
-        dom = np.arange(d, dtype=np.int64)
-        rows = max(1, _CHUNK_CELLS // d)
-        for start in range(0, r.shape[0], rows):  # blocks of rows, bounded memory
-            a, b = hash_params(seeds[start : start + rows])
-            h = ((a[:, None] * dom[None, :] + b[:, None]) % HASH_PRIME) % self.g
-            counts += (h == y[start : start + rows, None]).sum(axis=0)
-        return counts.astype(np.float64)
+        return self._support(np.asarray(reports))
+
+    def _support(self, r: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
     def estimate(self, support: np.ndarray, n: int) -> FrequencyEstimate:
         """Unbiased counts Ê_i = (c_i - n q)/(p - q) and their exact plug-in variance."""
         c = np.asarray(support, dtype=np.float64)
         if c.shape != (self.d,) or not np.all(np.isfinite(c)):
             raise DataError(f"support must be a finite array of shape ({self.d},)", field="support")
-        n = check_count(n, minimum=0)
-        if self.name == "she":
-            var = np.full(self.d, 8.0 * n / self.epsilon**2)
-            return FrequencyEstimate(c.copy(), var, np.sqrt(var), n, math.nan, math.nan)
+        return self._estimate(c, check_count(n, minimum=0))
+
+    def _estimate(self, c: np.ndarray, n: int) -> FrequencyEstimate:
         p, q = self.p, self.q
         counts = (c - n * q) / (p - q)
         nv = np.clip(counts, 0.0, float(n))
@@ -224,12 +176,255 @@ class FrequencyOracle:
         Drops the n_i (1-p*-q*)/(p*-q*) term of the exact variance (fair for rare values).
         The std of a frequency f̂ = Ê/n is then sqrt(this / n).
         """
-        if self.name == "she":
-            return 8.0 / self.epsilon**2
         return self.q * (1 - self.q) / (self.p - self.q) ** 2
 
 
+# ---------------------------------------------------------------------- the mechanisms
+
+
+class GRR(FrequencyOracle):
+    """Generalized randomized response: the true value w.p. p*, else a uniform OTHER value."""
+
+    name = "grr"
+
+    @classmethod
+    def configure(cls, epsilon: float, d: int) -> GRR:
+        e = math.exp(epsilon)
+        return cls(epsilon, d, e / (e + d - 1), 1 / (e + d - 1))
+
+    def privacy_map(self) -> Budget:
+        """log(p*/q*): the likelihood ratio of the most likely output (the true value)."""
+        return Budget(math.log(self.p / self.q))
+
+    def _perturb(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        n = v.shape[0]
+        keep = rng.random(n) < self.p
+        # uniform over the d-1 other values: an offset in 1..d-1, never 0 (randint(0, d-1)
+        # would sometimes "replace" v by itself and never report v-1)
+        other = (v + rng.integers(1, self.d, size=n)) % self.d
+        return np.where(keep, v, other).astype(np.int32)
+
+    def _support(self, r: np.ndarray) -> np.ndarray:
+        d = self.d
+        if r.ndim != 1 or not _is_int(r):
+            raise DataError("GRR reports must be a 1-D integer array", field="reports")
+        if r.size and (r.min() < 0 or r.max() >= d):
+            raise DataError(f"GRR report outside [0, {d})", field="reports")
+        return np.bincount(r.astype(np.int64), minlength=d).astype(np.float64)
+
+
+class _BitVectorOracle(FrequencyOracle):
+    """Oracles whose report is a d-bit vector; bit i supports value i."""
+
+    def _support(self, r: np.ndarray) -> np.ndarray:
+        d = self.d
+        if r.ndim != 2 or r.shape[1] != d or not (_is_int(r) or r.dtype == bool):
+            raise DataError(f"{self.name} reports must be an (n, {d}) bit array", field="reports")
+        if r.size and (r.min() < 0 or r.max() > 1):
+            raise DataError("bit reports must be 0 or 1", field="reports")
+        return r.sum(axis=0, dtype=np.int64).astype(np.float64)
+
+
+class _UnaryEncoding(_BitVectorOracle):
+    """One-hot encoding, every bit flipped independently: the true bit is 1 w.p. p*, every
+    other bit w.p. q*."""
+
+    def privacy_map(self) -> Budget:
+        """log(p*(1-q*) / ((1-p*) q*)): two inputs differ in two bits of the one-hot vector."""
+        return Budget(math.log(self.p * (1 - self.q) / ((1 - self.p) * self.q)))
+
+    def _perturb(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        n = v.shape[0]
+        # float32 uniforms are exact multiples of 2^-24, and p, q are too (see _unary_pq),
+        # so every bit is Bernoulli(q) exactly, then the true bit is redrawn as Bernoulli(p)
+        bits = (rng.random((n, self.d), dtype=np.float32) < np.float32(self.q)).view(np.uint8)
+        bits[np.arange(n), v] = rng.random(n, dtype=np.float32) < np.float32(self.p)
+        return bits
+
+
+class SUE(_UnaryEncoding):
+    """Symmetric unary encoding (basic RAPPOR): ε/2 per bit."""
+
+    name = "sue"
+
+    @classmethod
+    def configure(cls, epsilon: float, d: int) -> SUE:
+        h = math.exp(epsilon / 2)
+        return cls(epsilon, d, *_unary_pq(h / (h + 1), 1 / (h + 1)))
+
+
+class OUE(_UnaryEncoding):
+    """Optimized unary encoding: the true bit is kept at 1/2, other bits are 1 w.p. 1/(e^ε+1)."""
+
+    name = "oue"
+
+    @classmethod
+    def configure(cls, epsilon: float, d: int) -> OUE:
+        e = math.exp(epsilon)
+        return cls(epsilon, d, *_unary_pq(0.5, 1 / (e + 1)))
+
+
+class SHE(FrequencyOracle):
+    """Summation with histogram encoding: one-hot + Lap(2/ε) per coordinate, summed as is."""
+
+    name = "she"
+
+    @classmethod
+    def configure(cls, epsilon: float, d: int) -> SHE:
+        return cls(epsilon, d, math.nan, math.nan)
+
+    def privacy_map(self) -> Budget:
+        """ε: two one-hot vectors differ by 2 in L1, and the noise is Lap(2/ε)."""
+        return Budget(self.epsilon)
+
+    def _perturb(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        n = v.shape[0]
+        return _onehot(v, self.d).astype(np.float64) + rng.laplace(
+            0.0, 2.0 / self.epsilon, size=(n, self.d)
+        )
+
+    def _support(self, r: np.ndarray) -> np.ndarray:
+        d = self.d
+        if r.ndim != 2 or r.shape[1] != d:
+            raise DataError(f"SHE reports must be an (n, {d}) array", field="reports")
+        r = r.astype(np.float64, copy=False)
+        if not np.all(np.isfinite(r)):
+            raise DataError("SHE reports must be finite", field="reports")
+        return r.sum(axis=0)
+
+    def _estimate(self, c: np.ndarray, n: int) -> FrequencyEstimate:
+        var = np.full(self.d, 8.0 * n / self.epsilon**2)
+        return FrequencyEstimate(c.copy(), var, np.sqrt(var), n, math.nan, math.nan)
+
+    def theoretical_variance_per_user(self) -> float:
+        return 8.0 / self.epsilon**2
+
+
+class THE(_BitVectorOracle):
+    """Thresholded histogram encoding: SHE's noisy one-hot, thresholded at θ on the client."""
+
+    name = "the"
+    options = ("theta",)
+
+    @classmethod
+    def configure(cls, epsilon: float, d: int, theta: float | None = None) -> THE:
+        """θ defaults to the minimiser of Var*/n over (0.5, 1) (Wang et al. 2017 show the
+        optimum lies there; bounded scalar search, 0.75 if the search fails)."""
+        if theta is None:
+            th = optimal_theta(epsilon)
+        else:
+            th = float(theta)
+            if not (math.isfinite(th) and 0.0 < th < 1.0):
+                raise DataError(f"theta must be in (0, 1), got {theta!r}", field="theta")
+        p, q = the_pq(epsilon, th)
+        return cls(epsilon, d, p, q, theta=th)
+
+    def privacy_map(self) -> Budget:
+        """ε: thresholding is post-processing of SHE's Lap(2/ε) report."""
+        return Budget(self.epsilon)
+
+    def _perturb(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        assert self.theta is not None
+        n = v.shape[0]
+        noisy = _onehot(v, self.d) + rng.laplace(0.0, 2.0 / self.epsilon, size=(n, self.d))
+        return (noisy > self.theta).astype(np.uint8)
+
+
+class OLH(FrequencyOracle):
+    """Optimized local hashing: a random universal hash to [0, g), then GRR over [0, g)."""
+
+    name = "olh"
+    options = ("g",)
+
+    @classmethod
+    def configure(cls, epsilon: float, d: int, g: int | None = None) -> OLH:
+        """g defaults to round(e^ε) + 1 (the variance-optimal e^ε + 1, rounded), capped at
+        2^31 - 1."""
+        e = math.exp(epsilon)
+        if g is None:
+            gg = min(round(e) + 1, HASH_PRIME)
+        else:
+            if (
+                isinstance(g, bool)
+                or not isinstance(g, (int, np.integer))
+                or not 2 <= g <= HASH_PRIME
+            ):
+                raise DataError(f"g must be an integer in [2, {HASH_PRIME}], got {g!r}", field="g")
+            gg = int(g)
+        p = e / (e + gg - 1)
+        c = hash_collision_probability(gg)
+        q = c * p + (1 - c) * (1 - p) / (gg - 1)
+        return cls(epsilon, d, p, q, g=gg)
+
+    def privacy_map(self) -> Budget:
+        """log(p (g-1) / (1-p)): GRR over [0, g); the public hash seed does not depend on v."""
+        assert self.g is not None
+        return Budget(math.log(self.p * (self.g - 1) / (1 - self.p)))
+
+    def _perturb(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        assert self.g is not None
+        n, g = v.shape[0], self.g
+        seeds = rng.integers(0, _SEED_SPACE, size=n, dtype=np.int64)
+        a, b = hash_params(seeds)
+        hv = ((a * v + b) % HASH_PRIME) % g
+        keep = rng.random(n) < self.p
+        other = (hv + rng.integers(1, g, size=n)) % g
+        y = np.where(keep, hv, other)
+        return np.stack([seeds, y], axis=1).astype(np.int64)
+
+    def _support(self, r: np.ndarray) -> np.ndarray:
+        assert self.g is not None
+        d = self.d
+        if r.ndim != 2 or r.shape[1] != 2 or not _is_int(r):
+            raise DataError("OLH reports must be an (n, 2) integer array", field="reports")
+        r = r.astype(np.int64, copy=False)
+        seeds, y = r[:, 0], r[:, 1]
+        if r.size and (seeds.min() < 0 or seeds.max() >= _SEED_SPACE):
+            raise DataError("OLH report with an invalid hash seed", field="reports")
+        if r.size and (y.min() < 0 or y.max() >= self.g):
+            raise DataError(f"OLH report outside [0, {self.g})", field="reports")
+        counts = np.zeros(d, dtype=np.int64)
+        dom = np.arange(d, dtype=np.int64)
+        rows = max(1, _CHUNK_CELLS // d)
+        for start in range(0, r.shape[0], rows):  # blocks of rows, bounded memory
+            a, b = hash_params(seeds[start : start + rows])
+            h = ((a[:, None] * dom[None, :] + b[:, None]) % HASH_PRIME) % self.g
+            counts += (h == y[start : start + rows, None]).sum(axis=0)
+        return counts.astype(np.float64)
+
+
+ORACLES: dict[str, type[FrequencyOracle]] = {
+    cls.name: cls for cls in (GRR, SUE, OUE, SHE, THE, OLH)
+}
+FREQUENCY_MECHANISMS: tuple[str, ...] = tuple(ORACLES)
+
+
 # ---------------------------------------------------------------------- construction
+
+
+def make_oracle(
+    name: str, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
+) -> FrequencyOracle:
+    """Validate the parameters and build the named oracle (its class computes p*, q*).
+
+    theta applies to "the" only, g to "olh" only (defaults: see `THE.configure`,
+    `OLH.configure`).
+    """
+    cls = ORACLES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise DataError(
+            f"unknown frequency mechanism {name!r}; expected one of {FREQUENCY_MECHANISMS}",
+            field="mechanism",
+        )
+    eps = check_epsilon(epsilon)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 2 <= d <= _MAX_D:
+        raise DataError(f"domain size d must be an integer in [2, {_MAX_D}], got {d!r}", field="d")
+    options = {key: value for key, value in (("theta", theta), ("g", g)) if value is not None}
+    for key in options:
+        if key not in cls.options:
+            owner = next(c.name for c in ORACLES.values() if key in c.options)
+            raise DataError(f"{key} applies only to the {owner!r} mechanism", field=key)
+    return cls.configure(eps, int(d), **options)
 
 
 _GRID = 2**24  # resolution of float32 uniforms
@@ -249,64 +444,10 @@ def _unary_pq(p: float, q: float) -> tuple[float, float]:
     return p_grid, q_grid
 
 
-def make_oracle(
-    name: str, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
-) -> FrequencyOracle:
-    """Validate the parameters and compute p*, q*.
-
-    Defaults: THE θ = the minimiser of Var*/n over (0.5, 1) (Wang et al. 2017 show the optimum
-    lies there; bounded scalar search, falls back to 0.75 if the search fails); OLH
-    g = round(e^ε) + 1 (the variance-optimal e^ε + 1, rounded), capped at 2^31 - 1.
-    """
-    if name not in FREQUENCY_MECHANISMS:
-        raise DataError(
-            f"unknown frequency mechanism {name!r}; expected one of {FREQUENCY_MECHANISMS}",
-            field="mechanism",
-        )
-    eps = check_epsilon(epsilon)
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 2 <= d <= _MAX_D:
-        raise DataError(f"domain size d must be an integer in [2, {_MAX_D}], got {d!r}", field="d")
-    d = int(d)
-    if theta is not None and name != "the":
-        raise DataError("theta applies only to the 'the' mechanism", field="theta")
-    if g is not None and name != "olh":
-        raise DataError("g applies only to the 'olh' mechanism", field="g")
-    e = math.exp(eps)
-    if name == "grr":
-        return FrequencyOracle(name, eps, d, e / (e + d - 1), 1 / (e + d - 1))
-    if name == "sue":
-        h = math.exp(eps / 2)
-        return FrequencyOracle(name, eps, d, *_unary_pq(h / (h + 1), 1 / (h + 1)))
-    if name == "oue":
-        return FrequencyOracle(name, eps, d, *_unary_pq(0.5, 1 / (e + 1)))
-    if name == "she":
-        return FrequencyOracle(name, eps, d, math.nan, math.nan)
-    if name == "the":
-        if theta is None:
-            th = optimal_theta(eps)
-        else:
-            th = float(theta)
-            if not (math.isfinite(th) and 0.0 < th < 1.0):
-                raise DataError(f"theta must be in (0, 1), got {theta!r}", field="theta")
-        p, q = the_pq(eps, th)
-        return FrequencyOracle(name, eps, d, p, q, theta=th)
-    # olh
-    if g is None:
-        gg = min(round(e) + 1, HASH_PRIME)
-    else:
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 2 <= g <= HASH_PRIME:
-            raise DataError(f"g must be an integer in [2, {HASH_PRIME}], got {g!r}", field="g")
-        gg = int(g)
-    p = e / (e + gg - 1)
-    c = hash_collision_probability(gg)
-    q = c * p + (1 - c) * (1 - p) / (gg - 1)
-    return FrequencyOracle(name, eps, d, p, q, g=gg)
-
-
 def the_pq(epsilon: float, theta: float) -> tuple[float, float]:
     """THE support probabilities for θ in (0, 1): p = 1 - ½e^{-ε(1-θ)/2}, q = ½e^{-εθ/2}.
 
-    (Book code has exp(+ε(1-θ)/2), correct only at θ = 1: ERRATA 12.)
+    (A textbook listing has exp(+ε(1-θ)/2), which is correct only at θ = 1.)
     """
     return 1 - 0.5 * math.exp(-epsilon * (1 - theta) / 2), 0.5 * math.exp(-epsilon * theta / 2)
 
@@ -380,7 +521,14 @@ def _onehot(v: np.ndarray, d: int) -> np.ndarray:
 __all__ = [
     "EPSILON_MAX",
     "FREQUENCY_MECHANISMS",
+    "GRR",
     "HASH_PRIME",
+    "OLH",
+    "ORACLES",
+    "OUE",
+    "SHE",
+    "SUE",
+    "THE",
     "FrequencyEstimate",
     "FrequencyOracle",
     "hash_collision_probability",

@@ -4,7 +4,8 @@ Why
 ---
 Andrés et al. (CCS 2013) "geo-indistinguishability": a mechanism K is ε·d-geo-indistinguishable
 if Pr[K(x) ∈ S] <= e^{ε ||x - x'||} Pr[K(x') ∈ S] for all x, x', S. ε is a rate PER UNIT OF
-DISTANCE (ε = l / r: privacy level l within radius r), so it has no upper limit here; the
+DISTANCE (ε = l / r: privacy level l within radius r), so the one ε cap of single releases
+does not apply (`check_epsilon(..., capped=False)`): a rate of 100 per km is 0.1 per metre. The
 guarantee degrades with distance, unlike ε-LDP over a finite domain.
 
 The m-dimensional Laplace density D(z | x) = c_{ε,m} exp(-ε ||z - x||) gives it directly:
@@ -33,12 +34,13 @@ import numpy as np
 from scipy.special import lambertw
 
 from leteo_fed.errors import DataError
+from leteo_fed.privacy.budget import check_epsilon
 
 
 def planar_laplace(points: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """ε·d-geo-indistinguishable 2-D points via the polar method with Lambert W_{-1}."""
     x = _check_points(points, m=2)
-    eps = _check_rate(epsilon)
+    eps = check_epsilon(epsilon, capped=False)
     n = x.shape[0]
     theta = rng.uniform(0.0, 2.0 * math.pi, size=n)
     p = rng.random(n)
@@ -50,7 +52,7 @@ def planar_laplace(points: np.ndarray, epsilon: float, rng: np.random.Generator)
 def nd_laplace(points: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """ε·d-geo-indistinguishable m-D points: radius ~ Gamma(m, 1/ε), uniform direction."""
     x = _check_points(points)
-    eps = _check_rate(epsilon)
+    eps = check_epsilon(epsilon, capped=False)
     n, m = x.shape
     r = rng.gamma(shape=m, scale=1.0 / eps, size=n)
     return x + r[:, None] * _unit_directions(n, m, rng)
@@ -87,7 +89,7 @@ def resample_in_box(
     1e-300 once P_x(B) >= 0.07) are clipped instead; that event adds its probability as a δ.
     """
     x = _check_points(points)
-    eps = _check_rate(epsilon)
+    eps = check_epsilon(epsilon, capped=False)
     lo_a, hi_a = _check_box(lo, hi, x.shape[1])
     outside_in = np.any((x < lo_a) | (x > hi_a), axis=1)
     if outside_in.any():
@@ -129,16 +131,6 @@ def _check_points(points: np.ndarray, m: int | None = None) -> np.ndarray:
     if bad.any():
         raise DataError(f"{int(bad.sum())} points have NaN or infinite coordinates", field="points")
     return x
-
-
-def _check_rate(epsilon: float) -> float:
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise DataError(f"epsilon must be a number, got {epsilon!r}", field="epsilon") from None
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise DataError(f"epsilon must be finite and > 0, got {epsilon!r}", field="epsilon")
-    return eps
 
 
 def _check_box(

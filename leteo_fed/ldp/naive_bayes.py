@@ -1,4 +1,4 @@
-"""Naive Bayes on categorical data under local DP (Yilmaz, Al-Rubaie, Chang, DSAA 2020; book §5.3).
+"""Naive Bayes on categorical data under local DP (Yilmaz, Al-Rubaie, Chang, DSAA 2020).
 
 Protocol
 --------
@@ -23,7 +23,8 @@ Server side
 For each type t with n_t reports the oracle gives unbiased counts Ê_t (``FrequencyOracle``).
 They are scaled by the group's sampling fraction, Ê_t * N / n_t with N = Σ_t n_t, so every
 type estimates population counts; then, as post-processing (no privacy cost, but biased), counts
-below ``floor`` (default 1, the book's "negative estimates are set to 1") are raised to it:
+below ``floor`` (default 1: negative estimates are set to 1, the usual textbook smoothing) are
+raised to it:
 
     P(C = j)          = Ẽ_j / Σ_h Ẽ_h                (prior group)
     P(F_i = x | C = j) = Ẽ_{x k + j} / Σ_h Ẽ_{h k + j}  (feature-i group)

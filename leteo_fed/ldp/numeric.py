@@ -1,4 +1,4 @@
-"""Local-DP mean estimation for values in [-1, 1] (book digest section 5, ERRATA 14-16 avoided).
+"""Local-DP mean estimation for values in [-1, 1], one class per mechanism.
 
 Why this shape
 --------------
@@ -14,7 +14,8 @@ the running sums Σt* and Σt*² (`NumericMechanism.sums`, additive over chunks)
 - pm:      piecewise (Wang et al. ICDE 2019), C = (e^{ε/2}+1)/(e^{ε/2}-1),
            l(t) = (C+1)t/2 - (C-1)/2, r(t) = l(t) + C - 1;
            w.p. e^{ε/2}/(e^{ε/2}+1) uniform on [l, r], else uniform on [-C, l) ∪ (r, C]
-           (tails chosen proportionally to their lengths, NOT 50/50: ERRATA 15)
+           (tails chosen proportionally to their lengths, NOT 50/50: a 50/50 choice, as in a
+           common textbook listing, biases the mean, e.g. to 1.65 at ε = 1, t = 0.8)
                                                           Var = t²/(e^{ε/2}-1) + (e^{ε/2}+3)/(3(e^{ε/2}-1)²)
 - hm:      hybrid: for ε > ε* = 0.61, PM w.p. α = 1 - e^{-ε/2}, else Duchi; Duchi only below ε*
                                                           Var = α Var_PM(t) + (1-α) Var_Duchi(t)
@@ -24,9 +25,14 @@ Multi-dimensional records t in [-1, 1]^d (`perturb_multi`):
 
 - laplace: Lap(2d/ε) per coordinate (L1 range of a record is 2d).
 - duchi:   Duchi et al.'s d-dimensional mechanism with ties (t*·v = 0, even d only) in BOTH T+
-           and T- (ERRATA 14); every coordinate of the report is ±B_d.
-- pm, hm:  k = max(1, min(d, floor(ε/2.5))) attributes sampled WITHOUT replacement (ERRATA 16),
-           each perturbed with the 1-D mechanism at ε/k and scaled by d/k; others report 0.
+           and T-; a common textbook listing uses a strict ">" for T+, which sends every tie to
+           T- and biases the estimate for even d. Every coordinate of the report is ±B_d.
+- pm, hm:  k = max(1, min(d, floor(ε/2.5))) attributes sampled WITHOUT replacement (sampling
+           with replacement can pick an attribute twice, which breaks the d/k scaling that makes
+           the report unbiased), each perturbed with the 1-D mechanism at ε/k and scaled by d/k;
+           others report 0.
+
+Each mechanism carries its privacy map (`privacy_map`): the per-record ε-LDP guarantee.
 
 Standard errors: `estimate` reports the EMPIRICAL variance of the reports over n. Reports are
 independent but not identically distributed (their variance depends on t_i); the sample variance
@@ -39,13 +45,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
 from leteo_fed.errors import DataError
 from leteo_fed.ldp._checks import check_count, check_epsilon
-
-NUMERIC_MECHANISMS: tuple[str, ...] = ("laplace", "duchi", "pm", "hm")
+from leteo_fed.privacy.budget import Budget
 
 HM_EPSILON_STAR = 0.61  # Wang et al. ICDE 2019: below it HM is pure Duchi
 
@@ -79,22 +85,45 @@ class MeanEstimate:
 
 @dataclass(frozen=True)
 class NumericMechanism:
-    """A configured numeric mechanism; build with `make_numeric`."""
+    """A configured numeric mechanism; one subclass per mechanism (`MECHANISMS`), built with
+    `make_numeric`."""
 
-    name: str
+    name: ClassVar[str] = ""
+    samples_attributes: ClassVar[bool] = False  # pm/hm: k of d attributes per record
+
     epsilon: float
 
+    def privacy_map(self) -> Budget:
+        """The per-record ε-LDP guarantee (delta 0), for 1-D values and for d-dim records."""
+        return Budget(self.epsilon)
+
+    # ------------------------------------------------------------------ client side
     def perturb(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One unbiased report per value of t (shape (n,), values in [-1, 1])."""
         x = _check_unit(t, ndim=1)
-        return _perturb_1d(self.name, self.epsilon, x, rng)
+        return self._perturb_1d(x, self.epsilon, rng)
 
     def perturb_multi(
         self, t: np.ndarray, rng: np.random.Generator, *, k: int | None = None
     ) -> np.ndarray:
-        """Reports for (n, d) records; column means are unbiased. See `perturb_multi`."""
-        return perturb_multi(t, self.epsilon, self.name, rng, k=k)
+        """ε-LDP reports for records t of shape (n, d) in [-1, 1]^d; unbiased column means.
 
+        k (pm/hm only): sampled attributes per user, default max(1, min(d, floor(ε/2.5))).
+        """
+        x = _check_unit(t, ndim=2)
+        d, kk = self._dims(x.shape[1], k)
+        return self._perturb_records(x, d, kk, rng)
+
+    def _perturb_1d(self, t: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        """The 1-D sampler at budget eps (pm/hm call it at ε/k for sampled attributes)."""
+        raise NotImplementedError
+
+    def _perturb_records(
+        self, x: np.ndarray, d: int, k: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ server side
     @staticmethod
     def sums(reports: np.ndarray) -> tuple[np.ndarray | float, np.ndarray | float]:
         """(Σ reports, Σ reports²) over rows: what the aggregator accumulates chunk by chunk."""
@@ -132,35 +161,140 @@ class NumericMechanism:
             return MeanEstimate(float(mean), float(var), float(np.sqrt(var)), float(worst), n)
         return MeanEstimate(mean, var, np.sqrt(var), np.full(s1.shape, worst), n)
 
+    # ------------------------------------------------------------------ closed forms
     def report_variance(
         self, t: float | np.ndarray, *, d: int = 1, k: int | None = None
     ) -> float | np.ndarray:
         """Closed-form variance of one report coordinate at input t (d > 1: `perturb_multi`)."""
         t2 = np.square(np.asarray(t, dtype=np.float64))
-        d, k = _check_dims(self.name, self.epsilon, d, k)
-        if self.name == "laplace":
-            v = np.full_like(t2, 8.0 * d * d / self.epsilon**2)
-        elif self.name == "duchi":
-            b = duchi_multi_bound(self.epsilon, d)
-            v = b * b - t2
-        else:  # pm / hm with sampling: E[x²] = (k/d)(d/k)² (Var1(t) + t²)
-            v1 = _var_1d(self.name, self.epsilon / k, t2)
-            v = (d / k) * (v1 + t2) - t2
+        d, k = self._dims(d, k)
+        v = self._report_variance(t2, d, k)
         return float(v) if v.ndim == 0 else v
+
+    def _report_variance(self, t2: np.ndarray, d: int, k: int) -> np.ndarray:
+        raise NotImplementedError
 
     def worst_case_variance(self, *, d: int = 1, k: int | None = None) -> float:
         """max over t in [-1, 1] of `report_variance` (it is linear in t², so t ∈ {0, 1})."""
         return float(max(self.report_variance(0.0, d=d, k=k), self.report_variance(1.0, d=d, k=k)))
 
+    def _dims(self, d: int, k: int | None) -> tuple[int, int]:
+        if isinstance(d, bool) or int(d) != d or d < 1:
+            raise DataError(f"d must be a positive integer, got {d!r}", field="d")
+        d = int(d)
+        if not self.samples_attributes:
+            if k is not None:
+                raise DataError("k (sampled attributes) applies only to pm and hm", field="k")
+            return d, d
+        if k is None:
+            return d, default_k(self.epsilon, d)
+        if isinstance(k, bool) or int(k) != k or not 1 <= k <= d:
+            raise DataError(f"k must be an integer in [1, {d}], got {k!r}", field="k")
+        return d, int(k)
+
+
+class Laplace(NumericMechanism):
+    """t + Lap(2/ε): the range of [-1, 1] is 2 (2d in L1 for a d-dim record)."""
+
+    name = "laplace"
+
+    def _perturb_1d(self, t: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        return t + rng.laplace(0.0, 2.0 / eps, size=t.shape)
+
+    def _perturb_records(
+        self, x: np.ndarray, d: int, k: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        return x + rng.laplace(0.0, 2.0 * d / self.epsilon, size=x.shape)
+
+    def _report_variance(self, t2: np.ndarray, d: int, k: int) -> np.ndarray:
+        return np.full_like(t2, 8.0 * d * d / self.epsilon**2)
+
+
+class Duchi(NumericMechanism):
+    """Duchi et al.: two outputs ±B, the sign biased towards t."""
+
+    name = "duchi"
+
+    def _perturb_1d(self, t: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        return _duchi_1d(t, eps, rng)
+
+    def _perturb_records(
+        self, x: np.ndarray, d: int, k: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        return _duchi_multi(x, self.epsilon, rng)
+
+    def _report_variance(self, t2: np.ndarray, d: int, k: int) -> np.ndarray:
+        b = duchi_multi_bound(self.epsilon, d)
+        return b * b - t2
+
+
+class _SampledAttributes(NumericMechanism):
+    """pm / hm on records: k distinct attributes per row at ε/k each, scaled by d/k."""
+
+    samples_attributes = True
+
+    def _var_1d(self, eps: float, t2: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _perturb_records(
+        self, x: np.ndarray, d: int, k: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        n = x.shape[0]
+        # k distinct attributes per row (ranks of iid uniforms = a uniform permutation)
+        chosen = _rank_rows(rng.random((n, d))) < k
+        out = np.zeros_like(x)
+        out[chosen] = (d / k) * self._perturb_1d(x[chosen], self.epsilon / k, rng)
+        return out
+
+    def _report_variance(self, t2: np.ndarray, d: int, k: int) -> np.ndarray:
+        # with sampling: E[x²] = (k/d)(d/k)² (Var1(t) + t²)
+        v1 = self._var_1d(self.epsilon / k, t2)
+        return (d / k) * (v1 + t2) - t2
+
+
+class Piecewise(_SampledAttributes):
+    """The piecewise mechanism (Wang et al. ICDE 2019): output in [-C, C], a likely band near t."""
+
+    name = "pm"
+
+    def _perturb_1d(self, t: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        return _pm_1d(t, eps, rng)
+
+    def _var_1d(self, eps: float, t2: np.ndarray) -> np.ndarray:
+        return _pm_var(eps, t2)
+
+
+class Hybrid(_SampledAttributes):
+    """The hybrid mechanism: piecewise w.p. α = 1 - e^{-ε/2} above ε* = 0.61, else Duchi."""
+
+    name = "hm"
+
+    def _perturb_1d(self, t: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        # the mixture choice is independent of t, so each branch keeps its ε guarantee
+        alpha = _hm_alpha(eps)
+        use_pm = rng.random(t.shape) < alpha
+        return np.where(use_pm, _pm_1d(t, eps, rng), _duchi_1d(t, eps, rng))
+
+    def _var_1d(self, eps: float, t2: np.ndarray) -> np.ndarray:
+        alpha = _hm_alpha(eps)
+        return alpha * _pm_var(eps, t2) + (1 - alpha) * _duchi_var(eps, t2)
+
+
+MECHANISMS: dict[str, type[NumericMechanism]] = {
+    cls.name: cls for cls in (Laplace, Duchi, Piecewise, Hybrid)
+}
+NUMERIC_MECHANISMS: tuple[str, ...] = tuple(MECHANISMS)
+
 
 def make_numeric(name: str, epsilon: float) -> NumericMechanism:
-    """Validate name (NUMERIC_MECHANISMS) and ε (finite, in (0, 50])."""
-    if name not in NUMERIC_MECHANISMS:
+    """Validate name (NUMERIC_MECHANISMS) and ε (finite, in (0, EPSILON_MAX])."""
+    cls = MECHANISMS.get(name) if isinstance(name, str) else None
+    if cls is None:
         raise DataError(
             f"unknown numeric mechanism {name!r}; expected one of {NUMERIC_MECHANISMS}",
             field="mechanism",
         )
-    return NumericMechanism(name, check_epsilon(epsilon))
+    return cls(check_epsilon(epsilon))
 
 
 def perturb_multi(
@@ -175,20 +309,7 @@ def perturb_multi(
 
     k (pm/hm only): sampled attributes per user, default max(1, min(d, floor(ε/2.5))).
     """
-    mech = make_numeric(mechanism, epsilon)
-    x = _check_unit(t, ndim=2)
-    n, d = x.shape
-    d, kk = _check_dims(mech.name, mech.epsilon, d, k)
-    eps = mech.epsilon
-    if mech.name == "laplace":
-        return x + rng.laplace(0.0, 2.0 * d / eps, size=x.shape)
-    if mech.name == "duchi":
-        return _duchi_multi(x, eps, rng)
-    # pm / hm: k distinct attributes per row (ranks of iid uniforms = a uniform permutation)
-    chosen = _rank_rows(rng.random((n, d))) < kk
-    out = np.zeros_like(x)
-    out[chosen] = (d / kk) * _perturb_1d(mech.name, eps / kk, x[chosen], rng)
-    return out
+    return make_numeric(mechanism, epsilon).perturb_multi(t, rng, k=k)
 
 
 def default_k(epsilon: float, d: int) -> int:
@@ -240,19 +361,6 @@ def from_unit(mu: float | np.ndarray, lo: float, hi: float) -> float | np.ndarra
 
 
 # ---------------------------------------------------------------------- samplers
-
-
-def _perturb_1d(name: str, eps: float, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    if name == "laplace":
-        return t + rng.laplace(0.0, 2.0 / eps, size=t.shape)
-    if name == "duchi":
-        return _duchi_1d(t, eps, rng)
-    if name == "pm":
-        return _pm_1d(t, eps, rng)
-    # hm: the mixture choice is independent of t, so each branch keeps its ε guarantee
-    alpha = _hm_alpha(eps)
-    use_pm = rng.random(t.shape) < alpha
-    return np.where(use_pm, _pm_1d(t, eps, rng), _duchi_1d(t, eps, rng))
 
 
 def _duchi_1d(t: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
@@ -311,18 +419,14 @@ def _hm_alpha(eps: float) -> float:
     return 1.0 - math.exp(-eps / 2) if eps > HM_EPSILON_STAR else 0.0
 
 
-def _var_1d(name: str, eps: float, t2: np.ndarray) -> np.ndarray:
-    e, h = math.exp(eps), math.exp(eps / 2)
-    duchi = ((e + 1) / (e - 1)) ** 2 - t2
-    pm = t2 / (h - 1) + (h + 3) / (3 * (h - 1) ** 2)
-    if name == "laplace":
-        return np.full_like(t2, 8.0 / eps**2)
-    if name == "duchi":
-        return duchi
-    if name == "pm":
-        return pm
-    alpha = _hm_alpha(eps)
-    return alpha * pm + (1 - alpha) * duchi
+def _duchi_var(eps: float, t2: np.ndarray) -> np.ndarray:
+    e = math.exp(eps)
+    return ((e + 1) / (e - 1)) ** 2 - t2
+
+
+def _pm_var(eps: float, t2: np.ndarray) -> np.ndarray:
+    h = math.exp(eps / 2)
+    return t2 / (h - 1) + (h + 3) / (3 * (h - 1) ** 2)
 
 
 # ---------------------------------------------------------------------- validation
@@ -341,21 +445,6 @@ def _check_unit(t: np.ndarray, *, ndim: int) -> np.ndarray:
     return x
 
 
-def _check_dims(name: str, eps: float, d: int, k: int | None) -> tuple[int, int]:
-    if isinstance(d, bool) or int(d) != d or d < 1:
-        raise DataError(f"d must be a positive integer, got {d!r}", field="d")
-    d = int(d)
-    if name not in ("pm", "hm"):
-        if k is not None:
-            raise DataError("k (sampled attributes) applies only to pm and hm", field="k")
-        return d, d
-    if k is None:
-        return d, default_k(eps, d)
-    if isinstance(k, bool) or int(k) != k or not 1 <= k <= d:
-        raise DataError(f"k must be an integer in [1, {d}], got {k!r}", field="k")
-    return d, int(k)
-
-
 def _check_bounds(lo: float, hi: float) -> float:
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise DataError(f"bounds must be finite with lo < hi, got [{lo!r}, {hi!r}]", field="bounds")
@@ -364,9 +453,14 @@ def _check_bounds(lo: float, hi: float) -> float:
 
 __all__ = [
     "HM_EPSILON_STAR",
+    "MECHANISMS",
     "NUMERIC_MECHANISMS",
+    "Duchi",
+    "Hybrid",
+    "Laplace",
     "MeanEstimate",
     "NumericMechanism",
+    "Piecewise",
     "default_k",
     "duchi_multi_bound",
     "from_unit",

@@ -1,8 +1,15 @@
-"""Differential-privacy building blocks: the per-owner budget ledger and distributed noise."""
+"""Differential-privacy building blocks: budgets, mechanisms with their privacy maps, the
+owner-side release check, the per-owner budget ledger and distributed noise.
+
+The layer sits below the protocols: it imports only numpy/scipy, `leteo_fed.errors`,
+`leteo_fed.fileio` and itself. Only the light budget module is imported here, so that importing
+`leteo_fed.privacy` (e.g. from a Spark executor running an LDP oracle) does not load scipy.
+"""
 
 from __future__ import annotations
 
 from leteo_fed.errors import LeteoError
+from leteo_fed.privacy.budget import EPSILON_MAX, Balance, Budget, check_delta, check_epsilon
 
 
 class BudgetExceeded(LeteoError):
@@ -12,4 +19,4 @@ class BudgetExceeded(LeteoError):
     """
 
 
-__all__ = ["BudgetExceeded"]
+__all__ = ["EPSILON_MAX", "Balance", "Budget", "BudgetExceeded", "check_delta", "check_epsilon"]

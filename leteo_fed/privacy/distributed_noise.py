@@ -1,139 +1,42 @@
-"""Distributed integer noise for (epsilon, delta)-DP aggregates: the Skellam mechanism (SPEC P5).
+"""Distributed integer noise for (epsilon, delta)-DP aggregates: owners' Skellam shares.
 
-Mechanism
----------
-Skellam(mu) := Poisson(mu) - Poisson(mu), two independent Poisson variables of rate mu; mean 0,
-variance 2 mu (this is Sk_{mu,mu} in Agarwal, Kairouz and Liu, "The Skellam Mechanism for
-Differentially Private Federated Learning", NeurIPS 2021, arXiv:2110.04995). Sums of independent
-Skellams are Skellam with the rates added, so if every owner adds Skellam(mu / n_min) to every
-integer coordinate of its share, where n_min is the round's quorum, the aggregate of n >= n_min
-shares carries exactly Skellam(mu * n / n_min) noise: at least the calibrated mu, never less.
-No party sees the un-noised aggregate: the aggregator only holds ciphertexts and the CSP only
-masked plaintexts (SPEC section 2). A round with fewer than n_min shares must not be released
-(`effective_mu` refuses it).
+Every owner adds Skellam(mu / n_min) to every integer coordinate of its share, where n_min is the
+round's quorum (`owner_noise`). Sums of independent Skellams are Skellam with the rates added,
+so the aggregate of n >= n_min shares carries exactly Skellam(mu * n / n_min) noise: at least the
+calibrated mu, never less. No party sees the un-noised aggregate: the aggregator only holds
+ciphertexts and the CSP only masked plaintexts (docs/dp-release.md). A round with fewer than
+n_min shares must not be released (`effective_mu` refuses it).
 
-Privacy accounting (all quantities in INTEGER units of the encoded share)
------------------------------------------------------------------------
-Neighbouring datasets differ by adding or removing one row; Delta1, Delta2 are the L1 and L2
-sensitivities of the integer share vector (`sensitivities_for_scatter`).
-
-1. Renyi DP of the multi-dimensional Skellam mechanism, Agarwal-Kairouz-Liu 2021, section 3
-   (cited as Corollary 3.6 by public implementations; the theorem number was not checked against
-   the paper's text here, the formula was checked against two independent public accounting
-   implementations), for integer orders alpha > 1, noise Skellam(mu) per coordinate (var 2 mu):
-
-       eps_RDP(alpha) <= alpha Delta2^2 / (4 mu)
-                         + min( ((2 alpha - 1) Delta2^2 + 6 Delta1) / (16 mu^2),  3 Delta1 / (4 mu) )
-
-   The paper writes it for variance mu_paper = 2 mu as alpha D2^2/(2 mu_paper) + min(((2 alpha-1)
-   D2^2 + 6 D1)/(4 mu_paper^2), 3 D1/(2 mu_paper)); Google's distributed-DP accounting code uses
-   that form with "central_var". The first term is exactly the RDP of the Gaussian mechanism with
-   sigma^2 = 2 mu, the second a correction that vanishes like 1/mu^2 relative to it. We only use
-   integer alpha (the paper's accounting code does the same). tests/test_distributed_noise.py
-   checks the bound against the exactly computed Renyi divergence of shifted 1-D Skellams.
-
-2. Composition: RDP adds over releases (`compositions` multiplies eps_RDP).
-
-3. RDP -> (eps, delta), at the best alpha on the grid `DEFAULT_ALPHAS`:
-   - "standard" (Mironov, "Renyi Differential Privacy", CSF 2017, Prop. 3):
-         eps = eps_RDP(alpha) + log(1/delta) / (alpha - 1)
-   - "improved" (default; Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential
-     Privacy", NeurIPS 2020, Prop. 12; equivalently Balle et al., "Hypothesis testing
-     interpretations and Renyi DP", AISTATS 2020, Thm. 21; the form used by TF-Privacy/Opacus):
-         eps = eps_RDP(alpha) + log(1/delta)/(alpha - 1) + log(1 - 1/alpha) - log(alpha)/(alpha - 1)
-     which is never larger than the standard one (both extra terms are negative).
-
-Implementation caveats (documented, not hidden)
------------------------------------------------
-- Sampling uses numpy's Generator (PCG64) seeded with 128 bits from `secrets`, and numpy's
-  Poisson sampler (floating-point rejection sampling). PCG64 is not a cryptographic generator and
-  the sampler is not an exact-arithmetic one (cf. Mironov 2012 on floating-point attacks on the
-  Laplace mechanism); each owner's noise is, however, only ever seen inside the encrypted and
-  masked aggregate, summed with the other owners' noise.
-- Noise is unbounded: `skellam_magnitude_bound` gives a bound that holds except with a stated
-  probability, for the wrap-around checks of the Paillier encoding.
+The mechanism, its privacy map (Agarwal-Kairouz-Liu RDP bound and RDP -> (epsilon, delta)
+conversion), its calibration, sampler and magnitude bound live in
+`leteo_fed.privacy.mechanisms` (`Skellam`, `Gaussian`, `rdp_to_dp`); the functions here are the
+protocol's entry points over them, in integer units of the encoded share, plus the clipping and
+the sensitivities of the moments share.
 """
 
 from __future__ import annotations
 
 import math
-import secrets
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from leteo_fed.errors import ConfigError, DataError, ProtocolError
-
-# Integer Renyi orders: every integer 2..128, then a geometric grid up to 10^6 (large orders
-# matter only for very small epsilon or delta).
-DEFAULT_ALPHAS: np.ndarray = np.unique(
-    np.concatenate([np.arange(2, 129), np.rint(np.geomspace(128, 1e6, 240))])
-).astype(np.float64)
-
-CONVERSIONS = ("improved", "standard")
-
-# numpy's Poisson sampler refuses rates above about 9.2e18.
-_MAX_POISSON_RATE = 1e18
-
-
-class Sensitivity(NamedTuple):
-    """L1 and L2 sensitivity of an integer share vector under add/remove-one-row."""
-
-    l1: float
-    l2: float
-
-
-# --------------------------------------------------------------------------------------------
-# parameter checks
-
-
-def _positive_finite(value: float, field: str) -> float:
-    if isinstance(value, bool):
-        raise ConfigError(f"{field} must be a number, got {value!r}", field=field)
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{field} must be a number, got {value!r}", field=field) from None
-    if not math.isfinite(v) or v <= 0:
-        raise ConfigError(f"{field} must be finite and > 0, got {value!r}", field=field)
-    return v
-
-
-def _delta_open(delta: float, field: str = "delta") -> float:
-    if isinstance(delta, bool):
-        raise ConfigError(f"{field} must be a number, got {delta!r}", field=field)
-    try:
-        v = float(delta)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{field} must be a number, got {delta!r}", field=field) from None
-    if not (0.0 < v < 1.0):
-        raise ConfigError(f"{field} must be in (0, 1), got {delta!r}", field=field)
-    return v
-
-
-def _positive_int(value: int, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigError(f"{field} must be an integer >= 1, got {value!r}", field=field)
-    return int(value)
-
-
-def _check_method(method: str) -> None:
-    if method not in CONVERSIONS:
-        raise ConfigError(
-            f"unknown RDP conversion {method!r}; expected one of {CONVERSIONS}", field="method"
-        )
-
+from leteo_fed.privacy.budget import Budget
+from leteo_fed.privacy.mechanisms import (
+    CONVERSIONS,
+    DEFAULT_ALPHAS,
+    Gaussian,
+    Sensitivity,
+    Skellam,
+    new_rng,
+    rdp_to_dp,
+)
+from leteo_fed.privacy.mechanisms._params import positive_finite as _positive_finite
+from leteo_fed.privacy.mechanisms._params import positive_int as _positive_int
 
 # --------------------------------------------------------------------------------------------
 # sampling
-
-
-def new_rng() -> np.random.Generator:
-    """A numpy Generator seeded with 128 bits from the OS's cryptographic source."""
-    return np.random.default_rng(secrets.randbits(128))
 
 
 def sample_skellam(
@@ -144,21 +47,7 @@ def sample_skellam(
     Returns int64. mu == 0 gives zeros. `rng` defaults to a freshly, cryptographically seeded
     generator (`new_rng`); pass one only for reproducible tests.
     """
-    if isinstance(mu, bool):
-        raise ConfigError(f"mu must be a number, got {mu!r}", field="mu")
-    mu = float(mu)
-    if not math.isfinite(mu) or mu < 0:
-        raise ConfigError(f"mu must be finite and >= 0, got {mu!r}", field="mu")
-    if mu > _MAX_POISSON_RATE:
-        raise ConfigError(
-            f"mu={mu:g} exceeds the Poisson sampler's range ({_MAX_POISSON_RATE:g})", field="mu"
-        )
-    rng = new_rng() if rng is None else rng
-    if mu == 0:
-        return np.zeros(size, dtype=np.int64)
-    a = rng.poisson(mu, size=size).astype(np.int64)
-    b = rng.poisson(mu, size=size).astype(np.int64)
-    return a - b
+    return Skellam(mu).sample(size, rng)
 
 
 def owner_noise(
@@ -173,9 +62,7 @@ def owner_noise(
     owners whose shares a round needs before it is released. With n >= quorum shares the aggregate
     noise is exactly Skellam(mu * n / quorum).
     """
-    mu = _positive_finite(mu, "mu")
-    quorum = _positive_int(quorum, "quorum")
-    return sample_skellam(mu / quorum, size, rng)
+    return Skellam(mu).owner_share(quorum).sample(size, rng)
 
 
 def effective_mu(mu: float, quorum: int, n_submitted: int) -> float:
@@ -197,35 +84,12 @@ def effective_mu(mu: float, quorum: int, n_submitted: int) -> float:
     return mu * int(n_submitted) / quorum
 
 
-def _skellam_log_tail(mu: float, t: float) -> float:
-    """log of the Chernoff bound on P(X >= t), X ~ Skellam(mu), t > 0.
-
-    log E exp(l X) = 2 mu (cosh l - 1); optimising l gives l = asinh(t / (2 mu)) and
-    P(X >= t) <= exp(-(t asinh(u) - 2 mu (sqrt(1 + u^2) - 1))), u = t / (2 mu).
-    """
-    u = t / (2.0 * mu)
-    return -(t * math.asinh(u) - 2.0 * mu * (math.sqrt(1.0 + u * u) - 1.0))
-
-
 def skellam_magnitude_bound(mu: float, n_coords: int, failure_prob: float = 2.0**-64) -> int:
     """Smallest integer B with P(max over n_coords Skellam(mu) coordinates of |X| > B) <= failure_prob.
 
-    By the two-sided Chernoff bound of `_skellam_log_tail` and a union bound over coordinates.
     Use it (with the aggregate mu, i.e. `effective_mu`) in the encoding's wrap-around checks.
     """
-    mu = _positive_finite(mu, "mu")
-    n_coords = _positive_int(n_coords, "n_coords")
-    failure_prob = _delta_open(failure_prob, "failure_prob")
-    target = math.log(failure_prob) - math.log(2.0 * n_coords)
-
-    def excess(t: float) -> float:
-        return _skellam_log_tail(mu, t) - target
-
-    hi = max(1.0, math.sqrt(2.0 * mu))
-    while excess(hi) > 0:
-        hi *= 2.0
-    t = brentq(excess, 0.0, hi, xtol=1e-9, rtol=1e-12)
-    return int(math.ceil(t))
+    return Skellam(mu).magnitude_bound(n_coords, failure_prob)
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,57 +99,14 @@ def skellam_magnitude_bound(mu: float, n_coords: int, failure_prob: float = 2.0*
 def skellam_rdp(
     alpha: float | np.ndarray, mu: float, l1_sensitivity: float, l2_sensitivity: float
 ) -> float | np.ndarray:
-    """Agarwal-Kairouz-Liu (NeurIPS 2021) RDP bound of Skellam(mu) noise, integer alpha > 1:
-
-    eps(alpha) = alpha D2^2/(4 mu) + min(((2 alpha - 1) D2^2 + 6 D1)/(16 mu^2), 3 D1/(4 mu)).
-    """
-    mu = _positive_finite(mu, "mu")
-    d1 = _positive_finite(l1_sensitivity, "l1_sensitivity")
-    d2 = _positive_finite(l2_sensitivity, "l2_sensitivity")
-    a = np.asarray(alpha, dtype=np.float64)
-    if np.any(a <= 1) or np.any(a != np.rint(a)):
-        raise ConfigError("Renyi orders must be integers > 1 for the Skellam bound", field="alpha")
-    d2sq = d2 * d2
-    out = a * d2sq / (4.0 * mu) + np.minimum(
-        ((2.0 * a - 1.0) * d2sq + 6.0 * d1) / (16.0 * mu * mu), 3.0 * d1 / (4.0 * mu)
-    )
-    return float(out) if out.ndim == 0 else out
+    """Agarwal-Kairouz-Liu (NeurIPS 2021) RDP bound of Skellam(mu) noise, integer alpha > 1
+    (`Skellam.rdp`)."""
+    return Skellam(mu).rdp(alpha, Sensitivity(l1_sensitivity, l2_sensitivity))
 
 
 def gaussian_rdp(alpha: float | np.ndarray, sigma: float, l2_sensitivity: float):
     """RDP of the Gaussian mechanism (Mironov 2017, Prop. 7): alpha D2^2 / (2 sigma^2)."""
-    sigma = _positive_finite(sigma, "sigma")
-    d2 = _positive_finite(l2_sensitivity, "l2_sensitivity")
-    out = np.asarray(alpha, dtype=np.float64) * d2 * d2 / (2.0 * sigma * sigma)
-    return float(out) if out.ndim == 0 else out
-
-
-def rdp_to_dp(
-    rdp: Sequence[float] | np.ndarray,
-    alphas: Sequence[float] | np.ndarray,
-    delta: float,
-    method: str = "improved",
-) -> tuple[float, float]:
-    """(epsilon, best alpha) from an RDP curve, minimised over the given orders.
-
-    "standard": eps = rdp(a) + log(1/delta)/(a-1)                  (Mironov 2017, Prop. 3)
-    "improved": eps = rdp(a) + log(1/delta)/(a-1) + log(1-1/a) - log(a)/(a-1)
-                (Canonne-Kamath-Steinke 2020, Prop. 12; Balle et al. 2020, Thm. 21)
-    Epsilon is floored at 0.
-    """
-    delta = _delta_open(delta)
-    _check_method(method)
-    r = np.asarray(rdp, dtype=np.float64)
-    a = np.asarray(alphas, dtype=np.float64)
-    if r.shape != a.shape or r.ndim != 1 or len(a) == 0:
-        raise ConfigError("rdp and alphas must be 1-D sequences of the same length")
-    if np.any(a <= 1):
-        raise ConfigError("Renyi orders must be > 1", field="alphas")
-    eps = r + math.log(1.0 / delta) / (a - 1.0)
-    if method == "improved":
-        eps = eps + np.log1p(-1.0 / a) - np.log(a) / (a - 1.0)
-    i = int(np.argmin(eps))
-    return max(float(eps[i]), 0.0), float(a[i])
+    return Gaussian(sigma).rdp(alpha, l2_sensitivity)
 
 
 def skellam_epsilon(
@@ -299,9 +120,13 @@ def skellam_epsilon(
     alphas: np.ndarray = DEFAULT_ALPHAS,
 ) -> float:
     """Epsilon at `delta` of `compositions` releases, each with Skellam(mu) noise."""
-    k = _positive_int(compositions, "compositions")
-    rdp = k * np.asarray(skellam_rdp(alphas, mu, l1_sensitivity, l2_sensitivity))
-    return rdp_to_dp(rdp, alphas, delta, method)[0]
+    return Skellam(mu).epsilon(
+        Sensitivity(l1_sensitivity, l2_sensitivity),
+        delta,
+        compositions=compositions,
+        method=method,
+        alphas=alphas,
+    )
 
 
 def calibrate_mu(
@@ -316,48 +141,19 @@ def calibrate_mu(
     rel_tol: float = 1e-10,
 ) -> float:
     """Smallest aggregate Skellam parameter mu (to relative `rel_tol`, rounded up) whose
-    accounted epsilon at `delta` is <= `epsilon`.
+    accounted epsilon at `delta` is <= `epsilon` (`Skellam.calibrate`).
 
-    Bisection on log mu; valid because every RDP term decreases strictly in mu, hence so does
-    the converted epsilon. The returned mu always satisfies skellam_epsilon(mu, ...) <= epsilon.
-    Each of n_min owners then adds Skellam(mu / n_min) (`owner_noise`).
+    The returned mu always satisfies skellam_epsilon(mu, ...) <= epsilon. Each of n_min owners
+    then adds Skellam(mu / n_min) (`owner_noise`).
     """
-    target = _positive_finite(epsilon, "epsilon")
-    delta = _delta_open(delta)
-    _check_method(method)
-
-    def eps_of(mu: float) -> float:
-        return skellam_epsilon(
-            mu,
-            delta,
-            l1_sensitivity,
-            l2_sensitivity,
-            compositions=compositions,
-            method=method,
-            alphas=alphas,
-        )
-
-    hi = 1.0
-    while eps_of(hi) > target:
-        hi *= 2.0
-        if hi > _MAX_POISSON_RATE:
-            raise ConfigError(
-                f"epsilon={epsilon!r} at delta={delta!r} needs mu > {_MAX_POISSON_RATE:g}",
-                field="epsilon",
-            )
-    lo = hi / 2.0
-    if eps_of(lo) <= target:  # only when hi == 1: search downwards
-        while eps_of(lo) <= target:
-            hi, lo = lo, lo / 2.0
-            if lo < 1e-300:
-                return hi
-    while hi / lo - 1.0 > rel_tol:
-        mid = math.sqrt(lo * hi)
-        if eps_of(mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return Skellam.calibrate(
+        Budget(epsilon, delta),
+        Sensitivity(l1_sensitivity, l2_sensitivity),
+        compositions=compositions,
+        method=method,
+        alphas=alphas,
+        rel_tol=rel_tol,
+    ).mu
 
 
 def gaussian_analytic_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
@@ -366,32 +162,12 @@ def gaussian_analytic_delta(epsilon: float, sigma: float, l2_sensitivity: float)
     delta = Phi(D/(2 s) - eps s/D) - e^eps Phi(-D/(2 s) - eps s/D).
     Reference for comparisons; not used to release anything.
     """
-    if not math.isfinite(epsilon) or epsilon < 0:
-        raise ConfigError(f"epsilon must be finite and >= 0, got {epsilon!r}", field="epsilon")
-    s = _positive_finite(sigma, "sigma")
-    d = _positive_finite(l2_sensitivity, "l2_sensitivity")
-    a, b = d / (2.0 * s), epsilon * s / d
-    return float(math.exp(log_ndtr(a - b)) - math.exp(epsilon + log_ndtr(-a - b)))
+    return Gaussian(sigma).delta_at(epsilon, l2_sensitivity)
 
 
 def gaussian_analytic_epsilon(sigma: float, delta: float, l2_sensitivity: float) -> float:
-    """Smallest epsilon with gaussian_analytic_delta(epsilon) <= delta (root of a decreasing
-    function of epsilon)."""
-    delta = _delta_open(delta)
-    if gaussian_analytic_delta(0.0, sigma, l2_sensitivity) <= delta:
-        return 0.0
-    hi = 1.0
-    while gaussian_analytic_delta(hi, sigma, l2_sensitivity) > delta:
-        hi *= 2.0
-    return float(
-        brentq(
-            lambda e: gaussian_analytic_delta(e, sigma, l2_sensitivity) - delta,
-            0.0,
-            hi,
-            xtol=1e-13,
-            rtol=1e-13,
-        )
-    )
+    """Smallest epsilon with gaussian_analytic_delta(epsilon) <= delta."""
+    return Gaussian(sigma).epsilon(l2_sensitivity, delta)
 
 
 # --------------------------------------------------------------------------------------------

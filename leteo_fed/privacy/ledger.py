@@ -1,9 +1,14 @@
-"""Persistent per-owner, per-dataset privacy ledger (SPEC section 5).
+"""Persistent per-owner, per-dataset privacy ledger (docs/dp-release.md, "Accounting").
 
 One JSON file per dataset holds the total epsilon and delta allowed and every spend: round id,
 mechanism, epsilon, delta, time (UTC, ISO 8601), a note, and its state. Sequential composition:
 spends add up. A request that would overspend is refused with `BudgetExceeded` before anything is
 written (the file keeps its bytes).
+
+Amounts are `Budget` objects (`leteo_fed.privacy.budget`): a charge or reservation takes one, and
+its epsilon must be within the one cap `EPSILON_MAX` (it is a single release). The totals are not
+capped: they are sums over many releases. `spent`, `reserved` and `remaining` return a `Balance`,
+an (epsilon, delta) pair that may be zero.
 
 States of an entry
 ------------------
@@ -49,6 +54,7 @@ from typing import Any
 from leteo_fed.errors import ConfigError, DataError, DuplicateError, NotFoundError, ProtocolError
 from leteo_fed.fileio import atomic_write_bytes
 from leteo_fed.privacy import BudgetExceeded
+from leteo_fed.privacy.budget import Balance, Budget, check_delta, check_epsilon
 
 LEDGER_FORMAT = "leteo-fed-privacy-ledger/1"
 REL_SLACK = 1e-12
@@ -72,27 +78,23 @@ class Spend:
     def counted(self) -> bool:
         return self.state in ("reserved", "committed")
 
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.epsilon, self.delta)
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-def _check_epsilon(value: Any, field: str = "epsilon") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DataError(f"{field} must be a number, got {value!r}", field=field)
-    v = float(value)
-    if not math.isfinite(v) or v <= 0:
-        raise DataError(f"{field} must be finite and > 0, got {value!r}", field=field)
-    return v
-
-
-def _check_delta(value: Any, field: str = "delta") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DataError(f"{field} must be a number, got {value!r}", field=field)
-    v = float(value)
-    if not (0.0 <= v < 1.0):  # also rejects NaN
-        raise DataError(f"{field} must be in [0, 1), got {value!r}", field=field)
-    return v
+def _check_request(budget: Any) -> Budget:
+    """A charge's amount: a Budget whose epsilon is within the cap of a single release."""
+    if not isinstance(budget, Budget):
+        raise DataError(
+            f"a privacy charge takes a Budget(epsilon, delta), got {budget!r}", field="budget"
+        )
+    check_epsilon(budget.epsilon)
+    return budget
 
 
 def _check_text(value: Any, field: str, *, allow_empty: bool = False) -> str:
@@ -111,8 +113,9 @@ class PrivacyLedger:
 
     def __init__(self, path: str | os.PathLike[str], epsilon_total: float, delta_total: float):
         try:
-            self._eps_total = _check_epsilon(epsilon_total, "epsilon_total")
-            self._delta_total = _check_delta(delta_total, "delta_total")
+            # a total is a sum over many releases: not capped (see the module docstring)
+            self._eps_total = check_epsilon(epsilon_total, "epsilon_total", capped=False)
+            self._delta_total = check_delta(delta_total, "delta_total", allow_zero=True)
         except DataError as exc:
             raise ConfigError(str(exc), field=exc.field) from None
         self._path = Path(path)
@@ -137,6 +140,10 @@ class PrivacyLedger:
     @property
     def delta_total(self) -> float:
         return self._delta_total
+
+    @property
+    def total(self) -> Balance:
+        return Balance(self._eps_total, self._delta_total)
 
     # ---------------------------------------------------------------- file handling
 
@@ -178,11 +185,14 @@ class PrivacyLedger:
         spends, seen = [], set()
         for i, item in enumerate(raw):
             try:
+                # a recorded spend is a fact, not a request: validated as a Budget but not
+                # capped, so a ledger written under an older, looser cap still loads
+                amount = Budget(item["epsilon"], item["delta"])
                 s = Spend(
                     round_id=_check_text(item["round_id"], "round_id"),
                     mechanism=_check_text(item["mechanism"], "mechanism"),
-                    epsilon=_check_epsilon(item["epsilon"]),
-                    delta=_check_delta(item["delta"]),
+                    epsilon=amount.epsilon,
+                    delta=amount.delta,
                     time=_check_text(item["time"], "time"),
                     note=_check_text(item.get("note", ""), "note", allow_empty=True),
                     state=item["state"],
@@ -219,41 +229,42 @@ class PrivacyLedger:
     # ---------------------------------------------------------------- queries
 
     @staticmethod
-    def _used(spends: list[Spend], states: tuple[str, ...]) -> tuple[float, float]:
+    def _used(spends: list[Spend], states: tuple[str, ...]) -> Balance:
         chosen = [s for s in spends if s.state in states]
-        return math.fsum(s.epsilon for s in chosen), math.fsum(s.delta for s in chosen)
+        return Balance(math.fsum(s.epsilon for s in chosen), math.fsum(s.delta for s in chosen))
 
-    def spent(self) -> tuple[float, float]:
+    def spent(self) -> Balance:
         """(epsilon, delta) committed."""
         with self._locked():
             return self._used(self._read(), ("committed",))
 
-    def reserved(self) -> tuple[float, float]:
+    def reserved(self) -> Balance:
         """(epsilon, delta) reserved by rounds still in flight."""
         with self._locked():
             return self._used(self._read(), ("reserved",))
 
-    def remaining(self) -> tuple[float, float]:
+    def remaining(self) -> Balance:
         """(epsilon, delta) still available: total - committed - reserved, floored at 0."""
         with self._locked():
             eps, delta = self._used(self._read(), ("reserved", "committed"))
-        return max(self._eps_total - eps, 0.0), max(self._delta_total - delta, 0.0)
+        return Balance(max(self._eps_total - eps, 0.0), max(self._delta_total - delta, 0.0))
 
     def history(self) -> list[Spend]:
         """Every entry, in the order recorded (released ones included)."""
         with self._locked():
             return self._read()
 
-    def can_afford(self, epsilon: float, delta: float) -> bool:
+    def can_afford(self, budget: Budget) -> bool:
         """Advisory check (a later `charge`/`reserve` re-checks under the lock)."""
-        eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
+        amount = _check_request(budget)
         with self._locked():
-            return self._overspend(self._read(), eps, dlt) is None
+            return self._overspend(self._read(), amount) is None
 
     # ---------------------------------------------------------------- spending
 
-    def _overspend(self, spends: list[Spend], eps: float, delta: float) -> str | None:
+    def _overspend(self, spends: list[Spend], amount: Budget) -> str | None:
         used_eps, used_delta = self._used(spends, ("reserved", "committed"))
+        eps, delta = amount.epsilon, amount.delta
         problems = []
         if math.fsum([used_eps, eps]) > self._eps_total * (1.0 + REL_SLACK):
             problems.append(
@@ -266,13 +277,11 @@ class PrivacyLedger:
             )
         return "; ".join(problems) or None
 
-    def _add(
-        self, round_id: str, mechanism: str, epsilon: float, delta: float, note: str, state: str
-    ) -> Spend:
+    def _add(self, round_id: str, mechanism: str, budget: Budget, note: str, state: str) -> Spend:
         round_id = _check_text(round_id, "round_id")
         mechanism = _check_text(mechanism, "mechanism")
         note = _check_text(note, "note", allow_empty=True)
-        eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
+        amount = _check_request(budget)
         with self._locked():
             spends = self._read()
             if any(s.round_id == round_id for s in spends):
@@ -280,7 +289,7 @@ class PrivacyLedger:
                     f"round {round_id!r} already has an entry in privacy ledger {self._path}",
                     field="round_id",
                 )
-            problem = self._overspend(spends, eps, dlt)
+            problem = self._overspend(spends, amount)
             if problem:
                 raise BudgetExceeded(
                     f"privacy budget of {self._path} would be exceeded by round {round_id!r} "
@@ -291,8 +300,8 @@ class PrivacyLedger:
             spend = Spend(
                 round_id=round_id,
                 mechanism=mechanism,
-                epsilon=eps,
-                delta=dlt,
+                epsilon=amount.epsilon,
+                delta=amount.delta,
                 time=now,
                 note=note,
                 state=state,
@@ -301,19 +310,15 @@ class PrivacyLedger:
             self._write([*spends, spend])
             return spend
 
-    def charge(
-        self, round_id: str, mechanism: str, epsilon: float, delta: float, note: str = ""
-    ) -> Spend:
+    def charge(self, round_id: str, mechanism: str, budget: Budget, note: str = "") -> Spend:
         """Record a spend at once (reserve + commit). Refuses, without writing: an overspend
-        (BudgetExceeded), a round id already in the ledger (DuplicateError), epsilon not finite
-        and > 0 or delta outside [0, 1) (DataError)."""
-        return self._add(round_id, mechanism, epsilon, delta, note, "committed")
+        (BudgetExceeded), a round id already in the ledger (DuplicateError), an amount that is
+        not a Budget or whose epsilon is above EPSILON_MAX (DataError)."""
+        return self._add(round_id, mechanism, budget, note, "committed")
 
-    def reserve(
-        self, round_id: str, mechanism: str, epsilon: float, delta: float, note: str = ""
-    ) -> Spend:
+    def reserve(self, round_id: str, mechanism: str, budget: Budget, note: str = "") -> Spend:
         """Hold budget for a round before its noisy share is computed; same checks as charge."""
-        return self._add(round_id, mechanism, epsilon, delta, note, "reserved")
+        return self._add(round_id, mechanism, budget, note, "reserved")
 
     def _settle(self, round_id: str, new_state: str) -> Spend:
         with self._locked():
@@ -353,4 +358,12 @@ class PrivacyLedger:
         return self._settle(round_id, "released")
 
 
-__all__ = ["LEDGER_FORMAT", "REL_SLACK", "BudgetExceeded", "PrivacyLedger", "Spend"]
+__all__ = [
+    "LEDGER_FORMAT",
+    "REL_SLACK",
+    "Balance",
+    "Budget",
+    "BudgetExceeded",
+    "PrivacyLedger",
+    "Spend",
+]

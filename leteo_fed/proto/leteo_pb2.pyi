@@ -92,49 +92,91 @@ class Grouping(_message.Message):
     classes: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
 
-class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "features", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "groupings", "rotation", "dp", "ldp", "kmeans")
-    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
-    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+class MomentsRequest(_message.Message):
+    __slots__ = ("method", "features", "components", "standardize", "groupings", "rho", "rho_prime", "projection_only")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
-    ENCODING_FIELD_NUMBER: _ClassVar[int]
-    KEY_ID_FIELD_NUMBER: _ClassVar[int]
-    DEADLINE_UNIX_FIELD_NUMBER: _ClassVar[int]
-    N_VALUES_FIELD_NUMBER: _ClassVar[int]
-    N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    STANDARDIZE_FIELD_NUMBER: _ClassVar[int]
+    GROUPINGS_FIELD_NUMBER: _ClassVar[int]
+    RHO_FIELD_NUMBER: _ClassVar[int]
+    RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
+    PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    components: int
+    standardize: bool
+    groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
+    rho: float
+    rho_prime: float
+    projection_only: bool
+    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., standardize: _Optional[bool] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., projection_only: _Optional[bool] = ...) -> None: ...
+
+class MomentsSpec(_message.Message):
+    __slots__ = ("method", "features", "groupings", "rotation")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     GROUPINGS_FIELD_NUMBER: _ClassVar[int]
     ROTATION_FIELD_NUMBER: _ClassVar[int]
-    DP_FIELD_NUMBER: _ClassVar[int]
-    LDP_FIELD_NUMBER: _ClassVar[int]
-    KMEANS_FIELD_NUMBER: _ClassVar[int]
-    round_id: str
-    protocol: str
+    method: str
     features: _containers.RepeatedScalarFieldContainer[str]
-    encoding: Encoding
-    key_id: str
-    deadline_unix: float
-    n_values: int
-    n_ciphertexts: int
     groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
     rotation: _containers.RepeatedScalarFieldContainer[float]
-    dp: DpSpec
-    ldp: LdpSpec
-    kmeans: KmeansIteration
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ...) -> None: ...
+    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rotation: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class KmeansRequest(_message.Message):
+    __slots__ = ("k", "centers", "iterations", "tolerance", "features")
+    K_FIELD_NUMBER: _ClassVar[int]
+    CENTERS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    k: int
+    centers: _containers.RepeatedScalarFieldContainer[float]
+    iterations: int
+    tolerance: float
+    features: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, k: _Optional[int] = ..., centers: _Optional[_Iterable[float]] = ..., iterations: _Optional[int] = ..., tolerance: _Optional[float] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class KmeansIteration(_message.Message):
-    __slots__ = ("job_id", "iteration", "iterations", "k", "centers")
+    __slots__ = ("job_id", "iteration", "iterations", "k", "centers", "features")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
     CENTERS_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     iteration: int
     iterations: int
     k: int
     centers: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, job_id: _Optional[str] = ..., iteration: _Optional[int] = ..., iterations: _Optional[int] = ..., k: _Optional[int] = ..., centers: _Optional[_Iterable[float]] = ...) -> None: ...
+    features: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., iteration: _Optional[int] = ..., iterations: _Optional[int] = ..., k: _Optional[int] = ..., centers: _Optional[_Iterable[float]] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LdpRequest(_message.Message):
+    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "consistency", "columns", "box_lower", "box_upper")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    BOX_LOWER_FIELD_NUMBER: _ClassVar[int]
+    BOX_UPPER_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    mechanism: str
+    epsilon: float
+    domain: _containers.RepeatedScalarFieldContainer[str]
+    lower: float
+    upper: float
+    consistency: bool
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    box_lower: _containers.RepeatedScalarFieldContainer[float]
+    box_upper: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., consistency: _Optional[bool] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class LdpSpec(_message.Message):
     __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "theta", "olh_g", "columns", "box_lower", "box_upper")
@@ -162,35 +204,81 @@ class LdpSpec(_message.Message):
     box_upper: _containers.RepeatedScalarFieldContainer[float]
     def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., theta: _Optional[float] = ..., olh_g: _Optional[int] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ...) -> None: ...
 
-class LdpRequest(_message.Message):
-    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "min_owners", "deadline_seconds", "owners", "consistency", "columns", "box_lower", "box_upper")
-    COLUMN_FIELD_NUMBER: _ClassVar[int]
-    MECHANISM_FIELD_NUMBER: _ClassVar[int]
-    EPSILON_FIELD_NUMBER: _ClassVar[int]
-    DOMAIN_FIELD_NUMBER: _ClassVar[int]
-    LOWER_FIELD_NUMBER: _ClassVar[int]
-    UPPER_FIELD_NUMBER: _ClassVar[int]
+class WeightedStatsRequest(_message.Message):
+    __slots__ = ("features", "weight_column", "weight_bound")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_BOUND_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    weight_column: str
+    weight_bound: float
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., weight_column: _Optional[str] = ..., weight_bound: _Optional[float] = ...) -> None: ...
+
+class WeightedStatsSpec(_message.Message):
+    __slots__ = ("features", "weight_column", "weight_bound")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_BOUND_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    weight_column: str
+    weight_bound: float
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., weight_column: _Optional[str] = ..., weight_bound: _Optional[float] = ...) -> None: ...
+
+class RoundRequest(_message.Message):
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "moments", "kmeans", "ldp", "weighted_stats")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
-    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
-    COLUMNS_FIELD_NUMBER: _ClassVar[int]
-    BOX_LOWER_FIELD_NUMBER: _ClassVar[int]
-    BOX_UPPER_FIELD_NUMBER: _ClassVar[int]
-    column: str
-    mechanism: str
-    epsilon: float
-    domain: _containers.RepeatedScalarFieldContainer[str]
-    lower: float
-    upper: float
+    DP_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DP_DELTA_FIELD_NUMBER: _ClassVar[int]
+    ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    MOMENTS_FIELD_NUMBER: _ClassVar[int]
+    KMEANS_FIELD_NUMBER: _ClassVar[int]
+    LDP_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
     min_owners: int
     deadline_seconds: float
+    scale_bits: int
+    value_bound: float
     owners: _containers.RepeatedScalarFieldContainer[str]
-    consistency: bool
-    columns: _containers.RepeatedScalarFieldContainer[str]
-    box_lower: _containers.RepeatedScalarFieldContainer[float]
-    box_upper: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., consistency: _Optional[bool] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ...) -> None: ...
+    dp_epsilon: float
+    dp_delta: float
+    row_norm_bound: float
+    moments: MomentsRequest
+    kmeans: KmeansRequest
+    ldp: LdpRequest
+    weighted_stats: WeightedStatsRequest
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ...) -> None: ...
+
+class RoundSpec(_message.Message):
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "moments", "kmeans", "ldp", "weighted_stats")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    N_VALUES_FIELD_NUMBER: _ClassVar[int]
+    N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    MOMENTS_FIELD_NUMBER: _ClassVar[int]
+    KMEANS_FIELD_NUMBER: _ClassVar[int]
+    LDP_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    protocol: str
+    encoding: Encoding
+    key_id: str
+    deadline_unix: float
+    n_values: int
+    n_ciphertexts: int
+    dp: DpSpec
+    moments: MomentsSpec
+    kmeans: KmeansIteration
+    ldp: LdpSpec
+    weighted_stats: WeightedStatsSpec
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")
@@ -303,56 +391,6 @@ class OwnerList(_message.Message):
 class ListOwnersRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
-
-class RoundRequest(_message.Message):
-    __slots__ = ("method", "features", "components", "min_owners", "deadline_seconds", "standardize", "scale_bits", "value_bound", "owners", "groupings", "rho", "rho_prime", "projection_only", "dp_epsilon", "dp_delta", "row_norm_bound", "kmeans")
-    METHOD_FIELD_NUMBER: _ClassVar[int]
-    FEATURES_FIELD_NUMBER: _ClassVar[int]
-    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
-    MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
-    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    STANDARDIZE_FIELD_NUMBER: _ClassVar[int]
-    SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
-    VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
-    OWNERS_FIELD_NUMBER: _ClassVar[int]
-    GROUPINGS_FIELD_NUMBER: _ClassVar[int]
-    RHO_FIELD_NUMBER: _ClassVar[int]
-    RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
-    PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
-    DP_EPSILON_FIELD_NUMBER: _ClassVar[int]
-    DP_DELTA_FIELD_NUMBER: _ClassVar[int]
-    ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
-    KMEANS_FIELD_NUMBER: _ClassVar[int]
-    method: str
-    features: _containers.RepeatedScalarFieldContainer[str]
-    components: int
-    min_owners: int
-    deadline_seconds: float
-    standardize: bool
-    scale_bits: int
-    value_bound: float
-    owners: _containers.RepeatedScalarFieldContainer[str]
-    groupings: _containers.RepeatedCompositeFieldContainer[Grouping]
-    rho: float
-    rho_prime: float
-    projection_only: bool
-    dp_epsilon: float
-    dp_delta: float
-    row_norm_bound: float
-    kmeans: KmeansRequest
-    def __init__(self, method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., components: _Optional[int] = ..., min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., standardize: _Optional[bool] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., groupings: _Optional[_Iterable[_Union[Grouping, _Mapping]]] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., projection_only: _Optional[bool] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ...) -> None: ...
-
-class KmeansRequest(_message.Message):
-    __slots__ = ("k", "centers", "iterations", "tolerance")
-    K_FIELD_NUMBER: _ClassVar[int]
-    CENTERS_FIELD_NUMBER: _ClassVar[int]
-    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
-    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
-    k: int
-    centers: _containers.RepeatedScalarFieldContainer[float]
-    iterations: int
-    tolerance: float
-    def __init__(self, k: _Optional[int] = ..., centers: _Optional[_Iterable[float]] = ..., iterations: _Optional[int] = ..., tolerance: _Optional[float] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")

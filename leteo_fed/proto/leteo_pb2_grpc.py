@@ -318,11 +318,6 @@ class AggregatorStub:
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.RoundRequest.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
                 _registered_method=True)
-        self.StartLdpRound = channel.unary_unary(
-                '/leteo.v1.Aggregator/StartLdpRound',
-                request_serializer=leteo_dot_v1_dot_leteo__pb2.LdpRequest.SerializeToString,
-                response_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
-                _registered_method=True)
         self.SubmitReports = channel.stream_unary(
                 '/leteo.v1.Aggregator/SubmitReports',
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.ReportChunk.SerializeToString,
@@ -371,13 +366,8 @@ class AggregatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StartRound(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def StartLdpRound(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every protocol, LDP collection and k-means jobs included, starts here.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -426,11 +416,6 @@ def add_AggregatorServicer_to_server(servicer, server):
             'StartRound': grpc.unary_unary_rpc_method_handler(
                     servicer.StartRound,
                     request_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundRequest.FromString,
-                    response_serializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.SerializeToString,
-            ),
-            'StartLdpRound': grpc.unary_unary_rpc_method_handler(
-                    servicer.StartLdpRound,
-                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.LdpRequest.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.SerializeToString,
             ),
             'SubmitReports': grpc.stream_unary_rpc_method_handler(
@@ -605,33 +590,6 @@ class Aggregator:
             target,
             '/leteo.v1.Aggregator/StartRound',
             leteo_dot_v1_dot_leteo__pb2.RoundRequest.SerializeToString,
-            leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def StartLdpRound(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/leteo.v1.Aggregator/StartLdpRound',
-            leteo_dot_v1_dot_leteo__pb2.LdpRequest.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
             options,
             channel_credentials,

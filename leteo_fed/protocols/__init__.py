@@ -1,3 +1,2 @@
-"""Protocol math as pure functions: what the services compute, testable without a network."""
-
-METHODS = ("pca", "dca", "lda", "mdr")
+"""Protocol math and protocol objects as pure code: what the services compute, testable without a
+network. `registry` finds every protocol by its payload name."""

@@ -1,4 +1,4 @@
-"""Federated k-means (SPEC P3) as pure functions the services call.
+"""Federated k-means as pure functions the services call.
 
 One iteration of a job: the aggregator publishes the current centers c_1..c_k; owner n assigns
 each of its rows to the nearest center (squared Euclidean distance, ties to the lowest index) and
@@ -35,76 +35,65 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leteo_fed.crypto.paillier import bytes_to_int, int_to_bytes
-from leteo_fed.encoding.packing import (
-    DEFAULT_STATISTICAL_SECURITY,
-    SlotLayout,
-    check_declared_layout,
-    encode_fixed,
-    make_layout,
+from leteo_fed import defaults
+from leteo_fed.encoding.packing import encode_fixed
+from leteo_fed.encoding.share import (
+    DEFAULT_MAX_OWNERS,
+    DEFAULT_MAX_ROWS_PER_OWNER,
+    ShareEncoding,
+    check_parameters,
 )
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.verify import verify_release
 
 PROTOCOL = "kmeans"
 METHOD = "federated-kmeans"
-DEFAULT_SCALE_BITS = 48  # no x x^T term: room for 2^-48 fixed point (PCA uses 32)
-DP_DEFAULT_SCALE_BITS = 16
-DEFAULT_VALUE_BOUND = 1.0e6
-DEFAULT_MAX_ROWS_PER_OWNER = 2**31
-DEFAULT_MAX_OWNERS = 1024
-DEFAULT_ITERATIONS = 10
+DEFAULT_SCALE_BITS = defaults.KMEANS_DEFAULT_SCALE_BITS
+DP_DEFAULT_SCALE_BITS = defaults.KMEANS_DP_DEFAULT_SCALE_BITS
+DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
+DEFAULT_ITERATIONS = defaults.KMEANS_DEFAULT_ITERATIONS
 MAX_ITERATIONS = 1000
 MAX_K = 1024
-_DP_SLACK = 1e-6  # owners recompute the accounting in floating point: this relative difference
 
 
 # --------------------------------------------------------------------------------------------
 # encoding
 
 
-@dataclass(frozen=True)
-class KmeansEncoding:
-    """Public parameters of a k-means share; identical for all owners of an iteration."""
+def data_bound(value_bound: float, max_rows: int, scale_bits: int, count_scale_bits: int) -> int:
+    """Largest |encoded value| of one owner: a cluster sum has |S_ji| <= rows * B (scaled), a
+    count N_j <= rows (scaled); the noise of DP rounds comes on top (`ShareEncoding`)."""
+    b = math.ceil(value_bound)
+    return max(max_rows * b << scale_bits, max_rows << count_scale_bits, 1)
 
-    scale_bits: int = DEFAULT_SCALE_BITS
-    value_bound: float = DEFAULT_VALUE_BOUND
-    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER
-    max_owners: int = DEFAULT_MAX_OWNERS
-    statistical_security: int = DEFAULT_STATISTICAL_SECURITY
-    count_scale_bits: int = 0  # DP rounds encode counts like sums, at 2^scale_bits
-    noise_bound: int = 0  # DP rounds: bound on one owner's |noise| per encoded value
 
-    def __post_init__(self) -> None:
-        if not 0 <= self.scale_bits <= 64:
-            raise EncodingError(f"scale_bits must be in 0..64, got {self.scale_bits}")
-        if not 0 <= self.count_scale_bits <= 64:
-            raise EncodingError(f"count_scale_bits must be in 0..64, got {self.count_scale_bits}")
-        if not (np.isfinite(self.value_bound) and self.value_bound > 0):
-            raise EncodingError(f"value_bound must be a positive number, got {self.value_bound}")
-        if self.max_rows_per_owner < 1 or self.max_owners < 1:
-            raise EncodingError("max_rows_per_owner and max_owners must be positive")
-        if self.noise_bound < 0:
-            raise EncodingError("noise_bound must be >= 0")
-
-    def per_owner_bound(self) -> int:
-        """Largest |encoded value| of one owner: a cluster sum has |S_ji| <= rows * B (scaled),
-        a count N_j <= rows (scaled), plus the owner's noise in DP rounds."""
-        b = math.ceil(self.value_bound)
-        rows = self.max_rows_per_owner
-        return max(rows * b << self.scale_bits, rows << self.count_scale_bits, 1) + self.noise_bound
-
-    def layout(self, key_bits: int) -> SlotLayout:
-        return make_layout(
-            key_bits, self.per_owner_bound(), self.max_owners, self.statistical_security
-        )
+def encoding(
+    scale_bits: int = DEFAULT_SCALE_BITS,
+    value_bound: float = DEFAULT_VALUE_BOUND,
+    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
+    max_owners: int = DEFAULT_MAX_OWNERS,
+    count_scale_bits: int = 0,
+    noise_bound: int = 0,
+) -> ShareEncoding:
+    """The share encoding of a k-means iteration; identical for all owners."""
+    check_parameters(scale_bits, value_bound, max_rows_per_owner, max_owners, count_scale_bits)
+    return ShareEncoding(
+        scale_bits=scale_bits,
+        value_bound=value_bound,
+        data_bound=data_bound(value_bound, max_rows_per_owner, scale_bits, count_scale_bits),
+        max_rows_per_owner=max_rows_per_owner,
+        max_owners=max_owners,
+        count_scale_bits=count_scale_bits,
+        noise_bound=noise_bound,
+    )
 
 
 def n_values(k: int, d: int) -> int:
     return k * (d + 1)
 
 
-def encode_cluster_stats(sums: np.ndarray, counts: np.ndarray, enc: KmeansEncoding) -> list[int]:
+def encode_cluster_stats(sums: np.ndarray, counts: np.ndarray, enc: ShareEncoding) -> list[int]:
     """Per cluster j: S_j (d values, round(s 2^f)), then N_j 2^count_scale_bits.
 
     Refuses (EncodingError) any value beyond the per-owner bound and more rows than declared."""
@@ -118,8 +107,7 @@ def encode_cluster_stats(sums: np.ndarray, counts: np.ndarray, enc: KmeansEncodi
         raise EncodingError(
             f"row count {total} exceeds max_rows_per_owner {enc.max_rows_per_owner}"
         )
-    bound = enc.per_owner_bound() - enc.noise_bound  # the noise is added after encoding
-    flat = encode_fixed(sums, enc.scale_bits, bound, "per-cluster sum of x")
+    flat = encode_fixed(sums, enc.scale_bits, enc.data_bound, "per-cluster sum of x")
     out: list[int] = []
     for j in range(k):
         out.extend(flat[j * d : (j + 1) * d])
@@ -141,7 +129,7 @@ class ClusterTotals:
 
 
 def decode_totals(
-    totals: Sequence[int], k: int, d: int, enc: KmeansEncoding, noisy: bool = False
+    totals: Sequence[int], k: int, d: int, enc: ShareEncoding, noisy: bool = False
 ) -> ClusterTotals:
     """Signed integer totals -> per-cluster sums and counts. Counts are rounded to whole rows
     (DP rounds scale them); a negative count is a corrupted aggregate unless the round is noisy,
@@ -496,68 +484,12 @@ def noise_std(mu: float, quorum: int, n_shares: int, scale_bits: int) -> float:
     return math.sqrt(2 * noise.effective_mu(mu, quorum, n_shares)) / 2**scale_bits
 
 
-def verify_dp(dp, enc: KmeansEncoding, d: int, k: int) -> None:
+def verify_dp(dp, enc: ShareEncoding, d: int, k: int) -> None:
     """Owner side: refuse an iteration whose announced noise does not give its (epsilon, delta),
     or whose encoding has no room for the noise. `dp` is the round's DpSpec."""
-    if dp.mechanism != "skellam":
-        raise ProtocolError(f"unknown DP mechanism {dp.mechanism!r}")
-    if dp.quorum < 2 or not dp.mu > 0:
-        raise ProtocolError("DP round with no noise or a quorum below 2")
     if enc.count_scale_bits < enc.scale_bits:
         raise ProtocolError("DP rounds must encode counts at least at the scale of sums")
     if not enc.value_bound >= dp.row_norm_bound:
         raise ProtocolError("the encoding's value bound is below the DP row-norm bound")
     sens = sensitivity(dp.row_norm_bound, enc.scale_bits, d, k, enc.count_scale_bits)
-    achieved = noise.skellam_epsilon(dp.mu, dp.delta, sens.l1, sens.l2)
-    if achieved > dp.epsilon * (1 + _DP_SLACK):
-        raise ProtocolError(
-            f"the round's noise gives epsilon {achieved:.4g}, more than the announced {dp.epsilon:.4g}"
-        )
-    if enc.noise_bound < noise.skellam_magnitude_bound(dp.mu / dp.quorum, n_values(k, d)):
-        raise ProtocolError("the round's encoding leaves no room for the DP noise")
-
-
-# --------------------------------------------------------------------------------------------
-# wire form of the encoding (the Encoding message; the protocol name selects the bound formula)
-
-
-def encoding_to_proto(enc: KmeansEncoding, layout: SlotLayout):
-    from leteo_fed.proto import leteo_pb2 as pb
-
-    return pb.Encoding(
-        scale_bits=enc.scale_bits,
-        value_bound=enc.value_bound,
-        max_rows_per_owner=enc.max_rows_per_owner,
-        max_owners=enc.max_owners,
-        slot_bits=layout.slot_bits,
-        slots_per_ciphertext=layout.slots_per_ciphertext,
-        slot_offset=int_to_bytes(layout.offset),
-        mask_bits=layout.mask_bits,
-        statistical_security=enc.statistical_security,
-        count_scale_bits=enc.count_scale_bits,
-        noise_bound=int_to_bytes(enc.noise_bound),
-    )
-
-
-def encoding_from_proto(msg, key_bits: int) -> tuple[KmeansEncoding, SlotLayout]:
-    """Rebuild the encoding and check that the declared layout follows from its parameters."""
-    if msg.rotation_dimension:
-        raise ProtocolError("k-means rounds have no rotated encoding")
-    enc = KmeansEncoding(
-        scale_bits=msg.scale_bits,
-        value_bound=msg.value_bound,
-        max_rows_per_owner=msg.max_rows_per_owner,
-        max_owners=msg.max_owners,
-        statistical_security=msg.statistical_security,
-        count_scale_bits=msg.count_scale_bits,
-        noise_bound=bytes_to_int(msg.noise_bound),
-    )
-    layout = enc.layout(key_bits)
-    check_declared_layout(
-        layout,
-        msg.slot_bits,
-        msg.slots_per_ciphertext,
-        bytes_to_int(msg.slot_offset),
-        msg.mask_bits,
-    )
-    return enc, layout
+    verify_release(dp, sens, n_values(k, d), enc.noise_bound)

@@ -1,5 +1,5 @@
-"""LDP collection rounds (SPEC P4) as pure functions: plan, owner-side perturbation, wire
-framing of report arrays, and the aggregator's streaming accumulator and estimate.
+"""LDP collection rounds as pure functions: the public spec, owner-side perturbation, and the
+aggregator's streaming accumulator and estimate.
 
 Every record is perturbed independently at its owner with the round's epsilon (per-record
 epsilon-LDP); only the perturbed reports leave the site. The aggregator folds each chunk into
@@ -9,34 +9,63 @@ than one chunk of reports, then applies the mechanism's unbiased estimator and v
 
 from __future__ import annotations
 
-import logging
 import math
-import shutil
-import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.ldp import frequency, geo, numeric
-from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.privacy.budget import check_epsilon
 
 GEO = "geo"  # n-dimensional Laplace (planar for 2 columns): perturbed points, e.g. for clustering
 MECHANISMS = (*frequency.FREQUENCY_MECHANISMS, *numeric.NUMERIC_MECHANISMS, GEO)
 CHUNK_REPORTS = 65_536
 MAX_POINTS = 1_000_000  # perturbed points are kept for the data user; refuse more
-MAX_EPSILON = 50.0
-_DTYPES = {"<i4", "<i8", "|u1", "<f8"}
+REPORT_DTYPES = frozenset({"<i4", "<i8", "|u1", "<f8"})  # what a report batch may carry
 _OLH_SEED_SPACE = frequency.HASH_PRIME * (frequency.HASH_PRIME - 1)  # as FrequencyOracle.support
+
+
+@dataclass(frozen=True)
+class LdpRequest:
+    """What the data user asks (the wire's LdpRequest)."""
+
+    column: str = ""
+    mechanism: str = ""
+    epsilon: float = 0.0
+    domain: tuple[str, ...] = ()
+    lower: float | None = None
+    upper: float | None = None
+    consistency: bool = False
+    columns: tuple[str, ...] = ()
+    box_lower: tuple[float, ...] = ()
+    box_upper: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class LdpSpec:
+    """The public parameters every owner perturbs with (the wire's LdpSpec)."""
+
+    column: str
+    mechanism: str
+    epsilon: float
+    domain: tuple[str, ...] = ()
+    lower: float = 0.0
+    upper: float = 0.0
+    theta: float = 0.0  # THE threshold (0 = mechanism default)
+    olh_g: int = 0  # OLH hash range (0 = default)
+    columns: tuple[str, ...] = ()
+    box_lower: tuple[float, ...] = ()
+    box_upper: tuple[float, ...] = ()
 
 
 def is_frequency(mechanism: str) -> bool:
     return mechanism in frequency.FREQUENCY_MECHANISMS
 
 
-def spec_from_request(request: pb.LdpRequest) -> pb.LdpSpec:
+def spec_from_request(request: LdpRequest) -> LdpSpec:
     """Validate a data user's request into the public round parameters owners receive."""
     mech = request.mechanism
     if mech not in MECHANISMS:
@@ -45,10 +74,8 @@ def spec_from_request(request: pb.LdpRequest) -> pb.LdpSpec:
         )
     if not request.column:
         raise DataError("name the column to collect", field="column")
-    eps = request.epsilon
-    if not (math.isfinite(eps) and 0 < eps <= MAX_EPSILON):
-        raise DataError(f"epsilon must be in (0, {MAX_EPSILON:g}], got {eps}", field="epsilon")
-    spec = pb.LdpSpec(column=request.column, mechanism=mech, epsilon=eps)
+    eps = check_epsilon(request.epsilon)
+    spec = LdpSpec(column=request.column, mechanism=mech, epsilon=eps)
     if mech == GEO:
         return _geo_spec(request, spec)
     if request.columns and mech in numeric.NUMERIC_MECHANISMS:
@@ -64,12 +91,12 @@ def spec_from_request(request: pb.LdpRequest) -> pb.LdpSpec:
             raise DataError(
                 "a frequency oracle needs a public domain of >= 2 distinct values", field="domain"
             )
-        if request.HasField("lower") or request.HasField("upper"):
+        if request.lower is not None or request.upper is not None:
             raise DataError(f"{mech} takes a domain, not bounds", field="lower")
-        spec.domain.extend(domain)
+        spec = replace(spec, domain=tuple(domain))
         frequency.make_oracle(mech, eps, len(domain))  # validates the combination
     else:
-        if not (request.HasField("lower") and request.HasField("upper")):
+        if request.lower is None or request.upper is None:
             raise DataError(f"{mech} needs public bounds lower and upper", field="lower")
         lo, hi = request.lower, request.upper
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
@@ -82,21 +109,21 @@ def spec_from_request(request: pb.LdpRequest) -> pb.LdpSpec:
             raise DataError(
                 "consistency post-processing applies to frequency oracles", field="consistency"
             )
-        spec.lower, spec.upper = lo, hi
+        spec = replace(spec, lower=lo, upper=hi)
         numeric.make_numeric(mech, eps)
     return spec
 
 
-def is_multi(spec: pb.LdpSpec) -> bool:
+def is_multi(spec: LdpSpec) -> bool:
     """Several numeric columns in one report per record (attribute sampling / Duchi multi-dim)."""
     return spec.mechanism in numeric.NUMERIC_MECHANISMS and len(spec.columns) > 1
 
 
-def _multi_numeric_spec(request: pb.LdpRequest, spec: pb.LdpSpec) -> pb.LdpSpec:
+def _multi_numeric_spec(request: LdpRequest, spec: LdpSpec) -> LdpSpec:
     """One report per record covering every column, so each record is epsilon-LDP as a whole."""
     if len(request.columns) < 2:
         raise DataError("list at least 2 columns, or use column for one", field="columns")
-    if request.HasField("lower") or request.HasField("upper"):
+    if request.lower is not None or request.upper is not None:
         raise DataError(
             "several columns take per-column bounds (box_lower, box_upper)", field="lower"
         )
@@ -105,7 +132,7 @@ def _multi_numeric_spec(request: pb.LdpRequest, spec: pb.LdpSpec) -> pb.LdpSpec:
     return spec
 
 
-def _geo_spec(request: pb.LdpRequest, spec: pb.LdpSpec) -> pb.LdpSpec:
+def _geo_spec(request: LdpRequest, spec: LdpSpec) -> LdpSpec:
     """Points in a public box; epsilon is per unit of Euclidean distance (geo-indistinguishability)."""
     columns = list(request.columns) or [request.column]
     lo, hi = list(request.box_lower), list(request.box_upper)
@@ -119,14 +146,12 @@ def _geo_spec(request: pb.LdpRequest, spec: pb.LdpSpec) -> pb.LdpSpec:
         raise DataError("box bounds must be finite with lower < upper", field="box_lower")
     if request.domain or request.consistency:
         raise DataError("geo takes columns and a box, not a domain", field="domain")
-    spec.column = columns[0]
-    spec.columns.extend(columns)
-    spec.box_lower.extend(lo)
-    spec.box_upper.extend(hi)
-    return spec
+    return replace(
+        spec, column=columns[0], columns=tuple(columns), box_lower=tuple(lo), box_upper=tuple(hi)
+    )
 
 
-def mechanism_for(spec: pb.LdpSpec):
+def mechanism_for(spec: LdpSpec):
     """The frequency oracle or numeric mechanism a round's public parameters define."""
     if is_frequency(spec.mechanism):
         return frequency.make_oracle(
@@ -144,7 +169,7 @@ def mechanism_for(spec: pb.LdpSpec):
 # ------------------------------------------------------------------ owner side
 
 
-def encode_column(values: Sequence, spec: pb.LdpSpec) -> np.ndarray:
+def encode_column(values: Sequence | np.ndarray, spec: LdpSpec) -> np.ndarray:
     """Frequency: domain indices (refusing values outside the domain). Numeric: [-1, 1].
     Geo: the points themselves, refusing any outside the public box."""
     if is_multi(spec):
@@ -178,10 +203,10 @@ def encode_column(values: Sequence, spec: pb.LdpSpec) -> np.ndarray:
         codes = np.fromiter((index.get(v, -1) for v in values), dtype=np.int64, count=len(values))
         bad = np.flatnonzero(codes < 0)
         if bad.size:
-            outside = sorted({str(values[i]) for i in bad[:1000]})[:5]
+            examples = sorted({str(values[i]) for i in bad[:1000]})[:5]
             raise DataError(
                 f"column '{spec.column}' has {bad.size} value(s) outside the declared domain, "
-                f"e.g. {', '.join(repr(v) for v in outside)}",
+                f"e.g. {', '.join(repr(v) for v in examples)}",
                 field=spec.column,
             )
         return codes
@@ -194,7 +219,7 @@ def encode_column(values: Sequence, spec: pb.LdpSpec) -> np.ndarray:
 
 
 def perturb_chunks(
-    encoded: np.ndarray, spec: pb.LdpSpec, rng: np.random.Generator
+    encoded: np.ndarray, spec: LdpSpec, rng: np.random.Generator
 ) -> Iterator[np.ndarray]:
     """Per-record perturbation, CHUNK_REPORTS records at a time."""
     if spec.mechanism == GEO:
@@ -214,134 +239,56 @@ def perturb_chunks(
         yield oracle.perturb(encoded[start : start + CHUNK_REPORTS], rng)
 
 
-def to_batch(reports: np.ndarray) -> pb.ReportBatch:
-    arr = np.ascontiguousarray(reports)
-    return pb.ReportBatch(data=arr.tobytes(), dtype=arr.dtype.str, shape=list(arr.shape))
-
-
-def from_batch(msg: pb.ReportBatch) -> np.ndarray:
-    if msg.dtype not in _DTYPES:
-        raise ProtocolError(f"report dtype {msg.dtype!r} is not accepted")
-    dtype = np.dtype(msg.dtype)
-    shape = tuple(int(s) for s in msg.shape)
-    if not shape or math.prod(shape) * dtype.itemsize != len(msg.data):
-        raise ProtocolError("report batch size does not match its shape")
-    return np.frombuffer(msg.data, dtype=dtype).reshape(shape)
-
-
 # ------------------------------------------------------------------ aggregator side
 
 
-@dataclass(frozen=True)
-class SpilledChunk:
-    """A validated chunk written to a file (spill mode); its support is computed by Spark."""
-
-    path: Path
-    n: int
+# (reports, support or points or None, total, total of squares) of one chunk
+Contribution = tuple[int, np.ndarray | None, Any, Any]
 
 
 @dataclass
 class Accumulator:
     """Running support (frequency) or sums (numeric) over every accepted report.
 
-    By default every chunk is folded in memory with NumPy. In spill mode (a `spill_dir` given
-    here or later through `spill`) `partial` validates each chunk just the same but writes it to
-    a file in `spill_dir` and returns a `SpilledChunk`; `result` then adds the support of all
-    folded chunk files, computed once with Spark (`leteo_fed.data.spark_ldp.spark_support`), to
-    whatever was folded in memory before the switch. Geo rounds keep their points: no spill.
-    The spill directory becomes the accumulator's: `cleanup` deletes it.
+    Every chunk is validated before it is folded, so a malformed chunk changes nothing; the
+    accumulator never holds more than the running totals (geo rounds keep their points).
+    Contributions computed elsewhere (e.g. with Spark, from spilled chunk files that passed
+    `check`) are added with `add`.
     """
 
-    spec: pb.LdpSpec
-    spill_dir: Path | None = None
+    spec: LdpSpec
     n: int = 0
     support: np.ndarray | None = None
-    total: float = 0.0
-    total_sq: float = 0.0
+    total: Any = 0.0  # a float, or a vector for multi-column rounds
+    total_sq: Any = 0.0
     points: list[np.ndarray] = field(default_factory=list)
-    chunk_files: list[Path] = field(default_factory=list)
-    _mech: object = field(default=None, repr=False)
-    _declared: int = field(default=0, repr=False)
-    _n_spilled: int = field(default=0, repr=False)
-    _closed: bool = field(default=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    engine: str = "numpy"  # "spark" once a contribution computed with Spark was added
+    _mech: Any = field(default=None, repr=False)  # the oracle or numeric mechanism
 
     def __post_init__(self) -> None:
         self._mech = mechanism_for(self.spec)
         if is_frequency(self.spec.mechanism):
             self.support = np.zeros(len(self.spec.domain))
-        if self.spill_dir is not None:
-            spill_dir, self.spill_dir = Path(self.spill_dir), None
-            if not self.spill(spill_dir):
-                raise DataError("geo rounds keep their points and cannot spill to files")
-
-    # ------------------------------------------------------------------ spill mode
 
     @property
-    def can_spill(self) -> bool:
-        return self.spec.mechanism != GEO and not is_multi(self.spec)
+    def keeps_points(self) -> bool:
+        """Geo and multi-column rounds keep points or vectors: no per-chunk file estimate."""
+        return self.spec.mechanism == GEO or is_multi(self.spec)
 
-    @property
-    def engine(self) -> str:
-        """What `result` estimates with: "spark" once a chunk file has been folded."""
-        return "spark" if self.chunk_files else "numpy"
+    def check(self, reports: np.ndarray) -> None:
+        """The refusals of `partial`, without computing anything (for chunks folded later)."""
+        if is_frequency(self.spec.mechanism):
+            check_reports(reports, self.spec)
+            if self.spec.mechanism == "olh":
+                _check_olh_ranges(reports, self._mech.g)
+            return
+        r = np.asarray(reports, dtype=np.float64)
+        if r.ndim != 1 or not np.all(np.isfinite(r)):
+            raise ProtocolError("numeric reports must be a 1-D array of finite values")
 
-    def declare(self, n_reports: int) -> int:
-        """Add reports announced by a submission (negative: withdraw them); returns the total."""
-        with self._lock:
-            self._declared += n_reports
-            return self._declared
-
-    def spill(self, spill_dir: Path) -> bool:
-        """Switch to spill mode, writing chunks under `spill_dir` (created). True if it switched
-        now; False if already spilling (the first directory stays) or a geo round."""
-        with self._lock:
-            if self.spill_dir is not None or not self.can_spill or self._closed:
-                return False
-            spill_dir = Path(spill_dir)
-            spill_dir.mkdir(parents=True, exist_ok=True)
-            self.spill_dir = spill_dir
-            return True
-
-    def discard(self, parts: Sequence) -> None:
-        """Delete the files of spilled parts that will never be folded (an aborted upload)."""
-        for part in parts:
-            if isinstance(part, SpilledChunk):
-                part.path.unlink(missing_ok=True)
-
-    def cleanup(self) -> None:
-        """End of the round: delete the spill directory and refuse further spilled chunks."""
-        with self._lock:
-            self._closed = True
-            spill_dir = self.spill_dir
-        if spill_dir is not None:
-            shutil.rmtree(spill_dir, ignore_errors=True)
-
-    def _write(self, reports: np.ndarray, spill_dir: Path) -> SpilledChunk:
-        from leteo_fed.data.spark_ldp import write_chunk  # pyspark only when spilling
-
-        if self._closed:
-            raise ProtocolError("the round is closed; reports refused")
-        try:
-            path = write_chunk(reports, spill_dir)
-        except FileNotFoundError as exc:  # the round closed (and its files went) meanwhile
-            if self._closed:
-                raise ProtocolError("the round is closed; reports refused") from exc
-            raise
-        return SpilledChunk(path, len(reports))
-
-    # ------------------------------------------------------------------ chunks
-
-    def partial(
-        self, reports: np.ndarray
-    ) -> tuple[int, np.ndarray | None, float, float] | SpilledChunk:
-        """What a chunk contributes; validated so a malformed chunk changes nothing.
-
-        In spill mode the chunk is validated as strictly as `support` would (same refusals),
-        then written to a file; the returned `SpilledChunk` names it.
-        """
+    def partial(self, reports: np.ndarray) -> Contribution:
+        """What a chunk contributes; validated so a malformed chunk changes nothing."""
         n = len(reports)
-        spill_dir = self.spill_dir
         if self.spec.mechanism == GEO:
             lo, hi = np.asarray(self.spec.box_lower), np.asarray(self.spec.box_upper)
             ok = reports.ndim == 2 and reports.shape[1] == len(lo) and reports.dtype == np.float64
@@ -352,11 +299,7 @@ class Accumulator:
             return n, reports.copy(), 0.0, 0.0
         if is_frequency(self.spec.mechanism):
             check_reports(reports, self.spec)
-            if spill_dir is None:
-                return n, np.asarray(self._mech.support(reports), dtype=np.float64), 0.0, 0.0
-            if self.spec.mechanism == "olh":
-                _check_olh_ranges(reports, self._mech.g)
-            return self._write(reports, spill_dir)
+            return n, np.asarray(self._mech.support(reports), dtype=np.float64), 0.0, 0.0
         r = np.asarray(reports, dtype=np.float64)
         if is_multi(self.spec):
             if r.ndim != 2 or r.shape[1] != len(self.spec.columns) or not np.all(np.isfinite(r)):
@@ -364,43 +307,28 @@ class Accumulator:
             return n, None, r.sum(axis=0), np.square(r).sum(axis=0)
         if r.ndim != 1 or not np.all(np.isfinite(r)):
             raise ProtocolError("numeric reports must be a 1-D array of finite values")
-        if spill_dir is not None:
-            return self._write(reports, spill_dir)
         return n, None, float(r.sum()), float(np.square(r).sum())
 
-    def fold(self, part: tuple[int, np.ndarray | None, float, float] | SpilledChunk) -> None:
-        if isinstance(part, SpilledChunk):
-            with self._lock:
-                self.chunk_files.append(part.path)
-                self.n += part.n
-                self._n_spilled += part.n
-            return
+    def fold(self, part: Contribution) -> None:
         n, support, total, total_sq = part
-        if self.spec.mechanism == GEO:
-            self.points.append(support)
-            self.n += n
-            return
         self.n += n
-        if support is not None:
+        if self.spec.mechanism == GEO:
+            if support is not None:
+                self.points.append(support)
+            return
+        if support is not None and self.support is not None:
             self.support = self.support + support
-        self.total += total
-        self.total_sq += total_sq
+        self.total = self.total + total
+        self.total_sq = self.total_sq + total_sq
 
-    def _totals(self) -> tuple[np.ndarray | None, float, float]:
-        """Support and sums over every folded chunk: in memory, plus the spilled ones via Spark."""
-        if not self.chunk_files:
-            return self.support, self.total, self.total_sq
-        from leteo_fed.data.spark_ldp import spark_support
-
-        n, contribution = spark_support(list(self.chunk_files), self.spec)
-        if n != self._n_spilled:
-            raise ProtocolError(
-                f"the chunk files hold {n} reports, {self._n_spilled} were accepted"
-            )
+    def add(self, n: int, contribution, engine: str) -> None:
+        """Fold a contribution computed elsewhere: a support vector, or (total, total_sq)."""
         if is_frequency(self.spec.mechanism):
-            return self.support + contribution, 0.0, 0.0
-        total, total_sq = contribution
-        return None, self.total + total, self.total_sq + total_sq
+            self.fold((n, np.asarray(contribution, dtype=np.float64), 0.0, 0.0))
+        else:
+            total, total_sq = contribution
+            self.fold((n, None, total, total_sq))
+        self.engine = engine
 
     def result(self, consistency: bool = False) -> dict:
         spec = self.spec
@@ -423,7 +351,7 @@ class Accumulator:
             )
             doc["engine"] = "numpy"
             return doc
-        support, total, total_sq = self._totals()
+        support, total, total_sq = self.support, self.total, self.total_sq
         doc["engine"] = self.engine
         if is_frequency(spec.mechanism):
             est = self._mech.estimate(support, self.n)
@@ -458,26 +386,13 @@ class Accumulator:
                 )
                 return doc
             est = self._mech.estimate(total, total_sq, self.n)
-            lo, hi = spec.lower, spec.upper
-            half = (hi - lo) / 2
-            doc["mean"] = float(numeric.from_unit(est.mean, lo, hi))
+            lower, upper = spec.lower, spec.upper
+            half = (upper - lower) / 2
+            doc["mean"] = float(numeric.from_unit(est.mean, lower, upper))
             doc["std_error"] = float(est.std_error * half)
-            doc["bounds"] = [lo, hi]
+            doc["bounds"] = [lower, upper]
             doc["estimator"] = "mean of unbiased reports, mapped back from [-1, 1]"
         return doc
-
-
-def warm_spark() -> None:
-    """Start the Spark session ahead of a spilled round's estimate (the JVM takes seconds).
-
-    Best effort: a failure is logged here and raised again by the estimate itself.
-    """
-    try:
-        from leteo_fed.data.spark_ldp import warm
-
-        warm()
-    except Exception:
-        logging.getLogger("leteo.ldp").warning("could not start Spark", exc_info=True)
 
 
 def _check_olh_ranges(reports: np.ndarray, g: int) -> None:
@@ -492,7 +407,7 @@ def _check_olh_ranges(reports: np.ndarray, g: int) -> None:
         raise DataError(f"OLH report outside [0, {g})", field="reports")
 
 
-def check_reports(reports: np.ndarray, spec: pb.LdpSpec) -> None:
+def check_reports(reports: np.ndarray, spec: LdpSpec) -> None:
     d, mech = len(spec.domain), spec.mechanism
     if mech == "grr":
         ok = (

@@ -14,6 +14,7 @@ from them exactly, with one rounding per entry:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,13 +85,18 @@ def local_moments(
     return LocalMoments(r=x.T @ x, v=vs, m=ms)
 
 
+def add_all(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """a0 + a1 + ... in that order (as `sum` would, so partition merges stay reproducible)."""
+    return functools.reduce(np.add, arrays)
+
+
 def merge_moments(parts: Sequence[LocalMoments]) -> LocalMoments:
     if not parts:
         raise DataError("no partitions to merge")
     return LocalMoments(
-        r=sum(p.r for p in parts),
-        v=[sum(p.v[g] for p in parts) for g in range(len(parts[0].v))],
-        m=[sum(p.m[g] for p in parts) for g in range(len(parts[0].m))],
+        r=add_all([p.r for p in parts]),
+        v=[add_all([p.v[g] for p in parts]) for g in range(len(parts[0].v))],
+        m=[add_all([p.m[g] for p in parts]) for g in range(len(parts[0].m))],
     )
 
 

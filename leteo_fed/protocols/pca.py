@@ -1,4 +1,4 @@
-"""Federated PCA (book ch. 9.4, SPEC P1) as pure functions the services call.
+"""Federated PCA as pure functions the services call.
 
 Owner n holds rows X^n and shares R^n = sum x x^T (upper triangle), V^n = sum x and Q^n = |X^n|.
 R and V are encoded at scale 2^f, Q exactly. The aggregator recovers the integer totals and
@@ -15,59 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from leteo_fed.encoding.packing import (
-    DEFAULT_STATISTICAL_SECURITY,
-    SlotLayout,
-    check_finite_and_bounded,
-    make_layout,
-)
-from leteo_fed.errors import DataError, EncodingError
+from leteo_fed.encoding.packing import check_finite_and_bounded
+from leteo_fed.encoding.share import ShareEncoding
+from leteo_fed.errors import DataError
+from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import moments
 
 PROTOCOL = "pca"
-DEFAULT_SCALE_BITS = 32
-DEFAULT_VALUE_BOUND = 1.0e6
-DEFAULT_MAX_ROWS_PER_OWNER = 2**31
-DEFAULT_MAX_OWNERS = 1024
-
-
-@dataclass(frozen=True)
-class PcaEncoding:
-    """Public parameters of a PCA round's encoding; identical for all owners."""
-
-    scale_bits: int = DEFAULT_SCALE_BITS
-    value_bound: float = DEFAULT_VALUE_BOUND
-    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER
-    max_owners: int = DEFAULT_MAX_OWNERS
-    statistical_security: int = DEFAULT_STATISTICAL_SECURITY
-    rotation_dimension: int = 0  # >0: rows are rotated (projection-only mode); d widens bounds
-    count_scale_bits: int = 0  # DP rounds encode counts like R and V, at 2^scale_bits
-    noise_bound: int = 0  # DP rounds: bound on one owner's |noise| per encoded value
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.scale_bits <= 64:
-            raise EncodingError(f"scale_bits must be in 0..64, got {self.scale_bits}")
-        if not (np.isfinite(self.value_bound) and self.value_bound > 0):
-            raise EncodingError(f"value_bound must be a positive number, got {self.value_bound}")
-        if self.max_rows_per_owner < 1 or self.max_owners < 1:
-            raise EncodingError("max_rows_per_owner and max_owners must be positive")
-
-    def per_owner_bound(self) -> int:
-        """Largest |encoded statistic| one owner can produce: |R_ij| <= rows * B^2, scaled.
-
-        A rotated row has ||x'|| = ||x|| <= sqrt(d) B, so rotated statistics satisfy
-        |R'_ij| <= rows * d * B^2 and |V'_i| <= rows * sqrt(d) * B.
-        """
-        b = int(np.ceil(self.value_bound))
-        rows = self.max_rows_per_owner
-        widen = max(self.rotation_dimension, 1)
-        data = max(rows * widen * b * b, rows * widen * b, 1) << self.scale_bits
-        return max(data, rows << self.count_scale_bits) + self.noise_bound
-
-    def layout(self, key_bits: int) -> SlotLayout:
-        return make_layout(
-            key_bits, self.per_owner_bound(), self.max_owners, self.statistical_security
-        )
 
 
 def n_values(d: int) -> int:
@@ -81,7 +35,7 @@ class LocalStatistics:
     q: int  # row count
 
 
-def validate_rows(x: np.ndarray, features: Sequence[str], enc: PcaEncoding) -> None:
+def validate_rows(x: np.ndarray, features: Sequence[str], enc: ShareEncoding) -> None:
     if x.ndim != 2 or x.shape[1] != len(features):
         raise DataError(f"expected a {len(features)}-column matrix, got shape {x.shape}")
     if x.shape[0] == 0:
@@ -91,6 +45,14 @@ def validate_rows(x: np.ndarray, features: Sequence[str], enc: PcaEncoding) -> N
             f"{x.shape[0]} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}"
         )
     check_finite_and_bounded(x, features, enc.value_bound)
+
+
+def clip_finite_rows(x: np.ndarray, features: Sequence[str], row_norm_bound: float) -> np.ndarray:
+    """DP rounds: any finite value is accepted and every row is clipped to L2 norm C."""
+    check_finite_and_bounded(x, features, np.inf)
+    if x.shape[0] == 0:
+        raise DataError("the data source has no rows")
+    return noise.clip_rows(x, row_norm_bound)
 
 
 def local_statistics(x: np.ndarray) -> LocalStatistics:
@@ -103,14 +65,16 @@ def merge_statistics(parts: Sequence[LocalStatistics]) -> LocalStatistics:
     if not parts:
         raise DataError("no partitions to merge")
     return LocalStatistics(
-        r=sum(p.r for p in parts), v=sum(p.v for p in parts), q=sum(p.q for p in parts)
+        r=moments.add_all([p.r for p in parts]),
+        v=moments.add_all([p.v for p in parts]),
+        q=sum(p.q for p in parts),
     )
 
 
-def share_values(stats: LocalStatistics, enc: PcaEncoding) -> list[int]:
+def share_values(stats: LocalStatistics, enc: ShareEncoding) -> list[int]:
     """Encoded share: R upper triangle (row-major), then V, then Q."""
     return moments.encode_moments(
-        as_moments(stats), enc.scale_bits, enc.per_owner_bound(), enc.max_rows_per_owner
+        as_moments(stats), enc.scale_bits, enc.data_bound, enc.max_rows_per_owner
     )
 
 
@@ -191,7 +155,7 @@ def pca_from_scatter(
     if standardize:
         sd = np.sqrt(np.diag(cov))
         if np.any(sd == 0):
-            zero = [features[i] for i in np.flatnonzero(sd == 0)]
+            zero = [features[int(i)] for i in np.flatnonzero(sd == 0)]
             raise DataError(f"cannot standardize constant column(s): {', '.join(zero)}")
         cov = cov / np.outer(sd, sd)
     evals, evecs = np.linalg.eigh(cov)

@@ -79,8 +79,8 @@ def directions(
     if method == pca.PROTOCOL:
         res = pca.pca_from_moments(agg, features, components, psd_project=noisy)
         return res.eigenvalues, np.array(res.components), res.explained_variance_ratio, {}
-    res = discriminant.from_aggregate(agg, method, groupings, features, components, ridge)
-    return res.eigenvalues, np.array(res.components), [], res.ridge
+    dis = discriminant.from_aggregate(agg, method, groupings, features, components, ridge)
+    return dis.eigenvalues, np.array(dis.components), [], dis.ridge
 
 
 def rotate_back(rotated: np.ndarray, omega: np.ndarray) -> np.ndarray:

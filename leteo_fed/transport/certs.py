@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from leteo_fed.defaults import CERT_VALIDITY_DAYS
 from leteo_fed.errors import ConfigError
 from leteo_fed.fileio import atomic_write_bytes
 
@@ -47,7 +48,9 @@ def _validity(days: int) -> tuple[dt.datetime, dt.datetime]:
     return now - dt.timedelta(minutes=5), now + dt.timedelta(days=days)
 
 
-def create_ca(out: Path, days: int = 825) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def create_ca(
+    out: Path, days: int = CERT_VALIDITY_DAYS
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME)])
     start, end = _validity(days)
@@ -87,7 +90,7 @@ def issue(
     ca_cert: x509.Certificate,
     ca_key: ec.EllipticCurvePrivateKey,
     hosts: list[str],
-    days: int = 825,
+    days: int = CERT_VALIDITY_DAYS,
 ) -> None:
     if party.role not in ROLES:
         raise ConfigError(f"unknown role {party.role!r}; expected one of {ROLES}")
@@ -128,7 +131,7 @@ def issue(
 
 
 def create_pki(
-    out: Path, owners: list[str], hosts: list[str] | None = None, days: int = 825
+    out: Path, owners: list[str], hosts: list[str] | None = None, days: int = CERT_VALIDITY_DAYS
 ) -> list[Party]:
     """CA plus certificates for the CSP, the aggregator, the analyst CLI and every owner."""
     out = Path(out)

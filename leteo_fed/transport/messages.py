@@ -1,17 +1,21 @@
-"""Conversions between protocol dataclasses and protobuf messages."""
+"""Conversions between the library's types and protobuf messages that the codec cannot do by
+field name: keys, the share encoding (big integers as bytes, a derived layout), report arrays."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 
 import grpc
+import numpy as np
 
+from leteo_fed import defaults
 from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, int_to_bytes
 from leteo_fed.encoding.packing import SlotLayout, check_declared_layout
+from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.moments import Grouping
-from leteo_fed.protocols.pca import PcaEncoding
+from leteo_fed.protocols.ldp_collection import REPORT_DTYPES
 from leteo_fed.transport.grpc_io import rpc_error_message
 
 BATCH_SIZE = 256  # ciphertexts per stream message: ~128 KiB at 2048-bit keys
@@ -31,7 +35,9 @@ def public_key_from_proto(msg: pb.PublicKey) -> PublicKey:
 def fetch_public_key(stub, address: str) -> PublicKey:
     """The CSP's public key, or PeerUnavailable naming the CSP address."""
     try:
-        msg = stub.GetPublicKey(pb.PublicKeyRequest(), timeout=10, wait_for_ready=True)
+        msg = stub.GetPublicKey(
+            pb.PublicKeyRequest(), timeout=defaults.PUBLIC_KEY_TIMEOUT_SECONDS, wait_for_ready=True
+        )
     except grpc.RpcError as exc:
         raise PeerUnavailable(
             f"cannot fetch the public key from the CSP at {address}: {rpc_error_message(exc)}"
@@ -39,7 +45,7 @@ def fetch_public_key(stub, address: str) -> PublicKey:
     return public_key_from_proto(msg)
 
 
-def encoding_to_proto(enc: PcaEncoding, layout: SlotLayout) -> pb.Encoding:
+def encoding_to_proto(enc: ShareEncoding, layout: SlotLayout) -> pb.Encoding:
     return pb.Encoding(
         scale_bits=enc.scale_bits,
         value_bound=enc.value_bound,
@@ -56,26 +62,27 @@ def encoding_to_proto(enc: PcaEncoding, layout: SlotLayout) -> pb.Encoding:
     )
 
 
-def encoding_from_proto(msg: pb.Encoding, key_bits: int) -> tuple[PcaEncoding, SlotLayout]:
-    """Rebuild the encoding and check the declared layout is the one its parameters imply."""
-    enc = PcaEncoding(
+def encoding_from_proto(msg: pb.Encoding, key_bits: int) -> tuple[ShareEncoding, SlotLayout]:
+    """Rebuild the encoding and check the declared layout is the one its parameters imply.
+
+    The slot offset is the per-owner bound: the protocol's bound on its statistics plus the
+    noise bound, so the statistics' bound is the offset minus the noise bound."""
+    offset, noise_bound = bytes_to_int(msg.slot_offset), bytes_to_int(msg.noise_bound)
+    if offset <= noise_bound:
+        raise ProtocolError("encoding leaves no room for statistics beside the noise bound")
+    enc = ShareEncoding(
         scale_bits=msg.scale_bits,
         value_bound=msg.value_bound,
+        data_bound=offset - noise_bound,
         max_rows_per_owner=msg.max_rows_per_owner,
         max_owners=msg.max_owners,
         statistical_security=msg.statistical_security,
         rotation_dimension=msg.rotation_dimension,
         count_scale_bits=msg.count_scale_bits,
-        noise_bound=bytes_to_int(msg.noise_bound),
+        noise_bound=noise_bound,
     )
     layout = enc.layout(key_bits)
-    check_declared_layout(
-        layout,
-        msg.slot_bits,
-        msg.slots_per_ciphertext,
-        bytes_to_int(msg.slot_offset),
-        msg.mask_bits,
-    )
+    check_declared_layout(layout, msg.slot_bits, msg.slots_per_ciphertext, offset, msg.mask_bits)
     return enc, layout
 
 
@@ -85,9 +92,16 @@ def batches(values: Sequence[int], width: int) -> Iterator[list[bytes]]:
         yield [int_to_bytes(v, width) for v in values[start : start + BATCH_SIZE]]
 
 
-def grouping_to_proto(g: Grouping) -> pb.Grouping:
-    return pb.Grouping(label_column=g.label_column or "", classes=list(g.classes))
+def reports_to_batch(reports: np.ndarray) -> pb.ReportBatch:
+    arr = np.ascontiguousarray(reports)
+    return pb.ReportBatch(data=arr.tobytes(), dtype=arr.dtype.str, shape=list(arr.shape))
 
 
-def grouping_from_proto(msg: pb.Grouping) -> Grouping:
-    return Grouping(msg.label_column, tuple(msg.classes))
+def reports_from_batch(msg: pb.ReportBatch) -> np.ndarray:
+    if msg.dtype not in REPORT_DTYPES:
+        raise ProtocolError(f"report dtype {msg.dtype!r} is not accepted")
+    dtype = np.dtype(msg.dtype)
+    shape = tuple(int(s) for s in msg.shape)
+    if not shape or math.prod(shape) * dtype.itemsize != len(msg.data):
+        raise ProtocolError("report batch size does not match its shape")
+    return np.frombuffer(msg.data, dtype=dtype).reshape(shape)

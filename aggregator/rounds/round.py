@@ -10,45 +10,42 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-import numpy as np
-
-from aggregator.plan import RoundPlan
-from leteo_fed.crypto.paillier import PublicKey, add_ciphertexts
-from leteo_fed.encoding.packing import SlotLayout
 from leteo_fed.errors import AccessDenied, DuplicateError, ProtocolError
+from leteo_fed.protocols.base import RoundPlan, Step
 
 OPEN, COMPLETED, FAILED = "OPEN", "COMPLETED", "FAILED"
+
+
+class Intake(Protocol):
+    """Where accepted contributions go: an encrypted sum or a report accumulator."""
+
+    seconds: float  # time spent folding
+
+    def fold(self, contribution: Any) -> None: ...
 
 
 @dataclass
 class Round:
     round_id: str
-    protocol: str
+    label: str
     plan: RoundPlan
     deadline: float
-    public: PublicKey
-    layout: SlotLayout
-    n_values: int
     invited: list[str]
-    rotation: np.ndarray | None = None  # projection-only mode: secret, never sent to the CSP
-    ldp: object | None = None  # LDP rounds: the running report accumulator
-    kmeans: object | None = None  # k-means iterations: aggregator.kmeans_job.IterationContext
+    min_owners: int
+    intake: Any  # an Intake
+    job: Any  # the engine's Job this round belongs to
     state: str = OPEN
     message: str = ""
     declined: dict[str, str] = field(default_factory=dict)
     receiving: set[str] = field(default_factory=set)
     submitted: dict[str, dict[str, float]] = field(default_factory=dict)
-    aggregate: list[int] | None = None
     result: dict | None = None
+    step: Step | None = None
     closing: bool = False
-    timings: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def n_ciphertexts(self) -> int:
-        return self.layout.n_ciphertexts(self.n_values)
 
     def missing(self) -> list[str]:
         return [s for s in self.invited if s not in self.submitted]
@@ -73,31 +70,13 @@ class Round:
         with self.lock:
             self.receiving.discard(site)
 
-    def accept_share(self, site: str, ciphertexts: list[int], timings: dict[str, float]) -> bool:
-        """Fold a complete, validated share. Returns True when the round can now close."""
-        start = time.perf_counter()
+    def accept(self, site: str, contribution: Any, timings: dict[str, float]) -> bool:
+        """Fold a complete, validated contribution. Returns True when the round can now close."""
         with self.lock:
             self.receiving.discard(site)
             if self.closing:
                 raise ProtocolError(f"round {self.round_id} closed while {site}'s share arrived")
-            if self.aggregate is None:
-                self.aggregate = ciphertexts
-            else:
-                self.aggregate = add_ciphertexts(self.public, self.aggregate, ciphertexts)
-            self.submitted[site] = dict(timings)
-            self.timings["homomorphic_sum_seconds"] = self.timings.get(
-                "homomorphic_sum_seconds", 0.0
-            ) + (time.perf_counter() - start)
-            return self._all_resolved()
-
-    def accept_reports(self, site: str, parts: list, timings: dict[str, float]) -> bool:
-        """Fold a complete, validated stream of LDP report chunks. True when the round can close."""
-        with self.lock:
-            self.receiving.discard(site)
-            if self.closing:
-                raise ProtocolError(f"round {self.round_id} closed while {site}'s reports arrived")
-            for part in parts:
-                self.ldp.fold(part)
+            self.intake.fold(contribution)
             self.submitted[site] = dict(timings)
             return self._all_resolved()
 
@@ -123,12 +102,11 @@ class Round:
     def finish(self, state: str, message: str, result: dict | None = None) -> None:
         with self.lock:
             self.state, self.message, self.result = state, message, result
-            self.aggregate = None  # nothing of the encrypted sum outlives the round
         self.done.set()
 
     def quorum_message(self) -> str:
         parts = [
-            f"quorum not met: {len(self.submitted)} share(s) received, {self.plan.min_owners} required"
+            f"quorum not met: {len(self.submitted)} share(s) received, {self.min_owners} required"
         ]
         if self.declined:
             parts.append(

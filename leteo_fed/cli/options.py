@@ -1,0 +1,203 @@
+"""Argument helpers shared by every command family.
+
+One definition per flag, so `--deadline`, `--owners` or the TLS group read, default and validate
+the same in every command, and every default shown in a help text comes from
+:mod:`leteo_fed.defaults`. Nothing here imports more than argparse; the TLS configuration (gRPC)
+is built lazily, when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from leteo_fed.defaults import (
+    DEFAULT_AGGREGATOR_ADDRESS,
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_DP_DELTA,
+    DEFAULT_KEY_BITS,
+    DEFAULT_VALUE_BOUND,
+    DEMO_OWNERS,
+    MIN_QUORUM,
+)
+
+if TYPE_CHECKING:
+    from leteo_fed.transport.grpc_io import TlsConfig
+
+Container = argparse._ActionsContainer  # a parser or an argument group
+SubParsers = argparse._SubParsersAction
+
+DP_GROUP_TITLE = "differential privacy (distributed Skellam noise added by the owners)"
+
+
+def show(value: float) -> str:
+    """A default as help texts write it: 120, 1e6, 1e-6 (not 120.0, 1e+06, 1e-06)."""
+    mantissa, _, exponent = f"{value:g}".partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else mantissa
+
+
+DP_DELTA_DEFAULT = f"default: {show(DEFAULT_DP_DELTA)}"
+
+
+# ---------------------------------------------------------------- argument types
+
+
+def csv_list(text: str) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def bounds(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("expected LO,HI") from exc
+    return lo, hi
+
+
+# ---------------------------------------------------------------- transport security
+
+
+def add_tls(p: argparse.ArgumentParser, default_name: str, role: str) -> None:
+    """The mTLS flags of a party; `role` is what its certificate must say it is."""
+    g = p.add_argument_group("transport security")
+    g.add_argument(
+        "--tls-dir",
+        type=Path,
+        default=Path("certs"),
+        help="folder with ca.crt, NAME.crt and NAME.key from `leteo-fed certs` (default: ./certs)",
+    )
+    g.add_argument(
+        "--name",
+        default=default_name,
+        help=f"this party's certificate name (default: {default_name})",
+    )
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plaintext gRPC with NO authentication: local experiments only",
+    )
+    p.set_defaults(role=role)
+
+
+def tls_config(args: argparse.Namespace) -> TlsConfig:
+    """The TLS settings of `add_tls`, read when the command runs (imports gRPC)."""
+    from leteo_fed.transport.grpc_io import TlsConfig
+
+    if args.insecure:
+        return TlsConfig.insecure_as(args.name, args.role)
+    return TlsConfig.from_dir(args.tls_dir, args.name, args.role)
+
+
+# ---------------------------------------------------------------- jobs against running services
+
+
+def add_aggregator_address(p: Container) -> None:
+    p.add_argument("--aggregator", default=DEFAULT_AGGREGATOR_ADDRESS, help="aggregator address")
+
+
+def add_features(p: Container) -> None:
+    p.add_argument(
+        "--features", type=csv_list, required=True, help="comma-separated feature columns"
+    )
+
+
+def add_quorum(p: Container, what: str) -> None:
+    """`--min-owners` of an encrypted job: one share alone would reveal its owner's statistics."""
+    p.add_argument(
+        "--min-owners",
+        type=int,
+        default=MIN_QUORUM,
+        help=f"{what} (>= {MIN_QUORUM}; default: {MIN_QUORUM})",
+    )
+
+
+def add_deadline(p: Container, what: str) -> None:
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=DEFAULT_DEADLINE_SECONDS,
+        help=f"{what} (default: {show(DEFAULT_DEADLINE_SECONDS)})",
+    )
+
+
+def add_value_bound(p: Container) -> None:
+    """0 asks for the protocol's default bound."""
+    p.add_argument(
+        "--value-bound",
+        type=float,
+        default=0.0,
+        help=f"declared max |x| (default: {show(DEFAULT_VALUE_BOUND)})",
+    )
+
+
+def add_owner_filter(p: Container) -> None:
+    p.add_argument(
+        "--owners", type=csv_list, default=[], help="invite only these sites (default: all)"
+    )
+
+
+def add_out_folder(p: Container, default: Path) -> None:
+    p.add_argument("--out", type=Path, default=default, help=f"output folder (default: {default})")
+
+
+# ---------------------------------------------------------------- differential privacy
+
+
+def add_row_norm_bound(g: Container, epsilon_flag: str) -> None:
+    g.add_argument(
+        "--row-norm-bound",
+        type=float,
+        default=None,
+        help=f"DP: every row is clipped to this L2 norm (required with {epsilon_flag})",
+    )
+
+
+def add_dp_flags(p: argparse.ArgumentParser) -> None:
+    """`--dp-epsilon`, `--dp-delta`, `--row-norm-bound` of a moment round (PCA, DCA, ...)."""
+    g = p.add_argument_group(DP_GROUP_TITLE)
+    g.add_argument(
+        "--dp-epsilon", type=float, default=None, help="release the statistics (epsilon, delta)-DP"
+    )
+    g.add_argument("--dp-delta", type=float, default=None, help=f"DP delta ({DP_DELTA_DEFAULT})")
+    add_row_norm_bound(g, "--dp-epsilon")
+
+
+# ---------------------------------------------------------------- local demos
+
+
+def add_demo_owners(p: Container) -> None:
+    p.add_argument(
+        "--owners",
+        type=int,
+        default=DEMO_OWNERS,
+        help=f"number of owner agents (default: {DEMO_OWNERS})",
+    )
+
+
+def add_demo_key_flags(p: Container) -> None:
+    """A demo's fresh Paillier key: below the secure size only on explicit request."""
+    p.add_argument(
+        "--key-bits",
+        type=int,
+        default=DEFAULT_KEY_BITS,
+        help=f"Paillier key size (default: {DEFAULT_KEY_BITS})",
+    )
+    p.add_argument(
+        "--insecure-small-key",
+        action="store_true",
+        help=f"allow --key-bits below {DEFAULT_KEY_BITS} (experiments only)",
+    )
+
+
+def add_demo_insecure(p: Container, what: str = "run the demo") -> None:
+    p.add_argument("--insecure", action="store_true", help=f"{what} without TLS (not recommended)")
+
+
+def set_handler(p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
+    """The function `main` calls for this command: `run(args) -> exit code`."""
+    p.set_defaults(handler=run)

@@ -1,0 +1,277 @@
+"""Moment rounds: `pca` and `dca` (DCA, LDA, MDR) against running services, and their demos.
+
+Owners send encrypted sums of x x^T, x and counts (per class for discriminant analysis); the
+aggregator adds them, the CSP decrypts only the blinded total. `demo pca|dca` runs the same round
+on a local deployment and compares it with the computation on the pooled rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from leteo_fed.cli import extras
+from leteo_fed.cli.options import (
+    SubParsers,
+    add_aggregator_address,
+    add_deadline,
+    add_demo_insecure,
+    add_demo_key_flags,
+    add_demo_owners,
+    add_dp_flags,
+    add_features,
+    add_out_folder,
+    add_owner_filter,
+    add_quorum,
+    add_tls,
+    add_value_bound,
+    csv_list,
+    set_handler,
+    tls_config,
+)
+from leteo_fed.defaults import DEMO_SEED, PCA_DEFAULT_SCALE_BITS
+from leteo_fed.errors import ConfigError
+
+PRIVACY_LABEL_HELP = "MDR: the label whose classes to hide"
+
+
+def add_parsers(sub: SubParsers) -> None:
+    """`pca` and `dca`, run against an aggregator."""
+    p = sub.add_parser(
+        "pca",
+        help="run a federated PCA round against running services",
+        description="Start a federated PCA round at the aggregator and wait for the result. "
+        "Owners send encrypted sums of x x^T, x and counts; the result equals PCA on the pooled "
+        "rows. Writes OUT/pca.json.",
+    )
+    _add_round_args(p, Path("out/pca"))
+    _add_standardize(p)
+    set_handler(p, run)
+
+    p = sub.add_parser(
+        "dca",
+        help="run a federated DCA / LDA / MDR round against running services",
+        description="Start a federated discriminant analysis at the aggregator. Owners send "
+        "encrypted sums of x x^T and per-class sums and counts for ALL declared classes "
+        "(zero-filled), so no share reveals which classes a site holds. Writes OUT/dca.json.",
+    )
+    _add_round_args(p, Path("out/dca"))
+    _add_discriminant_args(p)
+    p.add_argument(
+        "--classes", type=csv_list, required=True, help="the label's class names, e.g. 0,1,2"
+    )
+    p.add_argument("--privacy-label-column", default=None, help=PRIVACY_LABEL_HELP)
+    p.add_argument(
+        "--privacy-classes", type=csv_list, default=None, help="MDR: the privacy label's classes"
+    )
+    set_handler(p, run)
+
+
+def add_demo_parsers(demo: SubParsers) -> None:
+    """`demo pca` and `demo dca`: the same rounds on a local deployment."""
+    p = demo.add_parser(
+        "pca",
+        help="federated PCA demo with real processes, mTLS and 2048-bit Paillier",
+        description="Start a CSP, an aggregator and N owner agents as separate local processes on "
+        "loopback with fresh certificates; split a data set horizontally across the owners; run "
+        "one PCA round; compare with centralized NumPy PCA; write OUT/pca.json and "
+        "OUT/pca_scatter.png; stop every process.",
+    )
+    _add_demo_args(p, Path("out/demo-pca"), label_required=False)
+    _add_standardize(p)
+    set_handler(p, run)
+
+    p = demo.add_parser(
+        "dca",
+        help="federated DCA / LDA / MDR demo with real processes, mTLS and 2048-bit Paillier",
+        description="Like `demo pca`, for discriminant analysis: owners send per-class encrypted "
+        "shares; the result is compared with the same computation on the pooled rows. Writes "
+        "OUT/dca.json and OUT/dca_scatter.png.",
+    )
+    _add_demo_args(p, Path("out/demo-dca"), label_required=True)
+    _add_discriminant_args(p, with_label=False)
+    p.add_argument("--privacy-label-column", default=None, help=PRIVACY_LABEL_HELP)
+    set_handler(p, run)
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _add_standardize(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--standardize", action="store_true", help="PCA of the correlation matrix")
+
+
+def _add_projection_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--projection-only",
+        action="store_true",
+        help="the aggregator learns only the directions and eigenvalues (the CSP solves a secretly rotated problem)",
+    )
+
+
+def _add_round_args(p: argparse.ArgumentParser, default_out: Path) -> None:
+    add_aggregator_address(p)
+    add_features(p)
+    p.add_argument(
+        "--components", type=int, default=0, help="number of components (default: the method's)"
+    )
+    add_quorum(p, "quorum: minimum shares")
+    add_deadline(p, "round deadline in seconds")
+    add_value_bound(p)
+    p.add_argument(
+        "--scale-bits",
+        type=int,
+        default=0,
+        help=f"fixed-point fraction bits (default: {PCA_DEFAULT_SCALE_BITS})",
+    )
+    add_owner_filter(p)
+    add_out_folder(p, default_out)
+    _add_projection_flag(p)
+    add_dp_flags(p)
+    add_tls(p, "analyst", "analyst")
+
+
+def _add_discriminant_args(p: argparse.ArgumentParser, with_label: bool = True) -> None:
+    p.add_argument(
+        "--method", choices=["dca", "lda", "mdr"], default="dca", help="analysis (default: dca)"
+    )
+    if with_label:
+        p.add_argument("--label-column", required=True, help="the (utility) class label column")
+    p.add_argument(
+        "--rho",
+        type=float,
+        default=None,
+        help="ridge on the denominator matrix (default: DCA 0.02 lambda_max(S_W), LDA 1e-9 "
+        "lambda_max(S_W), MDR 0.02 lambda_max(S_B privacy))",
+    )
+    p.add_argument(
+        "--rho-prime", type=float, default=None, help="DCA ridge on S_B (default: 0.1 rho)"
+    )
+
+
+def _add_demo_args(p: argparse.ArgumentParser, default_out: Path, label_required: bool) -> None:
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="CSV file (default: scikit-learn's breast cancer set)",
+    )
+    p.add_argument(
+        "--features",
+        type=csv_list,
+        default=None,
+        help="columns (default: all numeric except labels)",
+    )
+    if label_required:
+        p.add_argument(
+            "--label-column", default=None, help="class label column (default data set: diagnosis)"
+        )
+    else:
+        p.add_argument("--label-column", default=None, help="label column: only colours the plot")
+    add_demo_owners(p)
+    p.add_argument(
+        "--components",
+        type=int,
+        default=0,
+        help="number of components (default: PCA 2, else classes - 1)",
+    )
+    add_demo_key_flags(p)
+    add_value_bound(p)
+    add_out_folder(p, default_out)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=DEMO_SEED,
+        help=f"seed of the horizontal split (default: {DEMO_SEED})",
+    )
+    add_demo_insecure(p)
+    _add_projection_flag(p)
+    add_dp_flags(p)
+
+
+# ---------------------------------------------------------------- running
+
+
+def run(args: argparse.Namespace) -> int:
+    """A round against running services, or a demo on a local deployment."""
+    if args.command == "demo":
+        return _run_demo(args)
+    return _run_round(args)
+
+
+def _groupings(args: argparse.Namespace) -> tuple:
+    """The declared (label, classes) pairs: none for PCA; MDR adds the label to hide."""
+    if args.command != "dca":
+        return ()
+    groupings: tuple = ((args.label_column, tuple(args.classes)),)
+    if args.method == "mdr":
+        if not args.privacy_label_column or not args.privacy_classes:
+            raise ConfigError("--method mdr needs --privacy-label-column and --privacy-classes")
+        groupings += ((args.privacy_label_column, tuple(args.privacy_classes)),)
+    return groupings
+
+
+def _run_round(args: argparse.Namespace) -> int:
+    from leteo_fed.client import AnalystClient, RoundParams
+    from leteo_fed.fileio import atomic_write_json
+
+    params = RoundParams(
+        features=args.features,
+        method=getattr(args, "method", "pca"),
+        components=args.components,
+        min_owners=args.min_owners,
+        deadline_seconds=args.deadline,
+        standardize=getattr(args, "standardize", False),
+        scale_bits=args.scale_bits,
+        value_bound=args.value_bound,
+        owners=tuple(args.owners),
+        groupings=_groupings(args),
+        rho=getattr(args, "rho", None),
+        rho_prime=getattr(args, "rho_prime", None),
+        projection_only=args.projection_only,
+        dp_epsilon=args.dp_epsilon,
+        dp_delta=args.dp_delta,
+        row_norm_bound=args.row_norm_bound,
+    )
+    with AnalystClient(args.aggregator, tls_config(args)) as client:
+        result = client.run_round(params)
+    out = Path(args.out) / f"{args.command}.json"
+    atomic_write_json(out, result)
+    print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    extras.require("matplotlib")  # the scatter plot
+    if args.data is None:
+        extras.require("sklearn")  # the default data set
+    from leteo_fed.demo.runner import DemoOptions, run_demo
+
+    discriminant = args.action == "dca"
+    opts = DemoOptions(
+        method=args.method if discriminant else "pca",
+        privacy_label_column=getattr(args, "privacy_label_column", None),
+        rho=getattr(args, "rho", None),
+        rho_prime=getattr(args, "rho_prime", None),
+        data=args.data,
+        features=args.features,
+        label_column=args.label_column,
+        owners=args.owners,
+        components=args.components,
+        key_bits=args.key_bits,
+        allow_small_key=args.insecure_small_key,
+        standardize=getattr(args, "standardize", False),
+        value_bound=args.value_bound,
+        out=args.out,
+        seed=args.seed,
+        insecure=args.insecure,
+        projection_only=args.projection_only,
+        dp_epsilon=args.dp_epsilon,
+        dp_delta=args.dp_delta,
+        row_norm_bound=args.row_norm_bound,
+    )
+    run_demo(opts)
+    return 0

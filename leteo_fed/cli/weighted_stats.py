@@ -1,0 +1,85 @@
+"""`leteo-fed stats`: federated weighted mean and variance per column, against running services."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from leteo_fed.cli.options import (
+    SubParsers,
+    add_aggregator_address,
+    add_deadline,
+    add_dp_flags,
+    add_features,
+    add_owner_filter,
+    add_quorum,
+    add_tls,
+    add_value_bound,
+    set_handler,
+    tls_config,
+)
+
+DEFAULT_OUT = Path("out/stats.json")
+
+
+def add_parser(sub: SubParsers) -> None:
+    p = sub.add_parser(
+        "stats",
+        help="weighted mean and variance per column across the owners",
+        description="Start a weighted-statistics round: every owner sends its Paillier-encrypted "
+        "total weight, weighted sums of x and x^2 and its row count; the aggregator learns only "
+        "the pooled means, variances, total weight and row count (with --dp-epsilon, noisy).",
+    )
+    add_aggregator_address(p)
+    add_features(p)
+    p.add_argument(
+        "--weight-column", default="", help="column of row weights (default: every row weighs 1)"
+    )
+    p.add_argument(
+        "--weight-bound",
+        type=float,
+        default=0.0,
+        help="public bound on every weight; larger weights are refused (default: 1)",
+    )
+    add_quorum(p, "owners needed for a result")
+    add_deadline(p, "round deadline in seconds")
+    add_value_bound(p)
+    p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
+    add_owner_filter(p)
+    p.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"JSON result (default: {DEFAULT_OUT})"
+    )
+    add_dp_flags(p)
+    add_tls(p, "analyst", "analyst")
+    set_handler(p, run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from leteo_fed.client import AnalystClient, CommonParams
+    from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
+
+    request = WeightedStatsRequest(
+        features=tuple(args.features),
+        weight_column=args.weight_column,
+        weight_bound=args.weight_bound,
+    )
+    common = CommonParams(
+        min_owners=args.min_owners,
+        deadline_seconds=args.deadline,
+        owners=tuple(args.owners),
+        scale_bits=args.scale_bits,
+        value_bound=args.value_bound,
+        dp_epsilon=args.dp_epsilon,
+        dp_delta=args.dp_delta,
+        row_norm_bound=args.row_norm_bound,
+    )
+    with AnalystClient(args.aggregator, tls_config(args)) as client:
+        result = client.run_protocol("weighted_stats", request, common)
+    atomic_write_json(args.out, result)
+    summary = ("round_id", "owners", "n_rows", "means", "variances")
+    print(json.dumps({k: result[k] for k in summary}))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0

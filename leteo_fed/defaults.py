@@ -1,0 +1,51 @@
+"""Defaults and limits shared by the services, the client and the CLI, defined once.
+
+Why one module: a deadline or a cap that differs between the CLI's help text, the client and the
+aggregator's validation is a bug waiting to happen. Everything here is public and documented.
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------- rounds
+DEFAULT_DEADLINE_SECONDS = 120.0  # a round (or one k-means iteration) closes after this
+MAX_DEADLINE_SECONDS = 24 * 3600.0
+MIN_QUORUM = 2  # one encrypted share alone would reveal that owner's statistics
+MIN_QUORUM_LDP = 1  # every LDP report is private on its own
+DEFAULT_DP_DELTA = 1e-6
+MAX_DP_DELTA = 1e-2
+MAX_WAIT_SECONDS = 600.0  # GetRound blocks at most this long
+
+# ---------------------------------------------------------------- RPC timeouts (seconds)
+INVITE_TIMEOUT_SECONDS = 10.0
+PUBLISH_TIMEOUT_SECONDS = 5.0
+CSP_OPEN_TIMEOUT_SECONDS = 10.0
+CSP_TIMEOUT_SECONDS = 300.0  # decrypting or projecting one aggregate
+PUBLIC_KEY_TIMEOUT_SECONDS = 10.0
+REGISTER_TIMEOUT_SECONDS = 5.0
+DECLINE_TIMEOUT_SECONDS = 10.0
+SHARE_UPLOAD_TIMEOUT_SECONDS = 120.0
+REPORT_UPLOAD_TIMEOUT_SECONDS = 300.0
+
+# ---------------------------------------------------------------- owner agent
+REGISTER_INTERVAL_SECONDS = 30.0
+
+# ---------------------------------------------------------------- addresses and keys
+DEFAULT_CSP_ADDRESS = "127.0.0.1:50051"
+DEFAULT_AGGREGATOR_ADDRESS = "127.0.0.1:50052"
+DEFAULT_KEY_BITS = 2048  # Paillier modulus of a new key; anything smaller needs an explicit opt-in
+CERT_VALIDITY_DAYS = 825  # of the certificates `leteo-fed certs` issues
+
+# ---------------------------------------------------------------- encodings (0 in a request = these)
+DEFAULT_VALUE_BOUND = 1.0e6  # declared max |x| of a feature value
+PCA_DEFAULT_SCALE_BITS = 32  # fixed-point fraction bits of moment rounds (PCA, DCA, LDA, MDR)
+KMEANS_DEFAULT_SCALE_BITS = 48  # k-means shares have no x x^T term: room for more fraction bits
+DP_DEFAULT_SCALE_BITS = 16  # DP rounds: coarser fixed point, the noise dominates anyway
+KMEANS_DP_DEFAULT_SCALE_BITS = DP_DEFAULT_SCALE_BITS
+KMEANS_DEFAULT_ITERATIONS = 10  # a k-means job's maximum number of Lloyd iterations
+
+# ---------------------------------------------------------------- LDP collections
+SPARK_REPORT_THRESHOLD = 5_000_000  # rounds expecting more reports are estimated with Spark
+
+# ---------------------------------------------------------------- local demos
+DEMO_OWNERS = 3
+DEMO_SEED = 7  # seeds the demos' row split (and k-means initial centers): reruns are identical

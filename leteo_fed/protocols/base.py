@@ -1,0 +1,404 @@
+"""What a federated protocol is: the small interface the round engine and the owners call.
+
+A protocol is one object with two faces and no network code:
+
+- aggregator side: `plan` a validated job from the analyst's request, give the spec of each
+  `next_round`, and `finish_round` from the revealed totals (or the report accumulator), which
+  either ends the job or asks for another round (k-means iterations);
+- owner side: the `columns` a round reads, `check` of a spec before anything is computed
+  (encoding, DP accounting, engine), what the round `charge`s against the owner's budget, and
+  the share itself: `share_values` (encoded integers for the secure sum) or `reports` (LDP).
+
+Requests and specs are frozen dataclasses whose field names match the protocol's proto payload
+messages, so the transport converts them generically (`leteo_fed.transport.codec`).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from leteo_fed import defaults
+from leteo_fed.encoding.share import ShareEncoding
+from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.budget import Budget, check_delta, check_epsilon
+
+SECURE_SUM = "secure_sum"  # owners send Paillier-encrypted, packed integers; the engine sums them
+REPORTS = "reports"  # owners send perturbed reports; the engine folds them into an accumulator
+
+
+# ------------------------------------------------------------------ what the analyst asks
+
+
+@dataclass(frozen=True)
+class DpRequest:
+    """A DP release: the budget and the L2 bound every row is clipped to."""
+
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.epsilon, self.delta)
+
+
+@dataclass(frozen=True)
+class Common:
+    """Round parameters every protocol shares (the request's fields outside its payload)."""
+
+    n_invited: int
+    min_owners: int = 0  # 0: the protocol's default quorum
+    deadline_seconds: float = 0.0  # 0: the default deadline
+    scale_bits: int = 0  # 0: the protocol's default
+    value_bound: float = 0.0  # 0: the protocol's default
+    dp: DpRequest | None = None
+
+    def quorum(self, minimum: int = defaults.MIN_QUORUM) -> int:
+        q = self.min_owners or minimum
+        if q < minimum:
+            why = "a single share would be revealed" if minimum >= 2 else "no owner"
+            raise DataError(f"min_owners must be at least {minimum}: {why}", field="min_owners")
+        return q
+
+    def deadline(self) -> float:
+        d = self.deadline_seconds or defaults.DEFAULT_DEADLINE_SECONDS
+        if not (math.isfinite(d) and 0 < d <= defaults.MAX_DEADLINE_SECONDS):
+            raise DataError(
+                f"deadline_seconds must be in (0, {defaults.MAX_DEADLINE_SECONDS:.0f}]",
+                field="deadline_seconds",
+            )
+        return d
+
+    def no_dp(self, protocol: str) -> None:
+        if self.dp is not None:
+            raise DataError(f"{protocol} rounds take no dp_epsilon", field="dp_epsilon")
+
+
+def dp_request(
+    epsilon: float | None, delta: float | None, row_norm_bound: float | None
+) -> DpRequest | None:
+    """The request's DP fields, validated (one validator for every protocol)."""
+    if epsilon is None:
+        if delta is not None or row_norm_bound is not None:
+            raise DataError("dp_delta and row_norm_bound need dp_epsilon", field="dp_epsilon")
+        return None
+    eps = check_epsilon(epsilon, field="dp_epsilon")
+    dlt = defaults.DEFAULT_DP_DELTA if delta is None else check_delta(delta, field="dp_delta")
+    if dlt > defaults.MAX_DP_DELTA:  # a larger delta allows leaking a row outright
+        raise DataError(
+            f"dp_delta must be in (0, {defaults.MAX_DP_DELTA:g}], got {delta}", field="dp_delta"
+        )
+    if row_norm_bound is None:
+        raise DataError(
+            "a DP round needs row_norm_bound (rows are clipped to it)", field="row_norm_bound"
+        )
+    if not (math.isfinite(row_norm_bound) and row_norm_bound > 0):
+        raise DataError(
+            f"row_norm_bound must be a positive number, got {row_norm_bound}",
+            field="row_norm_bound",
+        )
+    return DpRequest(eps, dlt, float(row_norm_bound))
+
+
+# ------------------------------------------------------------------ what owners receive
+
+
+@dataclass(frozen=True)
+class DpSpec:
+    """Distributed Skellam noise of a DP round (the wire's DpSpec)."""
+
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    mu: float  # aggregate Skellam parameter with exactly `quorum` shares
+    quorum: int
+    mechanism: str = "skellam"
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.epsilon, self.delta)
+
+    def noise_std(self, n_shares: int, scale_bits: int) -> float:
+        """Standard deviation of the aggregate noise per value, in real units at that scale."""
+        return math.sqrt(2 * noise.effective_mu(self.mu, self.quorum, n_shares)) / 2**scale_bits
+
+
+MAX_OWNER_MU = 1e17  # numpy's exact Poisson sampler stops near 9e18
+
+
+def skellam_plan(
+    dp: DpRequest, sensitivity: noise.Sensitivity, quorum: int, n_values: int
+) -> tuple[DpSpec, int]:
+    """Calibrate the aggregate Skellam noise for one release; (spec, per-owner noise bound)."""
+    mu = noise.calibrate_mu(dp.epsilon, dp.delta, sensitivity.l1, sensitivity.l2)
+    owner_mu = mu / quorum
+    if owner_mu > MAX_OWNER_MU:
+        raise DataError(
+            f"the noise (Skellam mu {owner_mu:.3g} per owner) is too large to sample exactly: "
+            "lower scale_bits or raise dp_epsilon",
+            field="scale_bits",
+        )
+    spec = DpSpec(dp.epsilon, dp.delta, dp.row_norm_bound, mu, quorum)
+    return spec, noise.skellam_magnitude_bound(owner_mu, n_values)
+
+
+def clip_note(dp: DpSpec | None) -> str:
+    """The ledger note's tail for a DP round."""
+    return f", rows clipped to {dp.row_norm_bound:g}" if dp is not None else ""
+
+
+def require_same_count_scale(encoding: ShareEncoding) -> None:
+    """One noise level fits every coordinate only if counts are scaled like the sums."""
+    if encoding.count_scale_bits != encoding.scale_bits:
+        raise ProtocolError("DP rounds must encode counts at the same scale as sums")
+
+
+def dp_facts(dp: DpSpec, sensitivity: noise.Sensitivity) -> dict:
+    """What a result says about its noise (shared by the secure-sum protocols)."""
+    return {
+        "epsilon": dp.epsilon,
+        "delta": dp.delta,
+        "row_norm_bound": dp.row_norm_bound,
+        "quorum": dp.quorum,
+        "sensitivity_l1": sensitivity.l1,
+        "sensitivity_l2": sensitivity.l2,
+    }
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """One round as the engine runs it: the payload owners receive and how it is summed."""
+
+    spec: Any  # the protocol's spec dataclass (the RoundSpec payload)
+    label: str  # what the round computes, e.g. "pca" (RoundSpec.protocol)
+    encoding: ShareEncoding | None = None  # None: a report round
+    n_values: int = 0
+    dp: DpSpec | None = None
+    reveal: str = "blinded"  # "blinded" | "projection" | "reports"
+    dimension: int = 0  # features per row, declared in every share's header
+
+    @property
+    def share_encoding(self) -> ShareEncoding:
+        """The encoding of a secure-sum round (report rounds have none)."""
+        if self.encoding is None:
+            raise ProtocolError(f"a {self.label} round has no share encoding")
+        return self.encoding
+
+
+@dataclass(frozen=True)
+class ProjectionQuery:
+    """What the CSP needs to compute directions from a rotated aggregate (no class names)."""
+
+    method: str
+    dimension: int
+    classes_per_grouping: tuple[int, ...]
+    components: int
+    rho: float | None
+    rho_prime: float | None
+    ridge_noise_floor: float
+
+
+@dataclass(frozen=True)
+class ProjectionReply:
+    eigenvalues: tuple[float, ...]
+    components: tuple[float, ...]  # k x d, row-major, rotated coordinates
+    explained_variance_ratio: tuple[float, ...]
+    ridge: dict[str, float]
+    compute_seconds: float
+
+
+@dataclass
+class Outcome:
+    """What one completed round revealed, handed to `finish_round`."""
+
+    round_id: str
+    plan: RoundPlan
+    invited: list[str]
+    submitted: dict[str, dict[str, float]]  # owner -> its phase timings
+    declined: dict[str, str]
+    totals: list[int] | None = None  # blinded reveal: signed integer totals
+    projection: ProjectionReply | None = None
+    reports: Any = None  # report rounds: the protocol's accumulator
+    timings: dict[str, float] = field(default_factory=dict)  # aggregator phases
+    csp: dict[str, float] = field(default_factory=dict)
+    layout_facts: dict[str, Any] = field(default_factory=dict)  # encoding and key facts
+
+    @property
+    def n_owners(self) -> int:
+        return len(self.submitted)
+
+    def require_totals(self) -> list[int]:
+        if self.totals is None:
+            raise ProtocolError(f"round {self.round_id} revealed no totals")
+        return self.totals
+
+    def require_projection(self) -> ProjectionReply:
+        if self.projection is None:
+            raise ProtocolError(f"round {self.round_id} revealed no projection")
+        return self.projection
+
+    @property
+    def missing(self) -> list[str]:
+        return [s for s in self.invited if s not in self.submitted and s not in self.declined]
+
+    def facts(self) -> dict:
+        """round id, owners, declines, encoding and timings: what every result reports."""
+        return {
+            "round_id": self.round_id,
+            "owners": sorted(self.submitted),
+            "declined": dict(self.declined),
+            "encoding": dict(self.layout_facts),
+            "timings": {"owners": self.submitted, "aggregator": self.timings, "csp": self.csp},
+        }
+
+
+@dataclass(frozen=True)
+class Step:
+    """The end of one round: its published result, and whether the job is done."""
+
+    result: dict
+    done: bool = True
+    message: str = ""
+
+
+# ------------------------------------------------------------------ owner side
+
+
+class SiteTable(Protocol):
+    """Rows read once from the site's data (numpy engine)."""
+
+    def matrix(self, columns: Sequence[str]) -> np.ndarray: ...
+
+    def labels(self, column: str) -> list[str]: ...
+
+
+class SiteData(Protocol):
+    """The owner's data as protocols see it; the owner agent implements it."""
+
+    @property
+    def is_local(self) -> bool:
+        """A local file (not a Spark URI)."""
+        ...
+
+    @property
+    def uses_spark(self) -> bool:
+        """Statistics are computed with Spark."""
+        ...
+
+    def read(self, columns: Sequence[str]) -> SiteTable: ...
+
+    def spark_moments(self, features: Sequence[str], groupings: Sequence, value_bound: float): ...
+
+
+@dataclass
+class ReportStream:
+    """An LDP owner's upload: report chunks and their count."""
+
+    n_reports: int
+    chunks: Iterator[np.ndarray]
+
+
+# ------------------------------------------------------------------ the interface
+
+
+class FederatedProtocol(ABC):
+    """One protocol; `name` is its payload field in RoundRequest and RoundSpec."""
+
+    name: ClassVar[str]
+    request_type: ClassVar[type]
+    spec_type: ClassVar[type]
+    kind: ClassVar[str] = SECURE_SUM
+    multi_round: ClassVar[bool] = False  # a job of several rounds (round ids get "-it<t>")
+
+    # ---------------------------------------------------------------- aggregator side
+
+    @abstractmethod
+    def plan(self, request: Any, common: Common) -> Any:
+        """Validate a request into a plan with `label`, `min_owners` and `deadline_seconds`;
+        DataError naming the field otherwise."""
+
+    def start(self, plan: Any, job_id: str, invited: list[str]) -> Any:
+        """The job's mutable state (None for single-round protocols)."""
+        return None
+
+    @abstractmethod
+    def next_round(self, plan: Any, state: Any, index: int) -> RoundPlan:
+        """The plan of round `index` (1-based)."""
+
+    @abstractmethod
+    def finish_round(self, plan: Any, state: Any, outcome: Outcome) -> Step:
+        """The result of a completed round; `Step.done` False asks for another round."""
+
+    def job_result(self, plan: Any, state: Any, last: Step) -> dict:
+        """The job's result once done (single-round: the round's)."""
+        return last.result
+
+    def new_accumulator(self, plan: Any) -> Any:
+        """Report protocols: the accumulator the round's reports are folded into."""
+        raise NotImplementedError(f"{self.name} takes no reports")
+
+    def projection_query(self, plan: Any, state: Any, n_owners: int) -> ProjectionQuery:
+        raise NotImplementedError(f"{self.name} has no projection-only mode")
+
+    def progress(self, plan: Any, index: int, round_id: str) -> str:
+        return ""
+
+    def failure(self, plan: Any, index: int, message: str) -> str:
+        """The job's message when round `index` failed."""
+        return message
+
+    # ---------------------------------------------------------------- owner side
+
+    @abstractmethod
+    def columns(self, spec: Any) -> list[str]:
+        """The site columns the round reads."""
+
+    def dimension(self, spec: Any) -> int:
+        """Features per row, declared in the share's header."""
+        return len(self.columns(spec))
+
+    def check(
+        self, spec: Any, encoding: ShareEncoding | None, dp: DpSpec | None, site: SiteData
+    ) -> None:
+        """Refuse (LeteoError) a spec this owner must not or cannot compute."""
+        return None
+
+    def charge(self, spec: Any, dp: DpSpec | None) -> Budget | None:
+        """What this round spends from the owner's budget (None: nothing)."""
+        return dp.budget if dp is not None else None
+
+    def budget_needed(self, spec: Any, dp: DpSpec | None) -> Budget | None:
+        """What the owner must still have to take part (k-means: every remaining iteration)."""
+        return self.charge(spec, dp)
+
+    def mechanism(self, spec: Any, dp: DpSpec | None) -> str:
+        """The mechanism name a charge is recorded under in the ledger."""
+        return dp.mechanism if dp is not None else self.name
+
+    def describe(self, spec: Any, dp: DpSpec | None) -> str:
+        """The ledger note of a charge."""
+        return f"{self.name} on {', '.join(self.columns(spec))}"
+
+    def share_values(
+        self,
+        spec: Any,
+        encoding: ShareEncoding,
+        dp: DpSpec | None,
+        site: SiteData,
+        timings: dict[str, float],
+    ) -> list[int]:
+        """Secure-sum protocols: this site's encoded statistics (before noise)."""
+        raise NotImplementedError(f"{self.name} sends no encrypted share")
+
+    def reports(
+        self, spec: Any, site: SiteData, rng: np.random.Generator, timings: dict[str, float]
+    ) -> ReportStream:
+        """Report protocols: this site's perturbed reports."""
+        raise NotImplementedError(f"{self.name} sends no reports")

@@ -1,0 +1,372 @@
+"""Federated k-means as a multi-round protocol of the engine: one secure-sum round per iteration.
+
+Each iteration publishes the current centers; owners send the encrypted per-cluster sums and
+counts of ALL k clusters (`kmeans`); the engine reveals the exact totals and this protocol
+updates the centers, stopping after T iterations or once no center moves more than the
+tolerance. DP jobs split (epsilon, delta) evenly over the T iterations (basic composition) and
+every owner's ledger is charged once per iteration it takes part in.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from leteo_fed.encoding.share import DEFAULT_MAX_OWNERS, ShareEncoding, require_bound
+from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.budget import Budget
+from leteo_fed.protocols import kmeans, pca, registry
+from leteo_fed.protocols.base import (
+    Common,
+    DpSpec,
+    FederatedProtocol,
+    Outcome,
+    RoundPlan,
+    SiteData,
+    Step,
+    clip_note,
+    dp_facts,
+    skellam_plan,
+)
+
+EMPTY_CLUSTER_RULE = "an empty cluster (no rows; with DP a noisy count below 1) keeps its center"
+
+
+@dataclass(frozen=True)
+class KmeansRequest:
+    k: int = 0
+    centers: tuple[float, ...] = ()
+    iterations: int = 0
+    tolerance: float = 0.0
+    features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KmeansIteration:
+    job_id: str
+    iteration: int
+    iterations: int
+    k: int
+    centers: tuple[float, ...]
+    features: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KmeansPlan:
+    features: tuple[str, ...]
+    k: int
+    centers: np.ndarray  # initial centers, k x d (validated)
+    iterations: int  # maximum number of iterations T
+    tolerance: float
+    min_owners: int
+    deadline_seconds: float  # per iteration
+    encoding: ShareEncoding
+    dp: DpSpec | None = None  # per iteration: (epsilon / T, delta / T)
+    dp_total: tuple[float, float] | None = None  # the job's (epsilon, delta)
+    sensitivity: noise.Sensitivity | None = None
+    label: str = kmeans.PROTOCOL
+
+
+@dataclass
+class KmeansState:
+    job_id: str
+    invited: list[str]
+    centers: np.ndarray
+    layout_facts: dict = field(default_factory=dict)
+    iterations: list[dict] = field(default_factory=list)
+    converged: bool = False
+    started: float = field(default_factory=time.perf_counter)
+    opened: float = field(default_factory=time.perf_counter)
+
+
+class KmeansProtocol(FederatedProtocol):
+    name = "kmeans"
+    request_type = KmeansRequest
+    spec_type = KmeansIteration
+    multi_round = True
+
+    # ---------------------------------------------------------------- aggregator side
+
+    def plan(self, request: KmeansRequest, common: Common) -> KmeansPlan:
+        """Validate a k-means job; every refusal names its field."""
+        features = tuple(request.features)
+        if not features:
+            raise DataError("features is empty: name the columns to cluster", field="features")
+        if len(set(features)) != len(features):
+            raise DataError("features contains duplicates", field="features")
+        k = request.k
+        if not 1 <= k <= kmeans.MAX_K:
+            raise DataError(f"kmeans.k must be in 1..{kmeans.MAX_K}, got {k}", field="kmeans.k")
+        iterations = request.iterations or kmeans.DEFAULT_ITERATIONS
+        if not 1 <= iterations <= kmeans.MAX_ITERATIONS:
+            raise DataError(
+                f"kmeans.iterations must be in 1..{kmeans.MAX_ITERATIONS}, got {iterations}",
+                field="kmeans.iterations",
+            )
+        tolerance = request.tolerance
+        if not (math.isfinite(tolerance) and tolerance >= 0):
+            raise DataError(
+                f"kmeans.tolerance must be a finite number >= 0, got {tolerance}",
+                field="kmeans.tolerance",
+            )
+        min_owners, deadline = common.quorum(), common.deadline()
+        d = len(features)
+        max_owners = max(DEFAULT_MAX_OWNERS, common.n_invited)
+        dp, dp_total, sens = None, None, None
+        if common.dp is None:
+            enc = kmeans.encoding(
+                common.scale_bits or kmeans.DEFAULT_SCALE_BITS,
+                common.value_bound or kmeans.DEFAULT_VALUE_BOUND,
+                max_owners=max_owners,
+            )
+        else:
+            c = common.dp.row_norm_bound
+            f = common.scale_bits or kmeans.DP_DEFAULT_SCALE_BITS
+            per_iteration = common.dp.budget.split(iterations)
+            cs = kmeans.dp_count_scale_bits(c, f, d)
+            sens = kmeans.sensitivity(c, f, d, k, cs)
+            per = type(common.dp)(per_iteration.epsilon, per_iteration.delta, c)
+            try:
+                dp, noise_bound = skellam_plan(per, sens, min_owners, kmeans.n_values(k, d))
+            except DataError as exc:
+                raise DataError(f"{exc}, or run fewer iterations", field=exc.field) from None
+            dp_total = (common.dp.epsilon, common.dp.delta)
+            # clipped rows have |x_i| <= C
+            enc = kmeans.encoding(
+                f, c, max_owners=max_owners, count_scale_bits=cs, noise_bound=noise_bound
+            )
+        centers = kmeans.validate_centers(
+            request.centers, k, d, enc.value_bound, field="kmeans.centers"
+        )
+        return KmeansPlan(
+            features,
+            k,
+            centers,
+            iterations,
+            tolerance,
+            min_owners,
+            deadline,
+            enc,
+            dp,
+            dp_total,
+            sens,
+        )
+
+    def start(self, plan: KmeansPlan, job_id: str, invited: list[str]) -> KmeansState:
+        return KmeansState(job_id, list(invited), plan.centers.copy())
+
+    def next_round(self, plan: KmeansPlan, state: KmeansState, index: int) -> RoundPlan:
+        state.opened = time.perf_counter()
+        spec = KmeansIteration(
+            job_id=state.job_id,
+            iteration=index,
+            iterations=plan.iterations,
+            k=plan.k,
+            centers=tuple(state.centers.ravel().tolist()),
+            features=plan.features,
+        )
+        n_values = kmeans.n_values(plan.k, len(plan.features))
+        return RoundPlan(
+            spec, kmeans.PROTOCOL, plan.encoding, n_values, plan.dp, dimension=len(plan.features)
+        )
+
+    def progress(self, plan: KmeansPlan, index: int, round_id: str) -> str:
+        return f"iteration {index} of {plan.iterations} open ({round_id})"
+
+    def failure(self, plan: KmeansPlan, index: int, message: str) -> str:
+        return f"iteration {index} of {plan.iterations} failed: {message}"
+
+    def finish_round(self, plan: KmeansPlan, state: KmeansState, outcome: Outcome) -> Step:
+        """Update the centers; owners receive the new centers only (no counts, no per-owner
+        facts); the job keeps the iteration's summary for its result."""
+        start = time.perf_counter()
+        dp = plan.dp
+        decoded = kmeans.decode_totals(
+            outcome.require_totals(),
+            plan.k,
+            len(plan.features),
+            plan.encoding,
+            noisy=dp is not None,
+        )
+        previous = state.centers
+        upd = kmeans.update_centers(
+            decoded, previous, clip_norm=dp.row_norm_bound if dp is not None else None
+        )
+        outcome.timings["update_seconds"] = time.perf_counter() - start
+        index = len(state.iterations) + 1
+        state.iterations.append(
+            {
+                "iteration": index,
+                "round_id": outcome.round_id,
+                "contributors": sorted(outcome.submitted),
+                "declined": dict(outcome.declined),
+                "missing": outcome.missing,
+                "center_shift": upd.shift,
+                "counts": list(upd.counts),
+                "empty_clusters": list(upd.empty),
+                "centers": upd.centers.tolist(),
+                "timings": {
+                    "round_seconds": time.perf_counter() - state.opened,
+                    "owners": {s: dict(t) for s, t in outcome.submitted.items()},
+                    "aggregator": dict(outcome.timings),
+                    "csp": dict(outcome.csp),
+                },
+            }
+        )
+        state.centers = upd.centers
+        state.layout_facts = dict(outcome.layout_facts)
+        state.converged = upd.shift <= plan.tolerance
+        done = state.converged or index >= plan.iterations
+        result = {
+            "protocol": kmeans.PROTOCOL,
+            "method": kmeans.METHOD,
+            "job_id": state.job_id,
+            "iteration": index,
+            "iterations": plan.iterations,
+            "features": list(plan.features),
+            "k": plan.k,
+            "centers": upd.centers.tolist(),
+            "center_shift": upd.shift,
+            "round_id": outcome.round_id,
+            "owners": sorted(outcome.submitted),
+        }
+        if done:
+            how = "converged" if state.converged else "reached the iteration limit"
+            message = f"{index} iteration(s), {how}"
+        else:
+            message = (
+                f"iteration {index} of {plan.iterations} done with {len(outcome.submitted)} "
+                f"owner(s); max center shift {upd.shift:.6g}"
+            )
+        return Step(result, done, message)
+
+    def job_result(self, plan: KmeansPlan, state: KmeansState, last: Step) -> dict:
+        its = state.iterations
+        seconds = [it["timings"]["round_seconds"] for it in its]
+        eps, delta = plan.dp_total if plan.dp_total else (None, None)
+        return {
+            "method": kmeans.METHOD,
+            "protocol": kmeans.PROTOCOL,
+            "job_id": state.job_id,
+            "features": list(plan.features),
+            "k": plan.k,
+            "centers": state.centers.tolist(),
+            "initial_centers": plan.centers.tolist(),
+            "counts": its[-1]["counts"] if its else [],
+            "epsilon": eps,
+            "delta": delta,
+            "iterations_run": len(its),
+            "max_iterations": plan.iterations,
+            "tolerance": plan.tolerance,
+            "converged": state.converged,
+            "empty_cluster_rule": EMPTY_CLUSTER_RULE,
+            "invited": list(state.invited),
+            "owners": sorted({s for it in its for s in it["contributors"]}),
+            "iterations": its,
+            "encoding": dict(state.layout_facts),
+            "dp": self._dp_facts(plan, len(its)),
+            "timings": {
+                "total_seconds": time.perf_counter() - state.started,
+                "iteration_seconds": seconds,
+                "mean_iteration_seconds": sum(seconds) / len(seconds) if seconds else None,
+            },
+        }
+
+    @staticmethod
+    def _dp_facts(plan: KmeansPlan, iterations_run: int) -> dict | None:
+        dp = plan.dp
+        if dp is None or plan.sensitivity is None or plan.dp_total is None:
+            return None
+        eps, delta = plan.dp_total
+        q = dp.quorum
+        f, fc = plan.encoding.scale_bits, plan.encoding.count_scale_bits
+        facts = {
+            "mechanism": "distributed Skellam noise on every per-cluster sum and count",
+            **dp_facts(dp, plan.sensitivity),
+            "epsilon": eps,
+            "delta": delta,
+            "composition": "basic sequential: T iterations, each (epsilon/T, delta/T)-DP",
+            "iterations_budgeted": plan.iterations,
+            "epsilon_per_iteration": dp.epsilon,
+            "delta_per_iteration": dp.delta,
+            "epsilon_spent": dp.epsilon * iterations_run,
+            "delta_spent": dp.delta * iterations_run,
+            "skellam_mu_per_iteration": dp.mu,
+            "noise_std_sum_with_quorum": kmeans.noise_std(dp.mu, q, q, f),
+            "noise_std_count_with_quorum": kmeans.noise_std(dp.mu, q, q, fc),
+            "post_processing": "noisy counts rounded to whole rows; centers projected onto the "
+            "ball of radius row_norm_bound",
+            "note": "rows clipped to row_norm_bound at each owner; every owner charges its "
+            "ledger once per iteration it takes part in",
+        }
+        return facts
+
+    # ---------------------------------------------------------------- owner side
+
+    def columns(self, spec: KmeansIteration) -> list[str]:
+        return list(spec.features)
+
+    def check(
+        self, spec: KmeansIteration, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
+    ) -> None:
+        if enc is None:
+            raise ProtocolError("a k-means round needs an encoding")
+        if enc.rotation_dimension:
+            raise ProtocolError("k-means rounds have no rotated encoding")
+        bound = kmeans.data_bound(
+            enc.value_bound, enc.max_rows_per_owner, enc.scale_bits, enc.count_scale_bits
+        )
+        require_bound(enc, bound)
+        d = len(spec.features)
+        kmeans.validate_centers(spec.centers, spec.k, d, enc.value_bound, field="centers")
+        if not site.is_local or site.uses_spark:
+            raise DataError(
+                "k-means rounds are computed with the numpy engine on a local file only"
+            )
+        if dp is not None:
+            kmeans.verify_dp(dp, enc, d, spec.k)
+
+    def charge(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
+        return dp.budget if dp is not None else None
+
+    def budget_needed(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
+        """Take part only if the budget covers this and every later iteration of the job."""
+        if dp is None:
+            return None
+        return dp.budget.times(max(1, spec.iterations - spec.iteration + 1))
+
+    def describe(self, spec: KmeansIteration, dp: DpSpec | None) -> str:
+        what = f"kmeans job {spec.job_id} iteration {spec.iteration}/{spec.iterations}"
+        return what + f" on {len(spec.features)} features" + clip_note(dp)
+
+    def share_values(
+        self,
+        spec: KmeansIteration,
+        enc: ShareEncoding,
+        dp: DpSpec | None,
+        site: SiteData,
+        timings: dict[str, float],
+    ) -> list[int]:
+        """Assign every row to the nearest center and encode the per-cluster sums and counts of
+        ALL k clusters: not even this site's row count leaves in the clear."""
+        features = list(spec.features)
+        centers = kmeans.validate_centers(
+            spec.centers, spec.k, len(features), enc.value_bound, field="centers"
+        )
+        start = time.perf_counter()
+        x = site.read(features).matrix(features)
+        if dp is not None:
+            x = pca.clip_finite_rows(x, features, dp.row_norm_bound)
+        pca.validate_rows(x, features, enc)
+        timings["read_seconds"] = time.perf_counter() - start
+        start = time.perf_counter()
+        sums, counts = kmeans.cluster_stats(x, kmeans.assign(x, centers), spec.k)
+        timings["assign_seconds"] = time.perf_counter() - start
+        return kmeans.encode_cluster_stats(sums, counts, enc)
+
+
+PROTOCOL = registry.register(KmeansProtocol())

@@ -1,0 +1,116 @@
+"""LDP collection as a round of the engine: its "sum" is the report accumulator.
+
+Every record is perturbed at its owner with the round's epsilon (per-record epsilon-LDP); only
+the reports leave the site, and each owner's ledger is charged epsilon once. The aggregator folds
+chunks as they arrive and applies the mechanism's unbiased estimator at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from leteo_fed import defaults
+from leteo_fed.encoding.share import ShareEncoding
+from leteo_fed.privacy.budget import Budget
+from leteo_fed.protocols import ldp_collection as lc
+from leteo_fed.protocols import registry
+from leteo_fed.protocols.base import (
+    REPORTS,
+    Common,
+    DpSpec,
+    FederatedProtocol,
+    Outcome,
+    ReportStream,
+    RoundPlan,
+    SiteData,
+    Step,
+)
+
+
+@dataclass(frozen=True)
+class LdpPlan:
+    spec: lc.LdpSpec
+    min_owners: int
+    deadline_seconds: float
+    consistency: bool
+    label: str = "ldp"
+
+
+class LdpProtocol(FederatedProtocol):
+    name = "ldp"
+    request_type = lc.LdpRequest
+    spec_type = lc.LdpSpec
+    kind = REPORTS
+
+    # ---------------------------------------------------------------- aggregator side
+
+    def plan(self, request: lc.LdpRequest, common: Common) -> LdpPlan:
+        common.no_dp("LDP collection")  # the per-record epsilon is the request's own
+        spec = lc.spec_from_request(request)
+        quorum = common.quorum(defaults.MIN_QUORUM_LDP)
+        return LdpPlan(spec, quorum, common.deadline(), request.consistency)
+
+    def next_round(self, plan: LdpPlan, state: None, index: int) -> RoundPlan:
+        return RoundPlan(plan.spec, "ldp", reveal="reports")
+
+    def new_accumulator(self, plan: LdpPlan) -> lc.Accumulator:
+        return lc.Accumulator(plan.spec)
+
+    def finish_round(self, plan: LdpPlan, state: None, outcome: Outcome) -> Step:
+        start = time.perf_counter()
+        doc = outcome.reports.result(plan.consistency)
+        doc.update(
+            round_id=outcome.round_id,
+            owners=sorted(outcome.submitted),
+            declined=dict(outcome.declined),
+            timings={
+                "owners": outcome.submitted,
+                "aggregator": {"estimate_seconds": time.perf_counter() - start},
+            },
+        )
+        return Step(doc)
+
+    # ---------------------------------------------------------------- owner side
+
+    def columns(self, spec: lc.LdpSpec) -> list[str]:
+        return list(spec.columns) or [spec.column]
+
+    def check(
+        self, spec: lc.LdpSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
+    ) -> None:
+        lc.mechanism_for(spec)  # refuses unknown mechanisms and a bad epsilon
+
+    def charge(self, spec: lc.LdpSpec, dp: DpSpec | None) -> Budget:
+        return Budget(spec.epsilon, 0.0)
+
+    def mechanism(self, spec: lc.LdpSpec, dp: DpSpec | None) -> str:
+        return f"ldp-{spec.mechanism}"
+
+    def describe(self, spec: lc.LdpSpec, dp: DpSpec | None) -> str:
+        return f"column {spec.column}, one report per record"
+
+    def reports(
+        self, spec: lc.LdpSpec, site: SiteData, rng: np.random.Generator, timings: dict
+    ) -> ReportStream:
+        """Perturb every record; the chunks are computed before anything is sent."""
+        start = time.perf_counter()
+        columns = self.columns(spec)
+        table = site.read(columns)
+        values: list[str] | np.ndarray
+        if lc.is_frequency(spec.mechanism):
+            values = table.labels(spec.column)
+        elif spec.mechanism == lc.GEO or lc.is_multi(spec):
+            values = table.matrix(columns)
+        else:
+            values = table.matrix([spec.column])[:, 0]
+        encoded = lc.encode_column(values, spec)
+        chunks = list(lc.perturb_chunks(encoded, spec, rng))
+        timings["perturb_seconds"] = time.perf_counter() - start
+        timings["rows"] = float(len(encoded))
+        return ReportStream(len(encoded), iter(chunks))
+
+
+PROTOCOL = registry.register(LdpProtocol())

@@ -1,0 +1,476 @@
+"""The moments protocols (PCA, DCA, LDA, MDR) as one round of the engine.
+
+Every owner sends R = sum x x^T and per-class sums and counts (`moments`); the aggregator
+reveals the exact integer totals and solves the method's eigenproblem (`pca`, `discriminant`).
+Projection-only mode: owners send the moments of rows rotated by a secret orthogonal matrix, the
+CSP eigendecomposes the rotated aggregate and only the aggregator can rotate the directions back
+(`rotation`). DP mode: owners clip rows to L2 norm C and add distributed Skellam noise.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from leteo_fed import defaults
+from leteo_fed.encoding.share import (
+    DEFAULT_MAX_OWNERS,
+    DEFAULT_MAX_ROWS_PER_OWNER,
+    ShareEncoding,
+    check_parameters,
+    require_bound,
+)
+from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.verify import verify_release
+from leteo_fed.protocols import discriminant, moments, pca, registry, rotation
+from leteo_fed.protocols.base import (
+    Common,
+    DpSpec,
+    FederatedProtocol,
+    Outcome,
+    ProjectionQuery,
+    RoundPlan,
+    SiteData,
+    Step,
+    clip_note,
+    dp_facts,
+    require_same_count_scale,
+    skellam_plan,
+)
+from leteo_fed.protocols.moments import ALL_ROWS, Grouping
+
+METHODS = ("pca", "dca", "lda", "mdr")
+DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
+DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS
+DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
+_LABELS_NEEDED = {"pca": 0, "dca": 1, "lda": 1, "mdr": 2}
+
+
+@dataclass(frozen=True)
+class LabelClasses:
+    """A label column and its public class list (the wire's Grouping)."""
+
+    label_column: str = ""
+    classes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MomentsRequest:
+    method: str = "pca"
+    features: tuple[str, ...] = ()
+    components: int = 0
+    standardize: bool = False
+    groupings: tuple[LabelClasses, ...] = ()
+    rho: float | None = None
+    rho_prime: float | None = None
+    projection_only: bool = False
+
+
+@dataclass(frozen=True)
+class MomentsSpec:
+    method: str
+    features: tuple[str, ...]
+    groupings: tuple[LabelClasses, ...] = ()
+    rotation: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class MomentsPlan:
+    label: str  # the method
+    features: tuple[str, ...]
+    components: int
+    min_owners: int
+    deadline_seconds: float
+    standardize: bool
+    groupings: tuple[Grouping, ...]  # effective: (ALL_ROWS,) for PCA
+    declared: tuple[Grouping, ...]  # what travels in the spec
+    ridge: discriminant.Ridge
+    encoding: ShareEncoding
+    projection_only: bool = False
+    dp: DpSpec | None = None
+    sensitivity: noise.Sensitivity | None = None
+
+    @property
+    def n_values(self) -> int:
+        return moments.n_values(len(self.features), self.groupings)
+
+
+def data_bound(value_bound: float, max_rows: int, widen: int, scale_bits: int, count_bits: int):
+    """Largest |encoded statistic| of one owner: |R_ij| <= rows * B^2 (scaled), counts <= rows.
+
+    A rotated row has ||x'|| = ||x|| <= sqrt(d) B, so rotated statistics satisfy
+    |R'_ij| <= rows * d * B^2 and |V'_i| <= rows * sqrt(d) * B (`widen` = d)."""
+    b = math.ceil(value_bound)
+    widen = max(widen, 1)
+    data = max(max_rows * widen * b * b, max_rows * widen * b, 1) << scale_bits
+    return max(data, max_rows << count_bits)
+
+
+def encoding(
+    scale_bits: int = DEFAULT_SCALE_BITS,
+    value_bound: float = DEFAULT_VALUE_BOUND,
+    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
+    max_owners: int = DEFAULT_MAX_OWNERS,
+    rotation_dimension: int = 0,
+    count_scale_bits: int = 0,
+    noise_bound: int = 0,
+) -> ShareEncoding:
+    """The share encoding of a moments round."""
+    check_parameters(scale_bits, value_bound, max_rows_per_owner, max_owners, count_scale_bits)
+    bound = data_bound(
+        value_bound, max_rows_per_owner, rotation_dimension, scale_bits, count_scale_bits
+    )
+    return ShareEncoding(
+        scale_bits=scale_bits,
+        value_bound=value_bound,
+        data_bound=bound,
+        max_rows_per_owner=max_rows_per_owner,
+        max_owners=max_owners,
+        rotation_dimension=rotation_dimension,
+        count_scale_bits=count_scale_bits,
+        noise_bound=noise_bound,
+    )
+
+
+def sensitivity(
+    row_norm_bound: float, scale_bits: int, d: int, groupings, count_scale_bits: int
+) -> noise.Sensitivity:
+    """L1/L2 sensitivity of one owner's moments share (add/remove one row of norm <= C)."""
+    return noise.sensitivities_for_scatter(
+        row_norm_bound,
+        scale_bits,
+        d,
+        len(groupings),
+        n_classes=[len(g.classes) for g in groupings],
+        count_scale_bits=count_scale_bits,
+    )
+
+
+def _grouping(msg: LabelClasses, features: tuple[str, ...]) -> Grouping:
+    label = msg.label_column
+    if not label:
+        raise DataError("a grouping needs a label column", field="groupings.label_column")
+    if label in features:
+        raise DataError(f"label column '{label}' is also a feature", field="groupings.label_column")
+    if len(msg.classes) < 2 or any(not c for c in msg.classes):
+        raise DataError(
+            f"label column '{label}' needs at least 2 non-empty class names",
+            field="groupings.classes",
+        )
+    return Grouping(label, tuple(msg.classes))
+
+
+def _ridge_value(value: float | None, name: str, non_negative: bool) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or (non_negative and value < 0):
+        raise DataError(
+            f"{name} must be a finite{' non-negative' if non_negative else ''} number", field=name
+        )
+    return value
+
+
+def _declared(spec: MomentsSpec) -> list[Grouping]:
+    return [Grouping(g.label_column, tuple(g.classes)) for g in spec.groupings]
+
+
+class MomentsProtocol(FederatedProtocol):
+    name = "moments"
+    request_type = MomentsRequest
+    spec_type = MomentsSpec
+
+    # ---------------------------------------------------------------- aggregator side
+
+    def plan(self, request: MomentsRequest, common: Common) -> MomentsPlan:
+        method = request.method or pca.PROTOCOL
+        if method not in METHODS:
+            raise DataError(f"unknown method {method!r}; expected one of {METHODS}", field="method")
+        features = tuple(request.features)
+        if not features:
+            raise DataError("features is empty: name the columns to analyse", field="features")
+        if len(set(features)) != len(features):
+            raise DataError("features contains duplicates", field="features")
+        declared = tuple(_grouping(g, features) for g in request.groupings)
+        needed = _LABELS_NEEDED[method]
+        if len(declared) != needed:
+            what = {
+                0: "no label column",
+                1: "one label column",
+                2: "a utility and a privacy label column",
+            }
+            raise DataError(
+                f"{method} takes {what[needed]}, got {len(declared)}", field="groupings"
+            )
+        if needed == 2 and declared[0].label_column == declared[1].label_column:
+            raise DataError(
+                "the utility and privacy labels must be different columns", field="groupings"
+            )
+        groupings = declared or (ALL_ROWS,)
+        d = len(features)
+        default_k = (
+            min(2, d) if method == pca.PROTOCOL else min(d, max(1, len(declared[0].classes) - 1))
+        )
+        components = request.components or default_k
+        if not 1 <= components <= d:
+            raise DataError(f"components must be in 1..{d}, got {components}", field="components")
+        self._check_standardize(request, method, common)
+        min_owners = common.quorum()
+        deadline = common.deadline()
+        ridge = discriminant.Ridge(
+            _ridge_value(request.rho, "rho", non_negative=True),
+            _ridge_value(request.rho_prime, "rho_prime", non_negative=False),
+        )
+        max_owners = max(DEFAULT_MAX_OWNERS, common.n_invited)
+        rotation_dimension = d if request.projection_only else 0
+        dp_spec, sens = None, None
+        if common.dp is None:
+            enc = encoding(
+                common.scale_bits or DEFAULT_SCALE_BITS,
+                common.value_bound or DEFAULT_VALUE_BOUND,
+                max_owners=max_owners,
+                rotation_dimension=rotation_dimension,
+            )
+        else:
+            f = common.scale_bits or DP_DEFAULT_SCALE_BITS
+            c = common.dp.row_norm_bound
+            sens = sensitivity(c, f, d, groupings, count_scale_bits=f)
+            n_vals = moments.n_values(d, groupings)
+            dp_spec, noise_bound = skellam_plan(common.dp, sens, min_owners, n_vals)
+            if method != pca.PROTOCOL:
+                # the noisy S_W (or S_B of the privacy label) has spectral norm ~ 2 sqrt(d) sigma
+                sigma = dp_spec.noise_std(min_owners, f)
+                ridge = discriminant.Ridge(ridge.rho, ridge.rho_prime, 3 * math.sqrt(d) * sigma)
+            # clipped rows have |x_i| <= C; the noise needs room in every slot
+            enc = encoding(
+                f,
+                c,
+                max_owners=max_owners,
+                rotation_dimension=rotation_dimension,
+                count_scale_bits=f,
+                noise_bound=noise_bound,
+            )
+        return MomentsPlan(
+            method,
+            features,
+            components,
+            min_owners,
+            deadline,
+            request.standardize,
+            groupings,
+            declared,
+            ridge,
+            enc,
+            request.projection_only,
+            dp_spec,
+            sens,
+        )
+
+    @staticmethod
+    def _check_standardize(request: MomentsRequest, method: str, common: Common) -> None:
+        if not request.standardize:
+            return
+        if method != pca.PROTOCOL:
+            raise DataError("standardize applies to PCA only", field="standardize")
+        if common.dp is not None:
+            raise DataError("standardize is not available for DP releases", field="standardize")
+        if request.projection_only:
+            raise DataError(
+                "standardize is not available in projection-only mode (correlation is not "
+                "rotation-equivariant)",
+                field="standardize",
+            )
+
+    def start(self, plan: MomentsPlan, job_id: str, invited: list[str]) -> dict:
+        d = len(plan.features)
+        return {"rotation": rotation.random_rotation(d) if plan.projection_only else None}
+
+    def next_round(self, plan: MomentsPlan, state: dict, index: int) -> RoundPlan:
+        omega = state["rotation"]
+        spec = MomentsSpec(
+            method=plan.label,
+            features=plan.features,
+            groupings=tuple(LabelClasses(g.label_column or "", g.classes) for g in plan.declared),
+            rotation=tuple(omega.ravel().tolist()) if omega is not None else (),
+        )
+        return RoundPlan(
+            spec,
+            plan.label,
+            plan.encoding,
+            plan.n_values,
+            plan.dp,
+            "projection" if plan.projection_only else "blinded",
+            len(plan.features),
+        )
+
+    def projection_query(self, plan: MomentsPlan, state: dict, n_owners: int) -> ProjectionQuery:
+        return ProjectionQuery(
+            method=plan.label,
+            dimension=len(plan.features),
+            classes_per_grouping=tuple(len(g.classes) for g in plan.declared),
+            components=plan.components,
+            rho=plan.ridge.rho,
+            rho_prime=plan.ridge.rho_prime,
+            ridge_noise_floor=plan.ridge.noise_floor,
+        )
+
+    def finish_round(self, plan: MomentsPlan, state: dict, outcome: Outcome) -> Step:
+        if outcome.projection is not None:
+            return Step(self._projection_result(plan, state, outcome))
+        start = time.perf_counter()
+        agg = moments.decode_totals(
+            outcome.require_totals(),
+            len(plan.features),
+            plan.groupings,
+            plan.encoding.scale_bits,
+            plan.encoding.count_scale_bits,
+            noisy=plan.dp is not None,
+        )
+        result: pca.PcaResult | discriminant.DiscriminantResult
+        if plan.label == pca.PROTOCOL:
+            result = pca.pca_from_moments(
+                agg,
+                list(plan.features),
+                plan.components,
+                plan.standardize,
+                psd_project=plan.dp is not None,
+            )
+        else:
+            result = discriminant.from_aggregate(
+                agg,
+                plan.label,
+                plan.groupings,
+                list(plan.features),
+                plan.components,
+                plan.ridge,
+            )
+        outcome.timings["eigendecomposition_seconds"] = time.perf_counter() - start
+        doc = result.to_dict()
+        doc.update(outcome.facts())
+        doc["dp"] = self._dp_facts(plan, outcome.n_owners)
+        return Step(doc)
+
+    def _projection_result(self, plan: MomentsPlan, state: dict, outcome: Outcome) -> dict:
+        reply = outcome.require_projection()
+        d, k = len(plan.features), plan.components
+        rotated = np.array(reply.components, dtype=np.float64).reshape(k, d)
+        start = time.perf_counter()
+        comps = rotation.rotate_back(rotated, state["rotation"])
+        outcome.timings["rotate_back_seconds"] = time.perf_counter() - start
+        doc = {
+            "protocol": plan.label,
+            "method": plan.label,
+            "mode": "projection-only",
+            "features": list(plan.features),
+            "eigenvalues": list(reply.eigenvalues),
+            "components": comps.tolist(),
+            "n_samples": None,  # withheld: the aggregator learns only directions and eigenvalues
+        }
+        if plan.label == pca.PROTOCOL:
+            doc["explained_variance_ratio"] = list(reply.explained_variance_ratio)
+            doc["standardized"] = False
+        else:
+            doc["classes"] = list(plan.declared[0].classes)
+            doc["ridge"] = dict(reply.ridge)
+            if len(plan.declared) > 1:
+                doc["privacy_classes"] = list(plan.declared[1].classes)
+        doc.update(outcome.facts())
+        doc["dp"] = self._dp_facts(plan, outcome.n_owners)
+        return doc
+
+    @staticmethod
+    def _dp_facts(plan: MomentsPlan, n: int) -> dict | None:
+        dp = plan.dp
+        if dp is None or plan.sensitivity is None:
+            return None
+        facts = {
+            "mechanism": "distributed Skellam noise on the encoded statistics",
+            **dp_facts(dp, plan.sensitivity),
+            "skellam_mu_aggregate": dp.mu * n / dp.quorum,
+            "noise_std_per_value": dp.noise_std(n, plan.encoding.scale_bits),
+            "note": "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+        }
+        return facts
+
+    # ---------------------------------------------------------------- owner side
+
+    def columns(self, spec: MomentsSpec) -> list[str]:
+        return [*spec.features, *(g.label_column for g in spec.groupings)]
+
+    def dimension(self, spec: MomentsSpec) -> int:
+        return len(spec.features)
+
+    def check(
+        self, spec: MomentsSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
+    ) -> None:
+        if enc is None:
+            raise ProtocolError("a moments round needs an encoding")
+        d = len(spec.features)
+        if spec.rotation and enc.rotation_dimension != d:
+            raise ProtocolError("a rotated round needs a rotated encoding of the same dimension")
+        require_bound(
+            enc,
+            data_bound(
+                enc.value_bound,
+                enc.max_rows_per_owner,
+                enc.rotation_dimension,
+                enc.scale_bits,
+                enc.count_scale_bits,
+            ),
+        )
+        if dp is None:
+            return
+        if site.uses_spark:
+            raise DataError(
+                'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
+            )
+        require_same_count_scale(enc)
+        groupings = _declared(spec) or [ALL_ROWS]
+        sens = sensitivity(dp.row_norm_bound, enc.scale_bits, d, groupings, enc.count_scale_bits)
+        verify_release(dp, sens, moments.n_values(d, groupings), enc.noise_bound)
+
+    def describe(self, spec: MomentsSpec, dp: DpSpec | None) -> str:
+        return f"{spec.method} on {len(spec.features)} features" + clip_note(dp)
+
+    def share_values(
+        self,
+        spec: MomentsSpec,
+        enc: ShareEncoding,
+        dp: DpSpec | None,
+        site: SiteData,
+        timings: dict[str, float],
+    ) -> list[int]:
+        start = time.perf_counter()
+        features = list(spec.features)
+        declared = _declared(spec)
+        mom = self._local_moments(features, declared, enc, dp, site)
+        if spec.rotation:  # projection-only mode: send the moments of rotated rows
+            omega = rotation.rotation_from_wire(spec.rotation, len(features))
+            mom = rotation.rotate_moments(mom, omega)
+        timings["statistics_seconds"] = time.perf_counter() - start
+        timings["rows"] = float(mom.m[0].sum())
+        return moments.encode_moments(
+            mom, enc.scale_bits, enc.data_bound, enc.max_rows_per_owner, enc.count_scale_bits
+        )
+
+    @staticmethod
+    def _local_moments(features, declared, enc, dp, site: SiteData) -> moments.LocalMoments:
+        """R and per-class sums/counts of this site's rows; DP rounds clip every row to C."""
+        groupings = declared or [ALL_ROWS]
+        if site.uses_spark and dp is None:
+            return site.spark_moments(features, declared, enc.value_bound)
+        table = site.read([*features, *(g.label_column for g in declared)])
+        x = table.matrix(features)
+        if dp is not None:
+            x = pca.clip_finite_rows(x, features, dp.row_norm_bound)
+        pca.validate_rows(x, features, enc)
+        index: list[np.ndarray | None] = [
+            moments.class_indices(table.labels(str(g.label_column)), g) for g in declared
+        ]
+        return moments.local_moments(x, index or [None], groupings)
+
+
+PROTOCOL = registry.register(MomentsProtocol())

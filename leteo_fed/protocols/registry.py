@@ -1,0 +1,58 @@
+"""Every federated protocol by its payload name: what the services dispatch through.
+
+Protocol modules in this package register themselves with `register`; `get` and `names` import
+the package's modules once, so adding a protocol is adding its module (no list to edit here).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+
+from leteo_fed.errors import DataError
+from leteo_fed.protocols.base import FederatedProtocol
+
+_PROTOCOLS: dict[str, FederatedProtocol] = {}
+_loaded = False
+_lock = threading.Lock()
+
+
+def register(protocol: FederatedProtocol) -> FederatedProtocol:
+    if protocol.name in _PROTOCOLS and type(_PROTOCOLS[protocol.name]) is not type(protocol):
+        raise RuntimeError(f"two protocols named {protocol.name!r}")
+    _PROTOCOLS[protocol.name] = protocol
+    return protocol
+
+
+def _load() -> None:
+    global _loaded
+    with _lock:
+        if _loaded:
+            return
+        import leteo_fed.protocols as package
+
+        for info in pkgutil.iter_modules(package.__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{package.__name__}.{info.name}")
+        _loaded = True
+
+
+def get(name: str) -> FederatedProtocol:
+    _load()
+    protocol = _PROTOCOLS.get(name)
+    if protocol is None:
+        raise DataError(
+            f"unknown protocol {name!r}; expected one of {', '.join(names())}", field="payload"
+        )
+    return protocol
+
+
+def names() -> list[str]:
+    _load()
+    return sorted(_PROTOCOLS)
+
+
+def all_protocols() -> list[FederatedProtocol]:
+    _load()
+    return [_PROTOCOLS[n] for n in sorted(_PROTOCOLS)]

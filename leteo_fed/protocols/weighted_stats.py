@@ -1,0 +1,343 @@
+"""Federated weighted mean and variance per column, optionally differentially private.
+
+Owner n sends, for its rows x_i with weights w_i in [0, W] (a weight column, or 1 per row):
+the total weight S_w = sum w_i, per column S_wx = sum w_i x_ij and S_wxx = sum w_i x_ij^2, and
+its row count N. The aggregator reveals the exact integer totals and computes, per column,
+
+    mean     = S_wx / S_w
+    variance = S_wxx / S_w - mean^2  = (S_wxx S_w - S_wx^2) / S_w^2
+
+in exact rational arithmetic (one rounding per value). DP rounds clip every row to L2 norm C
+and add distributed Skellam noise; the sensitivity of one row is stated in `sensitivity` and
+checked by brute force in the tests. Noisy totals are post-processed: a non-positive total
+weight refuses the release, variances are floored at 0, means are projected onto [-C, C].
+
+Every party learns: the owners nothing; the CSP masked plaintexts only; the aggregator the
+pooled totals (hence the released means, variances, total weight and row count), never one
+site's. Single-round, so one DP release costs each owner the round's (epsilon, delta) once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from leteo_fed import defaults
+from leteo_fed.encoding.packing import check_finite_and_bounded, encode_fixed
+from leteo_fed.encoding.share import (
+    DEFAULT_MAX_OWNERS,
+    DEFAULT_MAX_ROWS_PER_OWNER,
+    ShareEncoding,
+    check_parameters,
+    require_bound,
+)
+from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.verify import verify_release
+from leteo_fed.protocols import pca, registry
+from leteo_fed.protocols.base import (
+    Common,
+    DpSpec,
+    FederatedProtocol,
+    Outcome,
+    RoundPlan,
+    SiteData,
+    Step,
+    clip_note,
+    dp_facts,
+    require_same_count_scale,
+    skellam_plan,
+)
+
+METHOD = "weighted-mean-variance"
+DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
+DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS
+DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
+
+
+@dataclass(frozen=True)
+class WeightedStatsRequest:
+    features: tuple[str, ...] = ()
+    weight_column: str = ""  # "" = every row weighs 1
+    weight_bound: float = 0.0  # public bound W on every weight (0 = 1)
+
+
+@dataclass(frozen=True)
+class WeightedStatsSpec:
+    features: tuple[str, ...]
+    weight_column: str
+    weight_bound: float
+
+
+@dataclass(frozen=True)
+class WeightedStatsPlan:
+    features: tuple[str, ...]
+    weight_column: str
+    weight_bound: float
+    min_owners: int
+    deadline_seconds: float
+    encoding: ShareEncoding
+    dp: DpSpec | None = None
+    sensitivity: noise.Sensitivity | None = None
+    label: str = "weighted_stats"
+
+
+def n_values(d: int) -> int:
+    """S_w, then per column S_wx and S_wxx, then N."""
+    return 2 + 2 * d
+
+
+def data_bound(
+    value_bound: float, weight_bound: float, max_rows: int, scale_bits: int, count_bits: int
+) -> int:
+    """Largest |encoded value| of one owner: |S_wxx| <= rows W B^2, |S_wx| <= rows W B,
+    S_w <= rows W (all at scale 2^f); N <= rows (at the count scale)."""
+    b, w = math.ceil(value_bound), math.ceil(weight_bound)
+    data = max(max_rows * w * b * b, max_rows * w * b, max_rows * w, 1) << scale_bits
+    return max(data, max_rows << count_bits)
+
+
+def encoding(
+    scale_bits: int = DEFAULT_SCALE_BITS,
+    value_bound: float = DEFAULT_VALUE_BOUND,
+    weight_bound: float = 1.0,
+    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
+    max_owners: int = DEFAULT_MAX_OWNERS,
+    count_scale_bits: int = 0,
+    noise_bound: int = 0,
+) -> ShareEncoding:
+    check_parameters(scale_bits, value_bound, max_rows_per_owner, max_owners, count_scale_bits)
+    bound = data_bound(value_bound, weight_bound, max_rows_per_owner, scale_bits, count_scale_bits)
+    return ShareEncoding(
+        scale_bits=scale_bits,
+        value_bound=value_bound,
+        data_bound=bound,
+        max_rows_per_owner=max_rows_per_owner,
+        max_owners=max_owners,
+        count_scale_bits=count_scale_bits,
+        noise_bound=noise_bound,
+    )
+
+
+def local_sums(x: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, int]:
+    """(S_w, S_wx, S_wxx, N) of one site's rows."""
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    return float(w.sum()), w @ x, w @ (x * x), int(len(x))
+
+
+def encode_sums(
+    sums: tuple[float, np.ndarray, np.ndarray, int], enc: ShareEncoding, max_rows: int
+) -> list[int]:
+    s_w, s_wx, s_wxx, n = sums
+    if n > max_rows:
+        raise EncodingError(f"row count {n} exceeds max_rows_per_owner {max_rows}")
+    f, bound = enc.scale_bits, enc.data_bound
+    values = encode_fixed(np.array([s_w]), f, bound, "total weight")
+    values += encode_fixed(s_wx, f, bound, "weighted sum of x")
+    values += encode_fixed(s_wxx, f, bound, "weighted sum of x^2")
+    return [*values, n << enc.count_scale_bits]
+
+
+def sensitivity(
+    row_norm_bound: float, weight_bound: float, scale_bits: int, d: int, count_scale_bits: int
+) -> noise.Sensitivity:
+    """L1/L2 sensitivity, in integer units, of one owner's share when one row x (||x||_2 <= C)
+    with weight w in [0, W] is added or removed. With F = 2^f, F_c = 2^count_scale_bits:
+      S_w  changes by w:            L2 = L1 <= W F + 1
+      S_wx changes by w x:          L2 <= W C F + sqrt(d),   L1 <= W sqrt(d) C F + d
+      S_wxx changes by w x^2:       L2 <= W C^2 F + sqrt(d), L1 <= W C^2 F + d
+        (||x^2||_2 <= ||x^2||_1 = ||x||_2^2 <= C^2)
+      N    changes by F_c exactly.
+    The +1 per coordinate is the rounding slack |round(aF) - round(bF)| <= |a - b| F + 1.
+    """
+    c, wb = float(row_norm_bound), float(weight_bound)
+    f, fc = float(2**scale_bits), float(2**count_scale_bits)
+    parts_l2 = (wb * f + 1, wb * c * f + math.sqrt(d), wb * c * c * f + math.sqrt(d), fc)
+    l1 = (wb * f + 1) + (wb * math.sqrt(d) * c * f + d) + (wb * c * c * f + d) + fc
+    l2 = math.sqrt(sum(p * p for p in parts_l2))
+    return noise.Sensitivity(l1=min(l1, math.sqrt(n_values(d)) * l2), l2=l2)
+
+
+def _rational(value: int, scale_bits: int) -> Fraction:
+    return Fraction(value, 1 << scale_bits)
+
+
+def statistics(totals: list[int], d: int, enc: ShareEncoding, noisy: bool) -> dict:
+    """Means and variances from the exact integer totals (exact rationals, rounded once)."""
+    if len(totals) != n_values(d):
+        raise ProtocolError(f"expected {n_values(d)} totals, got {len(totals)}")
+    f, cs = enc.scale_bits, enc.count_scale_bits
+    s_w = _rational(totals[0], f)
+    n = round(_rational(totals[-1], cs))
+    if s_w <= 0:
+        what = "noisy total weight" if noisy else "total weight"
+        hint = "; the data is too small for this epsilon" if noisy else ""
+        raise DataError(f"the {what} is {float(s_w):.6g}, not positive{hint}")
+    means, variances = [], []
+    for j in range(d):
+        s_wx, s_wxx = _rational(totals[1 + j], f), _rational(totals[1 + d + j], f)
+        mean = s_wx / s_w
+        var = s_wxx / s_w - mean * mean
+        if noisy:  # post-processing: project onto what clipped rows allow
+            c = Fraction(enc.value_bound)
+            mean = min(max(mean, -c), c)
+            var = max(var, Fraction(0))
+        elif var < 0:
+            raise ProtocolError(f"negative variance for column {j}: corrupted aggregate")
+        means.append(float(mean))
+        variances.append(float(var))
+    return {"total_weight": float(s_w), "n_rows": max(n, 0), "means": means, "variances": variances}
+
+
+class WeightedStatsProtocol(FederatedProtocol):
+    name = "weighted_stats"
+    request_type = WeightedStatsRequest
+    spec_type = WeightedStatsSpec
+
+    # ---------------------------------------------------------------- aggregator side
+
+    def plan(self, request: WeightedStatsRequest, common: Common) -> WeightedStatsPlan:
+        features = tuple(request.features)
+        if not features:
+            raise DataError("features is empty: name the columns to summarize", field="features")
+        if len(set(features)) != len(features):
+            raise DataError("features contains duplicates", field="features")
+        if request.weight_column and request.weight_column in features:
+            raise DataError(
+                f"weight column '{request.weight_column}' is also a feature", field="weight_column"
+            )
+        wb = request.weight_bound or 1.0
+        if not (math.isfinite(wb) and wb > 0):
+            raise DataError(
+                f"weight_bound must be a positive number, got {wb}", field="weight_bound"
+            )
+        min_owners, deadline = common.quorum(), common.deadline()
+        d = len(features)
+        max_owners = max(DEFAULT_MAX_OWNERS, common.n_invited)
+        dp, sens = None, None
+        if common.dp is None:
+            enc = encoding(
+                common.scale_bits or DEFAULT_SCALE_BITS,
+                common.value_bound or DEFAULT_VALUE_BOUND,
+                wb,
+                max_owners=max_owners,
+            )
+        else:
+            f = common.scale_bits or DP_DEFAULT_SCALE_BITS
+            c = common.dp.row_norm_bound
+            sens = sensitivity(c, wb, f, d, f)
+            dp, noise_bound = skellam_plan(common.dp, sens, min_owners, n_values(d))
+            enc = encoding(
+                f, c, wb, max_owners=max_owners, count_scale_bits=f, noise_bound=noise_bound
+            )
+        return WeightedStatsPlan(
+            features, request.weight_column, wb, min_owners, deadline, enc, dp, sens
+        )
+
+    def next_round(self, plan: WeightedStatsPlan, state: None, index: int) -> RoundPlan:
+        spec = WeightedStatsSpec(plan.features, plan.weight_column, plan.weight_bound)
+        d = len(plan.features)
+        return RoundPlan(spec, plan.label, plan.encoding, n_values(d), plan.dp, dimension=d)
+
+    def finish_round(self, plan: WeightedStatsPlan, state: None, outcome: Outcome) -> Step:
+        start = time.perf_counter()
+        noisy = plan.dp is not None
+        stats = statistics(outcome.require_totals(), len(plan.features), plan.encoding, noisy)
+        outcome.timings["statistics_seconds"] = time.perf_counter() - start
+        names = list(plan.features)
+        doc = {
+            "protocol": self.name,
+            "method": METHOD,
+            "features": names,
+            "weight_column": plan.weight_column or None,
+            "weight_bound": plan.weight_bound,
+            "n_rows": stats["n_rows"],
+            "total_weight": stats["total_weight"],
+            "means": dict(zip(names, stats["means"], strict=True)),
+            "variances": dict(zip(names, stats["variances"], strict=True)),
+            "variance_definition": "weighted population variance: sum w (x - mean)^2 / sum w",
+        }
+        doc.update(outcome.facts())
+        doc["dp"] = None
+        if plan.dp is not None and plan.sensitivity is not None:
+            doc["dp"] = {
+                "mechanism": "distributed Skellam noise on every encoded total",
+                **dp_facts(plan.dp, plan.sensitivity),
+                "noise_std_per_value": plan.dp.noise_std(
+                    outcome.n_owners, plan.encoding.scale_bits
+                ),
+                "post_processing": "variances floored at 0, means projected onto [-C, C]",
+            }
+        return Step(doc)
+
+    # ---------------------------------------------------------------- owner side
+
+    def columns(self, spec: WeightedStatsSpec) -> list[str]:
+        return [*spec.features, *([spec.weight_column] if spec.weight_column else [])]
+
+    def dimension(self, spec: WeightedStatsSpec) -> int:
+        return len(spec.features)
+
+    def check(
+        self, spec: WeightedStatsSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
+    ) -> None:
+        if enc is None or enc.rotation_dimension:
+            raise ProtocolError("a weighted-statistics round needs a plain encoding")
+        if not (math.isfinite(spec.weight_bound) and spec.weight_bound > 0):
+            raise ProtocolError("the round's weight bound is not a positive number")
+        bound = data_bound(
+            enc.value_bound,
+            spec.weight_bound,
+            enc.max_rows_per_owner,
+            enc.scale_bits,
+            enc.count_scale_bits,
+        )
+        require_bound(enc, bound)
+        if dp is not None:
+            d = len(spec.features)
+            require_same_count_scale(enc)
+            sens = sensitivity(
+                dp.row_norm_bound, spec.weight_bound, enc.scale_bits, d, enc.count_scale_bits
+            )
+            verify_release(dp, sens, n_values(d), enc.noise_bound)
+
+    def describe(self, spec: WeightedStatsSpec, dp: DpSpec | None) -> str:
+        return f"weighted mean/variance of {len(spec.features)} column(s)" + clip_note(dp)
+
+    def share_values(
+        self,
+        spec: WeightedStatsSpec,
+        enc: ShareEncoding,
+        dp: DpSpec | None,
+        site: SiteData,
+        timings: dict[str, float],
+    ) -> list[int]:
+        start = time.perf_counter()
+        features = list(spec.features)
+        table = site.read(self.columns(spec))
+        x = table.matrix(features)
+        if dp is not None:
+            x = pca.clip_finite_rows(x, features, dp.row_norm_bound)
+        pca.validate_rows(x, features, enc)
+        if spec.weight_column:
+            w = table.matrix([spec.weight_column])[:, 0]
+            check_finite_and_bounded(w[:, None], [spec.weight_column], spec.weight_bound)
+            if np.any(w < 0):
+                raise DataError(
+                    f"column '{spec.weight_column}' has negative weights",
+                    field=spec.weight_column,
+                )
+        else:
+            w = np.ones(len(x))
+        sums = local_sums(x, w)
+        timings["statistics_seconds"] = time.perf_counter() - start
+        timings["rows"] = float(len(x))
+        return encode_sums(sums, enc, enc.max_rows_per_owner)
+
+
+PROTOCOL = registry.register(WeightedStatsProtocol())

@@ -1,0 +1,169 @@
+"""Round requests and round specs on the wire: the payload names the protocol.
+
+The analyst's RoundRequest and the owners' RoundSpec each carry a `payload` oneof whose field
+name is the protocol's registry name; the payload converts to the protocol's own request or spec
+dataclass by field name (`codec`). Nothing here knows any protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from leteo_fed.encoding.packing import SlotLayout
+from leteo_fed.encoding.share import ShareEncoding
+from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.protocols import registry
+from leteo_fed.protocols.base import Common, DpSpec, FederatedProtocol, RoundPlan, dp_request
+from leteo_fed.transport.codec import from_proto, to_proto
+from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
+
+
+def _payload(msg: Any) -> FederatedProtocol:
+    name = msg.WhichOneof("payload")
+    if name is None:
+        raise DataError(
+            f"the {type(msg).__name__} has no payload: name a protocol "
+            f"({', '.join(registry.names())})",
+            field="payload",
+        )
+    return registry.get(name)
+
+
+# ------------------------------------------------------------------ analyst -> aggregator
+
+
+def request_to_proto(
+    protocol: str,
+    request: Any,
+    *,
+    owners: tuple[str, ...] | list[str] = (),
+    min_owners: int = 0,
+    deadline_seconds: float = 0.0,
+    scale_bits: int = 0,
+    value_bound: float = 0.0,
+    dp_epsilon: float | None = None,
+    dp_delta: float | None = None,
+    row_norm_bound: float | None = None,
+) -> pb.RoundRequest:
+    msg = pb.RoundRequest(
+        owners=list(owners),
+        min_owners=min_owners,
+        deadline_seconds=deadline_seconds,
+        scale_bits=scale_bits,
+        value_bound=value_bound,
+    )
+    for name, value in (
+        ("dp_epsilon", dp_epsilon),
+        ("dp_delta", dp_delta),
+        ("row_norm_bound", row_norm_bound),
+    ):
+        if value is not None:
+            setattr(msg, name, value)
+    to_proto(request, getattr(msg, protocol))
+    return msg
+
+
+def request_from_proto(msg: pb.RoundRequest) -> tuple[FederatedProtocol, Any]:
+    """The protocol a request names and its payload as the protocol's request dataclass."""
+    protocol = _payload(msg)
+    return protocol, from_proto(getattr(msg, protocol.name), protocol.request_type)
+
+
+def common_from_proto(msg: pb.RoundRequest, n_invited: int) -> Common:
+    def opt(name: str) -> float | None:
+        return getattr(msg, name) if msg.HasField(name) else None
+
+    return Common(
+        n_invited=n_invited,
+        min_owners=msg.min_owners,
+        deadline_seconds=msg.deadline_seconds,
+        scale_bits=msg.scale_bits,
+        value_bound=msg.value_bound,
+        dp=dp_request(opt("dp_epsilon"), opt("dp_delta"), opt("row_norm_bound")),
+    )
+
+
+def plan_request(msg: pb.RoundRequest, n_invited: int) -> tuple[FederatedProtocol, Any]:
+    """What the aggregator plans for a request (for tools that want the plan without a round)."""
+    protocol, request = request_from_proto(msg)
+    return protocol, protocol.plan(request, common_from_proto(msg, n_invited))
+
+
+# ------------------------------------------------------------------ aggregator -> owners
+
+
+def spec_to_proto(
+    round_id: str,
+    protocol: FederatedProtocol,
+    plan: RoundPlan,
+    key_id: str,
+    deadline_unix: float,
+    layout: SlotLayout | None,
+) -> pb.RoundSpec:
+    msg = pb.RoundSpec(
+        round_id=round_id,
+        protocol=plan.label,
+        key_id=key_id,
+        deadline_unix=deadline_unix,
+        n_values=plan.n_values,
+    )
+    if plan.encoding is not None and layout is not None:
+        msg.encoding.CopyFrom(encoding_to_proto(plan.encoding, layout))
+        msg.n_ciphertexts = layout.n_ciphertexts(plan.n_values)
+    if plan.dp is not None:
+        to_proto(plan.dp, msg.dp)
+    to_proto(plan.spec, getattr(msg, protocol.name))
+    return msg
+
+
+@dataclass(frozen=True)
+class Invitation:
+    """A RoundSpec as an owner reads it."""
+
+    round_id: str
+    label: str
+    protocol: FederatedProtocol
+    spec: Any  # the protocol's spec dataclass
+    key_id: str
+    deadline_unix: float
+    n_values: int
+    n_ciphertexts: int
+    encoding: ShareEncoding | None
+    layout: SlotLayout | None
+    dp: DpSpec | None
+
+    @property
+    def share_encoding(self) -> tuple[ShareEncoding, SlotLayout]:
+        """The encoding and layout of a secure-sum round (report rounds have none)."""
+        if self.encoding is None or self.layout is None:
+            raise ProtocolError(f"round {self.round_id} ({self.label}) has no share encoding")
+        return self.encoding, self.layout
+
+
+def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
+    """Decode (and check the layout of) an invitation; ProtocolError/DataError if malformed."""
+    protocol = _payload(msg)
+    spec = from_proto(getattr(msg, protocol.name), protocol.spec_type)
+    enc, layout = None, None
+    if msg.HasField("encoding"):
+        enc, layout = encoding_from_proto(msg.encoding, key_bits)
+        if layout.n_ciphertexts(msg.n_values) != msg.n_ciphertexts:
+            raise ProtocolError(
+                f"round declares {msg.n_ciphertexts} ciphertexts for {msg.n_values} values"
+            )
+    dp = from_proto(msg.dp, DpSpec) if msg.HasField("dp") else None
+    return Invitation(
+        round_id=msg.round_id,
+        label=msg.protocol or protocol.name,
+        protocol=protocol,
+        spec=spec,
+        key_id=msg.key_id,
+        deadline_unix=msg.deadline_unix,
+        n_values=msg.n_values,
+        n_ciphertexts=msg.n_ciphertexts,
+        encoding=enc,
+        layout=layout,
+        dp=dp,
+    )

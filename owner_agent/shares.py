@@ -1,0 +1,178 @@
+"""What an owner does with an invitation, for every protocol: check, charge, build, send.
+
+The protocol says what to check, what the round costs and how to compute the share; this module
+does the rest once: the budget check, the ledger's reserve (before the data is touched), commit
+(as the share starts to leave the site) or release (only if nothing left), and the Skellam noise,
+packing and encryption of secure-sum shares.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import grpc
+import numpy as np
+
+from leteo_fed.crypto.paillier import Encryptor
+from leteo_fed.encoding.packing import pack
+from leteo_fed.errors import LeteoError, ProtocolError
+from leteo_fed.privacy.budget import Budget
+from leteo_fed.privacy.ledger import PrivacyLedger
+from leteo_fed.privacy.verify import add_owner_noise
+from leteo_fed.protocols.base import REPORTS
+from leteo_fed.transport.grpc_io import rpc_error_message
+from leteo_fed.transport.rounds import Invitation
+from owner_agent.site_data import LocalSite
+
+log = logging.getLogger("leteo.owner")
+
+
+@dataclass
+class ShareUpload:
+    """An encrypted share, ready to leave the site."""
+
+    ciphertexts: list[int]
+    timings: dict[str, float]
+
+
+@dataclass
+class ReportUpload:
+    """Perturbed reports, ready to leave the site."""
+
+    n_reports: int
+    chunks: list[np.ndarray]
+    timings: dict[str, float]
+
+
+class Uplink(Protocol):
+    """How built uploads reach the aggregator (the service's gRPC side)."""
+
+    def send_share(self, inv: Invitation, upload: ShareUpload) -> None: ...
+
+    def send_reports(self, inv: Invitation, upload: ReportUpload) -> None: ...
+
+    def decline(self, round_id: str, reason: str) -> None: ...
+
+
+class ShareRunner:
+    def __init__(
+        self,
+        site: LocalSite,
+        ledger: PrivacyLedger | None,
+        encryptor: Callable[[], Encryptor],
+        encrypt: Callable[[list[int]], list[int]],
+        uplink: Uplink,
+    ) -> None:
+        self.site = site
+        self.ledger = ledger
+        self._encryptor = encryptor
+        self._encrypt = encrypt
+        self._uplink = uplink
+
+    # ------------------------------------------------------------------ before accepting
+
+    def precheck(self, inv: Invitation) -> str:
+        """'' to accept; else why this site declines. Cheap: no data is read."""
+        site_id = self.site.site_id
+        try:
+            if inv.encoding is not None:
+                public = self._encryptor().public
+                if inv.key_id != public.key_id:
+                    return f"round key {inv.key_id} is not the CSP key {public.key_id}"
+            inv.protocol.check(inv.spec, inv.encoding, inv.dp, self.site)
+            needed = inv.protocol.budget_needed(inv.spec, inv.dp)
+            if needed is not None:
+                reason = self._budget_reason(needed)
+                if reason:
+                    return reason
+            missing = self.site.missing_columns(inv.protocol.columns(inv.spec))
+            if missing:
+                return f"column '{missing[0]}' is not in {self.site.file_name} (site {site_id})"
+        except LeteoError as exc:
+            return str(exc)
+        return ""
+
+    def _budget_reason(self, needed: Budget) -> str:
+        site_id = self.site.site_id
+        if self.ledger is None:
+            return f"site {site_id} has no privacy budget configured ([privacy] in its config)"
+        if self.ledger.can_afford(needed):
+            return ""
+        left = self.ledger.remaining()
+        return (
+            f"privacy budget of site {site_id} exhausted: the round asks epsilon "
+            f"{needed.epsilon:g}, delta {needed.delta:g}; remaining {left.epsilon:g}, "
+            f"{left.delta:g}"
+        )
+
+    # ------------------------------------------------------------------ after accepting
+
+    def run(self, inv: Invitation) -> None:
+        """Reserve, build, commit, send; decline (naming the problem) if anything fails."""
+        charge = inv.protocol.charge(inv.spec, inv.dp)
+        try:
+            ledger = self._ledger() if charge is not None else None
+            if ledger is not None and charge is not None:  # reserved before the data is touched
+                ledger.reserve(
+                    inv.round_id,
+                    inv.protocol.mechanism(inv.spec, inv.dp),
+                    charge,
+                    note=inv.protocol.describe(inv.spec, inv.dp),
+                )
+            try:
+                upload = self.build(inv)
+            except BaseException:
+                if ledger is not None:  # nothing left this site
+                    ledger.release(inv.round_id, share_left_owner=False)
+                raise
+            if ledger is not None:  # committed as the share starts to leave the site
+                ledger.commit(inv.round_id)
+            if isinstance(upload, ReportUpload):
+                self._uplink.send_reports(inv, upload)
+                log.info("round %s: %d LDP reports submitted", inv.round_id, upload.n_reports)
+            else:
+                self._uplink.send_share(inv, upload)
+                log.info(
+                    "round %s: share submitted (%d ciphertexts)",
+                    inv.round_id,
+                    len(upload.ciphertexts),
+                )
+        except LeteoError as exc:
+            self._uplink.decline(inv.round_id, str(exc))
+        except grpc.RpcError as exc:
+            log.error("round %s: upload refused: %s", inv.round_id, rpc_error_message(exc))
+        except Exception as exc:
+            log.exception("round %s: computing the share crashed", inv.round_id)
+            self._uplink.decline(inv.round_id, f"internal error at site: {type(exc).__name__}")
+
+    def _ledger(self) -> PrivacyLedger:
+        if self.ledger is None:  # precheck refuses such rounds; a direct call gets this
+            raise ProtocolError(f"site {self.site.site_id} has no privacy budget configured")
+        return self.ledger
+
+    def build(self, inv: Invitation) -> ShareUpload | ReportUpload:
+        timings: dict[str, float] = {}
+        if inv.protocol.kind == REPORTS:
+            stream = inv.protocol.reports(inv.spec, self.site, np.random.default_rng(), timings)
+            return ReportUpload(stream.n_reports, list(stream.chunks), timings)
+        enc, _ = inv.share_encoding
+        values = inv.protocol.share_values(inv.spec, enc, inv.dp, self.site, timings)
+        return ShareUpload(self.seal(inv, values, timings), timings)
+
+    def seal(self, inv: Invitation, values: list[int], timings: dict[str, float]) -> list[int]:
+        """Encoded values -> (noised,) packed, encrypted share."""
+        if len(values) != inv.n_values:
+            raise ProtocolError(f"share has {len(values)} values, round expects {inv.n_values}")
+        start = time.perf_counter()
+        if inv.dp is not None:
+            values = add_owner_noise(values, inv.dp)
+        packed = pack(values, inv.share_encoding[1])
+        timings["encode_seconds"] = time.perf_counter() - start
+        start = time.perf_counter()
+        ciphertexts = self._encrypt(packed)
+        timings["encrypt_seconds"] = time.perf_counter() - start
+        return ciphertexts

@@ -1,0 +1,92 @@
+"""The site's data as the protocols see it: one table read, or statistics computed with Spark."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from leteo_fed.config import SPARK_AUTO_BYTES, DataSourceConfig
+from leteo_fed.data import sources
+from leteo_fed.errors import ConfigError, DataError
+from leteo_fed.protocols import moments
+
+log = logging.getLogger("leteo.owner")
+
+SPARK_EXTRA = "install the Spark extra: pip install 'leteo-fed[spark]'"
+
+
+def spark_installed() -> bool:
+    return importlib.util.find_spec("pyspark") is not None
+
+
+class TableView:
+    """Rows read once; columns as a float matrix or as label strings."""
+
+    def __init__(self, table) -> None:
+        self._table = table
+
+    def matrix(self, columns: Sequence[str]) -> np.ndarray:
+        return sources.to_matrix(self._table, columns)
+
+    def labels(self, column: str) -> list[str]:
+        return sources.label_strings(self._table, column)
+
+
+class LocalSite:
+    """A site's configured data source (a local file, or any Spark-readable URI)."""
+
+    def __init__(self, site_id: str, data: DataSourceConfig) -> None:
+        self.site_id = site_id
+        self.data = data
+        if (data.engine == "spark" or not self.is_local) and not spark_installed():
+            raise ConfigError(
+                f"data.path {data.path!r} with engine {data.engine!r} is read with Spark, which "
+                f"is not installed: {SPARK_EXTRA}",
+                field="data.engine",
+            )
+
+    @property
+    def is_local(self) -> bool:
+        return sources.is_local(self.data.path)
+
+    @property
+    def uses_spark(self) -> bool:
+        if self.data.engine != "auto":
+            return self.data.engine == "spark"
+        if not self.is_local:
+            return True
+        return Path(self.data.path.removeprefix("file://")).stat().st_size > SPARK_AUTO_BYTES
+
+    @property
+    def file_name(self) -> str:
+        return Path(self.data.path).name
+
+    def missing_columns(self, columns: Sequence[str]) -> list[str]:
+        """Columns a local file lacks (remote sources are checked when read)."""
+        if not self.is_local:
+            return []
+        available = sources.column_names(self.data.path, self.data.format)
+        return [c for c in columns if c not in available]
+
+    def read(self, columns: Sequence[str]) -> TableView:
+        return TableView(sources.read_table(self.data.path, self.data.format, list(columns)))
+
+    def spark_moments(
+        self, features: Sequence[str], groupings: Sequence[moments.Grouping], value_bound: float
+    ) -> moments.LocalMoments:
+        if not spark_installed():  # engine "auto" on a file that grew past the threshold
+            raise DataError(f"{self.data.path} is too large for the numpy engine: {SPARK_EXTRA}")
+        from leteo_fed.data import spark_stats  # the [spark] extra, only when configured
+
+        log.info("computing statistics with Spark over %s", self.data.path)
+        return spark_stats.spark_local_moments(
+            self.data.path,
+            list(features),
+            list(groupings) or [moments.ALL_ROWS],
+            self.data.format,
+            value_bound,
+        )

@@ -1,0 +1,126 @@
+"""A base install (no extras) runs the three services and the analyst client.
+
+Each check runs in a fresh interpreter whose import system behaves as if pyspark, pandas,
+matplotlib, scikit-learn and phe were not installed, and records every attempt to import them:
+a service module that reaches for one at import time fails here, even if it would swallow the
+ImportError.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+EXTRA_PACKAGES = ("pyspark", "pandas", "matplotlib", "sklearn", "phe")
+
+LEAN_PRELUDE = f"""
+import contextlib, importlib.abc, io, json, sys, traceback
+
+ATTEMPTS = []
+
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    \"\"\"Every import of an extra's package fails as if the package were not installed.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {EXTRA_PACKAGES!r}:
+            stack = [f"{{f.filename}}:{{f.lineno}}" for f in traceback.extract_stack()[:-1]]
+            ATTEMPTS.append({{"module": name, "from": stack[-8:]}})
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NotInstalled())
+
+
+def cli(*argv):
+    \"\"\"Exit code, stdout and stderr of `leteo-fed ARGV` in this interpreter.\"\"\"
+    from leteo_fed.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = exc.code
+    return {{"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}}
+"""
+
+SERVICE_MODULES = (
+    "owner_agent.service",
+    "owner_agent.server",
+    "csp.service",
+    "csp.server",
+    "aggregator.service",
+    "aggregator.server",
+    "leteo_fed.client",
+)
+
+
+def run_lean(body: str) -> dict:
+    """Run BODY after the prelude; it must print one JSON document on its last line."""
+    code = LEAN_PRELUDE + textwrap.dedent(body)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("module", SERVICE_MODULES)
+def test_service_modules_import_without_extras(module):
+    result = run_lean(
+        f"""
+        import importlib
+        importlib.import_module({module!r})
+        print(json.dumps(ATTEMPTS))
+        """
+    )
+    assert result == [], f"{module} imports an optional extra at import time: {result}"
+
+
+@pytest.mark.parametrize("service", ["owner", "csp", "aggregator"])
+def test_serve_help_without_extras(service):
+    result = run_lean(
+        f"""
+        result = cli({service!r}, "serve", "--help")
+        print(json.dumps({{**result, "attempts": ATTEMPTS}}))
+        """
+    )
+    assert result["code"] == 0, result["stderr"]
+    assert f"usage: leteo-fed {service} serve" in result["stdout"]
+    assert len(result["stdout"].splitlines()) > 5
+    assert result["attempts"] == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "extra"),
+    [
+        (["anonymize", "--input", "in.csv", "--config", "anon.toml", "--out", "o.csv"], "spark"),
+        (["dp-kmeans", "--data", "d.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm",
+          "--bounds", "0,1", "--out", "o.json"], "spark"),
+        (["demo", "pca", "--out", "o"], "plots"),
+        (["bench", "pca", "--quick", "--out", "o.json"], "bench"),
+    ],
+)  # fmt: skip
+def test_commands_needing_an_extra_name_it(tmp_path, argv, extra):
+    """Refused before any work (exit 2, one line), with the command that installs the extra."""
+    result = run_lean(
+        f"""
+        import os
+        os.chdir({str(tmp_path)!r})
+        print(json.dumps(cli(*{argv!r})))
+        """
+    )
+    assert result["code"] == 2, result
+    assert result["stderr"].startswith("error: this needs the [")
+    assert f"pip install 'leteo-fed[{extra}]'" in result["stderr"]
+    assert len(result["stderr"].strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir()), "nothing may be written"

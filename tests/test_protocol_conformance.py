@@ -1,0 +1,306 @@
+"""Conformance of every registered protocol, through its protocol object and no network.
+
+For each protocol: the owners' shares, summed slot-wise exactly as the homomorphic sum adds the
+plaintexts and unblinded, give the centralized result; a value beyond the public bounds is
+refused; a DP spec announcing less noise than it claims is refused by the owner; and the
+statistic's stated sensitivity bounds, by brute force, the change of one owner's integer share
+when any one row is removed. A protocol added to the registry without a case here fails
+`test_every_registered_protocol_has_a_conformance_case`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+
+from leteo_fed.encoding.packing import pack, unblind, unpack
+from leteo_fed.errors import LeteoError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.protocols import discriminant, kmeans, pca, registry
+from leteo_fed.protocols import ldp_collection as lc
+from leteo_fed.protocols import weighted_stats as ws
+from leteo_fed.protocols.base import REPORTS, Common, DpRequest, Outcome
+from leteo_fed.protocols.kmeans_round import KmeansRequest
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+
+IRIS = load_iris()
+NAMES = ["sl", "sw", "pl", "pw"]
+SPECIES = np.array(["setosa", "versicolor", "virginica"])[IRIS.target]
+SPLIT = np.array_split(np.random.default_rng(1).permutation(len(IRIS.data)), 3)
+
+
+class MemoryTable:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def matrix(self, columns) -> np.ndarray:
+        return np.column_stack([np.asarray(self.data[c], dtype=np.float64) for c in columns])
+
+    def labels(self, column: str) -> list[str]:
+        return [str(v) for v in self.data[column]]
+
+
+@dataclass
+class MemorySite:
+    """A site's table in memory (the owner agent reads a file; the protocol sees the same)."""
+
+    data: dict[str, Any]
+    site_id: str = "mem"
+    is_local: bool = True
+    uses_spark: bool = False
+
+    def read(self, columns) -> MemoryTable:
+        return MemoryTable(self.data)
+
+    def without_row(self, i: int) -> MemorySite:
+        return MemorySite({k: np.delete(np.asarray(v), i, 0) for k, v in self.data.items()})
+
+
+def iris_sites(extra: dict[str, np.ndarray] | None = None) -> list[MemorySite]:
+    sites = []
+    for idx in SPLIT:
+        data = {n: IRIS.data[idx, j] for j, n in enumerate(NAMES)}
+        data["species"] = SPECIES[idx]
+        for k, v in (extra or {}).items():
+            data[k] = v[idx]
+        sites.append(MemorySite(data))
+    return sites
+
+
+WEIGHTS = np.random.default_rng(2).uniform(0, 2, size=len(IRIS.data))
+
+
+@dataclass
+class Case:
+    request: Any
+    sites: Callable[[], list[MemorySite]]
+    check: Callable[[dict], None]  # compares the result with the centralized reference
+    too_large: Callable[[], MemorySite]  # a site with a value beyond the public bounds
+    dp: bool = True
+    common: dict = field(default_factory=dict)
+
+
+def _check_pca(result: dict) -> None:
+    evals, comps, _ = pca.reference_pca(IRIS.data, 2)
+    np.testing.assert_allclose(result["eigenvalues"], evals, rtol=1e-9)
+    cos = np.abs(np.sum(np.array(result["components"]).T * comps, axis=0))
+    assert np.all(cos >= 1 - 1e-9)
+
+
+def _check_lda(result: dict) -> None:
+    codes = np.unique(SPECIES, return_inverse=True)[1]
+    evals, _ = discriminant.reference(IRIS.data, [codes], "lda", 2)
+    np.testing.assert_allclose(result["eigenvalues"], evals, rtol=1e-6)
+
+
+INIT = np.array([[5.0, 3.0, 1.5, 0.2], [6.0, 2.8, 4.5, 1.5], [7.0, 3.0, 6.0, 2.0]])
+
+
+def _check_kmeans(result: dict) -> None:
+    ref = kmeans.lloyd(IRIS.data, INIT, 20)
+    np.testing.assert_allclose(result["centers"], ref.centers, rtol=0, atol=1e-9)
+    assert result["iterations_run"] == ref.iterations
+
+
+def _check_weighted(result: dict) -> None:
+    mean = np.average(IRIS.data, axis=0, weights=WEIGHTS)
+    var = np.average((IRIS.data - mean) ** 2, axis=0, weights=WEIGHTS)
+    np.testing.assert_allclose([result["means"][n] for n in NAMES], mean, rtol=1e-9)
+    np.testing.assert_allclose([result["variances"][n] for n in NAMES], var, rtol=1e-7)
+
+
+def _big(column: str) -> Callable[[], MemorySite]:
+    def make() -> MemorySite:
+        site = iris_sites({"w": WEIGHTS})[0]
+        site.data[column] = np.array(site.data[column], dtype=np.float64)
+        site.data[column][0] = 1e9  # beyond every case's value bound below
+        return site
+
+    return make
+
+
+CASES: dict[str, list[Case]] = {
+    "moments": [
+        Case(
+            MomentsRequest(method="pca", features=tuple(NAMES), components=2),
+            iris_sites,
+            _check_pca,
+            _big("sl"),
+            common={"value_bound": 100.0},
+        ),
+        Case(
+            MomentsRequest(
+                method="lda",
+                features=tuple(NAMES),
+                groupings=(LabelClasses("species", ("setosa", "versicolor", "virginica")),),
+            ),
+            iris_sites,
+            _check_lda,
+            _big("pw"),
+            common={"value_bound": 100.0},
+        ),
+    ],
+    "kmeans": [
+        Case(
+            KmeansRequest(k=3, centers=tuple(INIT.ravel()), iterations=20, features=tuple(NAMES)),
+            iris_sites,
+            _check_kmeans,
+            _big("sw"),
+            common={"value_bound": 100.0},
+        )
+    ],
+    "weighted_stats": [
+        Case(
+            ws.WeightedStatsRequest(features=tuple(NAMES), weight_column="w", weight_bound=2.0),
+            lambda: iris_sites({"w": WEIGHTS}),
+            _check_weighted,
+            _big("pl"),
+            common={"value_bound": 100.0},
+        )
+    ],
+    "ldp": [
+        Case(
+            lc.LdpRequest(
+                column="species",
+                mechanism="oue",
+                epsilon=2.0,
+                domain=("setosa", "versicolor", "virginica"),
+            ),
+            iris_sites,
+            lambda result: None,  # compared with the pooled reports' estimate in the test
+            lambda: MemorySite({"species": np.array(["setosa", "orchid"])}),
+            dp=False,
+            common={"min_owners": 1},
+        )
+    ],
+}
+
+
+def _cases() -> list[tuple[str, Case]]:
+    return [(name, case) for name, cases in CASES.items() for case in cases]
+
+
+def _ids() -> list[str]:
+    return [
+        f"{n}-{getattr(c.request, 'method', '') or getattr(c.request, 'mechanism', '')}"
+        for n, c in _cases()
+    ]
+
+
+def _secure_sum(shares: list[list[int]], layout) -> list[int]:
+    """Slot-wise sum of the packed shares (what the homomorphic sum computes), unblinded."""
+    n_values = len(shares[0])
+    packed = [pack(v, layout) for v in shares]
+    summed = [sum(col) for col in zip(*packed, strict=True)]
+    return unblind(unpack(summed, n_values, layout), [0] * n_values, len(shares), layout)
+
+
+def _run(name: str, case: Case, sites: list[MemorySite]) -> dict:
+    """The engine's loop without a network: plan, rounds, shares, sum, finish."""
+    protocol = registry.get(name)
+    plan = protocol.plan(case.request, Common(n_invited=len(sites), **case.common))
+    state = protocol.start(plan, "job-1", [f"site-{i}" for i in range(len(sites))])
+    index = 1
+    while True:
+        rnd = protocol.next_round(plan, state, index)
+        outcome = Outcome(
+            f"job-1-it{index}", rnd, [], {f"site-{i}": {} for i in range(len(sites))}, {}
+        )
+        if protocol.kind == REPORTS:
+            acc = protocol.new_accumulator(plan)
+            for i, site in enumerate(sites):
+                stream = protocol.reports(rnd.spec, site, np.random.default_rng(i), {})
+                for chunk in stream.chunks:
+                    acc.fold(acc.partial(chunk))
+            outcome.reports = acc
+        else:
+            enc = rnd.share_encoding
+            shares = [protocol.share_values(rnd.spec, enc, rnd.dp, s, {}) for s in sites]
+            outcome.totals = _secure_sum(shares, enc.layout(2048))
+        step = protocol.finish_round(plan, state, outcome)
+        if step.done:
+            return protocol.job_result(plan, state, step)
+        index += 1
+
+
+def test_every_registered_protocol_has_a_conformance_case():
+    assert set(registry.names()) == set(CASES)
+
+
+@pytest.mark.parametrize(("name", "case"), _cases(), ids=_ids())
+def test_round_trip_equals_the_centralized_result(name, case):
+    result = _run(name, case, case.sites())
+    case.check(result)
+    if name == "ldp":  # the estimate of the pooled reports, computed centrally
+        spec = lc.spec_from_request(case.request)
+        oracle = lc.mechanism_for(spec)
+        reports = [
+            oracle.perturb(
+                lc.encode_column(s.read([]).labels("species"), spec), np.random.default_rng(i)
+            )
+            for i, s in enumerate(case.sites())
+        ]
+        est = oracle.estimate(sum(oracle.support(r) for r in reports), len(IRIS.data))
+        assert [result["estimates"][v] for v in spec.domain] == list(map(float, est.counts))
+
+
+@pytest.mark.parametrize(("name", "case"), _cases(), ids=_ids())
+def test_a_value_beyond_the_public_bounds_is_refused(name, case):
+    with pytest.raises(LeteoError):
+        _run(name, case, [case.too_large(), *case.sites()[1:]])
+
+
+def _dp_plan(name: str, case: Case, scale_bits: int = 8):
+    protocol = registry.get(name)
+    common = Common(
+        n_invited=3,
+        min_owners=3,
+        scale_bits=scale_bits,
+        dp=DpRequest(1.0, 1e-6, 8.0),
+    )
+    plan = protocol.plan(case.request, common)
+    state = protocol.start(plan, "job-1", ["a", "b", "c"])
+    return protocol, plan, protocol.next_round(plan, state, 1)
+
+
+DP_CASES = [(n, c) for n, c in _cases() if c.dp]
+DP_IDS = [i for i, (_, c) in zip(_ids(), _cases(), strict=True) if c.dp]
+
+
+@pytest.mark.parametrize(("name", "case"), DP_CASES, ids=DP_IDS)
+def test_an_under_noised_dp_spec_is_refused_by_the_owner(name, case):
+    protocol, plan, rnd = _dp_plan(name, case)
+    site = case.sites()[0]
+    protocol.check(rnd.spec, rnd.encoding, rnd.dp, site)  # the honest spec passes
+    weaker = dataclasses.replace(rnd.dp, mu=rnd.dp.mu / 2)
+    with pytest.raises(ProtocolError, match="more than the announced"):
+        protocol.check(rnd.spec, rnd.encoding, weaker, site)
+    tight = dataclasses.replace(rnd.encoding, noise_bound=1, data_bound=rnd.encoding.data_bound)
+    with pytest.raises(ProtocolError):
+        protocol.check(rnd.spec, tight, rnd.dp, site)
+
+
+@pytest.mark.parametrize(("name", "case"), DP_CASES, ids=DP_IDS)
+def test_the_stated_sensitivity_bounds_every_one_row_change(name, case):
+    """Brute force over every row of one site (rows clipped to C = 8 inside share_values)."""
+    protocol, plan, rnd = _dp_plan(name, case)
+    site = case.sites()[0]
+    enc = rnd.share_encoding
+    full = np.array(protocol.share_values(rnd.spec, enc, rnd.dp, site, {}), dtype=object)
+    worst_l1 = worst_l2 = 0.0
+    n_rows = len(next(iter(site.data.values())))
+    for i in range(n_rows):
+        part = protocol.share_values(rnd.spec, enc, rnd.dp, site.without_row(i), {})
+        diff = np.array([float(a - b) for a, b in zip(full, part, strict=True)])
+        worst_l1 = max(worst_l1, float(np.abs(diff).sum()))
+        worst_l2 = max(worst_l2, float(np.linalg.norm(diff)))
+    sens = plan.sensitivity
+    assert isinstance(sens, noise.Sensitivity)
+    assert worst_l1 <= sens.l1 and worst_l2 <= sens.l2, (worst_l1, sens.l1, worst_l2, sens.l2)
+    assert worst_l2 > 0
