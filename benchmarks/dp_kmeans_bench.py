@@ -1,18 +1,19 @@
-"""DP k-means at ε = 1: EUGkM and the LSH core-set vs diffprivlib's KMeans and k-means++ (SPEC §8).
+"""DP k-means at ε = 1: EUGkM and the LSH core-set vs diffprivlib's KMeans and k-means++.
 
 A dev tool, not a test. Method:
 
 1. **Data.** Three sets, each with PUBLIC bounds fixed from how the data are made, never from
    the rows:
-   - ``gmm-d100``: seed 002's benchmark shape, 100,000 points in 100 dimensions from a mixture
-     of 64 Gaussians (centers uniform in [-1, 1]^100, std 0.2 per coordinate, weights equal),
-     clipped to the public box [-1.5, 1.5]^100;
+   - ``gmm-d100``: the benchmark shape the private LSH clustering method was published with,
+     100,000 points in 100 dimensions from a mixture of 64 Gaussians (centers uniform in
+     [-1, 1]^100, std 0.2 per coordinate, weights equal), clipped to the public box
+     [-1.5, 1.5]^100;
    - ``gmm-d4``: the same recipe in 4 dimensions (std 0.05), box [-1.2, 1.2]^4: EUGkM's regime;
    - ``digits``: scikit-learn's handwritten digits (1,797 x 64, pixel values 0..16), box [0, 16].
    The generators use fixed seeds (data seed 0), so every run sees the same points.
 2. **Splits.** For each seed s in 0..S-1: one random 80/20 train/test split (seeded by s). The
    split is written to .npy files that every method reads, diffprivlib included.
-3. **Methods**, all at ε = 1 (δ = 1e-6 for the LSH core-set, the seed's setting):
+3. **Methods**, all at ε = 1 (δ = 1e-6 for the LSH core-set, its published setting):
    - ``eugkm``: `leteo_fed.clustering.eugkm_numpy` (the NumPy reference; the Spark path releases
      the identical synopsis, tests/test_dp_kmeans.py) with the box as bounds. On d = 100 and
      d = 64 it needs 2^d grid cells and is refused ("n/a"), as the method's design implies;
@@ -29,11 +30,11 @@ A dev tool, not a test. Method:
 4. **Metric.** Normalized k-means loss = mean squared distance of each TEST point to its
    nearest center (the TRUE points, not a noisy synopsis), for k in {2, 4, 8, 16}. Reported:
    the median over the S seeds (25th-75th percentiles in the JSON) and the ratio to k-means++.
-   Target (SPEC §8): lower loss than diffprivlib at the same ε.
+   Target: lower loss than diffprivlib at the same ε.
 5. **Scaling.** EUGkM on Spark (local[*]) on gmm-d4 drawn with 100,000 x {1, 2, 5, 10} rows
    (fresh points of the same mixture, Parquet in a temporary folder, written before the clock
    starts); wall time of read + ``eugkm_spark`` at k = 8, after one untimed warm-up run, and the
-   ratio to x1. SPEC target: x10 rows cost at most x10 time.
+   ratio to x1. Target: x10 rows cost at most x10 time.
 
 Setting up diffprivlib (its own venv)::
 

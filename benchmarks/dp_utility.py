@@ -1,4 +1,4 @@
-"""Utility of DP releases (distributed Skellam noise, SPEC P5) on UCI Adult, as a function of ε.
+"""Utility of DP releases (distributed Skellam noise) on UCI Adult, as a function of ε.
 
 A dev tool, not a test. Steps:
 

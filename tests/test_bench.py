@@ -42,7 +42,7 @@ def test_bench_writes_rows_with_the_table_columns(method, tmp_path, capsys):
         assert row["max_rel_eig_error"] < 1e-6
         assert row["eig_compared"] == row["features"]
         assert row["baseline"]["roundtrip_ok"] is True
-    # the book has a row for d = 8 but not for d = 4
+    # published figures exist for d = 8 but not for d = 4
     assert rows[0]["book"] is None
     assert rows[1]["book"] == book_row(method, 8)
     assert rows[1]["book"]["key_bits"] == 1024 and rows[1]["book"]["owner_share_s"] > 0

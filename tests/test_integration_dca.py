@@ -94,7 +94,7 @@ def test_demo_dca_methods_on_external_csv(tmp_path, method):
 
 
 def test_single_class_owners_and_label_errors(tmp_path):
-    """Each owner holds one digit class only (the book's SCDO case) yet sends all-class shares;
+    """Each owner holds one digit class only (single-class data owners) yet sends all-class shares;
     LDA on digits (64 features, singular S_W handled by the documented ridge)."""
     bunch = load_digits()
     x, y = bunch.data.astype(float), bunch.target

@@ -1,4 +1,4 @@
-"""DP releases (SPEC P5) through real processes: owners clip, add Skellam noise before
+"""DP releases through real processes: owners clip, add Skellam noise before
 encryption and charge their persistent ledgers; the released aggregate carries exactly the
 announced noise; a request beyond the budget is refused and spends nothing."""
 

@@ -102,7 +102,11 @@ class AnonymizationConfig:
         from leteo_fed.anonymize.hierarchy import Hierarchy
 
         out: dict[str, Hierarchy] = {}
-        for spec in (*self.quasi_identifiers, *self.sensitive):
+        specs: tuple[QuasiIdentifier | SensitiveAttribute, ...] = (
+            *self.quasi_identifiers,
+            *self.sensitive,
+        )
+        for spec in specs:
             if spec.hierarchy is not None:
                 out[spec.column] = Hierarchy.from_csv(spec.hierarchy, spec.column)
         return out

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier
 from leteo_fed.anonymize.hierarchy import as_labels
+from leteo_fed.anonymize.privacy_models import Combo, SensitiveValue
 from leteo_fed.errors import DataError
 
 
@@ -20,7 +21,7 @@ class InMemoryTable:
     n: int
     qi_values: list[np.ndarray]
     numeric_sensitive: list[bool]
-    row_combos: list[tuple[Hashable, ...]]
+    row_combos: list[Combo]
 
 
 def qi_values(column: np.ndarray, qi: QuasiIdentifier) -> np.ndarray:
@@ -36,10 +37,14 @@ def qi_values(column: np.ndarray, qi: QuasiIdentifier) -> np.ndarray:
     return as_labels(np.asarray(column, dtype=object)).astype(str).astype(object)
 
 
-def _sens_key(value: object, numeric: bool) -> Hashable:
+def _sens_key(value: object, numeric: bool) -> SensitiveValue:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         raise DataError("sensitive column has a missing value")
-    return float(value) if numeric else str(value)
+    if not numeric:
+        return str(value)
+    if not isinstance(value, (int, float)):  # a numeric column's .tolist() gives int/float/bool
+        raise DataError(f"numeric sensitive column has a non-numeric value {value!r}")
+    return float(value)
 
 
 def read_columns(columns: Mapping[str, np.ndarray], config: AnonymizationConfig) -> InMemoryTable:

@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leteo_fed import __version__
-from leteo_fed.anonymize.config import AnonymizationConfig, load_config
+from leteo_fed.anonymize.config import (
+    AnonymizationConfig,
+    QuasiIdentifier,
+    SensitiveAttribute,
+    load_config,
+)
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.spark_columns import label_expr
 from leteo_fed.errors import ConfigError, DataError
@@ -162,7 +167,7 @@ def validate_input(df: DataFrame, config: AnonymizationConfig) -> InputSummary:
         aggs += [F.min(_col(name)).alias(f"min{i}"), F.max(_col(name)).alias(f"max{i}")]
     res = df.agg(*aggs).first()
     rows = int(res["rows"]) if res is not None else 0
-    if rows == 0:
+    if res is None or rows == 0:
         raise DataError("the input has no rows")
     for i, name in enumerate(checked):
         if res[f"bad{i}"]:
@@ -183,7 +188,11 @@ def check_hierarchies(
 
     spark = df.sparkSession
     types = {f.name: f.dataType for f in df.schema.fields}
-    paths = {s.column: s.hierarchy for s in (*config.quasi_identifiers, *config.sensitive)}
+    specs: tuple[QuasiIdentifier | SensitiveAttribute, ...] = (
+        *config.quasi_identifiers,
+        *config.sensitive,
+    )
+    paths = {s.column: s.hierarchy for s in specs}
     for column, h in hierarchies.items():
         values = df.select(label_expr(_col(column), types[column]).alias("v")).distinct()
         leaves = spark.createDataFrame([(v,) for v in h.leaves], "v string")
@@ -291,7 +300,7 @@ def _algorithm(name: str) -> Callable[..., tuple[DataFrame, Any]]:
         return spark_mondrian.anonymize_dataframe
     if name == "tds":
         try:
-            from leteo_fed.anonymize import spark_tds  # type: ignore[attr-defined]
+            from leteo_fed.anonymize import spark_tds
         except ImportError as exc:
             raise ConfigError(
                 "algorithm 'tds' is not available in this build", field="anonymization.algorithm"

@@ -33,7 +33,7 @@ import numpy as np
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier
 from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, format_interval
 from leteo_fed.anonymize.in_memory import read_columns
-from leteo_fed.anonymize.privacy_models import PrivacyModel
+from leteo_fed.anonymize.privacy_models import Combo, PrivacyModel
 from leteo_fed.errors import DataError
 
 # ---------------------------------------------------------------------------- histograms
@@ -99,16 +99,16 @@ class Planner:
     # ------------------------------------------------------------------ setup
 
     @property
-    def combos(self) -> list[tuple[Hashable, ...]]:
+    def combos(self) -> list[Combo]:
         assert self.model is not None, "call start() first"
         return self.model.combos
 
-    def combo_codes(self, combos: Sequence[tuple[Hashable, ...]]) -> np.ndarray:
+    def combo_codes(self, combos: Sequence[Combo]) -> np.ndarray:
         """Codes of sensitive tuples (after :meth:`start`)."""
         assert self.model is not None, "call start() first"
         return self.model.combo_codes(combos)
 
-    def start(self, root_combos: Sequence[tuple[Hashable, ...]], root_counts: np.ndarray) -> None:
+    def start(self, root_combos: Sequence[Combo], root_counts: np.ndarray) -> None:
         """Fix the global sensitive distribution from the root's (combo, count) histogram."""
         self.model = PrivacyModel(
             self.config, self.hierarchies, self.numeric_sensitive, root_combos, root_counts
@@ -158,7 +158,7 @@ class Planner:
         )
 
     def _try(self, pid: int, hists: Sequence[QIHistogram]) -> Split | None:
-        cands: list[tuple[float, int, object]] = []
+        cands: list[tuple[float, int, int | None]] = []  # (score, QI, LCA level or None)
         for j, q in enumerate(self.qis):
             vals = np.unique(hists[j].values)
             if q.type == "numeric":
@@ -167,10 +167,10 @@ class Planner:
                     span = self._span[j]
                     cands.append(((hi - lo) / span if span > 0 else 0.0, j, None))
             else:
-                level, _, n_under = self._lca(j, vals)
-                if level > 0:
+                lca_level, _, n_under = self._lca(j, vals)
+                if lca_level > 0:
                     h = self.hierarchies[q.column]
-                    cands.append((n_under / len(h.leaves), j, level))
+                    cands.append((n_under / len(h.leaves), j, lca_level))
         cands.sort(key=lambda c: (-c[0], c[1]))
         for _, j, level in cands:
             hist = hists[j]

@@ -10,7 +10,7 @@ algorithms' own check; :mod:`leteo_fed.anonymize.verify` re-measures their outpu
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +20,11 @@ from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, as_labels
 from leteo_fed.errors import DataError
 
 T_SLACK = 1e-12  # t is checked as emd <= t - slack, so float rounding can only make us stricter
+
+# A sensitive value: a float for a numeric column, a string label otherwise (one type per column,
+# so a column's values sort), and a combo: one value per sensitive column.
+SensitiveValue = float | str
+Combo = tuple[SensitiveValue, ...]
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,9 @@ class _Sensitive:
     levels: list[np.ndarray]  # hierarchical: per level, (n_nodes_below, n_nodes_above) 0/1 maps
 
 
-def _hierarchy_levels(h: Hierarchy, values: list[Hashable], column: str) -> list[np.ndarray]:
+def _hierarchy_levels(
+    h: Hierarchy, values: Sequence[SensitiveValue], column: str
+) -> list[np.ndarray]:
     """Child -> parent incidence matrices from the sensitive values up to a single root."""
     table = h.table
     index = {v: r for r, v in enumerate(table[:, 0])}
@@ -72,17 +79,17 @@ class PrivacyModel:
         config: AnonymizationConfig,
         hierarchies: Mapping[str, Hierarchy],
         numeric_sensitive: Sequence[bool],
-        root_combos: Sequence[tuple[Hashable, ...]],
+        root_combos: Sequence[Combo],
         root_counts: np.ndarray,
         *,
         t_margin: float = 0.0,
     ) -> None:
         self.k = config.k
         self.t_margin = t_margin
-        agg: dict[tuple[Hashable, ...], int] = {}
+        agg: dict[Combo, int] = {}
         for c, n in zip(root_combos, np.asarray(root_counts).tolist(), strict=True):
             agg[c] = agg.get(c, 0) + int(n)
-        self.combos: list[tuple[Hashable, ...]] = sorted(agg)
+        self.combos: list[Combo] = sorted(agg)
         self.combo_index = {c: i for i, c in enumerate(self.combos)}
         self.root_counts = np.array([agg[c] for c in self.combos], dtype=float)
         self._sens = [
@@ -115,7 +122,7 @@ class PrivacyModel:
             levels = _hierarchy_levels(h, values, spec.column)
         return _Sensitive(spec, to_value, q, distance, levels)
 
-    def combo_codes(self, combos: Sequence[tuple[Hashable, ...]]) -> np.ndarray:
+    def combo_codes(self, combos: Sequence[Combo]) -> np.ndarray:
         """Column positions of sensitive tuples; a tuple unseen at the root is an error."""
         try:
             return np.array([self.combo_index[c] for c in combos], dtype=np.int64)

@@ -7,6 +7,7 @@ exactly as :func:`~leteo_fed.anonymize.hierarchy.as_labels` does for the NumPy r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier
@@ -14,9 +15,10 @@ from leteo_fed.errors import DataError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
 
-def column_types(df: DataFrame, config: AnonymizationConfig) -> dict[str, object]:
+def column_types(df: DataFrame, config: AnonymizationConfig) -> dict[str, DataType]:
     """Spark types by column name; refuses a configured column the DataFrame lacks."""
     fields = {f.name: f.dataType for f in df.schema.fields}
     for name in (*config.qi_columns, *(s.column for s in config.sensitive)):
@@ -51,7 +53,7 @@ def qi_expr(q: QuasiIdentifier, dtype: object, *, as_label: bool = False) -> Col
 
 
 def sensitive_exprs(
-    config: AnonymizationConfig, fields: dict[str, object]
+    config: AnonymizationConfig, fields: Mapping[str, DataType]
 ) -> tuple[list[Column], list[bool]]:
     """Sensitive columns (double when numeric, else string) and which of them are numeric."""
     from pyspark.sql import functions as F

@@ -11,7 +11,7 @@ labels come from each final partition's last histogram and are joined back by pa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,7 @@ import numpy as np
 from leteo_fed.anonymize.config import AnonymizationConfig
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.mondrian import Planner, QIHistogram, Split
+from leteo_fed.anonymize.privacy_models import Combo
 from leteo_fed.anonymize.spark_columns import column_types, qi_expr, sensitive_exprs
 from leteo_fed.errors import DataError
 
@@ -142,7 +143,7 @@ def _parts(
     attr = hist.column("a").to_numpy().astype(np.int64)
     counts = hist.column("count").to_numpy().astype(np.int64)
     sens = [hist.column(c).to_pylist() for c in scols]
-    combos: list[tuple[Hashable, ...]] = list(zip(*sens, strict=True)) if sens else [()] * len(pid)
+    combos: list[Combo] = list(zip(*sens, strict=True)) if sens else [()] * len(pid)
     if any(v is None for col in sens for v in col):
         raise DataError("sensitive column has a missing value")
     numeric_rows = np.array(qis_numeric, dtype=bool)[attr] if n_q else np.zeros(0, dtype=bool)

@@ -1,6 +1,6 @@
-"""Top-down specialization on a Spark DataFrame (seed 000 §3).
+"""Top-down specialization on a Spark DataFrame.
 
-The working dataset of the seed (original QIs, transformed QIs and candidate columns) becomes a
+The working dataset of TDS (original QIs, transformed QIs and candidate columns) becomes a
 compact table on the executors: one row per distinct (leaf codes, sensitive combo) with its row
 count ``w``, plus, per QI, the row's current node ``n_j`` and the candidate child ``ch_j`` it would
 move to if its node were specialized. Each round is ONE aggregation over that table: every row
@@ -15,7 +15,7 @@ Replicated rows cost nothing after the first aggregation: the table holds distin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from leteo_fed.anonymize.config import AnonymizationConfig
 from leteo_fed.anonymize.hierarchy import Hierarchy
+from leteo_fed.anonymize.privacy_models import Combo
 from leteo_fed.anonymize.spark_columns import column_types, qi_expr, sensitive_exprs
 from leteo_fed.anonymize.spark_mondrian import SUPPRESSED
 from leteo_fed.anonymize.taxonomy import Taxonomy, leaf_codes
@@ -98,7 +99,7 @@ def _small_df(spark, rows: list[tuple], names: list[str], types: list[str]) -> D
 
 def _histogram(
     work: DataFrame, n_qi: int, as_double: list[bool], n_sens: int
-) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[Hashable, ...]], np.ndarray]:
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[Combo], np.ndarray]:
     """Per QI (distinct values sorted, counts) and the sensitive combos with counts: one job."""
     from pyspark.sql import functions as F
 

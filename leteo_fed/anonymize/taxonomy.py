@@ -1,6 +1,6 @@
 """Specialization trees for top-down specialization: one per quasi-identifier.
 
-TDS (seed 000 §3) refines, per quasi-identifier, a partition of its domain with a partitioning
+TDS (Fung et al.) refines, per quasi-identifier, a partition of its domain with a partitioning
 function p_i. We make p_i a fixed tree built before the first round:
 
 * a categorical QI (or a numeric one given a hierarchy file) uses its hierarchy, with chains of

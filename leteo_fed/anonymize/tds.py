@@ -1,4 +1,4 @@
-"""Top-down specialization (seed 000 §3; Fung et al.) with k / l / t checks on every step.
+"""Top-down specialization (Fung et al.) with k / l / t checks on every step.
 
 Every quasi-identifier starts fully generalized (the root of its :class:`Taxonomy`); each round
 picks one node X of one QI's current cut and replaces it by its children, greedily by
@@ -28,7 +28,7 @@ the greedy would take them anyway; this only saves rounds.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +36,7 @@ import numpy as np
 from leteo_fed.anonymize.config import AnonymizationConfig
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.in_memory import read_columns
-from leteo_fed.anonymize.privacy_models import PrivacyModel
+from leteo_fed.anonymize.privacy_models import Combo, PrivacyModel
 from leteo_fed.anonymize.taxonomy import Taxonomy, leaf_codes, taxonomy_for
 from leteo_fed.errors import DataError
 
@@ -52,7 +52,7 @@ def privacy_model(
     config: AnonymizationConfig,
     hierarchies: Mapping[str, Hierarchy],
     numeric_sensitive: Sequence[bool],
-    combos: Sequence[tuple[Hashable, ...]],
+    combos: Sequence[Combo],
     counts: np.ndarray,
 ) -> PrivacyModel:
     """The models TDS checks, with t tightened by the most the suppression budget can shift."""
@@ -328,7 +328,8 @@ def anonymize(
     )
     inv = inv.reshape(-1)
     leaf, combo_c = compact[:, :-1], compact[:, -1]
-    nodes = np.zeros(leaf.shape, dtype=np.int64)
+    # annotated: NumPy's stubs resolve np.zeros(<tuple[Any, ...]>) to a 0-d array
+    nodes: np.ndarray = np.zeros(leaf.shape, dtype=np.int64)
     child = np.column_stack(
         [t.pick(t.child_ranges(0), leaf[:, j]) for j, t in enumerate(taxonomies)]
     )

@@ -1,4 +1,4 @@
-"""Benchmarks shipped with the package: ``leteo-fed bench pca`` (the book's tables 9.1 and 9.2).
+"""Benchmarks shipped with the package: ``leteo-fed bench pca`` (PCA and DCA share cost).
 
 This module only declares the command-line options (argparse, nothing heavy), so building the
 CLI parser stays cheap; the measurements live in :mod:`leteo_fed.bench.share_bench`.
@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 BENCH_METHODS = ("pca", "dca")
-DEFAULT_FEATURES = (8, 10, 14, 24, 34, 50)  # the feature counts of the book's tables
+DEFAULT_FEATURES = (8, 10, 14, 24, 34, 50)  # feature counts of the published figures
 DEFAULT_KEY_BITS = (1024, 2048)
 DEFAULT_OWNERS = 10
 DEFAULT_CLASSES = 2
@@ -24,15 +24,16 @@ QUICK_REPEATS = 1
 QUICK_PHE_SAMPLE = 10
 
 DESCRIPTION = """\
-Reproduce the columns of the book's table 9.1 (PCA) and 9.2 (DCA): owner time per share,
-aggregator time per share, CSP decryption of the blinded aggregate and the eigendecomposition,
-for every feature count and key size, next to a per-element `phe` baseline measured in the same
-run, plus the book's published numbers (1024-bit Paillier, 10 owners) for comparison. Every row
-is checked against NumPy on the pooled synthetic data (max_rel_eig_error).
+Measure the cost of a PCA or DCA share round: owner time per share, aggregator time per share,
+CSP decryption of the blinded aggregate and the eigendecomposition, for every feature count and
+key size, next to a per-element `phe` baseline measured in the same run, plus published reference
+figures (1024-bit Paillier, 10 owners) for comparison. Every row is checked against NumPy on the
+pooled synthetic data (max_rel_eig_error).
 
 Prints a table on stdout (progress on stderr) and writes a JSON list of rows to --out.
 1024-bit keys are below the 2048-bit minimum of the services: used here only to compare with
-the book. Timings are of a single process; other load on the machine skews them.
+the published 1024-bit figures. Timings are of a single process; other load on the machine skews
+them.
 """
 
 
@@ -54,7 +55,7 @@ def add_pca_arguments(p: argparse.ArgumentParser) -> None:
         "--method",
         choices=BENCH_METHODS,
         default="pca",
-        help="pca: shares R, V, Q (table 9.1); dca: R and per-class V_k, M_k (table 9.2)",
+        help="pca: shares R, V, Q; dca: R and per-class V_k, M_k",
     )
     p.add_argument(
         "--features",
@@ -78,8 +79,8 @@ def add_pca_arguments(p: argparse.ArgumentParser) -> None:
         "--classes",
         type=int,
         default=DEFAULT_CLASSES,
-        help=f"DCA only: classes of the label (default: {DEFAULT_CLASSES}, like the book's "
-        "binary data sets)",
+        help=f"DCA only: classes of the label (default: {DEFAULT_CLASSES}, like the binary "
+        "data sets of the published figures)",
     )
     p.add_argument(
         "--rows",

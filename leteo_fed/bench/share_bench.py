@@ -1,4 +1,4 @@
-"""Share benchmark: the columns of the book's tables 9.1 (PCA) and 9.2 (DCA), measured here.
+"""Share benchmark: what one PCA or DCA share round costs each party, measured here.
 
 For every key size and feature count d (synthetic Gaussian data, seeded; ``owners`` owners with
 ``rows`` rows each; one Paillier key per size from ``generate_keypair``):
@@ -8,7 +8,7 @@ owner share (``owner_share_s``)
     per grouping, the per-class sums V_k and counts M_k; PCA is the one-class case), fixed-point
     encoding, slot packing and encryption. Every owner builds a fresh fixed-base ``Encryptor``
     including its ``prepare()`` table ("cold", what a one-shot owner process pays); the reported
-    number is the mean over the owners (the book's "owner avg"). ``owner_share_warm_s``: owner 0
+    number is the mean over the owners (the published "owner avg"). ``owner_share_warm_s``: owner 0
     again with its table already built (an agent that keeps its encryptor across rounds), median
     of ``repeats`` runs; ``owner_share_textbook_s``: the textbook randomizer r^n.
 aggregator per share (``aggregate_per_share_s``)
@@ -32,8 +32,8 @@ correctness
     the pooled rows (PCA: all d eigenvalues of the covariance; DCA: the d generalized eigenvalues
     of ``discriminant.reference``).
 
-The book's numbers (1024-bit Paillier, 10 owners, per-element encryption, eigendecomposition in
-a garbled circuit) are attached as ``book`` where the feature count matches.
+Published reference figures (1024-bit Paillier, 10 owners, per-element encryption,
+eigendecomposition in a garbled circuit) are attached as ``book`` where the feature count matches.
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ from leteo_fed.errors import ConfigError
 from leteo_fed.protocols import discriminant, moments, pca
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 
-# ------------------------------------------------------------------ the book's tables
+# ------------------------------------------------------------------ published reference figures
 
-# SPEC targets of the PCA share (stated for d = 50 and a 2048-bit key; recorded in every row)
+# Targets of the PCA share (stated for d = 50 and a 2048-bit key; recorded in every row)
 TARGET_OWNER_S = 1.0  # cold
 TARGET_SPEEDUP = 20.0  # cold owner share vs per-element phe
 TARGET_CSP_S = 0.5
@@ -110,7 +110,7 @@ _BOOK_META = {
 
 
 def book_row(method: str, features: int) -> dict[str, Any] | None:
-    """The book's numbers for this method and feature count, or None if the book has no row."""
+    """The published figures for this method and feature count, or None if none were published."""
     values = _BOOK_ROWS[method].get(features)
     if values is None:
         return None

@@ -15,7 +15,7 @@ from leteo_fed.cli.options import SubParsers, set_handler
 def add_parser(sub: SubParsers) -> None:
     from leteo_fed.bench import DESCRIPTION, add_pca_arguments
 
-    bench = sub.add_parser("bench", help="benchmarks (the book's tables 9.1 and 9.2)")
+    bench = sub.add_parser("bench", help="benchmarks (PCA and DCA share costs)")
     p = bench.add_subparsers(dest="action", required=True, metavar="BENCH").add_parser(
         "pca",
         help="owner, aggregator, CSP and eigendecomposition times per feature count vs phe",

@@ -1,8 +1,8 @@
 """Differentially private k-means for the central (trusted curator) jobs, plus an LDP variant.
 
-- `eugkm`: two-level adaptive grid synopsis (seed 000 §4), pure ε-DP, for low dimensions;
-- `lsh_coreset`: private LSH core-set (seed 002), (ε, δ)-DP, for any dimension;
-- `ldp_kmeans`: k-means on n-dimensional-Laplace perturbed points (seed 003), ε-LDP per row;
+- `eugkm`: two-level adaptive grid synopsis (Su et al.), pure ε-DP, for low dimensions;
+- `lsh_coreset`: private LSH core-set, (ε, δ)-DP, for any dimension;
+- `ldp_kmeans`: k-means on n-dimensional-Laplace perturbed points, ε-LDP per row;
 - `lloyd`: the plain (weighted) k-means helpers they share.
 
 Each method has a NumPy reference (`*_numpy`) and a Spark path (`spark_*`) that keeps rows on the

@@ -1,7 +1,7 @@
-"""EUGkM: DP k-means on a two-level adaptive grid synopsis (seed 000 §4; Su et al. 2016/2017).
+"""EUGkM: DP k-means on a two-level adaptive grid synopsis (Su et al. 2016/2017).
 
-Algorithm (the seed's, with its defaults c1 = 10, c2 = 5, α = 0.5)
-------------------------------------------------------------------
+Algorithm (Su et al.'s, with their defaults c1 = 10, c2 = 5, α = 0.5)
+---------------------------------------------------------------------
 1. Clip every point into the PUBLIC box [lo, hi] (coordinate-wise). Points outside the bounds
    are moved to the nearest box point; the bounds are inputs, never read from the data.
 2. Level 1: split each dimension into m1 equal intervals, with
@@ -23,9 +23,9 @@ Each row lies in exactly one cell per level, so all cells of a level share one b
 composition) and the levels add up (sequential composition):
     ε = ε_n + α ε_g + (1-α) ε_g,   ε_g = ε - ε_n,
 where ε_n = `count_fraction` ε (default 5%) buys the noisy row count Ñ = N + Laplace(1/ε_n) that
-the grid formulas need (the seed takes N as known; under add/remove adjacency N itself is private).
+the grid formulas need (Su et al. take N as known; under add/remove adjacency N itself is private).
 Pass `n_public` when the row count is genuinely public: then ε_n = 0 and ε_g = ε. The formulas use
-ε_g where the seed writes ε. Steps 3-5 only post-process noisy counts, so the released centers,
+ε_g where Su et al. write ε. Steps 3-5 only post-process noisy counts, so the released centers,
 the synopsis and the grid sizes are all ε-DP. The run spends no δ.
 
 Where it works: the grid has at least 100 level-1 cells and m1^d grows exponentially with the
@@ -71,7 +71,7 @@ _CEIL_TOL = 1e-9  # ceil(v) with this relative slack: 100**(1/2) rounding to 10.
 
 @dataclass(frozen=True)
 class EugkmParams:
-    """Tuning of EUGkM; defaults are the seed's (c1 = 10, c2 = 5, α = 0.5)."""
+    """Tuning of EUGkM; defaults are Su et al.'s (c1 = 10, c2 = 5, α = 0.5)."""
 
     alpha: float = 0.5
     c1: float = 10.0

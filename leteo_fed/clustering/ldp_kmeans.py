@@ -1,4 +1,4 @@
-"""k-means on locally perturbed points: every row gets n-dimensional Laplace noise (seed 003).
+"""k-means on locally perturbed points: every row gets n-dimensional Laplace noise.
 
 Why this works as local DP: the m-dimensional Laplace mechanism (`leteo_fed.ldp.geo.nd_laplace`,
 density ∝ exp(-r ||z - x||)) is r·d_2-geo-indistinguishable. Inside the PUBLIC box [lo, hi] any two
@@ -11,7 +11,7 @@ k-means++/Lloyd in memory, or Spark MLlib k-means|| for large volumes (rows neve
 
 Utility is far below the central methods: the noise per point has norm about m D / ε, which in
 many dimensions exceeds the box itself. The method is here for data that must leave its owner
-already perturbed (SPEC P4); for central data, use EUGkM or the LSH core-set.
+already perturbed (local DP collection); for central data, use EUGkM or the LSH core-set.
 """
 
 from __future__ import annotations

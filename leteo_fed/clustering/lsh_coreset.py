@@ -1,4 +1,4 @@
-"""DP k-means through a private LSH core-set (seed 002: Google's "private LSH clustering").
+"""DP k-means through a private LSH core-set (after Google's "private LSH clustering").
 
 Algorithm
 ---------
@@ -26,7 +26,8 @@ turned into one μ (μ-GDP implies (ε, δ)-DP exactly), and μ² is split into 
 - leaf sums: a row is in at most one leaf and its projected vector has ||y||₂ <= R, so the sums
   are one query of L2 sensitivity R: μ_sum² = the rest (80%), σ_sum = R/μ_sum.
 Adaptivity (later levels depend on earlier noisy counts) is allowed: GDP composes adaptively.
-The tree shape, the core-set and the centers are (ε, δ)-DP; δ defaults to the seed's 1e-6.
+The tree shape, the core-set and the centers are (ε, δ)-DP; δ defaults to 1e-6, the setting
+the method was published with.
 
 Thresholds (functions of public inputs and Ñ): a leaf of m points has an average whose noise has
 norm about sqrt(d) σ_sum / m. T_noise = sqrt(d) σ_sum / (noise_target R) makes that noise
@@ -67,7 +68,7 @@ from leteo_fed.clustering.result import ClusterFn, DPKMeansResult
 from leteo_fed.errors import ConfigError, DataError
 
 METHOD = "lsh"
-DEFAULT_DELTA = 1e-6  # seed 002's evaluation setting
+DEFAULT_DELTA = 1e-6  # the method's published evaluation setting
 MAX_DEPTH_LIMIT = 60  # node ids (1 << L) | prefix must fit an int64
 
 

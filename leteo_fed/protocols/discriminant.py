@@ -1,9 +1,9 @@
-"""DCA, LDA and MDR (book 9.2-9.4, SPEC P2) from exact aggregate scatter matrices.
+"""DCA, LDA and MDR from exact aggregate scatter matrices.
 
 All three solve a symmetric-definite generalized eigenproblem A w = lambda B w:
-- DCA (Kung; the book's companion code): A = S_B + rho' I, B = S_W + rho I, with the code's
-  defaults rho = 0.02 * lambda_max(S_W) and rho' = 0.1 * rho. (The code solves
-  (S_total + (rho + rho') I, S_W + rho I), whose eigenvalues are ours plus one.)
+- DCA (Kung): A = S_B + rho' I, B = S_W + rho I, with the customary DCA defaults
+  rho = 0.02 * lambda_max(S_W) and rho' = 0.1 * rho. (The equivalent pencil
+  (S_total + (rho + rho') I, S_W + rho I) has the same eigenvectors and our eigenvalues plus one.)
 - LDA (Fisher): A = S_B, B = S_W + rho I with a tiny default ridge rho = 1e-9 * lambda_max(S_W),
   only so that a singular S_W (e.g. constant pixels) still gives a definite problem; rho = 0
   means plain S_W, which must then be positive definite.
