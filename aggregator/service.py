@@ -7,7 +7,6 @@ in the protocol objects (`leteo_fed.protocols`); the round lifecycle in `aggrega
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.certs import check_site_id
 from leteo_fed.transport.grpc_io import TlsConfig, require_role, rpc_method
 from leteo_fed.transport.messages import encoding_from_proto, reports_from_batch
-from leteo_fed.transport.rounds import common_from_proto, request_from_proto
+from leteo_fed.transport.rounds import common_from_proto, request_from_proto, result_to_proto
 
 log = logging.getLogger("leteo.aggregator")
 
@@ -40,7 +39,7 @@ def round_status(rnd: Round) -> pb.RoundStatus:
             invited=rnd.invited,
             submitted=list(rnd.submitted),
             missing=rnd.missing(),
-            result_json=json.dumps(rnd.result) if rnd.result else "",
+            result=result_to_proto(rnd.result) if rnd.result is not None else None,
         )
 
 
@@ -55,7 +54,7 @@ def job_status(job: Job) -> pb.RoundStatus:
             invited=job.invited,
             submitted=submitted,
             missing=[s for s in job.invited if s not in submitted],
-            result_json=json.dumps(job.result) if job.result else "",
+            result=result_to_proto(job.result) if job.result is not None else None,
         )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
-from leteo_fed.transport.rounds import request_to_proto
+from leteo_fed.transport.rounds import request_to_proto, result_document
 
 
 class RoundFailed(LeteoError):
@@ -267,4 +266,7 @@ class AnalystClient:
         final = self.wait(status.round_id, deadline + 60, on_tick)
         if final.state != "COMPLETED":
             raise RoundFailed(f"round {final.round_id} {final.state.lower()}: {final.message}")
-        return json.loads(final.result_json)
+        doc = result_document(final)
+        if doc is None:
+            raise RoundFailed(f"round {final.round_id} completed without a result")
+        return doc

@@ -9,7 +9,6 @@ reported to the aggregator as a decline naming the problem. The protocol logic l
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -33,7 +32,7 @@ from leteo_fed.transport.messages import (
     fetch_public_key,
     reports_to_batch,
 )
-from leteo_fed.transport.rounds import Invitation, invitation_from_proto
+from leteo_fed.transport.rounds import Invitation, invitation_from_proto, result_document
 from owner_agent.shares import ReportUpload, ShareRunner, ShareUpload
 from owner_agent.site_data import LocalSite
 
@@ -175,7 +174,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             "round_id": request.round_id,
             "state": request.state,
             "message": request.message,
-            "result": json.loads(request.result_json) if request.result_json else None,
+            "result": result_document(request),
         }
         self.results[request.round_id] = doc
         if self.config.results_dir is not None:

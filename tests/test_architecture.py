@@ -112,3 +112,17 @@ def test_every_protocol_is_registered_under_its_payload_name_and_complete():
             wire = set(payload.message_type.fields_by_name)
             fields = {f.name for f in dataclasses.fields(dc)}
             assert fields <= wire, (protocol.name, dc.__name__, fields - wire)
+
+
+def test_every_result_type_has_its_typed_message():
+    """Results travel typed: each result dataclass is a RoundResult field of the same shape."""
+    from leteo_fed.proto import leteo_pb2 as pb
+    from leteo_fed.protocols.results import RESULT_TYPES
+
+    registry.names()  # loads every protocol module and its result types
+    oneof = {f.name: f for f in pb.RoundResult.DESCRIPTOR.oneofs_by_name["result"].fields}
+    assert set(RESULT_TYPES) == set(oneof)
+    for name, cls in RESULT_TYPES.items():
+        wire = set(oneof[name].message_type.fields_by_name)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        assert fields == wire, (name, fields ^ wire)

@@ -21,6 +21,7 @@ from leteo_fed.protocols import pca
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
+from leteo_fed.transport.rounds import result_document
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +119,7 @@ def test_share_validation_and_mid_round_disconnect(deployment, cancer):
     assert sy.submit(hy, cy).ok
     final = client.wait(status.round_id, 60)
     assert final.state == "COMPLETED", final.message
-    result = json.loads(final.result_json)
+    result = result_document(final)
     assert sorted(result["owners"]) == ["site-1", "site-2", "site-3", "site-x", "site-y"]
     assert_matches_numpy(result, x, 4)
 
@@ -155,7 +156,7 @@ def test_silent_owners_do_not_stall_the_round(deployment, cancer):
     elapsed = time.monotonic() - start
     assert final.state == "COMPLETED", final.message
     assert 5.5 <= elapsed < 15
-    result = json.loads(final.result_json)
+    result = result_document(final)
     assert result["owners"] == ["site-1", "site-2", "site-3"]
     assert sorted(final.missing) == ["site-x", "site-y"]
     assert_matches_numpy(result, _pooled(parts, names, ["site-1", "site-2", "site-3"]), 3)

@@ -25,9 +25,11 @@ from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import discriminant, kmeans, pca, registry
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import weighted_stats as ws
-from leteo_fed.protocols.base import REPORTS, Common, DpRequest, Outcome
+from leteo_fed.protocols.base import REPORTS, Common, DpRequest, Outcome, encoding_facts
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.transport.codec import to_dict
+from leteo_fed.transport.rounds import result_from_proto, result_to_proto
 
 IRIS = load_iris()
 NAMES = ["sl", "sw", "pl", "pw"]
@@ -223,9 +225,12 @@ def _run(name: str, case: Case, sites: list[MemorySite]) -> dict:
             enc = rnd.share_encoding
             shares = [protocol.share_values(rnd.spec, enc, rnd.dp, s, {}) for s in sites]
             outcome.totals = _secure_sum(shares, enc.layout(2048))
+            outcome.encoding = encoding_facts(enc, enc.layout(2048), rnd.n_values, 2048)
         step = protocol.finish_round(plan, state, outcome)
         if step.done:
-            return protocol.job_result(plan, state, step)
+            result = protocol.job_result(plan, state, step)
+            # as the analyst receives it: the typed result over the wire, then JSON-ready
+            return to_dict(result_from_proto(result_to_proto(result)))
         index += 1
 
 

@@ -31,6 +31,7 @@ from leteo_fed.protocols.base import (
     Outcome,
     RoundPlan,
     Step,
+    encoding_facts,
 )
 
 log = logging.getLogger("leteo.aggregator")
@@ -47,7 +48,7 @@ class Job:
     invited: list[str]
     status: str = OPEN
     message: str = ""
-    result: dict | None = None
+    result: Any = None  # the protocol's (job) result dataclass
     rounds: list[Round] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
@@ -56,7 +57,7 @@ class Job:
     def label(self) -> str:
         return self.plan.label
 
-    def finish(self, status: str, message: str, result: dict | None = None) -> None:
+    def finish(self, status: str, message: str, result: Any = None) -> None:
         with self.lock:
             self.status, self.message, self.result = status, message, result
         self.done.set()
@@ -287,18 +288,7 @@ class RoundEngine:
         aggregate = intake.take()
         n = len(rnd.submitted)
         enc = plan.share_encoding
-        outcome.layout_facts = {
-            "scale_bits": enc.scale_bits,
-            "count_scale_bits": enc.count_scale_bits,
-            "value_bound": enc.value_bound,
-            "slot_bits": layout.slot_bits,
-            "slots_per_ciphertext": layout.slots_per_ciphertext,
-            "mask_bits": layout.mask_bits,
-            "statistical_security_bits": layout.statistical_security,
-            "values_per_share": plan.n_values,
-            "ciphertexts_per_share": intake.n_ciphertexts,
-            "paillier_bits": public.bits,
-        }
+        outcome.encoding = encoding_facts(enc, layout, plan.n_values, public.bits)
         if plan.reveal == "projection":
             query = job.protocol.projection_query(job.plan, job.state, n)
             outcome.projection = self.secure_sum.project(

@@ -41,7 +41,7 @@ class Round:
     declined: dict[str, str] = field(default_factory=dict)
     receiving: set[str] = field(default_factory=set)
     submitted: dict[str, dict[str, float]] = field(default_factory=dict)
-    result: dict | None = None
+    result: Any = None  # the protocol's result dataclass
     step: Step | None = None
     closing: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -99,7 +99,7 @@ class Round:
             self.closing = True
             return True
 
-    def finish(self, state: str, message: str, result: dict | None = None) -> None:
+    def finish(self, state: str, message: str, result: Any = None) -> None:
         with self.lock:
             self.state, self.message, self.result = state, message, result
         self.done.set()

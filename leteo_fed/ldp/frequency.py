@@ -109,9 +109,23 @@ class FrequencyOracle:
     g: int | None = None
 
     @classmethod
-    def configure(cls, epsilon: float, d: int, **options: object) -> FrequencyOracle:
-        """p*, q* (and the mechanism's option) for an epsilon and d already validated."""
+    def configure(
+        cls, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
+    ) -> FrequencyOracle:
+        """p*, q* (and the mechanism's option) for an epsilon and d already validated.
+
+        Every subclass takes the same keywords; one that is not in the subclass's `options`
+        must be None (refused by `_check_options`).
+        """
         raise NotImplementedError
+
+    @classmethod
+    def _check_options(cls, *, theta: float | None, g: int | None) -> None:
+        """Refuse a mechanism-specific keyword this class does not take (theta: "the", g: "olh")."""
+        for key, value in (("theta", theta), ("g", g)):
+            if value is not None and key not in cls.options:
+                owner = next(c.name for c in ORACLES.values() if key in c.options)
+                raise DataError(f"{key} applies only to the {owner!r} mechanism", field=key)
 
     def privacy_map(self) -> Budget:
         """The per-record ε-LDP guarantee (delta 0) of this oracle's sampler."""
@@ -188,7 +202,10 @@ class GRR(FrequencyOracle):
     name = "grr"
 
     @classmethod
-    def configure(cls, epsilon: float, d: int) -> GRR:
+    def configure(
+        cls, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
+    ) -> GRR:
+        cls._check_options(theta=theta, g=g)
         e = math.exp(epsilon)
         return cls(epsilon, d, e / (e + d - 1), 1 / (e + d - 1))
 
@@ -248,7 +265,10 @@ class SUE(_UnaryEncoding):
     name = "sue"
 
     @classmethod
-    def configure(cls, epsilon: float, d: int) -> SUE:
+    def configure(
+        cls, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
+    ) -> SUE:
+        cls._check_options(theta=theta, g=g)
         h = math.exp(epsilon / 2)
         return cls(epsilon, d, *_unary_pq(h / (h + 1), 1 / (h + 1)))
 
@@ -259,7 +279,10 @@ class OUE(_UnaryEncoding):
     name = "oue"
 
     @classmethod
-    def configure(cls, epsilon: float, d: int) -> OUE:
+    def configure(
+        cls, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
+    ) -> OUE:
+        cls._check_options(theta=theta, g=g)
         e = math.exp(epsilon)
         return cls(epsilon, d, *_unary_pq(0.5, 1 / (e + 1)))
 
@@ -270,7 +293,10 @@ class SHE(FrequencyOracle):
     name = "she"
 
     @classmethod
-    def configure(cls, epsilon: float, d: int) -> SHE:
+    def configure(
+        cls, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
+    ) -> SHE:
+        cls._check_options(theta=theta, g=g)
         return cls(epsilon, d, math.nan, math.nan)
 
     def privacy_map(self) -> Budget:
@@ -307,9 +333,12 @@ class THE(_BitVectorOracle):
     options = ("theta",)
 
     @classmethod
-    def configure(cls, epsilon: float, d: int, theta: float | None = None) -> THE:
+    def configure(
+        cls, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
+    ) -> THE:
         """θ defaults to the minimiser of Var*/n over (0.5, 1) (Wang et al. 2017 show the
         optimum lies there; bounded scalar search, 0.75 if the search fails)."""
+        cls._check_options(theta=theta, g=g)
         if theta is None:
             th = optimal_theta(epsilon)
         else:
@@ -337,9 +366,12 @@ class OLH(FrequencyOracle):
     options = ("g",)
 
     @classmethod
-    def configure(cls, epsilon: float, d: int, g: int | None = None) -> OLH:
+    def configure(
+        cls, epsilon: float, d: int, *, theta: float | None = None, g: int | None = None
+    ) -> OLH:
         """g defaults to round(e^ε) + 1 (the variance-optimal e^ε + 1, rounded), capped at
         2^31 - 1."""
+        cls._check_options(theta=theta, g=g)
         e = math.exp(epsilon)
         if g is None:
             gg = min(round(e) + 1, HASH_PRIME)
@@ -364,7 +396,7 @@ class OLH(FrequencyOracle):
     def _perturb(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         assert self.g is not None
         n, g = v.shape[0], self.g
-        seeds = rng.integers(0, _SEED_SPACE, size=n, dtype=np.int64)
+        seeds = np.asarray(rng.integers(0, _SEED_SPACE, size=n, dtype=np.int64))
         a, b = hash_params(seeds)
         hv = ((a * v + b) % HASH_PRIME) % g
         keep = rng.random(n) < self.p
@@ -419,12 +451,7 @@ def make_oracle(
     eps = check_epsilon(epsilon)
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 2 <= d <= _MAX_D:
         raise DataError(f"domain size d must be an integer in [2, {_MAX_D}], got {d!r}", field="d")
-    options = {key: value for key, value in (("theta", theta), ("g", g)) if value is not None}
-    for key in options:
-        if key not in cls.options:
-            owner = next(c.name for c in ORACLES.values() if key in c.options)
-            raise DataError(f"{key} applies only to the {owner!r} mechanism", field=key)
-    return cls.configure(eps, int(d), **options)
+    return cls.configure(eps, int(d), theta=theta, g=g)  # refuses an option cls does not take
 
 
 _GRID = 2**24  # resolution of float32 uniforms

@@ -54,7 +54,7 @@ def nd_laplace(points: np.ndarray, epsilon: float, rng: np.random.Generator) -> 
     x = _check_points(points)
     eps = check_epsilon(epsilon, capped=False)
     n, m = x.shape
-    r = rng.gamma(shape=m, scale=1.0 / eps, size=n)
+    r = np.asarray(rng.gamma(shape=m, scale=1.0 / eps, size=n))
     return x + r[:, None] * _unit_directions(n, m, rng)
 
 

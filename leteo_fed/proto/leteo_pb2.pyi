@@ -392,6 +392,737 @@ class ListOwnersRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class Vector(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class Timing(_message.Message):
+    __slots__ = ("seconds",)
+    class SecondsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    seconds: _containers.ScalarMap[str, float]
+    def __init__(self, seconds: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class RoundTimings(_message.Message):
+    __slots__ = ("owners", "aggregator", "csp")
+    class OwnersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Timing
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+    class AggregatorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class CspEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATOR_FIELD_NUMBER: _ClassVar[int]
+    CSP_FIELD_NUMBER: _ClassVar[int]
+    owners: _containers.MessageMap[str, Timing]
+    aggregator: _containers.ScalarMap[str, float]
+    csp: _containers.ScalarMap[str, float]
+    def __init__(self, owners: _Optional[_Mapping[str, Timing]] = ..., aggregator: _Optional[_Mapping[str, float]] = ..., csp: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class EncodingFacts(_message.Message):
+    __slots__ = ("scale_bits", "count_scale_bits", "value_bound", "slot_bits", "slots_per_ciphertext", "mask_bits", "statistical_security_bits", "values_per_share", "ciphertexts_per_share", "paillier_bits")
+    SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
+    SLOT_BITS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_PER_CIPHERTEXT_FIELD_NUMBER: _ClassVar[int]
+    MASK_BITS_FIELD_NUMBER: _ClassVar[int]
+    STATISTICAL_SECURITY_BITS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_PER_SHARE_FIELD_NUMBER: _ClassVar[int]
+    CIPHERTEXTS_PER_SHARE_FIELD_NUMBER: _ClassVar[int]
+    PAILLIER_BITS_FIELD_NUMBER: _ClassVar[int]
+    scale_bits: int
+    count_scale_bits: int
+    value_bound: float
+    slot_bits: int
+    slots_per_ciphertext: int
+    mask_bits: int
+    statistical_security_bits: int
+    values_per_share: int
+    ciphertexts_per_share: int
+    paillier_bits: int
+    def __init__(self, scale_bits: _Optional[int] = ..., count_scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., mask_bits: _Optional[int] = ..., statistical_security_bits: _Optional[int] = ..., values_per_share: _Optional[int] = ..., ciphertexts_per_share: _Optional[int] = ..., paillier_bits: _Optional[int] = ...) -> None: ...
+
+class DpFacts(_message.Message):
+    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "skellam_mu_aggregate", "noise_std_per_value", "post_processing", "note")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    SENSITIVITY_L1_FIELD_NUMBER: _ClassVar[int]
+    SENSITIVITY_L2_FIELD_NUMBER: _ClassVar[int]
+    SKELLAM_MU_AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    NOISE_STD_PER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    POST_PROCESSING_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    mechanism: str
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    quorum: int
+    sensitivity_l1: float
+    sensitivity_l2: float
+    skellam_mu_aggregate: float
+    noise_std_per_value: float
+    post_processing: str
+    note: str
+    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., skellam_mu_aggregate: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class KmeansDpFacts(_message.Message):
+    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_sum_with_quorum", "noise_std_count_with_quorum", "post_processing", "note")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    SENSITIVITY_L1_FIELD_NUMBER: _ClassVar[int]
+    SENSITIVITY_L2_FIELD_NUMBER: _ClassVar[int]
+    COMPOSITION_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_BUDGETED_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_PER_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    DELTA_PER_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_SPENT_FIELD_NUMBER: _ClassVar[int]
+    DELTA_SPENT_FIELD_NUMBER: _ClassVar[int]
+    SKELLAM_MU_PER_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    NOISE_STD_SUM_WITH_QUORUM_FIELD_NUMBER: _ClassVar[int]
+    NOISE_STD_COUNT_WITH_QUORUM_FIELD_NUMBER: _ClassVar[int]
+    POST_PROCESSING_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    mechanism: str
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    quorum: int
+    sensitivity_l1: float
+    sensitivity_l2: float
+    composition: str
+    iterations_budgeted: int
+    epsilon_per_iteration: float
+    delta_per_iteration: float
+    epsilon_spent: float
+    delta_spent: float
+    skellam_mu_per_iteration: float
+    noise_std_sum_with_quorum: float
+    noise_std_count_with_quorum: float
+    post_processing: str
+    note: str
+    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., composition: _Optional[str] = ..., iterations_budgeted: _Optional[int] = ..., epsilon_per_iteration: _Optional[float] = ..., delta_per_iteration: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., delta_spent: _Optional[float] = ..., skellam_mu_per_iteration: _Optional[float] = ..., noise_std_sum_with_quorum: _Optional[float] = ..., noise_std_count_with_quorum: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class PcaResult(_message.Message):
+    __slots__ = ("protocol", "features", "n_samples", "eigenvalues", "eigenvalue_normalization", "components", "explained_variance_ratio", "mean", "standardized", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    N_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    EIGENVALUES_FIELD_NUMBER: _ClassVar[int]
+    EIGENVALUE_NORMALIZATION_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    EXPLAINED_VARIANCE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    STANDARDIZED_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    n_samples: int
+    eigenvalues: _containers.RepeatedScalarFieldContainer[float]
+    eigenvalue_normalization: str
+    components: _containers.RepeatedCompositeFieldContainer[Vector]
+    explained_variance_ratio: _containers.RepeatedScalarFieldContainer[float]
+    mean: _containers.RepeatedScalarFieldContainer[float]
+    standardized: bool
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    def __init__(self, protocol: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., eigenvalues: _Optional[_Iterable[float]] = ..., eigenvalue_normalization: _Optional[str] = ..., components: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., explained_variance_ratio: _Optional[_Iterable[float]] = ..., mean: _Optional[_Iterable[float]] = ..., standardized: _Optional[bool] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
+
+class DiscriminantResult(_message.Message):
+    __slots__ = ("protocol", "method", "features", "classes", "n_samples", "eigenvalues", "components", "mean", "ridge", "pencil", "privacy_classes", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class RidgeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    N_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    EIGENVALUES_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    RIDGE_FIELD_NUMBER: _ClassVar[int]
+    PENCIL_FIELD_NUMBER: _ClassVar[int]
+    PRIVACY_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    n_samples: int
+    eigenvalues: _containers.RepeatedScalarFieldContainer[float]
+    components: _containers.RepeatedCompositeFieldContainer[Vector]
+    mean: _containers.RepeatedScalarFieldContainer[float]
+    ridge: _containers.ScalarMap[str, float]
+    pencil: str
+    privacy_classes: _containers.RepeatedScalarFieldContainer[str]
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., classes: _Optional[_Iterable[str]] = ..., n_samples: _Optional[int] = ..., eigenvalues: _Optional[_Iterable[float]] = ..., components: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., mean: _Optional[_Iterable[float]] = ..., ridge: _Optional[_Mapping[str, float]] = ..., pencil: _Optional[str] = ..., privacy_classes: _Optional[_Iterable[str]] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
+
+class ProjectionOnlyResult(_message.Message):
+    __slots__ = ("protocol", "method", "mode", "features", "eigenvalues", "components", "explained_variance_ratio", "standardized", "classes", "ridge", "privacy_classes", "round_id", "owners", "declined", "encoding", "timings", "dp", "n_samples")
+    class RidgeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    EIGENVALUES_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    EXPLAINED_VARIANCE_RATIO_FIELD_NUMBER: _ClassVar[int]
+    STANDARDIZED_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    RIDGE_FIELD_NUMBER: _ClassVar[int]
+    PRIVACY_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    N_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    mode: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    eigenvalues: _containers.RepeatedScalarFieldContainer[float]
+    components: _containers.RepeatedCompositeFieldContainer[Vector]
+    explained_variance_ratio: _containers.RepeatedScalarFieldContainer[float]
+    standardized: bool
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    ridge: _containers.ScalarMap[str, float]
+    privacy_classes: _containers.RepeatedScalarFieldContainer[str]
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    n_samples: int
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., mode: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., eigenvalues: _Optional[_Iterable[float]] = ..., components: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., explained_variance_ratio: _Optional[_Iterable[float]] = ..., standardized: _Optional[bool] = ..., classes: _Optional[_Iterable[str]] = ..., ridge: _Optional[_Mapping[str, float]] = ..., privacy_classes: _Optional[_Iterable[str]] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ..., n_samples: _Optional[int] = ...) -> None: ...
+
+class KmeansIterationResult(_message.Message):
+    __slots__ = ("protocol", "method", "job_id", "iteration", "iterations", "features", "k", "centers", "center_shift", "round_id", "owners")
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    CENTERS_FIELD_NUMBER: _ClassVar[int]
+    CENTER_SHIFT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    job_id: str
+    iteration: int
+    iterations: int
+    features: _containers.RepeatedScalarFieldContainer[str]
+    k: int
+    centers: _containers.RepeatedCompositeFieldContainer[Vector]
+    center_shift: float
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., job_id: _Optional[str] = ..., iteration: _Optional[int] = ..., iterations: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., centers: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., center_shift: _Optional[float] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class KmeansIterationTimings(_message.Message):
+    __slots__ = ("round_seconds", "owners", "aggregator", "csp")
+    class OwnersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Timing
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+    class AggregatorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class CspEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ROUND_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATOR_FIELD_NUMBER: _ClassVar[int]
+    CSP_FIELD_NUMBER: _ClassVar[int]
+    round_seconds: float
+    owners: _containers.MessageMap[str, Timing]
+    aggregator: _containers.ScalarMap[str, float]
+    csp: _containers.ScalarMap[str, float]
+    def __init__(self, round_seconds: _Optional[float] = ..., owners: _Optional[_Mapping[str, Timing]] = ..., aggregator: _Optional[_Mapping[str, float]] = ..., csp: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class KmeansIterationSummary(_message.Message):
+    __slots__ = ("iteration", "round_id", "contributors", "declined", "missing", "center_shift", "counts", "empty_clusters", "centers", "timings")
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    CENTER_SHIFT_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    CENTERS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    iteration: int
+    round_id: str
+    contributors: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    missing: _containers.RepeatedScalarFieldContainer[str]
+    center_shift: float
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    empty_clusters: _containers.RepeatedScalarFieldContainer[int]
+    centers: _containers.RepeatedCompositeFieldContainer[Vector]
+    timings: KmeansIterationTimings
+    def __init__(self, iteration: _Optional[int] = ..., round_id: _Optional[str] = ..., contributors: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., missing: _Optional[_Iterable[str]] = ..., center_shift: _Optional[float] = ..., counts: _Optional[_Iterable[int]] = ..., empty_clusters: _Optional[_Iterable[int]] = ..., centers: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., timings: _Optional[_Union[KmeansIterationTimings, _Mapping]] = ...) -> None: ...
+
+class KmeansJobTimings(_message.Message):
+    __slots__ = ("total_seconds", "iteration_seconds", "mean_iteration_seconds")
+    TOTAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ITERATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_ITERATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    total_seconds: float
+    iteration_seconds: _containers.RepeatedScalarFieldContainer[float]
+    mean_iteration_seconds: float
+    def __init__(self, total_seconds: _Optional[float] = ..., iteration_seconds: _Optional[_Iterable[float]] = ..., mean_iteration_seconds: _Optional[float] = ...) -> None: ...
+
+class KmeansJobResult(_message.Message):
+    __slots__ = ("method", "protocol", "job_id", "features", "k", "centers", "initial_centers", "counts", "epsilon", "delta", "iterations_run", "max_iterations", "tolerance", "converged", "empty_cluster_rule", "invited", "owners", "iterations", "encoding", "dp", "timings")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    CENTERS_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_CENTERS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    CONVERGED_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_CLUSTER_RULE_FIELD_NUMBER: _ClassVar[int]
+    INVITED_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    protocol: str
+    job_id: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    k: int
+    centers: _containers.RepeatedCompositeFieldContainer[Vector]
+    initial_centers: _containers.RepeatedCompositeFieldContainer[Vector]
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    epsilon: float
+    delta: float
+    iterations_run: int
+    max_iterations: int
+    tolerance: float
+    converged: bool
+    empty_cluster_rule: str
+    invited: _containers.RepeatedScalarFieldContainer[str]
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    iterations: _containers.RepeatedCompositeFieldContainer[KmeansIterationSummary]
+    encoding: EncodingFacts
+    dp: KmeansDpFacts
+    timings: KmeansJobTimings
+    def __init__(self, method: _Optional[str] = ..., protocol: _Optional[str] = ..., job_id: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., k: _Optional[int] = ..., centers: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., initial_centers: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., counts: _Optional[_Iterable[int]] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., iterations_run: _Optional[int] = ..., max_iterations: _Optional[int] = ..., tolerance: _Optional[float] = ..., converged: _Optional[bool] = ..., empty_cluster_rule: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., owners: _Optional[_Iterable[str]] = ..., iterations: _Optional[_Iterable[_Union[KmeansIterationSummary, _Mapping]]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., dp: _Optional[_Union[KmeansDpFacts, _Mapping]] = ..., timings: _Optional[_Union[KmeansJobTimings, _Mapping]] = ...) -> None: ...
+
+class ReportTimings(_message.Message):
+    __slots__ = ("owners", "aggregator")
+    class OwnersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Timing
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+    class AggregatorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATOR_FIELD_NUMBER: _ClassVar[int]
+    owners: _containers.MessageMap[str, Timing]
+    aggregator: _containers.ScalarMap[str, float]
+    def __init__(self, owners: _Optional[_Mapping[str, Timing]] = ..., aggregator: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class LdpFrequencyResult(_message.Message):
+    __slots__ = ("protocol", "mechanism", "epsilon", "column", "n", "engine", "estimates", "std_errors", "estimator", "consistent_estimates", "consistency", "round_id", "owners", "declined", "timings")
+    class EstimatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class StdErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ConsistentEstimatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATES_FIELD_NUMBER: _ClassVar[int]
+    STD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATOR_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENT_ESTIMATES_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    mechanism: str
+    epsilon: float
+    column: str
+    n: int
+    engine: str
+    estimates: _containers.ScalarMap[str, float]
+    std_errors: _containers.ScalarMap[str, float]
+    estimator: str
+    consistent_estimates: _containers.ScalarMap[str, float]
+    consistency: str
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    timings: ReportTimings
+    def __init__(self, protocol: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., column: _Optional[str] = ..., n: _Optional[int] = ..., engine: _Optional[str] = ..., estimates: _Optional[_Mapping[str, float]] = ..., std_errors: _Optional[_Mapping[str, float]] = ..., estimator: _Optional[str] = ..., consistent_estimates: _Optional[_Mapping[str, float]] = ..., consistency: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., timings: _Optional[_Union[ReportTimings, _Mapping]] = ...) -> None: ...
+
+class LdpMeanResult(_message.Message):
+    __slots__ = ("protocol", "mechanism", "epsilon", "column", "n", "engine", "mean", "std_error", "bounds", "estimator", "round_id", "owners", "declined", "timings")
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    STD_ERROR_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATOR_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    mechanism: str
+    epsilon: float
+    column: str
+    n: int
+    engine: str
+    mean: float
+    std_error: float
+    bounds: _containers.RepeatedScalarFieldContainer[float]
+    estimator: str
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    timings: ReportTimings
+    def __init__(self, protocol: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., column: _Optional[str] = ..., n: _Optional[int] = ..., engine: _Optional[str] = ..., mean: _Optional[float] = ..., std_error: _Optional[float] = ..., bounds: _Optional[_Iterable[float]] = ..., estimator: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., timings: _Optional[_Union[ReportTimings, _Mapping]] = ...) -> None: ...
+
+class LdpMeansResult(_message.Message):
+    __slots__ = ("protocol", "mechanism", "epsilon", "column", "n", "engine", "columns", "means", "std_errors", "bounds", "estimator", "round_id", "owners", "declined", "timings")
+    class MeansEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class StdErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    MEANS_FIELD_NUMBER: _ClassVar[int]
+    STD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATOR_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    mechanism: str
+    epsilon: float
+    column: str
+    n: int
+    engine: str
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    means: _containers.ScalarMap[str, float]
+    std_errors: _containers.ScalarMap[str, float]
+    bounds: _containers.RepeatedCompositeFieldContainer[Vector]
+    estimator: str
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    timings: ReportTimings
+    def __init__(self, protocol: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., column: _Optional[str] = ..., n: _Optional[int] = ..., engine: _Optional[str] = ..., columns: _Optional[_Iterable[str]] = ..., means: _Optional[_Mapping[str, float]] = ..., std_errors: _Optional[_Mapping[str, float]] = ..., bounds: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., estimator: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., timings: _Optional[_Union[ReportTimings, _Mapping]] = ...) -> None: ...
+
+class LdpPointsResult(_message.Message):
+    __slots__ = ("protocol", "mechanism", "epsilon", "column", "n", "columns", "box", "points", "estimator", "engine", "round_id", "owners", "declined", "timings")
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    BOX_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATOR_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    mechanism: str
+    epsilon: float
+    column: str
+    n: int
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    box: _containers.RepeatedCompositeFieldContainer[Vector]
+    points: _containers.RepeatedCompositeFieldContainer[Vector]
+    estimator: str
+    engine: str
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    timings: ReportTimings
+    def __init__(self, protocol: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., column: _Optional[str] = ..., n: _Optional[int] = ..., columns: _Optional[_Iterable[str]] = ..., box: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., points: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., estimator: _Optional[str] = ..., engine: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., timings: _Optional[_Union[ReportTimings, _Mapping]] = ...) -> None: ...
+
+class WeightedStatsResult(_message.Message):
+    __slots__ = ("protocol", "method", "features", "weight_column", "weight_bound", "n_rows", "total_weight", "means", "variances", "variance_definition", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class MeansEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class VariancesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_BOUND_FIELD_NUMBER: _ClassVar[int]
+    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MEANS_FIELD_NUMBER: _ClassVar[int]
+    VARIANCES_FIELD_NUMBER: _ClassVar[int]
+    VARIANCE_DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    weight_column: str
+    weight_bound: float
+    n_rows: int
+    total_weight: float
+    means: _containers.ScalarMap[str, float]
+    variances: _containers.ScalarMap[str, float]
+    variance_definition: str
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., weight_column: _Optional[str] = ..., weight_bound: _Optional[float] = ..., n_rows: _Optional[int] = ..., total_weight: _Optional[float] = ..., means: _Optional[_Mapping[str, float]] = ..., variances: _Optional[_Mapping[str, float]] = ..., variance_definition: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
+
+class RoundResult(_message.Message):
+    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats")
+    PCA_FIELD_NUMBER: _ClassVar[int]
+    DISCRIMINANT_FIELD_NUMBER: _ClassVar[int]
+    PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
+    KMEANS_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    KMEANS_JOB_FIELD_NUMBER: _ClassVar[int]
+    LDP_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
+    LDP_MEAN_FIELD_NUMBER: _ClassVar[int]
+    LDP_MEANS_FIELD_NUMBER: _ClassVar[int]
+    LDP_POINTS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
+    pca: PcaResult
+    discriminant: DiscriminantResult
+    projection_only: ProjectionOnlyResult
+    kmeans_iteration: KmeansIterationResult
+    kmeans_job: KmeansJobResult
+    ldp_frequency: LdpFrequencyResult
+    ldp_mean: LdpMeanResult
+    ldp_means: LdpMeansResult
+    ldp_points: LdpPointsResult
+    weighted_stats: WeightedStatsResult
+    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ...) -> None: ...
+
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
@@ -401,7 +1132,7 @@ class RoundQuery(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
 
 class RoundStatus(_message.Message):
-    __slots__ = ("round_id", "protocol", "state", "message", "invited", "submitted", "missing", "result_json")
+    __slots__ = ("round_id", "protocol", "state", "message", "invited", "submitted", "missing", "result")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -409,7 +1140,7 @@ class RoundStatus(_message.Message):
     INVITED_FIELD_NUMBER: _ClassVar[int]
     SUBMITTED_FIELD_NUMBER: _ClassVar[int]
     MISSING_FIELD_NUMBER: _ClassVar[int]
-    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     state: str
@@ -417,8 +1148,8 @@ class RoundStatus(_message.Message):
     invited: _containers.RepeatedScalarFieldContainer[str]
     submitted: _containers.RepeatedScalarFieldContainer[str]
     missing: _containers.RepeatedScalarFieldContainer[str]
-    result_json: str
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., result_json: _Optional[str] = ...) -> None: ...
+    result: RoundResult
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., result: _Optional[_Union[RoundResult, _Mapping]] = ...) -> None: ...
 
 class CspRoundRequest(_message.Message):
     __slots__ = ("round_id", "key_id", "n_ciphertexts", "mode")

@@ -24,10 +24,12 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from leteo_fed import defaults
+from leteo_fed.encoding.packing import SlotLayout
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.budget import Budget, check_delta, check_epsilon
+from leteo_fed.protocols.results import DpFacts, EncodingFacts, RoundTimings
 
 SECURE_SUM = "secure_sum"  # owners send Paillier-encrypted, packed integers; the engine sums them
 REPORTS = "reports"  # owners send perturbed reports; the engine folds them into an accumulator
@@ -160,16 +162,36 @@ def require_same_count_scale(encoding: ShareEncoding) -> None:
         raise ProtocolError("DP rounds must encode counts at the same scale as sums")
 
 
-def dp_facts(dp: DpSpec, sensitivity: noise.Sensitivity) -> dict:
+def dp_facts(mechanism: str, dp: DpSpec, sensitivity: noise.Sensitivity, **more) -> DpFacts:
     """What a result says about its noise (shared by the secure-sum protocols)."""
-    return {
-        "epsilon": dp.epsilon,
-        "delta": dp.delta,
-        "row_norm_bound": dp.row_norm_bound,
-        "quorum": dp.quorum,
-        "sensitivity_l1": sensitivity.l1,
-        "sensitivity_l2": sensitivity.l2,
-    }
+    return DpFacts(
+        mechanism=mechanism,
+        epsilon=dp.epsilon,
+        delta=dp.delta,
+        row_norm_bound=dp.row_norm_bound,
+        quorum=dp.quorum,
+        sensitivity_l1=sensitivity.l1,
+        sensitivity_l2=sensitivity.l2,
+        **more,
+    )
+
+
+def encoding_facts(
+    encoding: ShareEncoding, layout: SlotLayout, n_values: int, key_bits: int
+) -> EncodingFacts:
+    """The public encoding and key facts every secure-sum result reports."""
+    return EncodingFacts(
+        scale_bits=encoding.scale_bits,
+        count_scale_bits=encoding.count_scale_bits,
+        value_bound=encoding.value_bound,
+        slot_bits=layout.slot_bits,
+        slots_per_ciphertext=layout.slots_per_ciphertext,
+        mask_bits=layout.mask_bits,
+        statistical_security_bits=layout.statistical_security,
+        values_per_share=n_values,
+        ciphertexts_per_share=layout.n_ciphertexts(n_values),
+        paillier_bits=key_bits,
+    )
 
 
 @dataclass(frozen=True)
@@ -228,7 +250,7 @@ class Outcome:
     reports: Any = None  # report rounds: the protocol's accumulator
     timings: dict[str, float] = field(default_factory=dict)  # aggregator phases
     csp: dict[str, float] = field(default_factory=dict)
-    layout_facts: dict[str, Any] = field(default_factory=dict)  # encoding and key facts
+    encoding: EncodingFacts | None = None  # encoding and key facts (secure-sum rounds)
 
     @property
     def n_owners(self) -> int:
@@ -248,14 +270,20 @@ class Outcome:
     def missing(self) -> list[str]:
         return [s for s in self.invited if s not in self.submitted and s not in self.declined]
 
-    def facts(self) -> dict:
-        """round id, owners, declines, encoding and timings: what every result reports."""
+    def facts(self) -> dict[str, Any]:
+        """round id, owners, declines, encoding and timings: the RoundFacts of a result."""
+        if self.encoding is None:
+            raise ProtocolError(f"round {self.round_id} has no encoding facts")
         return {
             "round_id": self.round_id,
             "owners": sorted(self.submitted),
             "declined": dict(self.declined),
-            "encoding": dict(self.layout_facts),
-            "timings": {"owners": self.submitted, "aggregator": self.timings, "csp": self.csp},
+            "encoding": self.encoding,
+            "timings": RoundTimings(
+                owners={s: dict(t) for s, t in self.submitted.items()},
+                aggregator=dict(self.timings),
+                csp=dict(self.csp),
+            ),
         }
 
 
@@ -263,7 +291,7 @@ class Outcome:
 class Step:
     """The end of one round: its published result, and whether the job is done."""
 
-    result: dict
+    result: Any  # the protocol's result dataclass (leteo_fed.protocols.results)
     done: bool = True
     message: str = ""
 
@@ -336,7 +364,7 @@ class FederatedProtocol(ABC):
     def finish_round(self, plan: Any, state: Any, outcome: Outcome) -> Step:
         """The result of a completed round; `Step.done` False asks for another round."""
 
-    def job_result(self, plan: Any, state: Any, last: Step) -> dict:
+    def job_result(self, plan: Any, state: Any, last: Step) -> Any:
         """The job's result once done (single-round: the round's)."""
         return last.result
 

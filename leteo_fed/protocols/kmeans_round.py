@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -29,9 +30,9 @@ from leteo_fed.protocols.base import (
     SiteData,
     Step,
     clip_note,
-    dp_facts,
     skellam_plan,
 )
+from leteo_fed.protocols.results import EncodingFacts, Result, result_type
 
 EMPTY_CLUSTER_RULE = "an empty cluster (no rows; with DP a noisy count below 1) keeps its center"
 
@@ -71,13 +72,110 @@ class KmeansPlan:
     label: str = kmeans.PROTOCOL
 
 
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class KmeansIterationResult(Result):
+    """One iteration as published to the owners: the new centers only."""
+
+    wire: ClassVar[str] = "kmeans_iteration"
+    protocol: str
+    method: str
+    job_id: str
+    iteration: int
+    iterations: int
+    features: list[str]
+    k: int
+    centers: list[list[float]]
+    center_shift: float
+    round_id: str
+    owners: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class KmeansIterationTimings:
+    round_seconds: float
+    owners: dict[str, dict[str, float]]
+    aggregator: dict[str, float]
+    csp: dict[str, float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class KmeansIterationSummary:
+    iteration: int
+    round_id: str
+    contributors: list[str]
+    declined: dict[str, str]
+    missing: list[str]
+    center_shift: float
+    counts: list[int]
+    empty_clusters: list[int]
+    centers: list[list[float]]
+    timings: KmeansIterationTimings
+
+
+@dataclass(frozen=True, kw_only=True)
+class KmeansJobTimings:
+    total_seconds: float
+    iteration_seconds: list[float]
+    mean_iteration_seconds: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class KmeansDpFacts:
+    mechanism: str
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    quorum: int
+    sensitivity_l1: float
+    sensitivity_l2: float
+    composition: str
+    iterations_budgeted: int
+    epsilon_per_iteration: float
+    delta_per_iteration: float
+    epsilon_spent: float
+    delta_spent: float
+    skellam_mu_per_iteration: float
+    noise_std_sum_with_quorum: float
+    noise_std_count_with_quorum: float
+    post_processing: str
+    note: str
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class KmeansJobResult(Result):
+    wire: ClassVar[str] = "kmeans_job"
+    method: str
+    protocol: str
+    job_id: str
+    features: list[str]
+    k: int
+    centers: list[list[float]]
+    initial_centers: list[list[float]]
+    counts: list[int]
+    epsilon: float | None
+    delta: float | None
+    iterations_run: int
+    max_iterations: int
+    tolerance: float
+    converged: bool
+    empty_cluster_rule: str
+    invited: list[str]
+    owners: list[str]
+    iterations: list[KmeansIterationSummary]
+    encoding: EncodingFacts
+    dp: KmeansDpFacts | None
+    timings: KmeansJobTimings
+
+
 @dataclass
 class KmeansState:
     job_id: str
     invited: list[str]
     centers: np.ndarray
-    layout_facts: dict = field(default_factory=dict)
-    iterations: list[dict] = field(default_factory=list)
+    encoding: EncodingFacts | None = None
+    iterations: list[KmeansIterationSummary] = field(default_factory=list)
     converged: bool = False
     started: float = field(default_factory=time.perf_counter)
     opened: float = field(default_factory=time.perf_counter)
@@ -199,41 +297,41 @@ class KmeansProtocol(FederatedProtocol):
         outcome.timings["update_seconds"] = time.perf_counter() - start
         index = len(state.iterations) + 1
         state.iterations.append(
-            {
-                "iteration": index,
-                "round_id": outcome.round_id,
-                "contributors": sorted(outcome.submitted),
-                "declined": dict(outcome.declined),
-                "missing": outcome.missing,
-                "center_shift": upd.shift,
-                "counts": list(upd.counts),
-                "empty_clusters": list(upd.empty),
-                "centers": upd.centers.tolist(),
-                "timings": {
-                    "round_seconds": time.perf_counter() - state.opened,
-                    "owners": {s: dict(t) for s, t in outcome.submitted.items()},
-                    "aggregator": dict(outcome.timings),
-                    "csp": dict(outcome.csp),
-                },
-            }
+            KmeansIterationSummary(
+                iteration=index,
+                round_id=outcome.round_id,
+                contributors=sorted(outcome.submitted),
+                declined=dict(outcome.declined),
+                missing=outcome.missing,
+                center_shift=upd.shift,
+                counts=list(upd.counts),
+                empty_clusters=list(upd.empty),
+                centers=upd.centers.tolist(),
+                timings=KmeansIterationTimings(
+                    round_seconds=time.perf_counter() - state.opened,
+                    owners={s: dict(t) for s, t in outcome.submitted.items()},
+                    aggregator=dict(outcome.timings),
+                    csp=dict(outcome.csp),
+                ),
+            )
         )
         state.centers = upd.centers
-        state.layout_facts = dict(outcome.layout_facts)
+        state.encoding = outcome.encoding
         state.converged = upd.shift <= plan.tolerance
         done = state.converged or index >= plan.iterations
-        result = {
-            "protocol": kmeans.PROTOCOL,
-            "method": kmeans.METHOD,
-            "job_id": state.job_id,
-            "iteration": index,
-            "iterations": plan.iterations,
-            "features": list(plan.features),
-            "k": plan.k,
-            "centers": upd.centers.tolist(),
-            "center_shift": upd.shift,
-            "round_id": outcome.round_id,
-            "owners": sorted(outcome.submitted),
-        }
+        result = KmeansIterationResult(
+            protocol=kmeans.PROTOCOL,
+            method=kmeans.METHOD,
+            job_id=state.job_id,
+            iteration=index,
+            iterations=plan.iterations,
+            features=list(plan.features),
+            k=plan.k,
+            centers=upd.centers.tolist(),
+            center_shift=upd.shift,
+            round_id=outcome.round_id,
+            owners=sorted(outcome.submitted),
+        )
         if done:
             how = "converged" if state.converged else "reached the iteration limit"
             message = f"{index} iteration(s), {how}"
@@ -244,66 +342,70 @@ class KmeansProtocol(FederatedProtocol):
             )
         return Step(result, done, message)
 
-    def job_result(self, plan: KmeansPlan, state: KmeansState, last: Step) -> dict:
+    def job_result(self, plan: KmeansPlan, state: KmeansState, last: Step) -> KmeansJobResult:
         its = state.iterations
-        seconds = [it["timings"]["round_seconds"] for it in its]
+        seconds = [it.timings.round_seconds for it in its]
         eps, delta = plan.dp_total if plan.dp_total else (None, None)
-        return {
-            "method": kmeans.METHOD,
-            "protocol": kmeans.PROTOCOL,
-            "job_id": state.job_id,
-            "features": list(plan.features),
-            "k": plan.k,
-            "centers": state.centers.tolist(),
-            "initial_centers": plan.centers.tolist(),
-            "counts": its[-1]["counts"] if its else [],
-            "epsilon": eps,
-            "delta": delta,
-            "iterations_run": len(its),
-            "max_iterations": plan.iterations,
-            "tolerance": plan.tolerance,
-            "converged": state.converged,
-            "empty_cluster_rule": EMPTY_CLUSTER_RULE,
-            "invited": list(state.invited),
-            "owners": sorted({s for it in its for s in it["contributors"]}),
-            "iterations": its,
-            "encoding": dict(state.layout_facts),
-            "dp": self._dp_facts(plan, len(its)),
-            "timings": {
-                "total_seconds": time.perf_counter() - state.started,
-                "iteration_seconds": seconds,
-                "mean_iteration_seconds": sum(seconds) / len(seconds) if seconds else None,
-            },
-        }
+        if state.encoding is None:
+            raise ProtocolError(f"k-means job {state.job_id} ran no iteration")
+        return KmeansJobResult(
+            method=kmeans.METHOD,
+            protocol=kmeans.PROTOCOL,
+            job_id=state.job_id,
+            features=list(plan.features),
+            k=plan.k,
+            centers=state.centers.tolist(),
+            initial_centers=plan.centers.tolist(),
+            counts=list(its[-1].counts) if its else [],
+            epsilon=eps,
+            delta=delta,
+            iterations_run=len(its),
+            max_iterations=plan.iterations,
+            tolerance=plan.tolerance,
+            converged=state.converged,
+            empty_cluster_rule=EMPTY_CLUSTER_RULE,
+            invited=list(state.invited),
+            owners=sorted({s for it in its for s in it.contributors}),
+            iterations=list(its),
+            encoding=state.encoding,
+            dp=self._dp_facts(plan, len(its)),
+            timings=KmeansJobTimings(
+                total_seconds=time.perf_counter() - state.started,
+                iteration_seconds=seconds,
+                mean_iteration_seconds=sum(seconds) / len(seconds) if seconds else None,
+            ),
+        )
 
     @staticmethod
-    def _dp_facts(plan: KmeansPlan, iterations_run: int) -> dict | None:
+    def _dp_facts(plan: KmeansPlan, iterations_run: int) -> KmeansDpFacts | None:
         dp = plan.dp
         if dp is None or plan.sensitivity is None or plan.dp_total is None:
             return None
         eps, delta = plan.dp_total
         q = dp.quorum
         f, fc = plan.encoding.scale_bits, plan.encoding.count_scale_bits
-        facts = {
-            "mechanism": "distributed Skellam noise on every per-cluster sum and count",
-            **dp_facts(dp, plan.sensitivity),
-            "epsilon": eps,
-            "delta": delta,
-            "composition": "basic sequential: T iterations, each (epsilon/T, delta/T)-DP",
-            "iterations_budgeted": plan.iterations,
-            "epsilon_per_iteration": dp.epsilon,
-            "delta_per_iteration": dp.delta,
-            "epsilon_spent": dp.epsilon * iterations_run,
-            "delta_spent": dp.delta * iterations_run,
-            "skellam_mu_per_iteration": dp.mu,
-            "noise_std_sum_with_quorum": kmeans.noise_std(dp.mu, q, q, f),
-            "noise_std_count_with_quorum": kmeans.noise_std(dp.mu, q, q, fc),
-            "post_processing": "noisy counts rounded to whole rows; centers projected onto the "
+        return KmeansDpFacts(
+            mechanism="distributed Skellam noise on every per-cluster sum and count",
+            epsilon=eps,
+            delta=delta,
+            row_norm_bound=dp.row_norm_bound,
+            quorum=q,
+            sensitivity_l1=plan.sensitivity.l1,
+            sensitivity_l2=plan.sensitivity.l2,
+            composition="basic sequential: T iterations, each (epsilon/T, delta/T)-DP",
+            iterations_budgeted=plan.iterations,
+            epsilon_per_iteration=dp.epsilon,
+            delta_per_iteration=dp.delta,
+            epsilon_spent=dp.epsilon * iterations_run,
+            delta_spent=dp.delta * iterations_run,
+            skellam_mu_per_iteration=dp.mu,
+            noise_std_sum_with_quorum=kmeans.noise_std(dp.mu, q, q, f),
+            noise_std_count_with_quorum=kmeans.noise_std(dp.mu, q, q, fc),
+            post_processing="noisy counts rounded to whole rows; centers projected onto the "
             "ball of radius row_norm_bound",
-            "note": "rows clipped to row_norm_bound at each owner; every owner charges its "
+            note="rows clipped to row_norm_bound at each owner; every owner charges its "
             "ledger once per iteration it takes part in",
-        }
-        return facts
+        )
 
     # ---------------------------------------------------------------- owner side
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -28,6 +29,60 @@ from leteo_fed.protocols.base import (
     SiteData,
     Step,
 )
+from leteo_fed.protocols.results import ReportTimings, Result, omitted, result_type
+
+
+@dataclass(frozen=True, kw_only=True)
+class _LdpFacts(Result):
+    protocol: str
+    mechanism: str
+    epsilon: float
+    column: str
+    n: int
+    engine: str
+    estimator: str
+    round_id: str
+    owners: list[str]
+    declined: dict[str, str]
+    timings: ReportTimings
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class LdpFrequencyResult(_LdpFacts):
+    wire: ClassVar[str] = "ldp_frequency"
+    estimates: dict[str, float]
+    std_errors: dict[str, float]
+    consistent_estimates: dict[str, float] | None = omitted()
+    consistency: str | None = omitted()
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class LdpMeanResult(_LdpFacts):
+    wire: ClassVar[str] = "ldp_mean"
+    mean: float
+    std_error: float
+    bounds: list[float]
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class LdpMeansResult(_LdpFacts):
+    wire: ClassVar[str] = "ldp_means"
+    columns: list[str]
+    means: dict[str, float]
+    std_errors: dict[str, float]
+    bounds: list[list[float]]
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class LdpPointsResult(_LdpFacts):
+    wire: ClassVar[str] = "ldp_points"
+    columns: list[str]
+    box: list[list[float]]
+    points: list[list[float]]
 
 
 @dataclass(frozen=True)
@@ -62,16 +117,28 @@ class LdpProtocol(FederatedProtocol):
     def finish_round(self, plan: LdpPlan, state: None, outcome: Outcome) -> Step:
         start = time.perf_counter()
         doc = outcome.reports.result(plan.consistency)
-        doc.update(
-            round_id=outcome.round_id,
-            owners=sorted(outcome.submitted),
-            declined=dict(outcome.declined),
-            timings={
-                "owners": outcome.submitted,
-                "aggregator": {"estimate_seconds": time.perf_counter() - start},
-            },
+        spec = plan.spec
+        if spec.mechanism == lc.GEO:
+            cls: type = LdpPointsResult
+        elif lc.is_multi(spec):
+            cls = LdpMeansResult
+        elif lc.is_frequency(spec.mechanism):
+            cls = LdpFrequencyResult
+        else:
+            cls = LdpMeanResult
+        timings = ReportTimings(
+            owners={s: dict(t) for s, t in outcome.submitted.items()},
+            aggregator={"estimate_seconds": time.perf_counter() - start},
         )
-        return Step(doc)
+        return Step(
+            cls(
+                **doc,
+                round_id=outcome.round_id,
+                owners=sorted(outcome.submitted),
+                declined=dict(outcome.declined),
+                timings=timings,
+            )
+        )
 
     # ---------------------------------------------------------------- owner side
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from leteo_fed.protocols.base import (
     skellam_plan,
 )
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping
+from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, omitted, result_type
 
 METHODS = ("pca", "dca", "lda", "mdr")
 DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
@@ -76,6 +78,59 @@ class MomentsSpec:
     features: tuple[str, ...]
     groupings: tuple[LabelClasses, ...] = ()
     rotation: tuple[float, ...] = ()
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class PcaRoundResult(RoundFacts, Result):
+    wire: ClassVar[str] = "pca"
+    protocol: str
+    features: list[str]
+    n_samples: int
+    eigenvalues: list[float]
+    eigenvalue_normalization: str
+    components: list[list[float]]
+    explained_variance_ratio: list[float]
+    mean: list[float]
+    standardized: bool
+    dp: DpFacts | None = None
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class DiscriminantRoundResult(RoundFacts, Result):
+    wire: ClassVar[str] = "discriminant"
+    protocol: str
+    method: str
+    features: list[str]
+    classes: list[str]
+    n_samples: int
+    eigenvalues: list[float]
+    components: list[list[float]]
+    mean: list[float]
+    ridge: dict[str, float]
+    pencil: str
+    privacy_classes: list[str] | None = omitted()  # MDR only
+    dp: DpFacts | None = None
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class ProjectionOnlyResult(RoundFacts, Result):
+    wire: ClassVar[str] = "projection_only"
+    protocol: str
+    method: str
+    mode: str
+    features: list[str]
+    eigenvalues: list[float]
+    components: list[list[float]]
+    n_samples: int | None = None
+    explained_variance_ratio: list[float] | None = omitted()  # PCA
+    standardized: bool | None = omitted()  # PCA
+    classes: list[str] | None = omitted()  # DCA, LDA, MDR
+    ridge: dict[str, float] | None = omitted()
+    privacy_classes: list[str] | None = omitted()  # MDR
+    dp: DpFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -348,52 +403,51 @@ class MomentsProtocol(FederatedProtocol):
                 plan.ridge,
             )
         outcome.timings["eigendecomposition_seconds"] = time.perf_counter() - start
-        doc = result.to_dict()
-        doc.update(outcome.facts())
-        doc["dp"] = self._dp_facts(plan, outcome.n_owners)
-        return Step(doc)
+        dp = self._dp_facts(plan, outcome.n_owners)
+        if isinstance(result, pca.PcaResult):
+            return Step(PcaRoundResult(**result.to_dict(), **outcome.facts(), dp=dp))
+        return Step(DiscriminantRoundResult(**result.to_dict(), **outcome.facts(), dp=dp))
 
-    def _projection_result(self, plan: MomentsPlan, state: dict, outcome: Outcome) -> dict:
+    def _projection_result(
+        self, plan: MomentsPlan, state: dict, outcome: Outcome
+    ) -> ProjectionOnlyResult:
         reply = outcome.require_projection()
         d, k = len(plan.features), plan.components
         rotated = np.array(reply.components, dtype=np.float64).reshape(k, d)
         start = time.perf_counter()
         comps = rotation.rotate_back(rotated, state["rotation"])
         outcome.timings["rotate_back_seconds"] = time.perf_counter() - start
-        doc = {
-            "protocol": plan.label,
-            "method": plan.label,
-            "mode": "projection-only",
-            "features": list(plan.features),
-            "eigenvalues": list(reply.eigenvalues),
-            "components": comps.tolist(),
-            "n_samples": None,  # withheld: the aggregator learns only directions and eigenvalues
-        }
-        if plan.label == pca.PROTOCOL:
-            doc["explained_variance_ratio"] = list(reply.explained_variance_ratio)
-            doc["standardized"] = False
-        else:
-            doc["classes"] = list(plan.declared[0].classes)
-            doc["ridge"] = dict(reply.ridge)
-            if len(plan.declared) > 1:
-                doc["privacy_classes"] = list(plan.declared[1].classes)
-        doc.update(outcome.facts())
-        doc["dp"] = self._dp_facts(plan, outcome.n_owners)
-        return doc
+        is_pca = plan.label == pca.PROTOCOL
+        return ProjectionOnlyResult(
+            protocol=plan.label,
+            method=plan.label,
+            mode="projection-only",
+            features=list(plan.features),
+            eigenvalues=list(reply.eigenvalues),
+            components=comps.tolist(),
+            n_samples=None,  # withheld: the aggregator learns only directions and eigenvalues
+            explained_variance_ratio=list(reply.explained_variance_ratio) if is_pca else None,
+            standardized=False if is_pca else None,
+            classes=None if is_pca else list(plan.declared[0].classes),
+            ridge=None if is_pca else dict(reply.ridge),
+            privacy_classes=list(plan.declared[1].classes) if len(plan.declared) > 1 else None,
+            **outcome.facts(),
+            dp=self._dp_facts(plan, outcome.n_owners),
+        )
 
     @staticmethod
-    def _dp_facts(plan: MomentsPlan, n: int) -> dict | None:
+    def _dp_facts(plan: MomentsPlan, n: int) -> DpFacts | None:
         dp = plan.dp
         if dp is None or plan.sensitivity is None:
             return None
-        facts = {
-            "mechanism": "distributed Skellam noise on the encoded statistics",
-            **dp_facts(dp, plan.sensitivity),
-            "skellam_mu_aggregate": dp.mu * n / dp.quorum,
-            "noise_std_per_value": dp.noise_std(n, plan.encoding.scale_bits),
-            "note": "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
-        }
-        return facts
+        return dp_facts(
+            "distributed Skellam noise on the encoded statistics",
+            dp,
+            plan.sensitivity,
+            skellam_mu_aggregate=dp.mu * n / dp.quorum,
+            noise_std_per_value=dp.noise_std(n, plan.encoding.scale_bits),
+            note="rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+        )
 
     # ---------------------------------------------------------------- owner side
 

@@ -23,6 +23,7 @@ import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import ClassVar
 
 import numpy as np
 
@@ -52,6 +53,7 @@ from leteo_fed.protocols.base import (
     require_same_count_scale,
     skellam_plan,
 )
+from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 
 METHOD = "weighted-mean-variance"
 DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
@@ -71,6 +73,23 @@ class WeightedStatsSpec:
     features: tuple[str, ...]
     weight_column: str
     weight_bound: float
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class WeightedStatsResult(RoundFacts, Result):
+    wire: ClassVar[str] = "weighted_stats"
+    protocol: str
+    method: str
+    features: list[str]
+    weight_column: str | None
+    weight_bound: float
+    n_rows: int
+    total_weight: float
+    means: dict[str, float]
+    variances: dict[str, float]
+    variance_definition: str
+    dp: DpFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -250,30 +269,31 @@ class WeightedStatsProtocol(FederatedProtocol):
         stats = statistics(outcome.require_totals(), len(plan.features), plan.encoding, noisy)
         outcome.timings["statistics_seconds"] = time.perf_counter() - start
         names = list(plan.features)
-        doc = {
-            "protocol": self.name,
-            "method": METHOD,
-            "features": names,
-            "weight_column": plan.weight_column or None,
-            "weight_bound": plan.weight_bound,
-            "n_rows": stats["n_rows"],
-            "total_weight": stats["total_weight"],
-            "means": dict(zip(names, stats["means"], strict=True)),
-            "variances": dict(zip(names, stats["variances"], strict=True)),
-            "variance_definition": "weighted population variance: sum w (x - mean)^2 / sum w",
-        }
-        doc.update(outcome.facts())
-        doc["dp"] = None
+        dp = None
         if plan.dp is not None and plan.sensitivity is not None:
-            doc["dp"] = {
-                "mechanism": "distributed Skellam noise on every encoded total",
-                **dp_facts(plan.dp, plan.sensitivity),
-                "noise_std_per_value": plan.dp.noise_std(
-                    outcome.n_owners, plan.encoding.scale_bits
-                ),
-                "post_processing": "variances floored at 0, means projected onto [-C, C]",
-            }
-        return Step(doc)
+            dp = dp_facts(
+                "distributed Skellam noise on every encoded total",
+                plan.dp,
+                plan.sensitivity,
+                noise_std_per_value=plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits),
+                post_processing="variances floored at 0, means projected onto [-C, C]",
+            )
+        return Step(
+            WeightedStatsResult(
+                protocol=self.name,
+                method=METHOD,
+                features=names,
+                weight_column=plan.weight_column or None,
+                weight_bound=plan.weight_bound,
+                n_rows=stats["n_rows"],
+                total_weight=stats["total_weight"],
+                means=dict(zip(names, stats["means"], strict=True)),
+                variances=dict(zip(names, stats["variances"], strict=True)),
+                variance_definition="weighted population variance: sum w (x - mean)^2 / sum w",
+                **outcome.facts(),
+                dp=dp,
+            )
+        )
 
     # ---------------------------------------------------------------- owner side
 

@@ -16,7 +16,8 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpSpec, FederatedProtocol, RoundPlan, dp_request
-from leteo_fed.transport.codec import from_proto, to_proto
+from leteo_fed.protocols.results import RESULT_TYPES
+from leteo_fed.transport.codec import from_proto, to_dict, to_proto
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
 
 
@@ -89,6 +90,35 @@ def plan_request(msg: pb.RoundRequest, n_invited: int) -> tuple[FederatedProtoco
     """What the aggregator plans for a request (for tools that want the plan without a round)."""
     protocol, request = request_from_proto(msg)
     return protocol, protocol.plan(request, common_from_proto(msg, n_invited))
+
+
+# ------------------------------------------------------------------ results
+
+
+def result_to_proto(result: Any) -> pb.RoundResult:
+    """A protocol's result dataclass as the typed RoundResult (oneof named by its `wire`)."""
+    msg = pb.RoundResult()
+    to_proto(result, getattr(msg, result.wire))
+    return msg
+
+
+def result_from_proto(msg: pb.RoundResult) -> Any:
+    """The result dataclass a RoundResult carries."""
+    name = msg.WhichOneof("result")
+    if name is None:
+        raise ProtocolError("the round result is empty")
+    registry.names()  # every protocol module (and its result types) is loaded
+    cls = RESULT_TYPES.get(name)
+    if cls is None:
+        raise ProtocolError(f"unknown result type {name!r}")
+    return from_proto(getattr(msg, name), cls)
+
+
+def result_document(status: pb.RoundStatus) -> dict | None:
+    """A round's result as the JSON document the CLI writes (None before it completes)."""
+    if not status.HasField("result"):
+        return None
+    return to_dict(result_from_proto(status.result))
 
 
 # ------------------------------------------------------------------ aggregator -> owners

@@ -1,0 +1,91 @@
+"""Typed results: what rounds return, shared facts, and the registry of result types.
+
+Every protocol's result is a frozen dataclass whose fields are those of its proto message in
+RoundResult's oneof (named by the class's `wire`), so results travel typed and come out as the
+same JSON document (`codec.to_dict`). Fields marked OMIT_NONE are left out of that document when
+they do not apply (e.g. MDR's privacy classes in an LDA result).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+OMIT_NONE = {"omit_none": True}
+
+RESULT_TYPES: dict[str, type] = {}
+
+
+def result_type(cls: type) -> type:
+    """Register a result dataclass under its `wire` name (its field in RoundResult)."""
+    name = cls.wire  # type: ignore[attr-defined]
+    if name in RESULT_TYPES and RESULT_TYPES[name] is not cls:
+        raise RuntimeError(f"two result types named {name!r}")
+    RESULT_TYPES[name] = cls
+    return cls
+
+
+def omitted(default: Any = None) -> Any:
+    """A field left out of the JSON document when None."""
+    return field(default=default, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True)
+class EncodingFacts:
+    scale_bits: int
+    count_scale_bits: int
+    value_bound: float
+    slot_bits: int
+    slots_per_ciphertext: int
+    mask_bits: int
+    statistical_security_bits: int
+    values_per_share: int
+    ciphertexts_per_share: int
+    paillier_bits: int
+
+
+@dataclass(frozen=True)
+class RoundTimings:
+    owners: dict[str, dict[str, float]]  # each owner's phase timings
+    aggregator: dict[str, float]
+    csp: dict[str, float]
+
+
+@dataclass(frozen=True)
+class ReportTimings:
+    owners: dict[str, dict[str, float]]
+    aggregator: dict[str, float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundFacts:
+    """What every secure-sum result reports besides its statistics."""
+
+    round_id: str
+    owners: list[str]
+    declined: dict[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+
+
+@dataclass(frozen=True)
+class DpFacts:
+    """The noise of one DP secure-sum release."""
+
+    mechanism: str
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    quorum: int
+    sensitivity_l1: float
+    sensitivity_l2: float
+    skellam_mu_aggregate: float | None = omitted()
+    noise_std_per_value: float | None = omitted()
+    post_processing: str | None = omitted()
+    note: str | None = omitted()
+
+
+class Result:
+    """Base of the result dataclasses: `wire` is the field name in RoundResult."""
+
+    wire: ClassVar[str]
