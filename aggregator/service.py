@@ -29,32 +29,39 @@ from leteo_fed.transport.rounds import common_from_proto, request_from_proto, re
 log = logging.getLogger("leteo.aggregator")
 
 
+def _status(
+    ident: str, label: str, state: str, message: str, invited, submitted, result
+) -> pb.RoundStatus:
+    return pb.RoundStatus(
+        round_id=ident,
+        protocol=label,
+        state=state,
+        message=message,
+        invited=invited,
+        submitted=submitted,
+        missing=[s for s in invited if s not in submitted],
+        result=result_to_proto(result) if result is not None else None,
+    )
+
+
 def round_status(rnd: Round) -> pb.RoundStatus:
     with rnd.lock:
-        return pb.RoundStatus(
-            round_id=rnd.round_id,
-            protocol=rnd.label,
-            state=rnd.state,
-            message=rnd.message,
-            invited=rnd.invited,
-            submitted=list(rnd.submitted),
-            missing=rnd.missing(),
-            result=result_to_proto(rnd.result) if rnd.result is not None else None,
+        return _status(
+            rnd.round_id,
+            rnd.label,
+            rnd.state,
+            rnd.message,
+            rnd.invited,
+            list(rnd.submitted),
+            rnd.result,
         )
 
 
 def job_status(job: Job) -> pb.RoundStatus:
     submitted = job.submitted()
     with job.lock:
-        return pb.RoundStatus(
-            round_id=job.job_id,
-            protocol=job.label,
-            state=job.status,
-            message=job.message,
-            invited=job.invited,
-            submitted=submitted,
-            missing=[s for s in job.invited if s not in submitted],
-            result=result_to_proto(job.result) if job.result is not None else None,
+        return _status(
+            job.job_id, job.label, job.status, job.message, job.invited, submitted, job.result
         )
 
 

@@ -15,7 +15,7 @@ A dev tool, not a test. Method:
    split is written to .npy files that every method reads, diffprivlib included.
 3. **Methods**, all at ε = 1 (δ = 1e-6 for the LSH core-set, its published setting):
    - ``eugkm``: `leteo_fed.clustering.eugkm_numpy` (the NumPy reference; the Spark path releases
-     the identical synopsis, tests/test_dp_kmeans.py) with the box as bounds. On d = 100 and
+     the identical synopsis, tests/leteo_fed/clustering/test_dp_kmeans.py) with the box as bounds. On d = 100 and
      d = 64 it needs 2^d grid cells and is refused ("n/a"), as the method's design implies;
    - ``lsh``: `lsh_numpy` with the ball that encloses the box (center = box center,
      radius = half its diagonal): the same public knowledge as the box;

@@ -1,7 +1,7 @@
 """Regenerate the committed gRPC stubs in leteo_fed/proto/ from protos/.
 
 The stubs are committed (not generated at install time) so a deployment needs no compiler;
-tests/test_protos_fresh.py fails if they drift from protos/.
+tests/leteo_fed/transport/test_protos_fresh.py fails if they drift from protos/.
 Usage: python scripts/gen_protos.py [OUTPUT_DIR]
 """
 

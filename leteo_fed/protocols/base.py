@@ -83,6 +83,15 @@ class Common:
             raise DataError(f"{protocol} rounds take no dp_epsilon", field="dp_epsilon")
 
 
+def check_features(features: tuple[str, ...], purpose: str) -> tuple[str, ...]:
+    """The request's feature columns: at least one, no duplicates."""
+    if not features:
+        raise DataError(f"features is empty: name the columns to {purpose}", field="features")
+    if len(set(features)) != len(features):
+        raise DataError("features contains duplicates", field="features")
+    return features
+
+
 def dp_request(
     epsilon: float | None, delta: float | None, row_norm_bound: float | None
 ) -> DpRequest | None:

@@ -29,6 +29,7 @@ from leteo_fed.protocols.base import (
     RoundPlan,
     SiteData,
     Step,
+    check_features,
     clip_note,
     skellam_plan,
 )
@@ -191,11 +192,7 @@ class KmeansProtocol(FederatedProtocol):
 
     def plan(self, request: KmeansRequest, common: Common) -> KmeansPlan:
         """Validate a k-means job; every refusal names its field."""
-        features = tuple(request.features)
-        if not features:
-            raise DataError("features is empty: name the columns to cluster", field="features")
-        if len(set(features)) != len(features):
-            raise DataError("features contains duplicates", field="features")
+        features = check_features(tuple(request.features), "cluster")
         k = request.k
         if not 1 <= k <= kmeans.MAX_K:
             raise DataError(f"kmeans.k must be in 1..{kmeans.MAX_K}, got {k}", field="kmeans.k")

@@ -37,6 +37,7 @@ from leteo_fed.protocols.base import (
     RoundPlan,
     SiteData,
     Step,
+    check_features,
     clip_note,
     dp_facts,
     require_same_count_scale,
@@ -244,11 +245,7 @@ class MomentsProtocol(FederatedProtocol):
         method = request.method or pca.PROTOCOL
         if method not in METHODS:
             raise DataError(f"unknown method {method!r}; expected one of {METHODS}", field="method")
-        features = tuple(request.features)
-        if not features:
-            raise DataError("features is empty: name the columns to analyse", field="features")
-        if len(set(features)) != len(features):
-            raise DataError("features contains duplicates", field="features")
+        features = check_features(tuple(request.features), "analyse")
         declared = tuple(_grouping(g, features) for g in request.groupings)
         needed = _LABELS_NEEDED[method]
         if len(declared) != needed:

@@ -48,6 +48,7 @@ from leteo_fed.protocols.base import (
     RoundPlan,
     SiteData,
     Step,
+    check_features,
     clip_note,
     dp_facts,
     require_same_count_scale,
@@ -221,11 +222,7 @@ class WeightedStatsProtocol(FederatedProtocol):
     # ---------------------------------------------------------------- aggregator side
 
     def plan(self, request: WeightedStatsRequest, common: Common) -> WeightedStatsPlan:
-        features = tuple(request.features)
-        if not features:
-            raise DataError("features is empty: name the columns to summarize", field="features")
-        if len(set(features)) != len(features):
-            raise DataError("features contains duplicates", field="features")
+        features = check_features(tuple(request.features), "summarize")
         if request.weight_column and request.weight_column in features:
             raise DataError(
                 f"weight column '{request.weight_column}' is also a feature", field="weight_column"

@@ -25,7 +25,7 @@ The paper writes it for variance mu_paper = 2 mu as alpha D2^2/(2 mu_paper) + mi
 D2^2 + 6 D1)/(4 mu_paper^2), 3 D1/(2 mu_paper)); Google's distributed-DP accounting code uses
 that form with "central_var". The first term is exactly the RDP of the Gaussian mechanism with
 sigma^2 = 2 mu, the second a correction that vanishes like 1/mu^2 relative to it. We only use
-integer alpha (the paper's accounting code does the same). tests/test_distributed_noise.py
+integer alpha (the paper's accounting code does the same). tests/leteo_fed/privacy/test_distributed_noise.py
 checks the bound against the exactly computed Renyi divergence of shifted 1-D Skellams.
 Releases compose by adding RDP; the curve is converted to (eps, delta) by `rdp.rdp_to_dp`.
 

@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits, load_wine
 
 from leteo_fed.protocols import pca
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "dca_utility.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "dca_utility.py"
 
 
 @pytest.fixture(scope="module")

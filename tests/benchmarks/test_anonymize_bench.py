@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "anonymize_bench.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "anonymize_bench.py"
 
 
 @pytest.fixture(scope="module")

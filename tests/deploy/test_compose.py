@@ -25,7 +25,7 @@ from leteo_fed.config import load_owner_config
 
 yaml = pytest.importorskip("yaml")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DEPLOY = REPO / "deploy" / "compose"
 DOCKERFILE = REPO / "Dockerfile"

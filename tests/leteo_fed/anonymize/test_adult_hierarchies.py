@@ -10,7 +10,7 @@ import pytest
 from leteo_fed.data.adult import locate_wheel, read_adult
 from leteo_fed.errors import DataError
 
-HIER_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "hierarchies" / "adult"
+HIER_DIR = Path(__file__).resolve().parents[3] / "benchmarks" / "hierarchies" / "adult"
 ATTRIBUTES = [
     "age",
     "workclass",

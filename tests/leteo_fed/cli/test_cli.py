@@ -222,7 +222,7 @@ def test_demo_small_key_needs_explicit_flag(tmp_path):
 
 # ---------------------------------------------------------------------------- module layout
 
-CLI_DIR = Path(__file__).resolve().parents[1] / "leteo_fed" / "cli"
+CLI_DIR = Path(__file__).resolve().parents[3] / "leteo_fed" / "cli"
 
 
 def cli_imports() -> dict[str, set[str]]:

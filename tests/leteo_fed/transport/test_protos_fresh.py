@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "leteo_fed" / "proto"
 
 

@@ -16,7 +16,7 @@ from leteo_fed.anonymize.config import (
 )
 from leteo_fed.anonymize.hierarchy import Hierarchy
 
-ADULT = Path(__file__).resolve().parents[1] / "benchmarks" / "hierarchies" / "adult"
+ADULT = Path(__file__).resolve().parents[3] / "benchmarks" / "hierarchies" / "adult"
 
 EDU = Hierarchy(
     [
