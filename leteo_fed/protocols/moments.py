@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from leteo_fed.encoding.packing import encode_fixed
-from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.errors import ConfigError, DataError, EncodingError, ProtocolError
+from leteo_fed.privacy.mechanisms import Sensitivity, positive_finite, positive_int
 
 
 @dataclass(frozen=True)
@@ -232,3 +233,85 @@ def within_scatter(agg: IntegerMoments, grouping: int = 0) -> np.ndarray:
 
 def mean(agg: IntegerMoments) -> np.ndarray:
     return _to_float(agg.total_v(), agg.n << agg.scale_bits)
+
+
+def sensitivities_for_scatter(
+    row_norm_bound_C: float,
+    scale_bits: int,
+    d: int,
+    n_groupings: int,
+    *,
+    n_classes: Sequence[int] | None = None,
+    extra_slack: float = 0.0,
+    count_scale_bits: int = 0,
+) -> Sensitivity:
+    """L1/L2 sensitivity, in integer units, of a moments share (this module) when one row
+    x with ||x||_2 <= C is added or removed.
+
+    The share is: the upper triangle of R = sum x x^T (T = d(d+1)/2 values), then per grouping
+    and class V_k = sum x (d values) and the count M_k. R and V are encoded as round(s * 2^f)
+    (F = 2^f = 2^scale_bits); counts are exact integers, not scaled.
+
+    Real-valued change caused by the row:
+      R triangle: entries x_i x_j (i <= j).
+          L2^2 = sum_{i<=j} x_i^2 x_j^2 = (||x||_2^4 + sum x_i^4)/2 <= ||x||_2^4  ->  L2 <= C^2
+          L1   = sum_{i<=j} |x_i x_j| = (||x||_1^2 + ||x||_2^2)/2 <= (d + 1) C^2 / 2
+      V of the row's class (one class per grouping): x, so L2 <= C, L1 <= sqrt(d) C.
+      M of that class: 1.
+    Rounding: |round(a F) - round(b F)| <= |a - b| F + 1 for every encoded coordinate (each
+    rounding moves a value by at most 1/2), so each of the N affected coordinates gets +1 and,
+    by the triangle inequality, L2 gains at most sqrt(N) and L1 at most N:
+      R:   L2 <= C^2 F + sqrt(T)         L1 <= (d + 1) C^2 F / 2 + T
+      V:   L2 <= C F + sqrt(d)           L1 <= sqrt(d) C F + d          (per grouping)
+      M:   L2 = L1 = 1                                                     (per grouping)
+    Totals: L2 = sqrt(L2_R^2 + G (L2_V^2 + 1)), L1 = L1_R + G (L1_V + 1), G = n_groupings.
+    An integer vector z has ||z||_1 <= ||z||_2^2 and ||z||_1 <= sqrt(N_total) ||z||_2, so L1 is
+    also capped by min(L2^2, sqrt(N) L2) (never binding in practice).
+
+    Assumptions, stated: (1) the unrounded statistics are computed exactly (floating-point
+    accumulation error of sum x x^T is assumed far below 2^-f; otherwise pass `extra_slack`, in
+    integer units per coordinate, covering twice the worst accumulation error times F);
+    (2) classes other than the row's are bit-identical with and without the row. If the
+    latter is not guaranteed (e.g. BLAS re-blocking changes summation order), pass
+    `n_classes` (K per grouping): every other class's V then gets the rounding slack too
+    ((K - 1) d coordinates changing by at most 1 + extra_slack each). Neighbouring is
+    add/remove-one-row; for replace-one, double both values.
+    """
+    c = positive_finite(row_norm_bound_C, "row_norm_bound")
+    if isinstance(scale_bits, bool) or not isinstance(scale_bits, (int, np.integer)):
+        raise ConfigError(f"scale_bits must be an integer, got {scale_bits!r}", field="scale_bits")
+    if scale_bits < 0:
+        raise ConfigError(f"scale_bits must be >= 0, got {scale_bits}", field="scale_bits")
+    d = positive_int(d, "d")
+    g = positive_int(n_groupings, "n_groupings")
+    if isinstance(extra_slack, bool) or not math.isfinite(extra_slack) or extra_slack < 0:
+        raise ConfigError(f"extra_slack must be finite and >= 0, got {extra_slack!r}")
+    if n_classes is not None:
+        n_classes = [positive_int(k, "n_classes") for k in n_classes]
+        if len(n_classes) != g:
+            raise ConfigError(
+                f"n_classes has {len(n_classes)} entries for {g} groupings", field="n_classes"
+            )
+    f = float(2**scale_bits)
+    slack = 1.0 + float(extra_slack)
+    t = d * (d + 1) // 2
+
+    l2_r = c * c * f + math.sqrt(t) * slack
+    l1_r = (d + 1) * c * c * f / 2.0 + t * slack
+    l2_v = c * f + math.sqrt(d) * slack
+    l1_v = math.sqrt(d) * c * f + d * slack
+
+    # counts encoded as M * 2^count_scale_bits (DP rounds scale them like R and V, so that one
+    # noise level suits every coordinate): one row changes one count per grouping by 2^cs
+    fm = float(2**count_scale_bits)
+    l2_sq = l2_r**2 + g * (l2_v**2 + fm**2)
+    l1 = l1_r + g * (l1_v + fm)
+    n_coords = t + g * (d + 1)
+    if n_classes is not None:
+        others = sum((k - 1) * d for k in n_classes)
+        l2_sq += others * slack * slack
+        l1 += others * slack
+        n_coords = t + sum(k * (d + 1) for k in n_classes)
+    l2 = math.sqrt(l2_sq)
+    l1 = min(l1, l2_sq, math.sqrt(n_coords) * l2)
+    return Sensitivity(l1=l1, l2=l2)

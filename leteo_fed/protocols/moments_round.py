@@ -196,7 +196,7 @@ def sensitivity(
     row_norm_bound: float, scale_bits: int, d: int, groupings, count_scale_bits: int
 ) -> noise.Sensitivity:
     """L1/L2 sensitivity of one owner's moments share (add/remove one row of norm <= C)."""
-    return noise.sensitivities_for_scatter(
+    return moments.sensitivities_for_scatter(
         row_norm_bound,
         scale_bits,
         d,

@@ -15,7 +15,12 @@ the one epsilon cap, since it configures a single release), `sample(size, rng=No
 
 from __future__ import annotations
 
-from leteo_fed.privacy.mechanisms._params import Sensitivity, new_rng
+from leteo_fed.privacy.mechanisms._params import (
+    Sensitivity,
+    new_rng,
+    positive_finite,
+    positive_int,
+)
 from leteo_fed.privacy.mechanisms.gaussian import Gaussian, gdp_mu
 from leteo_fed.privacy.mechanisms.laplace import Laplace
 from leteo_fed.privacy.mechanisms.rdp import CONVERSIONS, DEFAULT_ALPHAS, rdp_to_dp
@@ -37,5 +42,7 @@ __all__ = [
     "Skellam",
     "gdp_mu",
     "new_rng",
+    "positive_finite",
+    "positive_int",
     "rdp_to_dp",
 ]
