@@ -6,6 +6,7 @@ Example::
     listen = "0.0.0.0:50061"          # where this agent serves
     advertise = "site-1:50061"         # how the aggregator reaches it
     results_dir = "results"            # published results land here (optional)
+    audit_log = "audit-site-1.jsonl"   # every invitation, decision and upload (this default)
 
     [data]
     path = "data/site-1.csv"           # CSV, Parquet, or any Spark-readable URI
@@ -69,9 +70,20 @@ class OwnerConfig:
     tls: TlsConfig
     results_dir: Path | None = None
     privacy: PrivacyConfig | None = None
+    audit_log: Path | None = None  # JSON lines of every invitation, decision and upload
 
 
-_TOP_KEYS = {"site_id", "listen", "advertise", "results_dir", "data", "peers", "tls", "privacy"}
+_TOP_KEYS = {
+    "site_id",
+    "listen",
+    "advertise",
+    "results_dir",
+    "audit_log",
+    "data",
+    "peers",
+    "tls",
+    "privacy",
+}
 
 
 def _require(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
@@ -143,6 +155,9 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
     results = doc.get("results_dir")
     if results is not None and not isinstance(results, str):
         raise ConfigError("'results_dir' must be a string path", field="results_dir")
+    audit = doc.get("audit_log", f"audit-{site_id}.jsonl")
+    if not isinstance(audit, str) or not audit:
+        raise ConfigError("'audit_log' must be a string path", field="audit_log")
     privacy = None
     if "privacy" in doc:
         p = _require(doc, "privacy", "", dict)
@@ -167,4 +182,5 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
         csp=csp,
         tls=tls,
         results_dir=(base / results) if results else None,
+        audit_log=base / audit,
     )

@@ -33,6 +33,7 @@ from leteo_fed.transport.messages import (
     reports_to_batch,
 )
 from leteo_fed.transport.rounds import Invitation, invitation_from_proto, result_document
+from owner_agent.audit import AuditLog, describe_invitation
 from owner_agent.shares import ReportUpload, ShareRunner, ShareUpload
 from owner_agent.site_data import LocalSite
 
@@ -60,7 +61,11 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             else None
         )
         self.site = LocalSite(config.site_id, config.data)
-        self.runner = ShareRunner(self.site, ledger, self.encryptor, self._encrypt, self)
+        audit_path = config.audit_log or Path(f"audit-{config.site_id}.jsonl")
+        self.audit = AuditLog(audit_path, config.site_id)
+        self.runner = ShareRunner(
+            self.site, ledger, self.encryptor, self._encrypt, self, self.audit
+        )
         self.results: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -146,7 +151,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     def Invite(self, request, context):
         require_role(context, "aggregator")
         reason, inv = self._accept(request)
-        if reason:
+        if inv is not None:
+            self.audit.record("invitation", inv.round_id, **describe_invitation(inv))
+        else:
+            self.audit.record("invitation", request.round_id, protocol=request.protocol)
+        self.audit.record("decision", request.round_id, accepted=not reason, reason=reason or None)
+        if reason or inv is None:
             log.warning("round %s declined: %s", request.round_id, reason)
             return pb.InviteReply(accepted=False, reason=reason)
         job = threading.Thread(
@@ -177,6 +187,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             "result": result_document(request),
         }
         self.results[request.round_id] = doc
+        self.audit.record("result", request.round_id, state=request.state, message=request.message)
         if self.config.results_dir is not None:
             atomic_write_json(Path(self.config.results_dir) / f"{request.round_id}.json", doc)
         log.info("round %s result received: %s", request.round_id, request.state)

@@ -26,6 +26,7 @@ from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols.base import REPORTS
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.rounds import Invitation
+from owner_agent.audit import AuditLog
 from owner_agent.site_data import LocalSite
 
 log = logging.getLogger("leteo.owner")
@@ -66,12 +67,14 @@ class ShareRunner:
         encryptor: Callable[[], Encryptor],
         encrypt: Callable[[list[int]], list[int]],
         uplink: Uplink,
+        audit: AuditLog | None = None,
     ) -> None:
         self.site = site
         self.ledger = ledger
         self._encryptor = encryptor
         self._encrypt = encrypt
         self._uplink = uplink
+        self._audit = audit
 
     # ------------------------------------------------------------------ before accepting
 
@@ -141,13 +144,42 @@ class ShareRunner:
                     inv.round_id,
                     len(upload.ciphertexts),
                 )
+            self._record_sent(inv, upload, charge)
         except LeteoError as exc:
+            self._record("failed", inv.round_id, reason=str(exc))
             self._uplink.decline(inv.round_id, str(exc))
         except grpc.RpcError as exc:
+            # the upload may have partly left: the charge stays committed
+            self._record("failed", inv.round_id, reason=f"upload refused: {rpc_error_message(exc)}")
             log.error("round %s: upload refused: %s", inv.round_id, rpc_error_message(exc))
         except Exception as exc:
             log.exception("round %s: computing the share crashed", inv.round_id)
-            self._uplink.decline(inv.round_id, f"internal error at site: {type(exc).__name__}")
+            reason = f"internal error at site: {type(exc).__name__}"
+            self._record("failed", inv.round_id, reason=reason)
+            self._uplink.decline(inv.round_id, reason)
+
+    def _record(self, event: str, round_id: str, **facts) -> None:
+        if self._audit is not None:
+            self._audit.record(event, round_id, **facts)
+
+    def _record_sent(
+        self, inv: Invitation, upload: ShareUpload | ReportUpload, charge: Budget | None
+    ) -> None:
+        """What left the site: protocol, columns, sizes, the budget charged."""
+        facts = {
+            "protocol": inv.label,
+            "columns": inv.protocol.columns(inv.spec),
+            "epsilon": charge.epsilon if charge is not None else None,
+            "delta": charge.delta if charge is not None else None,
+            "header_timings": dict(upload.timings),
+        }
+        if isinstance(upload, ReportUpload):
+            size = sum(int(c.nbytes) for c in upload.chunks)
+            self._record("sent", inv.round_id, n_reports=upload.n_reports, bytes=size, **facts)
+        else:
+            width = self._encryptor().public.ciphertext_bytes
+            n = len(upload.ciphertexts)
+            self._record("sent", inv.round_id, n_ciphertexts=n, bytes=n * width, **facts)
 
     def _ledger(self) -> PrivacyLedger:
         if self.ledger is None:  # precheck refuses such rounds; a direct call gets this

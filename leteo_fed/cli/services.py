@@ -63,7 +63,7 @@ def _add_certs(sub: SubParsers) -> None:
 
 
 def _serve_parser(sub: SubParsers, command: str, help_text: str) -> SubParsers:
-    """`COMMAND ACTION`: the sub-parsers of a service's actions (only `serve` today)."""
+    """`COMMAND ACTION`: the sub-parsers of a service's actions (`serve`; owners: `audit`)."""
     return sub.add_parser(command, help=help_text).add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
@@ -142,7 +142,8 @@ def _add_aggregator(sub: SubParsers) -> None:
 
 
 def _add_owner(sub: SubParsers) -> None:
-    p = _serve_parser(sub, "owner", "an owner agent (one per site)").add_parser(
+    owner = _serve_parser(sub, "owner", "an owner agent (one per site)")
+    p = owner.add_parser(
         "serve",
         help="run an owner agent",
         description="Serve an owner agent next to a site's data. All settings come from one TOML "
@@ -151,6 +152,35 @@ def _add_owner(sub: SubParsers) -> None:
     )
     p.add_argument("--config", type=Path, required=True, help="owner TOML config file")
     set_handler(p, run)
+    p = owner.add_parser(
+        "audit",
+        help="show this site's audit log",
+        description="Print the site's audit log as a table: every invitation, the decision "
+        "(with the reason for a decline), what left the site (protocol, columns, sizes, the "
+        "budget charged) and the published result. The log is `audit_log` in the config "
+        "(default: audit-SITE.jsonl next to it).",
+    )
+    p.add_argument("--config", type=Path, required=True, help="owner TOML config file")
+    p.add_argument("--json", action="store_true", help="print the events as JSON lines")
+    set_handler(p, run_audit)
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """`owner audit`: the log as a table (or JSON lines)."""
+    import json
+
+    from leteo_fed.config import load_owner_config
+    from owner_agent import audit
+
+    config = load_owner_config(args.config)
+    path = config.audit_log or args.config.parent / f"audit-{config.site_id}.jsonl"
+    events = audit.read(path)
+    if args.json:
+        for event in events:
+            print(json.dumps(event))
+    else:
+        print(audit.table(events))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
