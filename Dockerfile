@@ -39,8 +39,8 @@ RUN pip install --no-deps . && rm -rf /src/build /src/*.egg-info
 # Non-root user. The mount points are created and owned by it so that fresh named volumes
 # (certificates, CSP keys, results) start out writable by the services.
 RUN useradd --create-home --home-dir /home/leteo --uid 10001 --user-group --shell /usr/sbin/nologin leteo \
-    && mkdir -p /certs /keys /out /data /config \
-    && chown leteo:leteo /certs /keys /out \
+    && mkdir -p /certs /keys /out /data /config /state \
+    && chown leteo:leteo /certs /keys /out /state \
     && chmod 700 /keys
 USER leteo
 WORKDIR /home/leteo
