@@ -59,6 +59,21 @@ class PrivacyConfig:
     delta_total: float
 
 
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class OwnerPolicy:
+    """What this site agrees to take part in (`[policy]`); every refusal names its rule."""
+
+    protocols: tuple[str, ...] = (ANY,)  # round labels: pca, dca, lda, mdr, kmeans, ldp, ...
+    columns: tuple[str, ...] = (ANY,)  # columns a round may read
+    min_other_owners: int = 1  # the round's quorum must include this many other sites
+    non_dp: tuple[str, ...] = (ANY,)  # round labels whose results may be released without DP
+    non_dp_repeats: int = 0  # the same non-DP query at most this often per window (0: no limit)
+    non_dp_window_days: float = 30.0
+
+
 @dataclass(frozen=True)
 class OwnerConfig:
     site_id: str
@@ -71,6 +86,7 @@ class OwnerConfig:
     results_dir: Path | None = None
     privacy: PrivacyConfig | None = None
     audit_log: Path | None = None  # JSON lines of every invitation, decision and upload
+    policy: OwnerPolicy = OwnerPolicy()
 
 
 _TOP_KEYS = {
@@ -83,7 +99,56 @@ _TOP_KEYS = {
     "peers",
     "tls",
     "privacy",
+    "policy",
 }
+_POLICY_KEYS = {
+    "protocols",
+    "columns",
+    "min_other_owners",
+    "non_dp",
+    "non_dp_repeats",
+    "non_dp_window_days",
+}
+
+
+def _names(table: dict[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = table.get(key, list(default))
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"'policy.{key}' must be a list of names", field=f"policy.{key}")
+    return tuple(value)
+
+
+def _count(table: dict[str, Any], key: str, default: int, minimum: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(
+            f"'policy.{key}' must be an integer >= {minimum}, got {value!r}", field=f"policy.{key}"
+        )
+    return value
+
+
+def load_policy(doc: Any) -> OwnerPolicy:
+    """The `[policy]` table, every key checked (defaults: `OwnerPolicy()`)."""
+    if not isinstance(doc, dict):
+        raise ConfigError("'policy' must be a table", field="policy")
+    unknown = sorted(set(doc) - _POLICY_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key 'policy.{unknown[0]}'", field=f"policy.{unknown[0]}")
+    d = OwnerPolicy()
+    window = doc.get("non_dp_window_days", d.non_dp_window_days)
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or not window > 0:
+        raise ConfigError(
+            "'policy.non_dp_window_days' must be a positive number",
+            field="policy.non_dp_window_days",
+        )
+    return OwnerPolicy(
+        protocols=_names(doc, "protocols", d.protocols),
+        columns=_names(doc, "columns", d.columns),
+        min_other_owners=_count(doc, "min_other_owners", d.min_other_owners, 1),
+        non_dp=_names(doc, "non_dp", d.non_dp),
+        non_dp_repeats=_count(doc, "non_dp_repeats", d.non_dp_repeats, 0),
+        non_dp_window_days=float(window),
+    )
 
 
 def _require(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
@@ -183,4 +248,5 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
         tls=tls,
         results_dir=(base / results) if results else None,
         audit_log=base / audit,
+        policy=load_policy(doc.get("policy", {})),
     )

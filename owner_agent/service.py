@@ -64,7 +64,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         audit_path = config.audit_log or Path(f"audit-{config.site_id}.jsonl")
         self.audit = AuditLog(audit_path, config.site_id)
         self.runner = ShareRunner(
-            self.site, ledger, self.encryptor, self._encrypt, self, self.audit
+            self.site, ledger, self.encryptor, self._encrypt, self, self.audit, config.policy
         )
         self.results: dict[str, dict] = {}
 

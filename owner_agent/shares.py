@@ -17,6 +17,7 @@ from typing import Protocol
 import grpc
 import numpy as np
 
+from leteo_fed.config import OwnerPolicy
 from leteo_fed.crypto.paillier import Encryptor
 from leteo_fed.encoding.packing import pack
 from leteo_fed.errors import LeteoError, ProtocolError
@@ -27,6 +28,8 @@ from leteo_fed.protocols.base import REPORTS
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.rounds import Invitation
 from owner_agent.audit import AuditLog
+from owner_agent.audit import read as audit_events
+from owner_agent.policy import refusal as policy_refusal
 from owner_agent.site_data import LocalSite
 
 log = logging.getLogger("leteo.owner")
@@ -68,6 +71,7 @@ class ShareRunner:
         encrypt: Callable[[list[int]], list[int]],
         uplink: Uplink,
         audit: AuditLog | None = None,
+        policy: OwnerPolicy | None = None,
     ) -> None:
         self.site = site
         self.ledger = ledger
@@ -75,6 +79,7 @@ class ShareRunner:
         self._encrypt = encrypt
         self._uplink = uplink
         self._audit = audit
+        self.policy = policy or OwnerPolicy()
 
     # ------------------------------------------------------------------ before accepting
 
@@ -82,6 +87,10 @@ class ShareRunner:
         """'' to accept; else why this site declines. Cheap: no data is read."""
         site_id = self.site.site_id
         try:
+            past = audit_events(self._audit.path) if self._audit is not None else []
+            ruled = policy_refusal(self.policy, inv, past)
+            if ruled:
+                return ruled
             if inv.encoding is not None:
                 public = self._encryptor().public
                 if inv.key_id != public.key_id:

@@ -219,6 +219,7 @@ class RoundEngine:
             public.key_id if public else "",
             rnd.deadline,
             self.layout(rnd) if public else None,
+            rnd.min_owners,
         )
         for site in rnd.invited:
             self._pool.submit(self._invite, rnd, site, spec)

@@ -81,6 +81,7 @@ class OwnerSpec:
     data_path: Path
     engine: str = "numpy"
     label_column: str | None = None
+    policy: str = ""  # the body of the owner's [policy] table (TOML), if any
 
 
 @dataclass
@@ -217,6 +218,8 @@ class LocalCluster:
                 f"epsilon_total = {eps!r}",
                 f"delta_total = {delta!r}",
             ]
+        if owner.policy:
+            lines += ["", "[policy]", owner.policy]
         path = self.workdir / "config" / f"{owner.site_id}.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")

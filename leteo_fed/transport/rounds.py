@@ -131,6 +131,7 @@ def spec_to_proto(
     key_id: str,
     deadline_unix: float,
     layout: SlotLayout | None,
+    min_owners: int = 0,
 ) -> pb.RoundSpec:
     msg = pb.RoundSpec(
         round_id=round_id,
@@ -138,6 +139,7 @@ def spec_to_proto(
         key_id=key_id,
         deadline_unix=deadline_unix,
         n_values=plan.n_values,
+        min_owners=min_owners,
     )
     if plan.encoding is not None and layout is not None:
         msg.encoding.CopyFrom(encoding_to_proto(plan.encoding, layout))
@@ -163,6 +165,7 @@ class Invitation:
     encoding: ShareEncoding | None
     layout: SlotLayout | None
     dp: DpSpec | None
+    min_owners: int = 0  # the round's declared quorum
 
     @property
     def share_encoding(self) -> tuple[ShareEncoding, SlotLayout]:
@@ -196,4 +199,5 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
         encoding=enc,
         layout=layout,
         dp=dp,
+        min_owners=msg.min_owners,
     )

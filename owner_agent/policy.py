@@ -1,0 +1,84 @@
+"""The site's own rules for taking part, checked before anything is read.
+
+A refusal is a decline whose reason starts with the rule's name (`policy.columns: ...`), so the
+analyst, the aggregator's log and the site's audit log all say which rule applied. Repeated
+non-DP queries are counted from the audit log's `sent` events: what actually left the site.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from leteo_fed.config import ANY, OwnerPolicy
+from leteo_fed.transport.rounds import Invitation
+
+
+def _allowed(names: tuple[str, ...], name: str) -> bool:
+    return ANY in names or name in names
+
+
+def query_key(label: str, columns: list[str]) -> tuple[str, tuple[str, ...]]:
+    """A query: what is computed (protocol and method) over which columns (label included)."""
+    return label, tuple(sorted(columns))
+
+
+def refusal(
+    policy: OwnerPolicy,
+    inv: Invitation,
+    past: list[dict[str, Any]],
+    now: datetime | None = None,
+) -> str:
+    """'' if the policy lets this site take part, else the rule and why."""
+    columns = inv.protocol.columns(inv.spec)
+    if not _allowed(policy.protocols, inv.label):
+        return f"policy.protocols: this site does not take part in {inv.label} rounds"
+    for column in columns:
+        if not _allowed(policy.columns, column):
+            return f"policy.columns: column '{column}' may not be used"
+    others = inv.min_owners - 1
+    if others < policy.min_other_owners:
+        return (
+            f"policy.min_other_owners: the round's quorum of {inv.min_owners} includes "
+            f"{max(others, 0)} other site(s); this site requires {policy.min_other_owners}"
+        )
+    charge = inv.protocol.charge(inv.spec, inv.dp)
+    if charge is None:  # a release without differential privacy
+        if not _allowed(policy.non_dp, inv.label):
+            return f"policy.non_dp: {inv.label} results must be differentially private here"
+        if policy.non_dp_repeats:
+            return _repeats(policy, inv.label, columns, past, now)
+    return ""
+
+
+def _repeats(
+    policy: OwnerPolicy,
+    label: str,
+    columns: list[str],
+    past: list[dict[str, Any]],
+    now: datetime | None,
+) -> str:
+    """Subset differencing: the same non-DP query run again (on other owner sets) would let the
+    aggregator subtract releases; allow it only `non_dp_repeats` times per window."""
+    now = now or datetime.now(timezone.utc)
+    since = now - timedelta(days=policy.non_dp_window_days)
+    key = query_key(label, columns)
+    count = 0
+    for event in past:
+        if event.get("event") != "sent" or event.get("epsilon") is not None:
+            continue
+        if query_key(event.get("protocol", ""), list(event.get("columns", []))) != key:
+            continue
+        try:
+            when = datetime.fromisoformat(event["time"])
+        except (KeyError, ValueError):
+            continue
+        if when >= since:
+            count += 1
+    if count >= policy.non_dp_repeats:
+        return (
+            f"policy.non_dp_repeats: this site already answered the same non-DP {label} query "
+            f"on {', '.join(key[1])} {count} time(s) in the last "
+            f"{policy.non_dp_window_days:g} days (limit {policy.non_dp_repeats})"
+        )
+    return ""
