@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from leteo_fed.config import ANY, OwnerPolicy
+from leteo_fed.protocols.base import REPORTS
 from leteo_fed.transport.rounds import Invitation
 
 
@@ -37,7 +38,8 @@ def refusal(
         if not _allowed(policy.columns, column):
             return f"policy.columns: column '{column}' may not be used"
     others = inv.min_owners - 1
-    if others < policy.min_other_owners:
+    # other shares hide this site's only in a secure sum; every LDP report is private on its own
+    if inv.protocol.kind != REPORTS and others < policy.min_other_owners:
         return (
             f"policy.min_other_owners: the round's quorum of {inv.min_owners} includes "
             f"{max(others, 0)} other site(s); this site requires {policy.min_other_owners}"

@@ -142,3 +142,15 @@ def test_subset_differencing_without_dp_is_refused_by_the_owner(tmp_path):
         assert decisions[1]["reason"].startswith("policy.non_dp_repeats")
         sent = [e for e in events if e["event"] == "sent"]
         assert len(sent) == 1 and json.dumps(sent[0]["columns"]) == json.dumps(NAMES)
+
+
+def test_ldp_rounds_are_not_subject_to_min_other_owners():
+    """Every LDP report is private on its own: a quorum of one is fine for an LDP round."""
+    from leteo_fed.protocols.ldp_collection import LdpRequest
+
+    protocol = registry.get("ldp")
+    request = LdpRequest(column="c", mechanism="grr", epsilon=1.0, domain=("a", "b"))
+    plan = protocol.plan(request, Common(n_invited=1, min_owners=1))
+    rnd = protocol.next_round(plan, None, 1)
+    inv = invitation_from_proto(spec_to_proto("r2", protocol, rnd, "", 0.0, None, 1), 0)
+    assert refusal(OwnerPolicy(min_other_owners=2), inv, []) == ""
