@@ -158,7 +158,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
                 field="dimension",
             )
         enc, layout = encoding_from_proto(header.encoding, public.bits)
-        if enc != rnd.plan.encoding or layout != self.engine.layout(rnd):
+        if enc != rnd.plan.encoding or layout != intake.layout:
             raise DataError("share encoding differs from the round's encoding", field="encoding")
         if header.n_ciphertexts != intake.n_ciphertexts:
             raise DataError(

@@ -7,6 +7,7 @@ non-DP queries are counted from the audit log's `sent` events: what actually lef
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -27,10 +28,11 @@ def query_key(label: str, columns: list[str]) -> tuple[str, tuple[str, ...]]:
 def refusal(
     policy: OwnerPolicy,
     inv: Invitation,
-    past: list[dict[str, Any]],
+    past: Callable[[], list[dict[str, Any]]],
     now: datetime | None = None,
 ) -> str:
-    """'' if the policy lets this site take part, else the rule and why."""
+    """'' if the policy lets this site take part, else the rule and why. `past` gives the audit
+    log's events; it is read only when a rule needs the site's history."""
     columns = inv.protocol.columns(inv.spec)
     if not _allowed(policy.protocols, inv.label):
         return f"policy.protocols: this site does not take part in {inv.label} rounds"
@@ -49,7 +51,7 @@ def refusal(
         if not _allowed(policy.non_dp, inv.label):
             return f"policy.non_dp: {inv.label} results must be differentially private here"
         if policy.non_dp_repeats:
-            return _repeats(policy, inv.label, columns, past, now)
+            return _repeats(policy, inv.label, columns, past(), now)
     return ""
 
 

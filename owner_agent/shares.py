@@ -87,8 +87,7 @@ class ShareRunner:
         """'' to accept; else why this site declines. Cheap: no data is read."""
         site_id = self.site.site_id
         try:
-            past = audit_events(self._audit.path) if self._audit is not None else []
-            ruled = policy_refusal(self.policy, inv, past)
+            ruled = policy_refusal(self.policy, inv, self._history)
             if ruled:
                 return ruled
             if inv.encoding is not None:
@@ -107,6 +106,10 @@ class ShareRunner:
         except LeteoError as exc:
             return str(exc)
         return ""
+
+    def _history(self) -> list[dict]:
+        """What this site did before (the audit log), for the rules that count it."""
+        return audit_events(self._audit.path) if self._audit is not None else []
 
     def _budget_reason(self, needed: Budget) -> str:
         site_id = self.site.site_id

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from leteo_fed import extras
 from leteo_fed.config import SPARK_AUTO_BYTES, DataSourceConfig
 from leteo_fed.data import sources
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.protocols import moments
 
 log = logging.getLogger("leteo.owner")
-
-SPARK_EXTRA = "install the Spark extra: pip install 'leteo-fed[spark]'"
-
-
-def spark_installed() -> bool:
-    return importlib.util.find_spec("pyspark") is not None
 
 
 class TableView:
@@ -42,10 +36,10 @@ class LocalSite:
     def __init__(self, site_id: str, data: DataSourceConfig) -> None:
         self.site_id = site_id
         self.data = data
-        if (data.engine == "spark" or not self.is_local) and not spark_installed():
+        if (data.engine == "spark" or not self.is_local) and not extras.installed("pyspark"):
             raise ConfigError(
-                f"data.path {data.path!r} with engine {data.engine!r} is read with Spark, which "
-                f"is not installed: {SPARK_EXTRA}",
+                f"data.path {data.path!r} with engine {data.engine!r} is read with Spark: "
+                f"{extras.hint('spark')}",
                 field="data.engine",
             )
 
@@ -78,8 +72,10 @@ class LocalSite:
     def spark_moments(
         self, features: Sequence[str], groupings: Sequence[moments.Grouping], value_bound: float
     ) -> moments.LocalMoments:
-        if not spark_installed():  # engine "auto" on a file that grew past the threshold
-            raise DataError(f"{self.data.path} is too large for the numpy engine: {SPARK_EXTRA}")
+        if not extras.installed("pyspark"):  # engine "auto" on a file past the threshold
+            raise DataError(
+                f"{self.data.path} is too large for the numpy engine: {extras.hint('spark')}"
+            )
         from leteo_fed.data import spark_stats  # the [spark] extra, only when configured
 
         log.info("computing statistics with Spark over %s", self.data.path)

@@ -180,7 +180,7 @@ class RoundEngine:
         else:
             public = self.secure_sum.public_key()
             layout = plan.share_encoding.layout(public.bits)
-            intake = EncryptedSum(public, layout.n_ciphertexts(plan.n_values))
+            intake = EncryptedSum(public, layout, plan.n_values)
             mode = "projection" if plan.reveal == "projection" else "blinded"
             self.secure_sum.open(round_id, intake.n_ciphertexts, mode)
         rnd = Round(
@@ -200,9 +200,6 @@ class RoundEngine:
             job.message = job.protocol.progress(job.plan, index, round_id) or job.message
         return rnd
 
-    def layout(self, rnd: Round):
-        return rnd.plan.share_encoding.layout(self.secure_sum.public_key().bits)
-
     def _invite_all(self, rnd: Round) -> None:
         """Arm the deadline and invite every owner (each invitation on the pool)."""
         from leteo_fed.transport.rounds import spec_to_proto
@@ -211,14 +208,14 @@ class RoundEngine:
         timer = threading.Timer(max(0.0, rnd.deadline - time.time()), self.finalize, args=(rnd,))
         timer.daemon = True
         timer.start()
-        public = None if rnd.plan.encoding is None else self.secure_sum.public_key()
+        encrypted = isinstance(rnd.intake, EncryptedSum)
         spec = spec_to_proto(
             rnd.round_id,
             job.protocol,
             rnd.plan,
-            public.key_id if public else "",
+            rnd.intake.public.key_id if encrypted else "",
             rnd.deadline,
-            self.layout(rnd) if public else None,
+            rnd.intake.layout if encrypted else None,
             rnd.min_owners,
         )
         for site in rnd.invited:
@@ -284,8 +281,7 @@ class RoundEngine:
             )
             return outcome
         intake: EncryptedSum = rnd.intake
-        public = self.secure_sum.public_key()
-        layout = self.layout(rnd)
+        public, layout = intake.public, intake.layout
         aggregate = intake.take()
         n = len(rnd.submitted)
         enc = plan.share_encoding

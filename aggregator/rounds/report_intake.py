@@ -10,7 +10,6 @@ added to whatever was folded in memory before the switch. The directory belongs 
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import logging
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from leteo_fed import extras
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.protocols.ldp_collection import Accumulator
 
@@ -76,15 +76,16 @@ class ReportIntake:
         """Spill once the round expects more than `threshold` reports; True if it switched."""
         if expected <= threshold or not self.can_spill or self.spill_dir is not None:
             return False
-        if importlib.util.find_spec("pyspark") is None:
+        if not extras.installed("pyspark"):
             if not self._warned:
                 self._warned = True
                 log.warning(
-                    "round %s: %d reports expected, above the Spark threshold %d, but Spark is "
-                    "not installed (pip install 'leteo-fed[spark]'); folding them in memory",
+                    "round %s: %d reports expected, above the Spark threshold %d, but %s; "
+                    "folding them in memory",
                     round_id,
                     expected,
                     threshold,
+                    extras.hint("spark"),
                 )
             return False
         spill_dir = Path(tempfile.mkdtemp(prefix=f"leteo-{round_id}-"))

@@ -10,20 +10,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from leteo_fed.errors import AccessDenied, DuplicateError, ProtocolError
 from leteo_fed.protocols.base import RoundPlan, Step
 
 OPEN, COMPLETED, FAILED = "OPEN", "COMPLETED", "FAILED"
-
-
-class Intake(Protocol):
-    """Where accepted contributions go: an encrypted sum or a report accumulator."""
-
-    seconds: float  # time spent folding
-
-    def fold(self, contribution: Any) -> None: ...
 
 
 @dataclass
@@ -34,7 +26,7 @@ class Round:
     deadline: float
     invited: list[str]
     min_owners: int
-    intake: Any  # an Intake
+    intake: Any  # where contributions go: an EncryptedSum or a ReportIntake (`fold`)
     job: Any  # the engine's Job this round belongs to
     state: str = OPEN
     message: str = ""

@@ -35,9 +35,10 @@ from leteo_fed.transport.messages import batches, encoding_to_proto, fetch_publi
 class EncryptedSum:
     """The running homomorphic sum of one round's shares (the round's intake)."""
 
-    def __init__(self, public: PublicKey, n_ciphertexts: int) -> None:
+    def __init__(self, public: PublicKey, layout: SlotLayout, n_values: int) -> None:
         self.public = public
-        self.n_ciphertexts = n_ciphertexts
+        self.layout = layout
+        self.n_ciphertexts = layout.n_ciphertexts(n_values)
         self.aggregate: list[int] | None = None
         self.seconds = 0.0
 

@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from leteo_fed.cli import extras
+from leteo_fed import extras
 from leteo_fed.cli.options import SubParsers, set_handler
 
 DESCRIPTION = """\

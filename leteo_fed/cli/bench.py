@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from leteo_fed.cli import extras
+from leteo_fed import extras
 from leteo_fed.cli.options import SubParsers, set_handler
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from leteo_fed.cli import extras
+from leteo_fed import extras
 from leteo_fed.cli.options import csv_list, set_handler
 from leteo_fed.errors import ConfigError
 

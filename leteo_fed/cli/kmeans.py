@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from leteo_fed.cli import extras
+from leteo_fed import extras
 from leteo_fed.cli.options import (
     DP_DELTA_DEFAULT,
     DP_GROUP_TITLE,

@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from leteo_fed.cli import extras
+from leteo_fed import extras
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,

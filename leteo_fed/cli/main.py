@@ -15,12 +15,11 @@ import argparse
 import logging
 import sys
 
-from leteo_fed import __version__
+from leteo_fed import __version__, extras
 from leteo_fed.cli import (
     anonymize,
     bench,
     dp_kmeans,
-    extras,
     kmeans,
     ldp,
     rounds,

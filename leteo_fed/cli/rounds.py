@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from leteo_fed.cli import extras
+from leteo_fed import extras
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,

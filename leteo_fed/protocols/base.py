@@ -149,15 +149,23 @@ def skellam_plan(
 ) -> tuple[DpSpec, int]:
     """Calibrate the aggregate Skellam noise for one release; (spec, per-owner noise bound)."""
     mu = noise.calibrate_mu(dp.epsilon, dp.delta, sensitivity.l1, sensitivity.l2)
+    spec = DpSpec(dp.epsilon, dp.delta, dp.row_norm_bound, mu, quorum)
+    return spec, owner_noise_bound(mu, quorum, n_values)
+
+
+def owner_noise_bound(
+    mu: float, quorum: int, n_values: int, remedy: str = "lower scale_bits or raise dp_epsilon"
+) -> int:
+    """The slot room one owner's Skellam(mu / quorum) noise needs, refusing noise too large to
+    sample exactly."""
     owner_mu = mu / quorum
     if owner_mu > MAX_OWNER_MU:
         raise DataError(
             f"the noise (Skellam mu {owner_mu:.3g} per owner) is too large to sample exactly: "
-            "lower scale_bits or raise dp_epsilon",
+            f"{remedy}",
             field="scale_bits",
         )
-    spec = DpSpec(dp.epsilon, dp.delta, dp.row_norm_bound, mu, quorum)
-    return spec, noise.skellam_magnitude_bound(owner_mu, n_values)
+    return noise.skellam_magnitude_bound(owner_mu, n_values)
 
 
 def clip_note(dp: DpSpec | None) -> str:

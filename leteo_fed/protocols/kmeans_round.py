@@ -31,7 +31,7 @@ from leteo_fed.protocols.base import (
     Step,
     check_features,
     clip_note,
-    skellam_plan,
+    owner_noise_bound,
 )
 from leteo_fed.protocols.results import EncodingFacts, Result, result_type
 
@@ -221,18 +221,25 @@ class KmeansProtocol(FederatedProtocol):
         else:
             c = common.dp.row_norm_bound
             f = common.scale_bits or kmeans.DP_DEFAULT_SCALE_BITS
-            per_iteration = common.dp.budget.split(iterations)
-            cs = kmeans.dp_count_scale_bits(c, f, d)
-            sens = kmeans.sensitivity(c, f, d, k, cs)
-            per = type(common.dp)(per_iteration.epsilon, per_iteration.delta, c)
-            try:
-                dp, noise_bound = skellam_plan(per, sens, min_owners, kmeans.n_values(k, d))
-            except DataError as exc:
-                raise DataError(f"{exc}, or run fewer iterations", field=exc.field) from None
+            it = kmeans.calibrate_iteration(
+                common.dp.epsilon, common.dp.delta, iterations, c, f, d, k
+            )
+            sens = noise.Sensitivity(it.l1, it.l2)
+            dp = DpSpec(it.epsilon, it.delta, c, it.mu, min_owners)
+            noise_bound = owner_noise_bound(
+                it.mu,
+                min_owners,
+                kmeans.n_values(k, d),
+                "lower scale_bits, raise dp_epsilon or run fewer iterations",
+            )
             dp_total = (common.dp.epsilon, common.dp.delta)
             # clipped rows have |x_i| <= C
             enc = kmeans.encoding(
-                f, c, max_owners=max_owners, count_scale_bits=cs, noise_bound=noise_bound
+                f,
+                c,
+                max_owners=max_owners,
+                count_scale_bits=it.count_scale_bits,
+                noise_bound=noise_bound,
             )
         centers = kmeans.validate_centers(
             request.centers, k, d, enc.value_bound, field="kmeans.centers"

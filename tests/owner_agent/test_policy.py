@@ -48,7 +48,13 @@ def _sent(label: str, columns: list[str], days_ago: float, epsilon=None) -> dict
 
 
 def test_the_default_policy_admits_an_ordinary_round():
-    assert refusal(OwnerPolicy(), _invitation(), []) == ""
+    assert refusal(OwnerPolicy(), _invitation(), lambda: []) == ""
+
+    def unread() -> list[dict]:
+        raise AssertionError("the audit log is read only when a rule counts past queries")
+
+    assert refusal(OwnerPolicy(non_dp_repeats=0), _invitation(), unread) == ""
+    assert refusal(OwnerPolicy(non_dp_repeats=1), _invitation(dp=True), unread) == ""
 
 
 @pytest.mark.parametrize(
@@ -61,24 +67,26 @@ def test_the_default_policy_admits_an_ordinary_round():
     ],
 )
 def test_each_rule_refuses_naming_itself(policy, rule):
-    assert refusal(policy, _invitation(), []).startswith(rule)
+    assert refusal(policy, _invitation(), lambda: []).startswith(rule)
 
 
 def test_a_dp_round_passes_the_non_dp_rules():
     policy = OwnerPolicy(non_dp=(), non_dp_repeats=1)
-    assert refusal(policy, _invitation(dp=True), [_sent("pca", NAMES, 1)]) == ""
+    assert refusal(policy, _invitation(dp=True), lambda: [_sent("pca", NAMES, 1)]) == ""
 
 
 def test_repeated_non_dp_queries_are_counted_in_the_window():
     policy = OwnerPolicy(non_dp_repeats=1, non_dp_window_days=30)
     inv = _invitation()
     shuffled = list(reversed(NAMES))  # the same query, whatever the column order
-    assert refusal(policy, inv, [_sent("pca", shuffled, 40)]) == ""  # outside the window
-    assert refusal(policy, inv, [_sent("pca", NAMES, 1, epsilon=1.0)]) == ""  # a DP release
-    assert refusal(policy, inv, [_sent("lda", NAMES, 1)]) == ""  # another query
-    assert refusal(policy, inv, [_sent("pca", shuffled, 1)]).startswith("policy.non_dp_repeats")
+    assert refusal(policy, inv, lambda: [_sent("pca", shuffled, 40)]) == ""  # outside the window
+    assert refusal(policy, inv, lambda: [_sent("pca", NAMES, 1, epsilon=1.0)]) == ""  # a DP release
+    assert refusal(policy, inv, lambda: [_sent("lda", NAMES, 1)]) == ""  # another query
+    assert refusal(policy, inv, lambda: [_sent("pca", shuffled, 1)]).startswith(
+        "policy.non_dp_repeats"
+    )
     two = OwnerPolicy(non_dp_repeats=2)
-    assert refusal(two, inv, [_sent("pca", NAMES, 1)]) == ""
+    assert refusal(two, inv, lambda: [_sent("pca", NAMES, 1)]) == ""
 
 
 def test_the_policy_table_is_checked_key_by_key():
@@ -153,4 +161,4 @@ def test_ldp_rounds_are_not_subject_to_min_other_owners():
     plan = protocol.plan(request, Common(n_invited=1, min_owners=1))
     rnd = protocol.next_round(plan, None, 1)
     inv = invitation_from_proto(spec_to_proto("r2", protocol, rnd, "", 0.0, None, 1), 0)
-    assert refusal(OwnerPolicy(min_other_owners=2), inv, []) == ""
+    assert refusal(OwnerPolicy(min_other_owners=2), inv, lambda: []) == ""
