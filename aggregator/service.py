@@ -18,13 +18,16 @@ from aggregator.rounds.report_intake import ReportIntake
 from aggregator.rounds.round import Round
 from aggregator.rounds.secure_sum import EncryptedSum, SecureSum
 from leteo_fed import __version__, defaults
-from leteo_fed.errors import DataError, ProtocolError
+from google.protobuf.message import DecodeError
+
+from leteo_fed.errors import AccessDenied, DataError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.transport.certs import check_site_id
+from leteo_fed.transport.certs import Party, check_site_id
 from leteo_fed.transport.grpc_io import TlsConfig, require_role, rpc_method
 from leteo_fed.transport.messages import encoding_from_proto, reports_from_batch
 from leteo_fed.transport.rounds import common_from_proto, request_from_proto, result_to_proto
+from leteo_fed.transport.signing import ROUND_REQUEST, verify
 
 log = logging.getLogger("leteo.aggregator")
 
@@ -75,6 +78,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
     ) -> None:
         self._name = name
+        self._tls = tls
         self._csp_channel = tls.channel(csp_address)
         self.owners = OwnerDirectory(tls)
         self.engine = RoundEngine(
@@ -241,8 +245,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         return round_status(rnd)
 
     @rpc_method
-    def StartRound(self, request, context):
+    def StartRound(self, signed, context):
         caller = require_role(context, "analyst", "aggregator")
+        request = self._authorized_request(signed, caller)
         protocol, payload = request_from_proto(request)
         job = self.engine.start(
             protocol,
@@ -250,8 +255,26 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             lambda n: common_from_proto(request, n),
             list(request.owners),
             caller.name,
+            signed,
         )
         return job_status(job)
+
+    def _authorized_request(self, signed: pb.Signed, caller: Party) -> pb.RoundRequest:
+        """The analyst's signed request. Owners verify the signature themselves; checking it
+        here too refuses a bad one before anything is opened."""
+        analysts_ca = self._tls.role_ca("analyst")
+        if analysts_ca is not None:
+            signer = verify(signed, ROUND_REQUEST, analysts_ca, "analyst", "the round request")
+            if signer.name != caller.name:
+                raise AccessDenied(
+                    f"'{caller.name}' sent a round request signed by '{signer.name}'"
+                )
+        request = pb.RoundRequest()
+        try:
+            request.ParseFromString(signed.body)
+        except DecodeError as exc:
+            raise DataError("the signed round request is not a RoundRequest") from exc
+        return request
 
     # ------------------------------------------------------------------ results
 

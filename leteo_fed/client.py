@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
 from leteo_fed.transport.rounds import request_to_proto, result_document
+from leteo_fed.transport.signing import ROUND_REQUEST
 
 
 class RoundFailed(LeteoError):
@@ -157,6 +159,7 @@ class AnalystClient:
         self._address = aggregator
         self._channel = tls.channel(aggregator)
         self._stub = pb_grpc.AggregatorStub(self._channel)
+        self._signer = tls.signer()
 
     def close(self) -> None:
         self._channel.close()
@@ -201,8 +204,20 @@ class AnalystClient:
                 )
             time.sleep(0.2)
 
+    def _start(self, request: pb.RoundRequest) -> pb.RoundStatus:
+        """Sign the request with this analyst's certificate key: owners check the signature,
+        so the aggregator cannot claim another analyst or alter what was asked."""
+        request.nonce = secrets.token_hex(16)
+        request.issued_unix = time.time()
+        body = request.SerializeToString(deterministic=True)
+        if self._signer is None:  # insecure mode: nothing is authenticated anyway
+            signed = pb.Signed(body=body)
+        else:
+            signed = self._signer.sign(body, ROUND_REQUEST)
+        return self._call(self._stub.StartRound, signed, 30)
+
     def start_round(self, params: RoundParams) -> pb.RoundStatus:
-        return self._call(self._stub.StartRound, params.to_proto(), 30)
+        return self._start(params.to_proto())
 
     def wait(
         self,
@@ -230,7 +245,7 @@ class AnalystClient:
         return self._result(status, params.deadline_seconds, on_tick)
 
     def start_kmeans(self, params: KmeansParams) -> pb.RoundStatus:
-        return self._call(self._stub.StartRound, params.to_proto(), 30)
+        return self._start(params.to_proto())
 
     def run_kmeans(
         self,
@@ -251,11 +266,11 @@ class AnalystClient:
     ) -> dict:
         """Any registered protocol: its request dataclass plus the common round fields."""
         msg = request_to_proto(protocol, request, **_common(common))
-        status = self._call(self._stub.StartRound, msg, 30)
+        status = self._start(msg)
         return self._result(status, common.deadline_seconds, on_tick)
 
     def start_ldp(self, params: LdpParams) -> pb.RoundStatus:
-        return self._call(self._stub.StartRound, params.to_proto(), 30)
+        return self._start(params.to_proto())
 
     def run_ldp(
         self, params: LdpParams, on_tick: Callable[[pb.RoundStatus], None] | None = None

@@ -46,6 +46,7 @@ class Job:
     plan: Any
     state: Any
     invited: list[str]
+    authorization: Any = None  # the analyst's signed request (pb.Signed), relayed to owners
     status: str = OPEN
     message: str = ""
     result: Any = None  # the protocol's (job) result dataclass
@@ -114,13 +115,16 @@ class RoundEngine:
         common_of: Callable[[int], Common],
         owners: list[str],
         caller: str,
+        authorization: Any = None,
     ) -> Job:
         """Plan the job (refusals raise before anything is opened) and run it in a thread."""
         invited = list(owners) or [site for site, _ in self.owners.listing()]
         plan = protocol.plan(request, common_of(len(invited)))
         self.owners.check_invited(invited, plan.min_owners)
         job_id = f"{plan.label}-{uuid.uuid4().hex[:12]}"
-        job = Job(job_id, protocol, plan, protocol.start(plan, job_id, invited), invited)
+        job = Job(
+            job_id, protocol, plan, protocol.start(plan, job_id, invited), invited, authorization
+        )
         first = self._open(job, 1)  # the first round opens now: CSP refusals reach the caller
         with self._lock:
             self._jobs[job_id] = job
@@ -217,6 +221,9 @@ class RoundEngine:
             rnd.deadline,
             rnd.intake.layout if encrypted else None,
             rnd.min_owners,
+            job.job_id,
+            job.authorization,
+            rnd.invited,
         )
         for site in rnd.invited:
             self._pool.submit(self._invite, rnd, site, spec)

@@ -84,6 +84,38 @@ class DpSpec(_message.Message):
     mechanism: str
     def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., mu: _Optional[float] = ..., quorum: _Optional[int] = ..., mechanism: _Optional[str] = ...) -> None: ...
 
+class Signed(_message.Message):
+    __slots__ = ("body", "signature", "certificate")
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    signature: bytes
+    certificate: bytes
+    def __init__(self, body: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., certificate: _Optional[bytes] = ...) -> None: ...
+
+class ShareStatement(_message.Message):
+    __slots__ = ("round_id", "site_id", "key_id", "protocol", "invited", "quorum", "n_ciphertexts", "ciphertext_digest", "masked")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    INVITED_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    CIPHERTEXT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    MASKED_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    site_id: str
+    key_id: str
+    protocol: str
+    invited: _containers.RepeatedScalarFieldContainer[str]
+    quorum: int
+    n_ciphertexts: int
+    ciphertext_digest: bytes
+    masked: bool
+    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., key_id: _Optional[str] = ..., protocol: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., ciphertext_digest: _Optional[bytes] = ..., masked: _Optional[bool] = ...) -> None: ...
+
 class Grouping(_message.Message):
     __slots__ = ("label_column", "classes")
     LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
@@ -225,7 +257,7 @@ class WeightedStatsSpec(_message.Message):
     def __init__(self, features: _Optional[_Iterable[str]] = ..., weight_column: _Optional[str] = ..., weight_bound: _Optional[float] = ...) -> None: ...
 
 class RoundRequest(_message.Message):
-    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "moments", "kmeans", "ldp", "weighted_stats")
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +266,8 @@ class RoundRequest(_message.Message):
     DP_EPSILON_FIELD_NUMBER: _ClassVar[int]
     DP_DELTA_FIELD_NUMBER: _ClassVar[int]
     ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_UNIX_FIELD_NUMBER: _ClassVar[int]
     MOMENTS_FIELD_NUMBER: _ClassVar[int]
     KMEANS_FIELD_NUMBER: _ClassVar[int]
     LDP_FIELD_NUMBER: _ClassVar[int]
@@ -246,14 +280,16 @@ class RoundRequest(_message.Message):
     dp_epsilon: float
     dp_delta: float
     row_norm_bound: float
+    nonce: str
+    issued_unix: float
     moments: MomentsRequest
     kmeans: KmeansRequest
     ldp: LdpRequest
     weighted_stats: WeightedStatsRequest
-    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "moments", "kmeans", "ldp", "weighted_stats")
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +299,9 @@ class RoundSpec(_message.Message):
     N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     DP_FIELD_NUMBER: _ClassVar[int]
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    INVITED_FIELD_NUMBER: _ClassVar[int]
     MOMENTS_FIELD_NUMBER: _ClassVar[int]
     KMEANS_FIELD_NUMBER: _ClassVar[int]
     LDP_FIELD_NUMBER: _ClassVar[int]
@@ -276,11 +315,14 @@ class RoundSpec(_message.Message):
     n_ciphertexts: int
     dp: DpSpec
     min_owners: int
+    authorization: Signed
+    job_id: str
+    invited: _containers.RepeatedScalarFieldContainer[str]
     moments: MomentsSpec
     kmeans: KmeansIteration
     ldp: LdpSpec
     weighted_stats: WeightedStatsSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ...) -> None: ...
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")
@@ -328,7 +370,7 @@ class InviteReply(_message.Message):
     def __init__(self, accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ShareHeader(_message.Message):
-    __slots__ = ("round_id", "site_id", "key_id", "dimension", "encoding", "n_ciphertexts", "timings")
+    __slots__ = ("round_id", "site_id", "key_id", "dimension", "encoding", "n_ciphertexts", "timings", "statement", "mask_seed")
     class TimingsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -343,6 +385,8 @@ class ShareHeader(_message.Message):
     ENCODING_FIELD_NUMBER: _ClassVar[int]
     N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    STATEMENT_FIELD_NUMBER: _ClassVar[int]
+    MASK_SEED_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     site_id: str
     key_id: str
@@ -350,7 +394,9 @@ class ShareHeader(_message.Message):
     encoding: Encoding
     n_ciphertexts: int
     timings: _containers.ScalarMap[str, float]
-    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., key_id: _Optional[str] = ..., dimension: _Optional[int] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_ciphertexts: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    statement: Signed
+    mask_seed: bytes
+    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., key_id: _Optional[str] = ..., dimension: _Optional[int] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_ciphertexts: _Optional[int] = ..., timings: _Optional[_Mapping[str, float]] = ..., statement: _Optional[_Union[Signed, _Mapping]] = ..., mask_seed: _Optional[bytes] = ...) -> None: ...
 
 class CiphertextBatch(_message.Message):
     __slots__ = ("ciphertexts",)
@@ -1166,20 +1212,28 @@ class CspRoundRequest(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., n_ciphertexts: _Optional[int] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class DecryptChunk(_message.Message):
-    __slots__ = ("header", "batch")
+    __slots__ = ("header", "batch", "share")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
     header: CspRoundRequest
     batch: CiphertextBatch
-    def __init__(self, header: _Optional[_Union[CspRoundRequest, _Mapping]] = ..., batch: _Optional[_Union[CiphertextBatch, _Mapping]] = ...) -> None: ...
+    share: Signed
+    def __init__(self, header: _Optional[_Union[CspRoundRequest, _Mapping]] = ..., batch: _Optional[_Union[CiphertextBatch, _Mapping]] = ..., share: _Optional[_Union[Signed, _Mapping]] = ...) -> None: ...
 
 class PlaintextBatch(_message.Message):
-    __slots__ = ("plaintexts", "decrypt_seconds")
+    __slots__ = ("plaintexts", "decrypt_seconds", "verify_seconds", "sum_seconds", "contributors")
     PLAINTEXTS_FIELD_NUMBER: _ClassVar[int]
     DECRYPT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SUM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
     plaintexts: _containers.RepeatedScalarFieldContainer[bytes]
     decrypt_seconds: float
-    def __init__(self, plaintexts: _Optional[_Iterable[bytes]] = ..., decrypt_seconds: _Optional[float] = ...) -> None: ...
+    verify_seconds: float
+    sum_seconds: float
+    contributors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, plaintexts: _Optional[_Iterable[bytes]] = ..., decrypt_seconds: _Optional[float] = ..., verify_seconds: _Optional[float] = ..., sum_seconds: _Optional[float] = ..., contributors: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PublicKeyRequest(_message.Message):
     __slots__ = ()
@@ -1212,15 +1266,17 @@ class ProjectionRequest(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., method: _Optional[str] = ..., dimension: _Optional[int] = ..., classes_per_grouping: _Optional[_Iterable[int]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_owners: _Optional[int] = ..., components: _Optional[int] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., ridge_noise_floor: _Optional[float] = ...) -> None: ...
 
 class ProjectionChunk(_message.Message):
-    __slots__ = ("header", "batch")
+    __slots__ = ("header", "batch", "share")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
     header: ProjectionRequest
     batch: CiphertextBatch
-    def __init__(self, header: _Optional[_Union[ProjectionRequest, _Mapping]] = ..., batch: _Optional[_Union[CiphertextBatch, _Mapping]] = ...) -> None: ...
+    share: Signed
+    def __init__(self, header: _Optional[_Union[ProjectionRequest, _Mapping]] = ..., batch: _Optional[_Union[CiphertextBatch, _Mapping]] = ..., share: _Optional[_Union[Signed, _Mapping]] = ...) -> None: ...
 
 class ProjectionResult(_message.Message):
-    __slots__ = ("eigenvalues", "components", "explained_variance_ratio", "ridge", "compute_seconds")
+    __slots__ = ("eigenvalues", "components", "explained_variance_ratio", "ridge", "compute_seconds", "verify_seconds", "sum_seconds", "contributors")
     class RidgeEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1233,9 +1289,15 @@ class ProjectionResult(_message.Message):
     EXPLAINED_VARIANCE_RATIO_FIELD_NUMBER: _ClassVar[int]
     RIDGE_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SUM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
     eigenvalues: _containers.RepeatedScalarFieldContainer[float]
     components: _containers.RepeatedScalarFieldContainer[float]
     explained_variance_ratio: _containers.RepeatedScalarFieldContainer[float]
     ridge: _containers.ScalarMap[str, float]
     compute_seconds: float
-    def __init__(self, eigenvalues: _Optional[_Iterable[float]] = ..., components: _Optional[_Iterable[float]] = ..., explained_variance_ratio: _Optional[_Iterable[float]] = ..., ridge: _Optional[_Mapping[str, float]] = ..., compute_seconds: _Optional[float] = ...) -> None: ...
+    verify_seconds: float
+    sum_seconds: float
+    contributors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, eigenvalues: _Optional[_Iterable[float]] = ..., components: _Optional[_Iterable[float]] = ..., explained_variance_ratio: _Optional[_Iterable[float]] = ..., ridge: _Optional[_Mapping[str, float]] = ..., compute_seconds: _Optional[float] = ..., verify_seconds: _Optional[float] = ..., sum_seconds: _Optional[float] = ..., contributors: _Optional[_Iterable[str]] = ...) -> None: ...

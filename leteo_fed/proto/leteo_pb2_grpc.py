@@ -81,14 +81,15 @@ class CryptoServiceProviderServicer:
         raise NotImplementedError('Method not implemented!')
 
     def OpenRound(self, request, context):
-        """Aggregator only: announce a round and how many blinded ciphertexts it will send.
+        """Aggregator only: announce a round and how many ciphertexts one share has.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DecryptBlinded(self, request_iterator, context):
-        """Aggregator only: decrypt the blinded aggregate of an announced round, once.
+        """Aggregator only: verify the owners' signed shares, sum them, decrypt the (owner-masked)
+        sum of an announced round, once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -315,7 +316,7 @@ class AggregatorStub:
                 _registered_method=True)
         self.StartRound = channel.unary_unary(
                 '/leteo.v1.Aggregator/StartRound',
-                request_serializer=leteo_dot_v1_dot_leteo__pb2.RoundRequest.SerializeToString,
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.Signed.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
                 _registered_method=True)
         self.SubmitReports = channel.stream_unary(
@@ -367,6 +368,7 @@ class AggregatorServicer:
 
     def StartRound(self, request, context):
         """Every protocol, LDP collection and k-means jobs included, starts here.
+        The body of the Signed request is a RoundRequest signed by the analyst's certificate.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -415,7 +417,7 @@ def add_AggregatorServicer_to_server(servicer, server):
             ),
             'StartRound': grpc.unary_unary_rpc_method_handler(
                     servicer.StartRound,
-                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundRequest.FromString,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.Signed.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.SerializeToString,
             ),
             'SubmitReports': grpc.stream_unary_rpc_method_handler(
@@ -589,7 +591,7 @@ class Aggregator:
             request,
             target,
             '/leteo.v1.Aggregator/StartRound',
-            leteo_dot_v1_dot_leteo__pb2.RoundRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.Signed.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
             options,
             channel_credentials,

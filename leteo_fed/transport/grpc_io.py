@@ -28,6 +28,7 @@ from leteo_fed.errors import (
     ProtocolError,
 )
 from leteo_fed.transport.certs import Party, read_identity
+from leteo_fed.transport.signing import Signer
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,24 @@ class TlsConfig:
                 field="tls.cert",
             )
         return ca, cert, key
+
+    def signer(self) -> Signer | None:
+        """This party's signing key (its certificate's), or None in insecure mode."""
+        if self.insecure:
+            return None
+        _, cert, key = self._read()
+        return Signer.from_pem(cert, key)
+
+    def role_ca(self, role: str) -> bytes | None:
+        """The authority that certifies `role` (e.g. `owners-ca.crt` beside `ca.crt`); a
+        single-CA directory falls back to `ca.crt`. None in insecure mode."""
+        if self.insecure or self.ca is None:
+            return None
+        own = Path(self.ca).parent / f"{role}s-ca.crt"
+        path = own if own.is_file() else Path(self.ca)
+        if not path.is_file():
+            raise ConfigError(f"TLS {role}s' CA file not found: {path}", field="tls.ca")
+        return path.read_bytes()
 
     def server_credentials(self) -> grpc.ServerCredentials:
         ca, cert, key = self._read()

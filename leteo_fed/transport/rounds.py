@@ -132,6 +132,9 @@ def spec_to_proto(
     deadline_unix: float,
     layout: SlotLayout | None,
     min_owners: int = 0,
+    job_id: str = "",
+    authorization: pb.Signed | None = None,
+    invited: list[str] | None = None,
 ) -> pb.RoundSpec:
     msg = pb.RoundSpec(
         round_id=round_id,
@@ -140,7 +143,11 @@ def spec_to_proto(
         deadline_unix=deadline_unix,
         n_values=plan.n_values,
         min_owners=min_owners,
+        job_id=job_id or round_id,
+        invited=sorted(invited or []),
     )
+    if authorization is not None:
+        msg.authorization.CopyFrom(authorization)
     if plan.encoding is not None and layout is not None:
         msg.encoding.CopyFrom(encoding_to_proto(plan.encoding, layout))
         msg.n_ciphertexts = layout.n_ciphertexts(plan.n_values)
@@ -166,6 +173,9 @@ class Invitation:
     layout: SlotLayout | None
     dp: DpSpec | None
     min_owners: int = 0  # the round's declared quorum
+    invited: tuple[str, ...] = ()
+    job_id: str = ""
+    authorization: pb.Signed | None = None  # the analyst's signed request
 
     @property
     def share_encoding(self) -> tuple[ShareEncoding, SlotLayout]:
@@ -200,4 +210,7 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
         layout=layout,
         dp=dp,
         min_owners=msg.min_owners,
+        invited=tuple(msg.invited),
+        job_id=msg.job_id or msg.round_id,
+        authorization=msg.authorization if msg.HasField("authorization") else None,
     )

@@ -203,7 +203,7 @@ def test_roles_are_enforced_by_certificate(deployment, cancer):
     owner_tls = cluster.tls("site-x", "owner")
     agg = pb_grpc.AggregatorStub(owner_tls.channel(cluster.addresses["aggregator"]))
     with pytest.raises(grpc.RpcError) as err:
-        agg.StartRound(pb.RoundRequest(moments=pb.MomentsRequest(features=["a", "b"])), timeout=10)
+        agg.StartRound(pb.Signed(body=b""), timeout=10)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(grpc.RpcError) as err:  # cannot register under another site's name
         agg.RegisterOwner(pb.OwnerRegistration(site_id="site-1", address="127.0.0.1:1"), timeout=10)
