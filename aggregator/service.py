@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from aggregator.owners import OwnerDirectory
 from aggregator.rounds.engine import SPARK_REPORT_THRESHOLD, Job, RoundEngine
@@ -18,8 +19,6 @@ from aggregator.rounds.report_intake import ReportIntake
 from aggregator.rounds.round import Round
 from aggregator.rounds.secure_sum import EncryptedSum, SecureSum
 from leteo_fed import __version__, defaults
-from google.protobuf.message import DecodeError
-
 from leteo_fed.errors import AccessDenied, DataError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
