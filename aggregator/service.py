@@ -17,7 +17,7 @@ from aggregator.owners import OwnerDirectory
 from aggregator.rounds.engine import SPARK_REPORT_THRESHOLD, Job, RoundEngine
 from aggregator.rounds.report_intake import ReportIntake
 from aggregator.rounds.round import Round
-from aggregator.rounds.secure_sum import EncryptedSum, SecureSum
+from aggregator.rounds.secure_sum import SecureSum, SignedShares
 from leteo_fed import __version__, defaults
 from leteo_fed.errors import AccessDenied, DataError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
@@ -85,6 +85,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             SecureSum(self._csp_channel, csp_address, transcript),
             self._publish,
             spark_report_threshold,
+            owners_ca=tls.role_ca("owner"),
         )
 
     def public_key(self):
@@ -132,11 +133,12 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         caller, header, rnd = self._open_upload(request_iterator, context, reports=False)
         try:
             self._check_header(rnd, header)
-            ciphertexts = rnd.intake.read(request_iterator)
+            view = (rnd.invited, rnd.min_owners, rnd.label)
+            share = rnd.intake.receive(caller.name, header, request_iterator, view)
         except BaseException:
             rnd.abort_share(caller.name)
             raise
-        complete = rnd.accept(caller.name, ciphertexts, dict(header.timings))
+        complete = rnd.accept(caller.name, share, dict(header.timings))
         log.info(
             "round %s: share from %s accepted (%d/%d)",
             rnd.round_id,
@@ -148,7 +150,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         return pb.Ack(ok=True, message=f"share accepted for {rnd.round_id}")
 
     def _check_header(self, rnd: Round, header: pb.ShareHeader) -> None:
-        intake: EncryptedSum = rnd.intake
+        intake: SignedShares = rnd.intake
         public = intake.public
         if header.key_id != public.key_id:
             raise ProtocolError(

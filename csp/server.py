@@ -68,7 +68,10 @@ def serve(
     key = load_or_create_key(Path(key_dir), key_bits, allow_small_key)
     if key.public.bits < MIN_SECURE_BITS:
         log.warning("INSECURE: %d-bit Paillier key, for tests only", key.public.bits)
-    service = CspService(key, tls.identity.name, transcript)
+    # the decrypt-once log lives with the key: both are this CSP's durable state
+    service = CspService(
+        key, tls.identity.name, transcript, owners_ca=tls.role_ca("owner"), state_dir=key_dir
+    )
     server, port = make_server(tls, listen)
     add_to_server(server, service)
     log.info("CSP %s listening on %s (port %d)", tls.identity.name, listen, port)

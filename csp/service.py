@@ -1,9 +1,13 @@
-"""The crypto service provider: holds the Paillier secret key, decrypts only blinded aggregates.
+"""The crypto service provider: holds the Paillier secret key, decrypts only verified sums.
 
-Rules it enforces: only the aggregator (by certificate) may open rounds and ask for decryption;
-each round is announced first with its ciphertext count and decrypted at most once, with
-exactly that many ciphertexts. It returns plaintexts that are one-time-pad blinded; it never
-sees the masks. The secret key never leaves this process and is never logged.
+Rules it enforces, whatever the aggregator does: only the aggregator (by certificate) may open
+rounds and ask for decryption; it decrypts only the sum it computes itself from shares whose
+statements are signed by distinct owners (certificates from the owners' CA), all for this round,
+at least the quorum those owners signed, each share's ciphertexts matching its signed digest; a
+round is decrypted at most once, recorded on disk before decryption, so no share is ever used
+in two decryptions, across restarts too. In blinded rounds every share carries its owner's
+one-time mask, so the plaintexts it returns are masked sums. The secret key never leaves this
+process and is never logged.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from gmpy2 import mpz
 
+from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
+from csp.decrypt_log import DecryptLog
 from leteo_fed import __version__
 from leteo_fed.crypto.paillier import (
     PrivateKey,
@@ -26,13 +33,14 @@ from leteo_fed.crypto.paillier import (
     int_to_bytes,
 )
 from leteo_fed.crypto.parallel import DecryptionPool
-from leteo_fed.encoding.packing import unblind, unpack
+from leteo_fed.encoding.packing import slot_totals, unpack
 from leteo_fed.errors import DuplicateError, NotFoundError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import discriminant, moments, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_method, rpc_stream_method
 from leteo_fed.transport.messages import BATCH_SIZE, encoding_from_proto, public_key_to_proto
+from leteo_fed.transport.statements import RoundShares, check_digest, read_statement
 
 log = logging.getLogger("leteo.csp")
 
@@ -45,14 +53,31 @@ MODES = ("blinded", "projection")
 
 @dataclass
 class _CspRound:
-    n_ciphertexts: int
+    n_ciphertexts: int  # per share
     opened_at: float
     mode: str = "blinded"
     used: bool = False
 
 
+@dataclass
+class _Summed:
+    """The CSP's own homomorphic sum of one round's verified shares."""
+
+    ciphertexts: list[int]
+    contributors: list[str]
+    verify_seconds: float
+    sum_seconds: float
+
+
 class CspService(pb_grpc.CryptoServiceProviderServicer):
-    def __init__(self, key: PrivateKey, name: str = "csp", transcript: Path | None = None) -> None:
+    def __init__(
+        self,
+        key: PrivateKey,
+        name: str = "csp",
+        transcript: Path | None = None,
+        owners_ca: bytes | None = None,
+        state_dir: Path | None = None,
+    ) -> None:
         # all cores for large aggregates; the private key goes only to our own child processes
         self._decryptor = DecryptionPool(key, min_per_worker=PARALLEL_MIN_PER_WORKER)
         self._public = key.public
@@ -60,6 +85,8 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         self._rounds: dict[str, _CspRound] = {}
         self._lock = threading.Lock()
         self._transcript = transcript
+        self._owners_ca = owners_ca  # None only in insecure mode
+        self._decrypted = DecryptLog(state_dir / DECRYPT_LOG if state_dir is not None else None)
         log.info("CSP ready: %d-bit Paillier key %s", self._public.bits, self._public.key_id)
 
     def warm_up(self) -> None:
@@ -93,12 +120,14 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         mode = request.mode or "blinded"
         if mode not in MODES:
             raise ProtocolError(f"unknown round mode {mode!r}; expected one of {MODES}")
+        if request.round_id in self._decrypted:
+            raise DuplicateError(f"round {request.round_id} was already decrypted")
         with self._lock:
             if request.round_id in self._rounds:
                 raise DuplicateError(f"round {request.round_id} is already open")
             self._rounds[request.round_id] = _CspRound(request.n_ciphertexts, time.time(), mode)
         log.info(
-            "round %s opened by %s: %d ciphertexts expected",
+            "round %s opened by %s: %d ciphertexts per share",
             request.round_id,
             caller.name,
             request.n_ciphertexts,
@@ -117,24 +146,72 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
                     f"round {round_id} was already decrypted; the CSP decrypts once"
                 )
             entry.used = True  # claimed before decrypting: no second request can race in
+        self._decrypted.claim(round_id, mode)
         return entry
 
-    def _receive(self, round_id: str, entry: _CspRound, request_iterator) -> list[int]:
-        ciphertexts: list[int] = []
+    def _sum_shares(
+        self, round_id: str, entry: _CspRound, request_iterator, masked: bool
+    ) -> _Summed:
+        """Verify every share (signature, round, quorum, digest) and sum them ourselves."""
+        public = self._public
+        width, n = public.ciphertext_bytes, entry.n_ciphertexts
+        shares = RoundShares(round_id, public.key_id, n, masked)
+        n2 = mpz(public.n_square)
+        total: list[mpz] = []
+        verify_s = sum_s = 0.0
+        statement: pb.ShareStatement | None = None
+        pending: list[int] = []
+
+        def fold() -> None:
+            nonlocal total, verify_s, sum_s
+            assert statement is not None
+            if len(pending) != n:
+                raise ProtocolError(
+                    f"round {round_id}: the share from '{statement.site_id}' has "
+                    f"{len(pending)} of its {n} ciphertexts"
+                )
+            start = time.perf_counter()
+            for c in pending:
+                check_ciphertext(public, c)
+            check_digest(statement, pending, width)
+            verify_s += time.perf_counter() - start
+            start = time.perf_counter()
+            if total:
+                total = [a * c % n2 for a, c in zip(total, pending, strict=True)]
+            else:
+                total = [mpz(c) for c in pending]
+            sum_s += time.perf_counter() - start
+
         for msg in request_iterator:
-            if msg.WhichOneof("part") != "batch":
-                raise ProtocolError("only ciphertext batches may follow the header")
-            ciphertexts.extend(bytes_to_int(c) for c in msg.batch.ciphertexts)
-            if len(ciphertexts) > entry.n_ciphertexts:
-                break
-        if len(ciphertexts) != entry.n_ciphertexts:
-            raise ProtocolError(
-                f"round {round_id}: announced {entry.n_ciphertexts} ciphertexts, "
-                f"received {len(ciphertexts)}"
-            )
-        for c in ciphertexts:
-            check_ciphertext(self._public, c)
-        return ciphertexts
+            part = msg.WhichOneof("part")
+            if part == "share":
+                if statement is not None:
+                    fold()
+                start = time.perf_counter()
+                statement = read_statement(msg.share, self._owners_ca)
+                shares.admit(statement)
+                verify_s += time.perf_counter() - start
+                pending = []
+            elif part == "batch":
+                if statement is None:
+                    raise ProtocolError("ciphertexts must follow their share's signed statement")
+                pending.extend(bytes_to_int(c) for c in msg.batch.ciphertexts)
+                if len(pending) > n:
+                    raise ProtocolError(f"round {round_id}: a share has more than {n} ciphertexts")
+            else:
+                raise ProtocolError("only signed shares and their ciphertexts follow the header")
+        if statement is not None:
+            fold()
+        shares.require_quorum()
+        log.info(
+            "round %s: %d signed shares verified (%s) in %.3f s, summed in %.3f s",
+            round_id,
+            len(shares.sites),
+            ", ".join(shares.sites),
+            verify_s,
+            sum_s,
+        )
+        return _Summed([int(c) for c in total], list(shares.sites), verify_s, sum_s)
 
     @rpc_stream_method
     def DecryptBlinded(self, request_iterator, context) -> Iterator[pb.PlaintextBatch]:
@@ -144,12 +221,12 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             raise ProtocolError("DecryptBlinded must start with a header naming the round")
         round_id = first.header.round_id
         entry = self._claim(round_id, "blinded")
-        ciphertexts = self._receive(round_id, entry, request_iterator)
+        summed = self._sum_shares(round_id, entry, request_iterator, masked=True)
         start = time.perf_counter()
-        plaintexts = self._decryptor.decrypt_many(ciphertexts)
+        plaintexts = self._decryptor.decrypt_many(summed.ciphertexts)
         seconds = time.perf_counter() - start
         log.info(
-            "round %s: decrypted %d blinded ciphertexts in %.3f s",
+            "round %s: decrypted %d masked ciphertexts in %.3f s",
             round_id,
             len(plaintexts),
             seconds,
@@ -158,7 +235,13 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         width = self._public.plaintext_bytes
         for i in range(0, len(plaintexts), BATCH_SIZE):
             chunk = [int_to_bytes(p, width) for p in plaintexts[i : i + BATCH_SIZE]]
-            yield pb.PlaintextBatch(plaintexts=chunk, decrypt_seconds=seconds)
+            yield pb.PlaintextBatch(
+                plaintexts=chunk,
+                decrypt_seconds=seconds,
+                verify_seconds=summed.verify_seconds,
+                sum_seconds=summed.sum_seconds,
+                contributors=summed.contributors,
+            )
 
     @rpc_method
     def ComputeProjection(self, request_iterator, context) -> pb.ProjectionResult:
@@ -171,19 +254,21 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         if head.key_id != self._public.key_id:
             raise ProtocolError(f"round {head.round_id} uses key {head.key_id}, not ours")
         entry = self._claim(head.round_id, "projection")
-        ciphertexts = self._receive(head.round_id, entry, request_iterator)
+        summed = self._sum_shares(head.round_id, entry, request_iterator, masked=False)
+        n_owners = len(summed.contributors)  # verified signers, not the aggregator's count
         start = time.perf_counter()
         enc, layout = encoding_from_proto(head.encoding, self._public.bits)
         if enc.rotation_dimension != head.dimension:
             raise ProtocolError("projection rounds need a rotated encoding of the same dimension")
         groupings = rotation.placeholder_groupings(list(head.classes_per_grouping))
         n_values = moments.n_values(head.dimension, groupings)
-        if layout.n_ciphertexts(n_values) != len(ciphertexts):
-            raise ProtocolError(f"{len(ciphertexts)} ciphertexts do not hold {n_values} values")
-        plaintexts = self._decryptor.decrypt_many(ciphertexts)
+        if layout.n_ciphertexts(n_values) != len(summed.ciphertexts):
+            raise ProtocolError(
+                f"{len(summed.ciphertexts)} ciphertexts do not hold {n_values} values"
+            )
+        plaintexts = self._decryptor.decrypt_many(summed.ciphertexts)
         self._record(head.round_id, "projection", plaintexts)
-        slots = unpack(plaintexts, n_values, layout)
-        totals = unblind(slots, [0] * n_values, head.n_owners, layout)  # offsets only, no masks
+        totals = slot_totals(unpack(plaintexts, n_values, layout), n_owners, layout)
         agg = moments.decode_totals(
             totals,
             head.dimension,
@@ -205,7 +290,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             "round %s: %s directions from the rotated aggregate of %d owners in %.3f s",
             head.round_id,
             head.method,
-            head.n_owners,
+            n_owners,
             seconds,
         )
         return pb.ProjectionResult(
@@ -214,6 +299,9 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             explained_variance_ratio=evr,
             ridge=used,
             compute_seconds=seconds,
+            verify_seconds=summed.verify_seconds,
+            sum_seconds=summed.sum_seconds,
+            contributors=summed.contributors,
         )
 
     def _record(self, round_id: str, mode: str, plaintexts: list[int]) -> None:

@@ -26,10 +26,14 @@ Example::
     ledger = "privacy-ledger.json"     # persistent record of every epsilon/delta spent
     epsilon_total = 5.0
     delta_total = 1e-5
+
+    [policy]                           # what the site agrees to; see docs/owner-config.md
+    columns = ["age", "score"]         # required: nothing is shared until listed
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,14 +68,21 @@ ANY = "*"
 
 @dataclass(frozen=True)
 class OwnerPolicy:
-    """What this site agrees to take part in (`[policy]`); every refusal names its rule."""
+    """What this site agrees to take part in (`[policy]`); every refusal names its rule.
+
+    The defaults are what a data protection officer can sign without reading further: no column
+    is shared until listed, no release without DP, a quorum that hides the site among at least
+    two others, at least 10 rows, and one answer per non-DP query a month."""
 
     protocols: tuple[str, ...] = (ANY,)  # round labels: pca, dca, lda, mdr, kmeans, ldp, ...
-    columns: tuple[str, ...] = (ANY,)  # columns a round may read
-    min_other_owners: int = 1  # the round's quorum must include this many other sites
-    non_dp: tuple[str, ...] = (ANY,)  # round labels whose results may be released without DP
-    non_dp_repeats: int = 0  # the same non-DP query at most this often per window (0: no limit)
+    columns: tuple[str, ...] = ()  # columns a round may read; none until the site lists them
+    min_other_owners: int = 2  # the round's quorum must include this many other sites
+    non_dp: tuple[str, ...] = ()  # round labels whose results may be released without DP
+    non_dp_repeats: int = 1  # the same non-DP query at most this often per window (0: no limit)
     non_dp_window_days: float = 30.0
+    analysts: tuple[str, ...] = (ANY,)  # analysts (certificate names) who may start rounds here
+    min_rows: int = 10  # this site takes part only with at least this many rows
+    request_max_age_hours: float = 24.0  # an analyst's signed request is valid this long
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,9 @@ _POLICY_KEYS = {
     "non_dp",
     "non_dp_repeats",
     "non_dp_window_days",
+    "analysts",
+    "min_rows",
+    "request_max_age_hours",
 }
 
 
@@ -127,6 +141,13 @@ def _count(table: dict[str, Any], key: str, default: int, minimum: int) -> int:
     return value
 
 
+def _positive(table: dict[str, Any], key: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ConfigError(f"'policy.{key}' must be a positive number", field=f"policy.{key}")
+    return float(value)
+
+
 def load_policy(doc: Any) -> OwnerPolicy:
     """The `[policy]` table, every key checked (defaults: `OwnerPolicy()`)."""
     if not isinstance(doc, dict):
@@ -135,19 +156,16 @@ def load_policy(doc: Any) -> OwnerPolicy:
     if unknown:
         raise ConfigError(f"unknown key 'policy.{unknown[0]}'", field=f"policy.{unknown[0]}")
     d = OwnerPolicy()
-    window = doc.get("non_dp_window_days", d.non_dp_window_days)
-    if isinstance(window, bool) or not isinstance(window, (int, float)) or not window > 0:
-        raise ConfigError(
-            "'policy.non_dp_window_days' must be a positive number",
-            field="policy.non_dp_window_days",
-        )
     return OwnerPolicy(
         protocols=_names(doc, "protocols", d.protocols),
         columns=_names(doc, "columns", d.columns),
         min_other_owners=_count(doc, "min_other_owners", d.min_other_owners, 1),
         non_dp=_names(doc, "non_dp", d.non_dp),
         non_dp_repeats=_count(doc, "non_dp_repeats", d.non_dp_repeats, 0),
-        non_dp_window_days=float(window),
+        non_dp_window_days=_positive(doc, "non_dp_window_days", d.non_dp_window_days),
+        analysts=_names(doc, "analysts", d.analysts),
+        min_rows=_count(doc, "min_rows", d.min_rows, 1),
+        request_max_age_hours=_positive(doc, "request_max_age_hours", d.request_max_age_hours),
     )
 
 

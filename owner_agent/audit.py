@@ -1,11 +1,13 @@
 """The owner's audit log: one JSON line per event, so a site can show what it was asked and what
 left it.
 
-Events: `invitation` (what a round asked: protocol, columns, DP budget), `decision` (accepted,
-or declined with the reason), `sent` (what left the site: protocol, columns, how many
-ciphertexts or reports and bytes, the budget charged), `failed` (a share that was not sent),
-and `result` (the published outcome). Each line is written whole with one append and flushed
-to disk, so a crash leaves every earlier line intact; the file is created owner-only (0600).
+Events: `invitation` (what a round asked: protocol, columns, DP budget, its job, and the
+analyst's signed request: who signed it and its SHA-256 digest), `decision` (accepted, or
+declined with the reason), `sent` (what left the site: protocol, columns, how many ciphertexts
+or reports and bytes, the budget charged), `failed` (a share that was not sent), and `result`
+(the published outcome). Once a round's analyst is verified, every later event of the round
+names it too. Each line is written whole with one append and flushed to disk, so a crash leaves
+every earlier line intact; the file is created owner-only (0600).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def describe_invitation(inv: Invitation) -> dict[str, Any]:
         "payload": inv.protocol.name,
         "columns": inv.protocol.columns(inv.spec),
         "deadline_unix": inv.deadline_unix,
+        "job_id": inv.job_id,
     }
     charge = inv.protocol.charge(inv.spec, inv.dp)
     doc["epsilon"] = charge.epsilon if charge is not None else None
@@ -46,6 +49,7 @@ class AuditLog:
         self.path = Path(path)
         self.site_id = site_id
         self._lock = threading.Lock()
+        self._context: dict[str, dict[str, Any]] = {}  # round -> facts every event repeats
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -53,11 +57,30 @@ class AuditLog:
             raise ConfigError(f"cannot open the audit log {self.path}: {exc.strerror}") from None
         os.close(fd)
 
+    def attach(self, round_id: str, **facts: Any) -> None:
+        """Facts recorded with every later event of the round (the analyst who asked), so the
+        code that records `sent` or `failed` need not know them; dropped with its `result`."""
+        with self._lock:
+            self._context.setdefault(round_id, {}).update(facts)
+
     def record(self, event: str, round_id: str, **facts: Any) -> None:
         if event not in EVENTS:
             raise ValueError(f"unknown audit event {event!r}")
+        with self._lock:
+            context = (
+                self._context.pop(round_id, {})
+                if event == "result"
+                else self._context.get(round_id, {})
+            )
         line = json.dumps(
-            {"time": _now(), "site": self.site_id, "event": event, "round_id": round_id, **facts},
+            {
+                "time": _now(),
+                "site": self.site_id,
+                "event": event,
+                "round_id": round_id,
+                **context,
+                **facts,
+            },
             sort_keys=False,
         )
         data = (line + "\n").encode()
@@ -105,7 +128,8 @@ def _details(e: dict[str, Any]) -> str:
     if e.get("epsilon") is not None:
         budget = f"; epsilon {e['epsilon']:g}, delta {e.get('delta') or 0:g}"
     if kind == "invitation":
-        return f"{e.get('protocol')} on {', '.join(e.get('columns', []))}{budget}"
+        who = f" for analyst {e['analyst']}" if e.get("analyst") else ""
+        return f"{e.get('protocol')} on {', '.join(e.get('columns', []))}{budget}{who}"
     if kind == "decision":
         return "accepted" if e.get("accepted") else f"declined: {e.get('reason')}"
     if kind == "sent":

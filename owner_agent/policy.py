@@ -3,6 +3,9 @@
 A refusal is a decline whose reason starts with the rule's name (`policy.columns: ...`), so the
 analyst, the aggregator's log and the site's audit log all say which rule applied. Repeated
 non-DP queries are counted from the audit log's `sent` events: what actually left the site.
+`policy.analysts` needs the analyst the round request was verified to come from
+(`owner_agent.authorization`); `policy.min_rows` is applied where the data is read
+(`owner_agent.site_data`), the first moment the row count is known.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ def refusal(
     columns = inv.protocol.columns(inv.spec)
     if not _allowed(policy.protocols, inv.label):
         return f"policy.protocols: this site does not take part in {inv.label} rounds"
+    if not policy.columns:
+        return (
+            "policy.columns: this site has not said which of its columns may be shared; list "
+            'the shareable columns in policy.columns of its config ("*" for all)'
+        )
     for column in columns:
         if not _allowed(policy.columns, column):
             return f"policy.columns: column '{column}' may not be used"
@@ -51,24 +59,53 @@ def refusal(
         if not _allowed(policy.non_dp, inv.label):
             return f"policy.non_dp: {inv.label} results must be differentially private here"
         if policy.non_dp_repeats:
-            return _repeats(policy, inv.label, columns, past(), now)
+            return _repeats(policy, inv, columns, past(), now)
     return ""
+
+
+def analyst_refusal(policy: OwnerPolicy, analyst: str | None) -> str:
+    """'' if `analyst` (the verified signer of the round request; None without TLS, where
+    nobody is authenticated) may start rounds that include this site, else why not."""
+    if ANY in policy.analysts:
+        return ""
+    if analyst is None:
+        return (
+            "policy.analysts: the round request is not signed (the deployment runs without "
+            "TLS), so this site cannot tell which analyst asks"
+        )
+    if analyst not in policy.analysts:
+        return f"policy.analysts: analyst '{analyst}' may not start rounds that include this site"
+    return ""
+
+
+def min_rows_refusal(minimum: int, rows: int) -> str:
+    """'' if a table of `rows` rows may be used. The reason does not say how many rows the site
+    has: a decline reaches the aggregator."""
+    if rows >= minimum:
+        return ""
+    return (
+        f"policy.min_rows: this site takes part only with at least {minimum} rows in the data "
+        "a round reads"
+    )
 
 
 def _repeats(
     policy: OwnerPolicy,
-    label: str,
+    inv: Invitation,
     columns: list[str],
     past: list[dict[str, Any]],
     now: datetime | None,
 ) -> str:
     """Subset differencing: the same non-DP query run again (on other owner sets) would let the
-    aggregator subtract releases; allow it only `non_dp_repeats` times per window."""
+    aggregator subtract releases; allow it only `non_dp_repeats` times per window. Counted per
+    job (the rounds of one k-means job answer one signed request), this job excluded."""
+    label = inv.label
     now = now or datetime.now(timezone.utc)
     since = now - timedelta(days=policy.non_dp_window_days)
     key = query_key(label, columns)
-    count = 0
-    for event in past:
+    jobs = {e.get("round_id"): e.get("job_id") for e in past if e.get("event") == "invitation"}
+    answered: set[str] = set()
+    for i, event in enumerate(past):
         if event.get("event") != "sent" or event.get("epsilon") is not None:
             continue
         if query_key(event.get("protocol", ""), list(event.get("columns", []))) != key:
@@ -77,8 +114,11 @@ def _repeats(
             when = datetime.fromisoformat(event["time"])
         except (KeyError, ValueError):
             continue
-        if when >= since:
-            count += 1
+        round_id = str(event.get("round_id") or f"#{i}")  # no round id: a job of its own
+        job = str(jobs.get(round_id) or round_id)
+        if when >= since and job != inv.job_id:
+            answered.add(job)
+    count = len(answered)
     if count >= policy.non_dp_repeats:
         return (
             f"policy.non_dp_repeats: this site already answered the same non-DP {label} query "

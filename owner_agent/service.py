@@ -3,8 +3,11 @@
 Raw rows never leave this process. Per round it sends one share: the encoded statistics,
 packed and Paillier-encrypted under the CSP's public key (or, for LDP rounds, one perturbed
 report per record). Problems with the data (missing column, NaN, out-of-bound value) are
-reported to the aggregator as a decline naming the problem. The protocol logic lives in
-`leteo_fed.protocols`; the check-charge-build-send sequence in `owner_agent.shares`.
+reported to the aggregator as a decline naming the problem. Before anything is read, the
+analyst's signed request relayed with the round is verified and bound to the round
+(`owner_agent.authorization`), and the site's policy applied (`owner_agent.policy`). The protocol
+logic lives in `leteo_fed.protocols`; the check-charge-build-send sequence in
+`owner_agent.shares`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from leteo_fed.transport.messages import (
 )
 from leteo_fed.transport.rounds import Invitation, invitation_from_proto, result_document
 from owner_agent.audit import AuditLog, describe_invitation
+from owner_agent.audit import read as audit_events
+from owner_agent.authorization import Authorization, SignedRequests, authorize, verify_request
+from owner_agent.policy import analyst_refusal
 from owner_agent.shares import ReportUpload, ShareRunner, ShareUpload
 from owner_agent.site_data import LocalSite
 
@@ -60,11 +66,20 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             if privacy
             else None
         )
-        self.site = LocalSite(config.site_id, config.data)
+        self.site = LocalSite(config.site_id, config.data, config.policy.min_rows)
         audit_path = config.audit_log or Path(f"audit-{config.site_id}.jsonl")
         self.audit = AuditLog(audit_path, config.site_id)
+        self._analysts_ca = config.tls.role_ca("analyst")  # None without TLS
+        self.requests = SignedRequests(audit_events(audit_path))
         self.runner = ShareRunner(
-            self.site, ledger, self.encryptor, self._encrypt, self, self.audit, config.policy
+            self.site,
+            ledger,
+            self.encryptor,
+            self._encrypt,
+            self,
+            self.audit,
+            config.policy,
+            signer=config.tls.signer(),
         )
         self.results: dict[str, dict] = {}
 
@@ -150,11 +165,11 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     @rpc_method
     def Invite(self, request, context):
         require_role(context, "aggregator")
-        reason, inv = self._accept(request)
-        if inv is not None:
-            self.audit.record("invitation", inv.round_id, **describe_invitation(inv))
-        else:
-            self.audit.record("invitation", request.round_id, protocol=request.protocol)
+        reason, inv, auth = self._accept(request)
+        facts = describe_invitation(inv) if inv is not None else {"protocol": request.protocol}
+        if auth is not None:
+            facts.update(request_digest=auth.digest)
+        self.audit.record("invitation", request.round_id, **facts)
         self.audit.record("decision", request.round_id, accepted=not reason, reason=reason or None)
         if reason or inv is None:
             log.warning("round %s declined: %s", request.round_id, reason)
@@ -166,16 +181,42 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         job.start()
         return pb.InviteReply(accepted=True)
 
-    def _accept(self, request: pb.RoundSpec) -> tuple[str, Invitation | None]:
-        """Cheap checks answered synchronously; the heavy work runs after the reply."""
+    def _accept(
+        self, request: pb.RoundSpec
+    ) -> tuple[str, Invitation | None, Authorization | None]:
+        """Cheap checks answered synchronously; the heavy work runs after the reply. The
+        analyst's authorization comes first: nothing is read for an unauthorized round."""
         if request.round_id in self._jobs:
-            return f"round {request.round_id} was already accepted", None
+            return f"round {request.round_id} was already accepted", None, None
         try:
             bits = self.encryptor().public.bits if request.HasField("encoding") else 0
             inv = invitation_from_proto(request, bits)
         except LeteoError as exc:
-            return str(exc), None
-        return self.runner.precheck(inv), inv
+            return str(exc), None, None
+        try:
+            auth = verify_request(inv.authorization, self._analysts_ca)
+        except LeteoError as exc:
+            return str(exc), inv, None
+        self.audit.attach(inv.round_id, analyst=auth.analyst)
+        policy = self.config.policy
+        reason = analyst_refusal(policy, auth.analyst)
+        if reason:
+            return reason, inv, auth
+        try:
+            authorize(
+                inv,
+                auth,
+                self.config.site_id,
+                policy.request_max_age_hours,
+                self.requests,
+                time.time(),
+            )
+        except LeteoError as exc:
+            return str(exc), inv, auth
+        reason = self.runner.precheck(inv)
+        if reason:
+            self.requests.release(inv.round_id)
+        return reason, inv, auth
 
     @rpc_method
     def PublishResult(self, request, context):
@@ -205,6 +246,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             encoding=encoding_to_proto(enc, layout),
             n_ciphertexts=len(upload.ciphertexts),
             timings=upload.timings,
+            statement=upload.statement,
+            mask_seed=upload.mask_seed,
         )
         width = self.encryptor().public.ciphertext_bytes
 

@@ -19,14 +19,17 @@ import numpy as np
 
 from leteo_fed.config import OwnerPolicy
 from leteo_fed.crypto.paillier import Encryptor
-from leteo_fed.encoding.packing import pack
+from leteo_fed.encoding.packing import masks_from_seed, new_mask_seed, pack
 from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.privacy.verify import add_owner_noise
+from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.base import REPORTS
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.rounds import Invitation
+from leteo_fed.transport.signing import Signer
+from leteo_fed.transport.statements import ciphertext_digest, sign_statement
 from owner_agent.audit import AuditLog
 from owner_agent.audit import read as audit_events
 from owner_agent.policy import refusal as policy_refusal
@@ -41,6 +44,8 @@ class ShareUpload:
 
     ciphertexts: list[int]
     timings: dict[str, float]
+    statement: pb.Signed  # what this site signs about the share; the CSP checks it
+    mask_seed: bytes = b""  # seeds this share's one-time mask (masked rounds); aggregator only
 
 
 @dataclass
@@ -72,6 +77,7 @@ class ShareRunner:
         uplink: Uplink,
         audit: AuditLog | None = None,
         policy: OwnerPolicy | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.site = site
         self.ledger = ledger
@@ -80,6 +86,7 @@ class ShareRunner:
         self._uplink = uplink
         self._audit = audit
         self.policy = policy or OwnerPolicy()
+        self._signer = signer  # None only in insecure mode
 
     # ------------------------------------------------------------------ before accepting
 
@@ -205,18 +212,39 @@ class ShareRunner:
             return ReportUpload(stream.n_reports, list(stream.chunks), timings)
         enc, _ = inv.share_encoding
         values = inv.protocol.share_values(inv.spec, enc, inv.dp, self.site, timings)
-        return ShareUpload(self.seal(inv, values, timings), timings)
+        return self.seal(inv, values, timings)
 
-    def seal(self, inv: Invitation, values: list[int], timings: dict[str, float]) -> list[int]:
-        """Encoded values -> (noised,) packed, encrypted share."""
+    def seal(self, inv: Invitation, values: list[int], timings: dict[str, float]) -> ShareUpload:
+        """Encoded values -> (noised,) packed, masked, encrypted and signed share."""
         if len(values) != inv.n_values:
             raise ProtocolError(f"share has {len(values)} values, round expects {inv.n_values}")
+        layout = inv.share_encoding[1]
         start = time.perf_counter()
         if inv.dp is not None:
             values = add_owner_noise(values, inv.dp)
-        packed = pack(values, inv.share_encoding[1])
+        packed = pack(values, layout)
+        seed = b""
+        if inv.masked:  # hides this share inside the sum the CSP decrypts
+            seed = new_mask_seed()
+            masks = masks_from_seed(seed, len(packed), layout)
+            packed = [p + r for p, r in zip(packed, masks, strict=True)]
         timings["encode_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
         ciphertexts = self._encrypt(packed)
         timings["encrypt_seconds"] = time.perf_counter() - start
-        return ciphertexts
+        start = time.perf_counter()
+        public = self._encryptor().public
+        statement = pb.ShareStatement(
+            round_id=inv.round_id,
+            site_id=self.site.site_id,
+            key_id=public.key_id,
+            protocol=inv.label,
+            invited=sorted(inv.invited),
+            quorum=inv.min_owners,
+            n_ciphertexts=len(ciphertexts),
+            ciphertext_digest=ciphertext_digest(ciphertexts, public.ciphertext_bytes),
+            masked=inv.masked,
+        )
+        signed = sign_statement(statement, self._signer)
+        timings["sign_seconds"] = time.perf_counter() - start
+        return ShareUpload(ciphertexts, timings, signed, seed)

@@ -1,4 +1,8 @@
-"""The site's data as the protocols see it: one table read, or statistics computed with Spark."""
+"""The site's data as the protocols see it: one table read, or statistics computed with Spark.
+
+`policy.min_rows` is enforced here, where every protocol's rows are read: the count is known
+exactly, before any statistic is computed, noised or encrypted, and no extra pass over the data
+is made to learn it."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from leteo_fed.config import SPARK_AUTO_BYTES, DataSourceConfig
 from leteo_fed.data import sources
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.protocols import moments
+from owner_agent.policy import min_rows_refusal
 
 log = logging.getLogger("leteo.owner")
 
@@ -33,9 +38,10 @@ class TableView:
 class LocalSite:
     """A site's configured data source (a local file, or any Spark-readable URI)."""
 
-    def __init__(self, site_id: str, data: DataSourceConfig) -> None:
+    def __init__(self, site_id: str, data: DataSourceConfig, min_rows: int = 1) -> None:
         self.site_id = site_id
         self.data = data
+        self.min_rows = min_rows  # policy.min_rows: fewer rows are never used
         if (data.engine == "spark" or not self.is_local) and not extras.installed("pyspark"):
             raise ConfigError(
                 f"data.path {data.path!r} with engine {data.engine!r} is read with Spark: "
@@ -67,7 +73,15 @@ class LocalSite:
         return [c for c in columns if c not in available]
 
     def read(self, columns: Sequence[str]) -> TableView:
-        return TableView(sources.read_table(self.data.path, self.data.format, list(columns)))
+        table = sources.read_table(self.data.path, self.data.format, list(columns))
+        self._require_rows(table.num_rows)
+        return TableView(table)
+
+    def _require_rows(self, rows: int) -> None:
+        reason = min_rows_refusal(self.min_rows, rows)
+        if reason:
+            log.warning("site %s has %d rows, fewer than policy.min_rows", self.site_id, rows)
+            raise DataError(reason)
 
     def spark_moments(
         self, features: Sequence[str], groupings: Sequence[moments.Grouping], value_bound: float
@@ -79,10 +93,12 @@ class LocalSite:
         from leteo_fed.data import spark_stats  # the [spark] extra, only when configured
 
         log.info("computing statistics with Spark over %s", self.data.path)
-        return spark_stats.spark_local_moments(
+        mom = spark_stats.spark_local_moments(
             self.data.path,
             list(features),
             list(groupings) or [moments.ALL_ROWS],
             self.data.format,
             value_bound,
         )
+        self._require_rows(int(mom.m[0].sum()))  # every row is counted in the first grouping
+        return mom

@@ -21,7 +21,7 @@ from typing import Any
 from aggregator.owners import OwnerDirectory
 from aggregator.rounds.report_intake import ReportIntake
 from aggregator.rounds.round import COMPLETED, FAILED, OPEN, Round
-from aggregator.rounds.secure_sum import EncryptedSum, SecureSum
+from aggregator.rounds.secure_sum import SecureSum, SignedShares
 from leteo_fed import defaults
 from leteo_fed.errors import LeteoError, NotFoundError, PeerUnavailable, ProtocolError
 from leteo_fed.protocols.base import (
@@ -80,11 +80,13 @@ class RoundEngine:
         secure_sum: SecureSum,
         publish: Callable[[Round], None],
         spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
+        owners_ca: bytes | None = None,
     ) -> None:
         if spark_report_threshold < 0:
             raise ValueError(f"spark_report_threshold must be >= 0, got {spark_report_threshold}")
         self.owners = owners
         self.secure_sum = secure_sum
+        self.owners_ca = owners_ca  # share statements are checked on arrival (None: insecure)
         self.spark_report_threshold = spark_report_threshold
         self._publish = publish
         self._jobs: dict[str, Job] = {}
@@ -184,9 +186,11 @@ class RoundEngine:
         else:
             public = self.secure_sum.public_key()
             layout = plan.share_encoding.layout(public.bits)
-            intake = EncryptedSum(public, layout, plan.n_values)
-            mode = "projection" if plan.reveal == "projection" else "blinded"
-            self.secure_sum.open(round_id, intake.n_ciphertexts, mode)
+            masked = plan.reveal != "projection"
+            intake = SignedShares(public, layout, plan.n_values, round_id, masked, self.owners_ca)
+            self.secure_sum.open(
+                round_id, intake.n_ciphertexts, "blinded" if masked else "projection"
+            )
         rnd = Round(
             round_id,
             plan.label,
@@ -212,7 +216,7 @@ class RoundEngine:
         timer = threading.Timer(max(0.0, rnd.deadline - time.time()), self.finalize, args=(rnd,))
         timer.daemon = True
         timer.start()
-        encrypted = isinstance(rnd.intake, EncryptedSum)
+        encrypted = isinstance(rnd.intake, SignedShares)
         spec = spec_to_proto(
             rnd.round_id,
             job.protocol,
@@ -287,24 +291,22 @@ class RoundEngine:
                 outcome.reports.engine,
             )
             return outcome
-        intake: EncryptedSum = rnd.intake
+        intake: SignedShares = rnd.intake
         public, layout = intake.public, intake.layout
-        aggregate = intake.take()
-        n = len(rnd.submitted)
+        shares = intake.take()
+        n = len(shares)
         enc = plan.share_encoding
         outcome.encoding = encoding_facts(enc, layout, plan.n_values, public.bits)
         if plan.reveal == "projection":
             query = job.protocol.projection_query(job.plan, job.state, n)
             outcome.projection = self.secure_sum.project(
-                rnd.round_id, aggregate, query, enc, layout, n, outcome.timings
+                rnd.round_id, shares, query, enc, layout, outcome.timings
             )
             outcome.csp = {"compute_seconds": outcome.projection.compute_seconds}
         else:
-            outcome.totals, csp_seconds = self.secure_sum.reveal(
-                rnd.round_id, aggregate, plan.n_values, layout, n, outcome.timings
+            outcome.totals, outcome.csp = self.secure_sum.reveal(
+                rnd.round_id, shares, plan.n_values, layout, outcome.timings
             )
-            outcome.csp = {"decrypt_seconds": csp_seconds}
-        outcome.timings["homomorphic_sum_seconds"] = intake.seconds
         return outcome
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:

@@ -26,7 +26,7 @@ class Round:
     deadline: float
     invited: list[str]
     min_owners: int
-    intake: Any  # where contributions go: an EncryptedSum or a ReportIntake (`fold`)
+    intake: Any  # where contributions go: SignedShares or a ReportIntake (`fold`)
     job: Any  # the engine's Job this round belongs to
     state: str = OPEN
     message: str = ""

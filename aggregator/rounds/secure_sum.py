@@ -1,9 +1,11 @@
 """The one secure-sum path every Paillier protocol uses.
 
-open at the CSP -> homomorphic sum of the owners' shares -> mask -> CSP decrypts -> unblind.
+open at the CSP -> collect the owners' signed, owner-masked shares -> the CSP verifies and sums
+them and decrypts the sum -> remove the owners' masks (from their seeds) -> totals.
 
-The aggregator sees ciphertexts, its own masks and the unblinded totals; the CSP sees only
-masked plaintexts (or, in projection-only mode, the rotated aggregate, never the rotation).
+The aggregator sees ciphertexts, the owners' mask seeds and the totals; the CSP sees only
+masked sums (or, in projection-only mode, the rotated aggregate, never the rotation). The
+aggregator cannot have the CSP decrypt anything but the sum of a quorum of signed shares.
 """
 
 from __future__ import annotations
@@ -11,36 +13,84 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
 from leteo_fed import defaults
-from leteo_fed.crypto.paillier import (
-    PublicKey,
-    add_ciphertexts,
-    add_plaintexts,
-    bytes_to_int,
-    check_ciphertext,
+from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, check_ciphertext
+from leteo_fed.encoding.packing import (
+    SlotLayout,
+    masks_from_seed,
+    remove_masks,
+    slot_totals,
+    unpack,
 )
-from leteo_fed.encoding.packing import SlotLayout, draw_masks, pack_raw, unblind, unpack
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.base import ProjectionQuery, ProjectionReply
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.messages import batches, encoding_to_proto, fetch_public_key
+from leteo_fed.transport.statements import RoundShares, check_digest, read_statement
 
 
-class EncryptedSum:
-    """The running homomorphic sum of one round's shares (the round's intake)."""
+@dataclass
+class Share:
+    """One owner's upload, held until the round is revealed (one per owner, never summed here)."""
 
-    def __init__(self, public: PublicKey, layout: SlotLayout, n_values: int) -> None:
+    site: str
+    statement: pb.Signed  # relayed to the CSP as signed
+    claims: pb.ShareStatement  # its parsed body
+    mask_seed: bytes
+    ciphertexts: list[int]
+
+
+class SignedShares:
+    """A round's intake of encrypted shares: checked on arrival, relayed to the CSP at reveal."""
+
+    def __init__(
+        self,
+        public: PublicKey,
+        layout: SlotLayout,
+        n_values: int,
+        round_id: str,
+        masked: bool,
+        owners_ca: bytes | None,
+    ) -> None:
         self.public = public
         self.layout = layout
         self.n_ciphertexts = layout.n_ciphertexts(n_values)
-        self.aggregate: list[int] | None = None
-        self.seconds = 0.0
+        self.masked = masked
+        self._owners_ca = owners_ca
+        self._check = RoundShares(round_id, public.key_id, self.n_ciphertexts, masked)
+        self._shares: dict[str, Share] = {}
+        self._lock = threading.Lock()
+
+    def receive(
+        self, site: str, header: pb.ShareHeader, request_iterator, rnd_view: tuple
+    ) -> Share:
+        """A complete upload, refused early unless the CSP would accept it: signed by `site`,
+        for this round as the aggregator announced it (invited, quorum, protocol), with the
+        ciphertexts its owner signed and, in masked rounds, a mask seed."""
+        invited, quorum, label = rnd_view
+        claims = read_statement(header.statement, self._owners_ca)
+        if claims.site_id != site:
+            raise ProtocolError(f"owner '{site}' sent a statement for '{claims.site_id}'")
+        announced = (sorted(invited), quorum, label)
+        if (list(claims.invited), claims.quorum, claims.protocol) != announced:
+            raise ProtocolError(
+                f"the share statement of '{site}' does not describe this round (invited owners, "
+                "quorum or protocol differ)"
+            )
+        with self._lock:
+            self._check.check(claims)
+        ciphertexts = self.read(request_iterator)
+        check_digest(claims, ciphertexts, self.public.ciphertext_bytes)
+        if self.masked:
+            masks_from_seed(header.mask_seed, 0, self.layout)  # refuses a too-short seed
+        return Share(site, header.statement, claims, header.mask_seed, ciphertexts)
 
     def read(self, request_iterator) -> list[int]:
         """The rest of an upload stream: exactly `n_ciphertexts` valid ciphertexts."""
@@ -61,20 +111,19 @@ class EncryptedSum:
             )
         return ciphertexts
 
-    def fold(self, ciphertexts: list[int]) -> None:
-        start = time.perf_counter()
-        if self.aggregate is None:
-            self.aggregate = ciphertexts
-        else:
-            self.aggregate = add_ciphertexts(self.public, self.aggregate, ciphertexts)
-        self.seconds += time.perf_counter() - start
+    def fold(self, share: Share) -> None:
+        """Keep a received share until the reveal (the CSP, not we, sums them)."""
+        with self._lock:
+            self._check.admit(share.claims)
+            self._shares[share.site] = share
 
-    def take(self) -> list[int]:
-        """The aggregate, once: nothing of the encrypted sum outlives the round."""
-        if self.aggregate is None:
-            raise ProtocolError("no share was folded")
-        aggregate, self.aggregate = self.aggregate, None
-        return aggregate
+    def take(self) -> list[Share]:
+        """The shares, once: nothing of them outlives the round."""
+        with self._lock:
+            shares, self._shares = list(self._shares.values()), {}
+        if not shares:
+            raise ProtocolError("no share was received")
+        return shares
 
 
 class SecureSum:
@@ -114,62 +163,75 @@ class SecureSum:
     def reveal(
         self,
         round_id: str,
-        aggregate: list[int],
+        shares: list[Share],
         n_values: int,
         layout: SlotLayout,
-        n_owners: int,
         timings: dict[str, float],
-    ) -> tuple[list[int], float]:
-        """Mask, have the CSP decrypt, unblind: (signed integer totals, CSP decrypt seconds)."""
-        public = self.public_key()
+    ) -> tuple[list[int], dict[str, float]]:
+        """The CSP verifies, sums and decrypts; we remove the owners' masks: (signed integer
+        totals, the CSP's timings)."""
         start = time.perf_counter()
-        masks = draw_masks(n_values, layout)
-        blinded = add_plaintexts(public, aggregate, pack_raw(masks, layout))
-        timings["mask_seconds"] = time.perf_counter() - start
-
-        start = time.perf_counter()
-        plaintexts, csp_seconds = self._decrypt(round_id, blinded)
+        replies = self._stream(
+            self._csp.DecryptBlinded,
+            pb.DecryptChunk,
+            pb.CspRoundRequest(
+                round_id=round_id,
+                key_id=self.public_key().key_id,
+                n_ciphertexts=layout.n_ciphertexts(n_values),
+            ),
+            shares,
+            "CSP decryption",
+        )
+        plaintexts: list[int] = []
+        last = pb.PlaintextBatch()
+        for reply in replies:
+            plaintexts.extend(bytes_to_int(p) for p in reply.plaintexts)
+            last = reply
         timings["csp_round_trip_seconds"] = time.perf_counter() - start
+        if len(plaintexts) != layout.n_ciphertexts(n_values):
+            raise ProtocolError(f"the CSP returned {len(plaintexts)} plaintexts")
+        _same_contributors(last.contributors, shares)
 
         start = time.perf_counter()
-        slots = unpack(plaintexts, n_values, layout)
-        totals = unblind(slots, masks, n_owners, layout)
+        mask_sums = [0] * len(plaintexts)
+        for share in shares:
+            own = masks_from_seed(share.mask_seed, len(plaintexts), layout)
+            mask_sums = [a + b for a, b in zip(mask_sums, own, strict=True)]
+        packed = remove_masks(plaintexts, mask_sums, layout)
+        totals = slot_totals(unpack(packed, n_values, layout), len(shares), layout)
         timings["unmask_seconds"] = time.perf_counter() - start
         self.record(round_id, {"mode": "blinded", "aggregate_totals": [str(v) for v in totals]})
-        return totals, csp_seconds
+        csp = {
+            "decrypt_seconds": last.decrypt_seconds,
+            "verify_seconds": last.verify_seconds,
+            "sum_seconds": last.sum_seconds,
+        }
+        return totals, csp
 
-    def _decrypt(self, round_id: str, blinded: list[int]) -> tuple[list[int], float]:
-        public = self.public_key()
+    def _stream(self, rpc, chunk_type, header, shares: list[Share], what: str):
+        """Header, then every share's signed statement and ciphertexts, as the CSP reads them."""
+        width = self.public_key().ciphertext_bytes
 
         def requests():
-            yield pb.DecryptChunk(
-                header=pb.CspRoundRequest(
-                    round_id=round_id, key_id=public.key_id, n_ciphertexts=len(blinded)
-                )
-            )
-            for chunk in batches(blinded, public.ciphertext_bytes):
-                yield pb.DecryptChunk(batch=pb.CiphertextBatch(ciphertexts=chunk))
+            yield chunk_type(header=header)
+            for share in shares:
+                yield chunk_type(share=share.statement)
+                for chunk in batches(share.ciphertexts, width):
+                    yield chunk_type(batch=pb.CiphertextBatch(ciphertexts=chunk))
 
-        plaintexts: list[int] = []
-        seconds = 0.0
         try:
-            for reply in self._csp.DecryptBlinded(requests(), timeout=defaults.CSP_TIMEOUT_SECONDS):
-                plaintexts.extend(bytes_to_int(p) for p in reply.plaintexts)
-                seconds = reply.decrypt_seconds
+            reply = rpc(requests(), timeout=defaults.CSP_TIMEOUT_SECONDS)
+            return list(reply) if chunk_type is pb.DecryptChunk else reply
         except grpc.RpcError as exc:
-            raise PeerUnavailable(f"CSP decryption failed: {rpc_error_message(exc)}") from exc
-        if len(plaintexts) != len(blinded):
-            raise ProtocolError(f"the CSP returned {len(plaintexts)} of {len(blinded)} plaintexts")
-        return plaintexts, seconds
+            raise PeerUnavailable(f"{what} failed: {rpc_error_message(exc)}") from exc
 
     def project(
         self,
         round_id: str,
-        aggregate: list[int],
+        shares: list[Share],
         query: ProjectionQuery,
         encoding: ShareEncoding,
         layout: SlotLayout,
-        n_owners: int,
         timings: dict[str, float],
     ) -> ProjectionReply:
         """Projection-only rounds: the CSP eigendecomposes the rotated aggregate."""
@@ -181,7 +243,7 @@ class SecureSum:
             dimension=query.dimension,
             classes_per_grouping=list(query.classes_per_grouping),
             encoding=encoding_to_proto(encoding, layout),
-            n_owners=n_owners,
+            n_owners=len(shares),
             components=query.components,
             ridge_noise_floor=query.ridge_noise_floor,
         )
@@ -189,18 +251,12 @@ class SecureSum:
             head.rho = query.rho
         if query.rho_prime is not None:
             head.rho_prime = query.rho_prime
-
-        def requests():
-            yield pb.ProjectionChunk(header=head)
-            for chunk in batches(aggregate, public.ciphertext_bytes):
-                yield pb.ProjectionChunk(batch=pb.CiphertextBatch(ciphertexts=chunk))
-
         start = time.perf_counter()
-        try:
-            reply = self._csp.ComputeProjection(requests(), timeout=defaults.CSP_TIMEOUT_SECONDS)
-        except grpc.RpcError as exc:
-            raise PeerUnavailable(f"CSP projection failed: {rpc_error_message(exc)}") from exc
+        reply = self._stream(
+            self._csp.ComputeProjection, pb.ProjectionChunk, head, shares, "CSP projection"
+        )
         timings["csp_round_trip_seconds"] = time.perf_counter() - start
+        _same_contributors(reply.contributors, shares)
         k, d = query.components, query.dimension
         if len(reply.components) != k * d or len(reply.eigenvalues) != k:
             raise ProtocolError("the CSP's projection has the wrong shape")
@@ -228,3 +284,8 @@ class SecureSum:
             return
         with self._lock, open(self._transcript, "a") as out:
             out.write(json.dumps({"round_id": round_id, **learned}) + "\n")
+
+
+def _same_contributors(contributors, shares: list[Share]) -> None:
+    if sorted(contributors) != sorted(s.site for s in shares):
+        raise ProtocolError("the CSP summed other shares than the ones sent")

@@ -186,6 +186,10 @@ class LocalCluster:
         )
 
     def owner_config(self, owner: OwnerSpec) -> Path:
+        """The owner's TOML. Its [policy] is always explicit: the demo's permissive one
+        (`owner_policy.DEMO_POLICY`) under the keys `owner.policy` sets."""
+        from leteo_fed.demo.owner_policy import policy_lines
+
         port = free_port()
         self.addresses[owner.site_id] = f"127.0.0.1:{port}"
         lines = [
@@ -218,8 +222,7 @@ class LocalCluster:
                 f"epsilon_total = {eps!r}",
                 f"delta_total = {delta!r}",
             ]
-        if owner.policy:
-            lines += ["", "[policy]", owner.policy]
+        lines += ["", *policy_lines(owner.policy)]
         path = self.workdir / "config" / f"{owner.site_id}.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")

@@ -1,15 +1,22 @@
-"""Fixed-point encoding, slot packing and blinding masks for Paillier shares.
+"""Fixed-point encoding, slot packing and one-time masks for Paillier shares.
 
 Layout of one share: a list of signed integers v_i (the encoded statistics). Each owner adds a
 public offset O >= max|v_i| so every slot u_i = v_i + O lies in [0, 2 O], then packs
-k = floor((bits(n) - 1) / w) slots of w bits into one plaintext. The aggregate of N <= N_max
-owners has slots in [0, A] with A = 2 O N_max. The aggregator adds masks r_i uniform in
-[0, 2^mask_bits) with 2^mask_bits >= 2^kappa * A (statistical hiding, distance <= 2^-kappa), and
-w = mask_bits + 1 guarantees that no slot carries into its neighbour and no plaintext reaches n.
+k slots of w = bits(2 O N_max) bits into one plaintext P < 2^(k w): the slots of a sum of up
+to N_max shares never carry into each other.
+
+Masks are per plaintext, not per slot, and chosen by the owners: each owner adds its own
+R uniform in [0, 2^mask_bits), mask_bits = k w + kappa, to every packed plaintext before
+encrypting, and tells only the aggregator the seed R was drawn from. The CSP decrypts the sum
+of the shares, i.e. sum(P) + sum(R); one honest owner's R alone hides sum(P) < 2^(k w) to
+statistical distance 2^-kappa per plaintext. k is the largest count with
+k w + kappa + bits(N_max) + 1 <= bits(n) - 1, so N_max masked shares never reach n. The
+statistical margin is paid once per plaintext instead of once per slot.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import secrets
 from collections.abc import Sequence
@@ -53,20 +60,20 @@ def make_layout(
     max_owners: int,
     statistical_security: int = DEFAULT_STATISTICAL_SECURITY,
 ) -> SlotLayout:
-    """Smallest slot that holds any aggregate of max_owners shares plus a hiding mask."""
+    """Most slots per plaintext such that max_owners masked shares sum below n."""
     if per_owner_bound < 1 or max_owners < 1:
         raise EncodingError("per-owner bound and max_owners must be positive")
     if statistical_security < 40:
         raise EncodingError(f"statistical security {statistical_security} < 40 bits is refused")
-    aggregate_bound = 2 * per_owner_bound * max_owners
-    mask_bits = aggregate_bound.bit_length() + statistical_security
-    slot_bits = mask_bits + 1
-    slots = (key_bits - 1) // slot_bits
+    slot_bits = (2 * per_owner_bound * max_owners).bit_length()
+    room = key_bits - 2 - statistical_security - max_owners.bit_length()
+    slots = room // slot_bits
     if slots < 1:
         raise EncodingError(
             f"a {slot_bits}-bit slot does not fit a {key_bits}-bit key: lower the value bound, "
             "scale bits, max rows or max owners, or use a larger key"
         )
+    mask_bits = slots * slot_bits + statistical_security
     return SlotLayout(
         slot_bits, slots, per_owner_bound, mask_bits, max_owners, statistical_security
     )
@@ -125,36 +132,53 @@ def unpack(packed: Sequence[int], n_values: int, layout: SlotLayout) -> list[int
     return out
 
 
-def pack_raw(values: Sequence[int], layout: SlotLayout) -> list[int]:
-    """Non-negative slot values (masks) -> packed plaintexts, no offset."""
-    width, k = layout.slot_bits, layout.slots_per_ciphertext
-    packed = []
-    for start in range(0, len(values), k):
-        acc = 0
-        for j, v in enumerate(values[start : start + k]):
-            if not 0 <= v < (1 << width):
-                raise EncodingError("mask does not fit its slot")
-            acc |= v << (j * width)
-        packed.append(acc)
-    return packed
+MASK_DOMAIN = b"leteo/v1/share-mask\x00"
 
 
-def draw_masks(n_values: int, layout: SlotLayout) -> list[int]:
-    return [secrets.randbits(layout.mask_bits) for _ in range(n_values)]
+def masks_from_seed(seed: bytes, n_ciphertexts: int, layout: SlotLayout) -> list[int]:
+    """An owner's one-time masks, one per plaintext, uniform in [0, 2^mask_bits).
+
+    SHAKE-256 of the seed: the owner sends 32 bytes to the aggregator instead of the masks."""
+    if len(seed) < 16:
+        raise EncodingError(f"a mask seed needs at least 16 bytes, got {len(seed)}")
+    width = (layout.mask_bits + 7) // 8
+    stream = hashlib.shake_256(MASK_DOMAIN + seed).digest(width * n_ciphertexts)
+    excess = width * 8 - layout.mask_bits
+    return [
+        int.from_bytes(stream[i * width : (i + 1) * width], "big") >> excess
+        for i in range(n_ciphertexts)
+    ]
 
 
-def unblind(
-    blinded_slots: Sequence[int], masks: Sequence[int], n_owners: int, layout: SlotLayout
+def new_mask_seed() -> bytes:
+    return secrets.token_bytes(32)
+
+
+def remove_masks(
+    plaintexts: Sequence[int], mask_sums: Sequence[int], layout: SlotLayout
 ) -> list[int]:
-    """Masked aggregate slots -> signed totals. Refuses anything outside the declared range."""
+    """sum(P) + sum(R) -> sum(P); refuses a result outside [0, 2^(k w)) (wrong masks or a
+    corrupted aggregate)."""
+    if len(plaintexts) != len(mask_sums):
+        raise EncodingError(f"{len(plaintexts)} plaintexts but {len(mask_sums)} mask sums")
+    ceiling = 1 << (layout.slots_per_ciphertext * layout.slot_bits)
+    out = []
+    for i, (p, r) in enumerate(zip(plaintexts, mask_sums, strict=True)):
+        v = p - r
+        if not 0 <= v < ceiling:
+            raise EncodingError(f"plaintext {i} is out of range once unmasked: corrupted")
+        out.append(v)
+    return out
+
+
+def slot_totals(slots: Sequence[int], n_owners: int, layout: SlotLayout) -> list[int]:
+    """Summed slots of n_owners shares -> signed totals (their offsets removed)."""
     if n_owners > layout.max_owners:
         raise EncodingError(f"{n_owners} shares exceed the layout's max_owners {layout.max_owners}")
-    if len(blinded_slots) != len(masks):
-        raise EncodingError("blinded slots and masks differ in length")
     shift = n_owners * layout.offset
     totals = []
-    for i, (b, r) in enumerate(zip(blinded_slots, masks, strict=True)):
-        t = b - r - shift
+    for i, u in enumerate(slots):
+        t = u - shift
         if not -shift <= t <= shift:
             raise EncodingError(f"aggregate slot {i} is out of range: the aggregate is corrupted")
         totals.append(t)

@@ -405,6 +405,22 @@ class FederatedProtocol(ABC):
     def columns(self, spec: Any) -> list[str]:
         """The site columns the round reads."""
 
+    @abstractmethod
+    def request_columns(self, request: Any) -> list[str]:
+        """The site columns the analyst's request names. An owner reads only columns its
+        analyst signed for: `columns(spec)` of every round planned from the request must be
+        among these, whatever the aggregator relays."""
+
+    def request_budget(self, request: Any, dp: DpRequest | None) -> Budget | None:
+        """The most a job planned from this request may charge each owner (None: the analyst
+        asked for no DP), compared by owners with `job_budget` of the spec they receive."""
+        return dp.budget if dp is not None else None
+
+    def job_budget(self, spec: Any, dp: DpSpec | None) -> Budget | None:
+        """What the whole job of this round charges an owner, as the spec declares it (a
+        multi-round protocol counts every round); None: nothing."""
+        return self.charge(spec, dp)
+
     def dimension(self, spec: Any) -> int:
         """Features per row, declared in the share's header."""
         return len(self.columns(spec))

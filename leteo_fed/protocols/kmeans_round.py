@@ -416,6 +416,9 @@ class KmeansProtocol(FederatedProtocol):
     def columns(self, spec: KmeansIteration) -> list[str]:
         return list(spec.features)
 
+    def request_columns(self, request: KmeansRequest) -> list[str]:
+        return list(request.features)
+
     def check(
         self, spec: KmeansIteration, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
     ) -> None:
@@ -438,6 +441,10 @@ class KmeansProtocol(FederatedProtocol):
 
     def charge(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
         return dp.budget if dp is not None else None
+
+    def job_budget(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
+        """Every iteration the job declares, each charged (epsilon / T, delta / T)."""
+        return dp.budget.times(max(1, spec.iterations)) if dp is not None else None
 
     def budget_needed(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
         """Take part only if the budget covers this and every later iteration of the job."""

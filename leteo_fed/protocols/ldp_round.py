@@ -21,6 +21,7 @@ from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import (
     REPORTS,
     Common,
+    DpRequest,
     DpSpec,
     FederatedProtocol,
     Outcome,
@@ -145,6 +146,15 @@ class LdpProtocol(FederatedProtocol):
     def columns(self, spec: lc.LdpSpec) -> list[str]:
         return list(spec.columns) or [spec.column]
 
+    def request_columns(self, request: lc.LdpRequest) -> list[str]:
+        return list(
+            dict.fromkeys([*([request.column] if request.column else []), *request.columns])
+        )
+
+    def request_budget(self, request: lc.LdpRequest, dp: DpRequest | None) -> Budget | None:
+        """The per-record epsilon the analyst asked for (the round's charge)."""
+        return Budget(request.epsilon, 0.0) if request.epsilon > 0 else None
+
     def check(
         self, spec: lc.LdpSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
     ) -> None:
@@ -176,7 +186,6 @@ class LdpProtocol(FederatedProtocol):
         encoded = lc.encode_column(values, spec)
         chunks = list(lc.perturb_chunks(encoded, spec, rng))
         timings["perturb_seconds"] = time.perf_counter() - start
-        timings["rows"] = float(len(encoded))
         return ReportStream(len(encoded), iter(chunks))
 
 

@@ -451,6 +451,9 @@ class MomentsProtocol(FederatedProtocol):
     def columns(self, spec: MomentsSpec) -> list[str]:
         return [*spec.features, *(g.label_column for g in spec.groupings)]
 
+    def request_columns(self, request: MomentsRequest) -> list[str]:
+        return [*request.features, *(g.label_column for g in request.groupings)]
+
     def dimension(self, spec: MomentsSpec) -> int:
         return len(spec.features)
 
@@ -502,7 +505,6 @@ class MomentsProtocol(FederatedProtocol):
             omega = rotation.rotation_from_wire(spec.rotation, len(features))
             mom = rotation.rotate_moments(mom, omega)
         timings["statistics_seconds"] = time.perf_counter() - start
-        timings["rows"] = float(mom.m[0].sum())
         return moments.encode_moments(
             mom, enc.scale_bits, enc.data_bound, enc.max_rows_per_owner, enc.count_scale_bits
         )

@@ -297,6 +297,9 @@ class WeightedStatsProtocol(FederatedProtocol):
     def columns(self, spec: WeightedStatsSpec) -> list[str]:
         return [*spec.features, *([spec.weight_column] if spec.weight_column else [])]
 
+    def request_columns(self, request: WeightedStatsRequest) -> list[str]:
+        return [*request.features, *([request.weight_column] if request.weight_column else [])]
+
     def dimension(self, spec: WeightedStatsSpec) -> int:
         return len(spec.features)
 
@@ -353,7 +356,6 @@ class WeightedStatsProtocol(FederatedProtocol):
             w = np.ones(len(x))
         sums = local_sums(x, w)
         timings["statistics_seconds"] = time.perf_counter() - start
-        timings["rows"] = float(len(x))
         return encode_sums(sums, enc, enc.max_rows_per_owner)
 
 

@@ -1,6 +1,8 @@
 """gRPC plumbing shared by the three services: mTLS credentials, peer identity, error mapping.
 
-With TLS (the default) the peer's identity is read from its verified client certificate. With
+With TLS (the default) the peer's identity is read from its verified client certificate, and
+`require_role` accepts it only if the authority of the role it claims issued it: the TLS bundle
+holds several authorities, and any of them could sign a certificate that claims any role. With
 ``--insecure`` (local experiments only) there is no authentication at all: the caller's claimed
 identity travels in a metadata header and every service logs a loud warning at start-up.
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from cryptography import x509
 
 from leteo_fed.errors import (
     AccessDenied,
@@ -27,7 +30,14 @@ from leteo_fed.errors import (
     PeerUnavailable,
     ProtocolError,
 )
-from leteo_fed.transport.certs import Party, read_identity
+from leteo_fed.transport.certs import (
+    ROLES,
+    Authorities,
+    Party,
+    authority_of,
+    ca_file,
+    read_identity,
+)
 from leteo_fed.transport.signing import Signer
 
 log = logging.getLogger(__name__)
@@ -101,15 +111,43 @@ class TlsConfig:
         return Signer.from_pem(cert, key)
 
     def role_ca(self, role: str) -> bytes | None:
-        """The authority that certifies `role` (e.g. `owners-ca.crt` beside `ca.crt`); a
-        single-CA directory falls back to `ca.crt`. None in insecure mode."""
+        """The authority that certifies `role` (`owners-ca.crt`, `analysts-ca.crt`, or
+        `services-ca.crt` for the CSP and the aggregator, beside `ca.crt`). A legacy folder
+        with one CA in `ca.crt` falls back to it; a bundle of several never does, since it
+        would let every authority in it certify the role. None in insecure mode."""
         if self.insecure or self.ca is None:
             return None
-        own = Path(self.ca).parent / f"{role}s-ca.crt"
-        path = own if own.is_file() else Path(self.ca)
-        if not path.is_file():
-            raise ConfigError(f"TLS {role}s' CA file not found: {path}", field="tls.ca")
-        return path.read_bytes()
+        bundle = Path(self.ca)
+        authority = authority_of(role)
+        own = bundle.parent / ca_file(authority)
+        if own.is_file():
+            return own.read_bytes()
+        if not bundle.is_file():
+            raise ConfigError(f"TLS {authority}' CA file not found: {own}", field="tls.ca")
+        pem = bundle.read_bytes()
+        try:
+            single = len(x509.load_pem_x509_certificates(pem)) == 1
+        except ValueError as exc:
+            raise ConfigError(f"unreadable CA bundle {bundle}: {exc}", field="tls.ca") from exc
+        if not single:
+            raise ConfigError(
+                f"{own} not found: {bundle} holds several authorities, so the {authority}' "
+                "CA must be in its own file (see docs/certificates.md)",
+                field="tls.ca",
+            )
+        return pem
+
+    def authorities(self) -> Authorities | None:
+        """Each role's authority, for `require_role`; None in insecure mode."""
+        if self.insecure or self.ca is None:
+            return None
+        by_role = {}
+        for role in ROLES:
+            try:
+                by_role[role] = x509.load_pem_x509_certificates(self.role_ca(role) or b"")
+            except ValueError as exc:
+                raise ConfigError(f"unreadable CA for role {role}: {exc}", field="tls.ca") from exc
+        return Authorities(by_role)
 
     def server_credentials(self) -> grpc.ServerCredentials:
         ca, cert, key = self._read()
@@ -172,11 +210,15 @@ class _CallDetails(grpc.ClientCallDetails):
     compression: Any
 
 
+def _peer_certificate(context: grpc.ServicerContext) -> bytes | None:
+    pems = context.auth_context().get("x509_pem_cert")
+    return pems[0] if pems else None
+
+
 def peer_identity(context: grpc.ServicerContext) -> Party:
-    auth = context.auth_context()
-    pems = auth.get("x509_pem_cert")
-    if pems:
-        return read_identity(pems[0])
+    pem = _peer_certificate(context)
+    if pem is not None:
+        return read_identity(pem)
     for key, value in context.invocation_metadata():
         if key == IDENTITY_HEADER and ":" in value:
             role, name = value.split(":", 1)
@@ -184,12 +226,29 @@ def peer_identity(context: grpc.ServicerContext) -> Party:
     raise AccessDenied("caller presented no certificate and no identity")
 
 
+# The authorities of the server whose worker thread runs the current call: `make_server`
+# binds them to every thread of the server's own pool, where gRPC runs all its handlers.
+_SERVER = threading.local()
+
+
+def _bind_authorities(authorities: Authorities | None) -> None:
+    _SERVER.authorities = authorities
+
+
 def require_role(context: grpc.ServicerContext, *roles: str) -> Party:
+    """The caller, if its role is one of `roles` and (with TLS) its certificate was issued by
+    that role's authority; AccessDenied otherwise."""
     party = peer_identity(context)
     if party.role not in roles:
         raise AccessDenied(
             f"{party.role} '{party.name}' may not call this method (allowed: {', '.join(roles)})"
         )
+    pem = _peer_certificate(context)
+    if pem is not None:
+        authorities = getattr(_SERVER, "authorities", None)
+        if authorities is None:  # a TLS server not made by make_server: refuse, do not guess
+            raise AccessDenied("this server has no certificate authorities to check callers by")
+        authorities.check(pem, party)
     return party
 
 
@@ -255,7 +314,12 @@ def rpc_error_message(exc: grpc.RpcError) -> str:
 
 
 def make_server(tls: TlsConfig, listen: str, workers: int = 16) -> tuple[grpc.Server, int]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=SERVER_OPTIONS)
+    """A gRPC server for `tls`; its worker threads carry the party's role authorities (read
+    once, here) for `require_role`."""
+    pool = futures.ThreadPoolExecutor(
+        max_workers=workers, initializer=_bind_authorities, initargs=(tls.authorities(),)
+    )
+    server = grpc.server(pool, options=SERVER_OPTIONS)
     if tls.insecure:
         log.warning(INSECURE_WARNING)
         port = server.add_insecure_port(listen)

@@ -151,6 +151,7 @@ def spec_to_proto(
     if plan.encoding is not None and layout is not None:
         msg.encoding.CopyFrom(encoding_to_proto(plan.encoding, layout))
         msg.n_ciphertexts = layout.n_ciphertexts(plan.n_values)
+        msg.masked = plan.reveal != "projection"
     if plan.dp is not None:
         to_proto(plan.dp, msg.dp)
     to_proto(plan.spec, getattr(msg, protocol.name))
@@ -176,6 +177,7 @@ class Invitation:
     invited: tuple[str, ...] = ()
     job_id: str = ""
     authorization: pb.Signed | None = None  # the analyst's signed request
+    masked: bool = False  # add a one-time mask to the share (see encoding.packing)
 
     @property
     def share_encoding(self) -> tuple[ShareEncoding, SlotLayout]:
@@ -197,6 +199,13 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
                 f"round declares {msg.n_ciphertexts} ciphertexts for {msg.n_values} values"
             )
     dp = from_proto(msg.dp, DpSpec) if msg.HasField("dp") else None
+    if dp is not None and enc is not None and dp.quorum > msg.min_owners:
+        # the CSP enforces the signed quorum (min_owners): fewer shares than the noise assumes
+        # would release less noise than the owners accounted for
+        raise ProtocolError(
+            f"the DP noise is calibrated for {dp.quorum} shares but the round's quorum is "
+            f"{msg.min_owners}"
+        )
     return Invitation(
         round_id=msg.round_id,
         label=msg.protocol or protocol.name,
@@ -213,4 +222,5 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
         invited=tuple(msg.invited),
         job_id=msg.job_id or msg.round_id,
         authorization=msg.authorization if msg.HasField("authorization") else None,
+        masked=msg.masked,
     )

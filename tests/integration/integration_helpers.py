@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from leteo_fed.crypto.paillier import Encryptor
-from leteo_fed.encoding.packing import pack
+from leteo_fed.encoding.packing import masks_from_seed, new_mask_seed, pack
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import pca
@@ -23,6 +23,7 @@ from leteo_fed.transport.messages import (
     encoding_to_proto,
     public_key_from_proto,
 )
+from leteo_fed.transport.statements import ciphertext_digest, sign_statement
 
 
 def write_parts(
@@ -95,11 +96,36 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
     def next_spec(self, timeout: float = 20) -> pb.RoundSpec:
         return self.specs.get(timeout=timeout)
 
-    def share(self, spec: pb.RoundSpec, **header_overrides) -> tuple[pb.ShareHeader, list[int]]:
+    def share(
+        self, spec: pb.RoundSpec, statement_overrides: dict | None = None, **header_overrides
+    ) -> tuple[pb.ShareHeader, list[int]]:
+        """A share as the owner agent builds it: packed, masked with its own seed, encrypted,
+        its statement signed with this owner's certificate key."""
         enc, layout = encoding_from_proto(spec.encoding, self.encryptor.public.bits)
         values = pca.share_values(pca.local_statistics(self.x), enc)
-        ciphertexts = self.encryptor.encrypt_many(pack(values, layout))
+        packed = pack(values, layout)
+        seed = new_mask_seed() if spec.masked else b""
+        if spec.masked:
+            masks = masks_from_seed(seed, len(packed), layout)
+            packed = [p + r for p, r in zip(packed, masks, strict=True)]
+        ciphertexts = self.encryptor.encrypt_many(packed)
+        public = self.encryptor.public
+        claims = dict(
+            round_id=spec.round_id,
+            site_id=self.site_id,
+            key_id=public.key_id,
+            protocol=spec.protocol,
+            invited=list(spec.invited),
+            quorum=spec.min_owners,
+            n_ciphertexts=len(ciphertexts),
+            ciphertext_digest=ciphertext_digest(ciphertexts, public.ciphertext_bytes),
+            masked=spec.masked,
+        )
+        claims.update(statement_overrides or {})
+        statement = sign_statement(pb.ShareStatement(**claims), self.tls.signer())
         fields = dict(
+            statement=statement,
+            mask_seed=seed,
             round_id=spec.round_id,
             site_id=self.site_id,
             key_id=spec.key_id,

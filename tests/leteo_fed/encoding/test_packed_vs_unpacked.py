@@ -18,7 +18,14 @@ from leteo_fed.crypto.paillier import (
     add_plaintexts,
     generate_keypair,
 )
-from leteo_fed.encoding.packing import draw_masks, pack, pack_raw, unblind, unpack
+from leteo_fed.encoding.packing import (
+    masks_from_seed,
+    new_mask_seed,
+    pack,
+    remove_masks,
+    slot_totals,
+    unpack,
+)
 from leteo_fed.protocols import pca
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 
@@ -57,19 +64,32 @@ def _packed_totals(key: PrivateKey, values: list[list[int]]) -> list[int]:
     n_values = len(values[0])
     assert layout.slots_per_ciphertext > 1  # the point of the comparison
     encryptor = Encryptor(key.public)
-    shares = [encryptor.encrypt_many(pack(v, layout)) for v in values]
-    assert all(len(s) == layout.n_ciphertexts(n_values) for s in shares)
+    n_plain = layout.n_ciphertexts(n_values)
+    seeds = [new_mask_seed() for _ in values]  # every owner masks its own share
+    shares = [
+        encryptor.encrypt_many(
+            [
+                p + r
+                for p, r in zip(
+                    pack(v, layout), masks_from_seed(seed, n_plain, layout), strict=True
+                )
+            ]
+        )
+        for v, seed in zip(values, seeds, strict=True)
+    ]
+    assert all(len(s) == n_plain for s in shares)
     aggregate = _sum_ciphertext_vectors(key, shares)
-    masks = draw_masks(n_values, layout)
-    blinded = add_plaintexts(key.public, aggregate, pack_raw(masks, layout))
-    slots = unpack(Decryptor(key).decrypt_many(blinded), n_values, layout)
-    return unblind(slots, masks, len(values), layout)
+    mask_sums = [
+        sum(col) for col in zip(*(masks_from_seed(s, n_plain, layout) for s in seeds), strict=True)
+    ]
+    plain = remove_masks(Decryptor(key).decrypt_many(aggregate), mask_sums, layout)
+    return slot_totals(unpack(plain, n_values, layout), len(values), layout)
 
 
 def _unpacked_totals(key: PrivateKey, values: list[list[int]]) -> list[int]:
     """Independent of the packing code: E[v + O] per value, summed, masked, decrypted."""
     layout = moments_encoding().layout(key.public.bits)
-    offset, mask_bits = layout.offset, layout.mask_bits
+    offset, mask_bits = layout.offset, layout.statistical_security + 128
     encryptor = Encryptor(key.public)
     shares = [encryptor.encrypt_many([v + offset for v in owner]) for owner in values]
     aggregate = _sum_ciphertext_vectors(key, shares)

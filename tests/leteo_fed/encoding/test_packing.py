@@ -13,12 +13,13 @@ import pytest
 from leteo_fed.encoding.packing import (
     SlotLayout,
     check_finite_and_bounded,
-    draw_masks,
     encode_fixed,
     make_layout,
+    masks_from_seed,
+    new_mask_seed,
     pack,
-    pack_raw,
-    unblind,
+    remove_masks,
+    slot_totals,
     unpack,
 )
 from leteo_fed.errors import DataError, EncodingError
@@ -143,20 +144,21 @@ def test_unpack_refuses_too_few_ciphertexts(layout: SlotLayout) -> None:
         unpack(packed[:1], k + 1, layout)
 
 
-def test_pack_raw_refuses_oversized_or_negative_masks(layout: SlotLayout) -> None:
-    w = layout.slot_bits
-    assert pack_raw([(1 << w) - 1, 0], layout) == [(1 << w) - 1]
-    for bad in (1 << w, -1):
-        with pytest.raises(EncodingError):
-            pack_raw([0, bad], layout)
-
-
-def test_draw_masks_range(layout: SlotLayout) -> None:
-    masks = draw_masks(200, layout)
+def test_masks_from_seed_range_determinism_and_independence(layout: SlotLayout) -> None:
+    seed = new_mask_seed()
+    masks = masks_from_seed(seed, 200, layout)
     assert len(masks) == 200
+    assert masks == masks_from_seed(seed, 200, layout)  # the aggregator re-derives them
+    assert masks[:5] == masks_from_seed(seed, 5, layout)
     assert all(0 <= r < 2**layout.mask_bits for r in masks)
-    assert len(set(masks)) == 200  # collisions have probability ~2^-120
+    assert len(set(masks)) == 200  # collisions have probability ~2^-2000
     assert max(masks).bit_length() > layout.mask_bits - 16
+    assert set(masks).isdisjoint(masks_from_seed(new_mask_seed(), 200, layout))
+
+
+def test_masks_from_seed_refuses_short_seed(layout: SlotLayout) -> None:
+    with pytest.raises(EncodingError, match="16 bytes"):
+        masks_from_seed(b"short", 1, layout)
 
 
 # ------------------------------------------------------------------ make_layout
@@ -169,26 +171,28 @@ def test_draw_masks_range(layout: SlotLayout) -> None:
 def test_make_layout_invariants(key_bits: int, bound: int, owners: int, security: int) -> None:
     lay = make_layout(key_bits, bound, owners, security)
     aggregate = 2 * bound * owners
+    packed_bits = lay.slot_bits * lay.slots_per_ciphertext
     assert lay.offset == bound and lay.max_owners == owners
     assert lay.statistical_security == security
-    # statistical hiding: mask range >= 2^kappa times the largest aggregate
-    assert 2**lay.mask_bits >= 2**security * aggregate
-    # no carry: largest aggregate plus largest mask fits the slot
-    assert aggregate + (2**lay.mask_bits - 1) < 2**lay.slot_bits
-    # packed plaintext stays below 2^(key_bits - 1) <= n
+    # no carry: the largest slot total fits its slot
+    assert aggregate < 2**lay.slot_bits
+    # statistical hiding: one owner's mask range >= 2^kappa times the largest packed sum
+    assert lay.mask_bits == packed_bits + security
+    # max_owners masked shares at their worst stay below 2^(key_bits - 1) <= n
     assert lay.slots_per_ciphertext >= 1
-    assert lay.slot_bits * lay.slots_per_ciphertext <= key_bits - 1
+    assert owners * (2**packed_bits - 1 + 2**lay.mask_bits - 1) < 2 ** (key_bits - 1)
     # and packs as many slots as fit
-    assert lay.slot_bits * (lay.slots_per_ciphertext + 1) > key_bits - 1
+    more = lay.slot_bits * (lay.slots_per_ciphertext + 1) + security + owners.bit_length() + 1
+    assert more > key_bits - 1
 
 
 def test_make_layout_refuses_slot_wider_than_key() -> None:
     with pytest.raises(EncodingError, match="does not fit"):
         make_layout(256, 2**200, 4)
-    # boundary: a slot of exactly key_bits - 1 bits fits, one more does not
-    lay = make_layout(2048, 1, 1, 64)  # aggregate 2 -> mask 66 bits -> slot 67 bits
-    assert lay.slot_bits == 67
-    key_bits = lay.slot_bits + 1
+    # boundary: one slot of w bits needs w + kappa + bits(N_max) + 2 key bits
+    lay = make_layout(2048, 1, 1, 64)  # aggregate 2 -> 2-bit slot
+    assert lay.slot_bits == 2
+    key_bits = lay.slot_bits + 64 + 1 + 2
     assert make_layout(key_bits, 1, 1, 64).slots_per_ciphertext == 1
     with pytest.raises(EncodingError):
         make_layout(key_bits - 1, 1, 1, 64)
@@ -202,68 +206,65 @@ def test_make_layout_refuses_bad_parameters(bound: int, owners: int, security: i
         make_layout(2048, bound, owners, security)
 
 
-# ------------------------------------------------------------------ blinding
+# ------------------------------------------------------------------ owner masks
 
 
-def blinded_aggregate(owners: list[list[int]], masks: list[int], lay: SlotLayout) -> list[int]:
-    """What the CSP decrypts: sum of owners' packed plaintexts plus the packed masks."""
-    n_plain = lay.n_ciphertexts(len(masks))
-    totals = [0] * n_plain
-    for vec in [*(pack(v, lay) for v in owners), pack_raw(masks, lay)]:
-        totals = [a + b for a, b in zip(totals, vec, strict=True)]
-    return totals
+def masked_sum(owners: list[list[int]], lay: SlotLayout) -> tuple[list[int], list[int]]:
+    """What the CSP decrypts (the sum of owner-masked packed shares) and the mask sums the
+    aggregator derives from the owners' seeds."""
+    count = len(owners[0])
+    n_plain = lay.n_ciphertexts(count)
+    plain, mask_sums = [0] * n_plain, [0] * n_plain
+    for vec in owners:
+        masks = masks_from_seed(new_mask_seed(), n_plain, lay)
+        share = [p + r for p, r in zip(pack(vec, lay), masks, strict=True)]
+        plain = [a + b for a, b in zip(plain, share, strict=True)]
+        mask_sums = [a + b for a, b in zip(mask_sums, masks, strict=True)]
+    return plain, mask_sums
 
 
-def test_mask_then_unblind_recovers_signed_sum(layout: SlotLayout) -> None:
+def test_masked_sum_unmasks_to_signed_sum(layout: SlotLayout) -> None:
     count = 3 * layout.slots_per_ciphertext - 2
     owners = [random_signed(count, layout.offset, seed) for seed in range(4)]
-    masks = draw_masks(count, layout)
-    plain = blinded_aggregate(owners, masks, layout)
+    plain, mask_sums = masked_sum(owners, layout)
     assert all(p < 2 ** (KEY_BITS - 1) for p in plain)
-    slots = unpack(plain, count, layout)
+    slots = unpack(remove_masks(plain, mask_sums, layout), count, layout)
     expected = [sum(col) for col in zip(*owners, strict=True)]
-    assert unblind(slots, masks, len(owners), layout) == expected
+    assert slot_totals(slots, len(owners), layout) == expected
 
 
-def test_mask_then_unblind_worst_case_no_carry(layout: SlotLayout) -> None:
-    """All owners at +offset (or -offset) and every mask at its maximum: still exact."""
+def test_worst_case_masked_sum_stays_below_n_and_exact(layout: SlotLayout) -> None:
+    """All owners at +offset (or -offset) and every mask at its maximum: still exact, < n."""
     count = layout.slots_per_ciphertext + 3
     n = layout.max_owners
+    n_plain = layout.n_ciphertexts(count)
     for sign in (1, -1):
         owners = [[sign * layout.offset] * count for _ in range(n)]
-        masks = [2**layout.mask_bits - 1] * count
-        slots = unpack(blinded_aggregate(owners, masks, layout), count, layout)
-        assert unblind(slots, masks, n, layout) == [sign * n * layout.offset] * count
+        top = 2**layout.mask_bits - 1
+        plain = [sum(col) + n * top for col in zip(*(pack(v, layout) for v in owners), strict=True)]
+        assert all(p < 2 ** (KEY_BITS - 1) for p in plain)
+        slots = unpack(remove_masks(plain, [n * top] * n_plain, layout), count, layout)
+        assert slot_totals(slots, n, layout) == [sign * n * layout.offset] * count
 
 
-def test_unblind_refuses_corrupted_aggregate(layout: SlotLayout) -> None:
-    count = 6
-    owners = [random_signed(count, layout.offset, 10 + i) for i in range(3)]
-    masks = draw_masks(count, layout)
-    slots = unpack(blinded_aggregate(owners, masks, layout), count, layout)
-    shift = 3 * layout.offset
-    # a slot whose aggregate would exceed 3 * offset
-    too_high = list(slots)
-    too_high[4] = masks[4] + 2 * shift + 1
-    with pytest.raises(EncodingError, match=r"slot 4\b"):
-        unblind(too_high, masks, 3, layout)
-    # a slot smaller than its mask
-    too_low = list(slots)
-    too_low[2] = masks[2] - 1
-    with pytest.raises(EncodingError, match=r"slot 2\b"):
-        unblind(too_low, masks, 3, layout)
-    # the boundary values themselves are accepted
-    edge = list(slots)
-    edge[0], edge[1] = masks[0], masks[1] + 2 * shift
-    totals = unblind(edge, masks, 3, layout)
-    assert totals[0] == -shift and totals[1] == shift
-
-
-def test_unblind_refuses_too_many_owners_and_length_mismatch(layout: SlotLayout) -> None:
-    with pytest.raises(EncodingError, match="max_owners"):
-        unblind([0], [0], layout.max_owners + 1, layout)
+def test_remove_masks_refuses_wrong_masks(layout: SlotLayout) -> None:
+    owners = [random_signed(6, layout.offset, 10 + i) for i in range(3)]
+    plain, mask_sums = masked_sum(owners, layout)
+    with pytest.raises(EncodingError, match="plaintext 0"):
+        remove_masks(plain, [m + plain[0] for m in mask_sums], layout)  # below zero
+    with pytest.raises(EncodingError, match="plaintext 0"):
+        remove_masks(plain, [0] * len(plain), layout)  # the masks left in: far too large
     with pytest.raises(EncodingError):
-        unblind([0, 0], [0], 1, layout)
+        remove_masks(plain, mask_sums[:-1] if len(plain) > 1 else [], layout)
+
+
+def test_slot_totals_refuses_corrupted_aggregate(layout: SlotLayout) -> None:
+    shift = 3 * layout.offset
+    with pytest.raises(EncodingError, match=r"slot 1\b"):
+        slot_totals([0, 2 * shift + 1], 3, layout)
+    assert slot_totals([0, 2 * shift], 3, layout) == [-shift, shift]  # the edges are accepted
+    with pytest.raises(EncodingError, match="max_owners"):
+        slot_totals([0], layout.max_owners + 1, layout)
 
 
 # ------------------------------------------------------------------ data checks

@@ -15,7 +15,7 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris
 
-from leteo_fed.encoding.packing import pack, pack_raw, unblind, unpack
+from leteo_fed.encoding.packing import pack, remove_masks, slot_totals, unpack
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
@@ -171,18 +171,19 @@ def test_encoding_refuses_values_and_row_counts_beyond_the_bound():
         km.encode_cluster_stats(np.array([[np.nan, 0.0]]), np.array([1]), enc)
 
 
-def test_worst_case_aggregate_fits_its_slots_and_unblinds():
-    """max_owners shares at the bound, plus the largest masks: summed as the homomorphic sum
-    would sum the plaintexts, no slot carries, nothing reaches 2^(key bits - 1), all unblinds."""
+def test_worst_case_aggregate_fits_its_slots_and_unmasks():
+    """max_owners shares at the bound, each with the largest mask: summed as the homomorphic sum
+    would sum the plaintexts, no slot carries, nothing reaches 2^(key bits - 1), all unmasks."""
     enc = km.encoding(scale_bits=8, value_bound=3.0, max_rows_per_owner=50, max_owners=7)
     layout = enc.layout(2048)
     b = enc.per_owner_bound()
     share = [b, -b, 50, b, -b, 0] * 3
     total = [sum(p) for p in zip(*([pack(share, layout)] * 7), strict=True)]
-    masks = [(1 << layout.mask_bits) - 1] * len(share)
-    blinded = [t + m for t, m in zip(total, pack_raw(masks, layout), strict=True)]
+    mask_sums = [7 * ((1 << layout.mask_bits) - 1)] * len(total)
+    blinded = [t + m for t, m in zip(total, mask_sums, strict=True)]
     assert all(v < 2 ** (2048 - 1) for v in blinded)
-    assert unblind(unpack(blinded, len(share), layout), masks, 7, layout) == [7 * v for v in share]
+    slots = unpack(remove_masks(blinded, mask_sums, layout), len(share), layout)
+    assert slot_totals(slots, 7, layout) == [7 * v for v in share]
 
 
 def test_encoding_wire_form_round_trips_and_refuses_a_forged_layout():

@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_wine
 
-from leteo_fed.encoding.packing import draw_masks, pack, pack_raw, unblind, unpack
+from leteo_fed.encoding.packing import (
+    masks_from_seed,
+    new_mask_seed,
+    pack,
+    remove_masks,
+    slot_totals,
+    unpack,
+)
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
@@ -174,7 +181,8 @@ def test_standardized_pca_matches_correlation_matrix(wine, seed: int) -> None:
 
 
 def test_blinded_path_gives_same_totals(wine) -> None:
-    """Shares packed, summed with masks, unpacked and unblinded give the plain integer totals."""
+    """Shares packed and owner-masked, summed, unmasked and unpacked give the plain integer
+    totals."""
     x, names = wine
     enc = wine_encoding(x, 32)
     layout = enc.layout(KEY_BITS)
@@ -183,12 +191,15 @@ def test_blinded_path_gives_same_totals(wine) -> None:
     for part in parts:
         shares.append(share_values(local_statistics(part), enc))
     count = n_values(13)
-    masks = draw_masks(count, layout)
-    plain = pack_raw(masks, layout)
+    n_plain = layout.n_ciphertexts(count)
+    plain, mask_sums = [0] * n_plain, [0] * n_plain
     for share in shares:
-        plain = [a + b for a, b in zip(plain, pack(share, layout), strict=True)]
+        masks = masks_from_seed(new_mask_seed(), n_plain, layout)
+        plain = [a + b + r for a, b, r in zip(plain, pack(share, layout), masks, strict=True)]
+        mask_sums = [a + r for a, r in zip(mask_sums, masks, strict=True)]
     assert all(p < 2 ** (KEY_BITS - 1) for p in plain)
-    totals = unblind(unpack(plain, count, layout), masks, len(shares), layout)
+    slots = unpack(remove_masks(plain, mask_sums, layout), count, layout)
+    totals = slot_totals(slots, len(shares), layout)
     assert totals == summed_shares(parts, names, enc)
 
 

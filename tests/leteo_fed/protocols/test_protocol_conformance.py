@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_iris
 
-from leteo_fed.encoding.packing import pack, unblind, unpack
+from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import discriminant, kmeans, pca, registry
@@ -196,11 +196,11 @@ def _ids() -> list[str]:
 
 
 def _secure_sum(shares: list[list[int]], layout) -> list[int]:
-    """Slot-wise sum of the packed shares (what the homomorphic sum computes), unblinded."""
+    """Slot-wise sum of the packed shares (what the homomorphic sum computes), offsets off."""
     n_values = len(shares[0])
     packed = [pack(v, layout) for v in shares]
     summed = [sum(col) for col in zip(*packed, strict=True)]
-    return unblind(unpack(summed, n_values, layout), [0] * n_values, len(shares), layout)
+    return slot_totals(unpack(summed, n_values, layout), len(shares), layout)
 
 
 def _run(name: str, case: Case, sites: list[MemorySite]) -> dict:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from leteo_fed.encoding.packing import pack, unblind, unpack
+from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import weighted_stats as ws
@@ -33,15 +33,15 @@ def _reference(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_encode_sum_decode_equals_the_centralized_weighted_statistics():
-    """Three sites' packed shares summed slot-wise (what the homomorphic sum does), unblinded
-    with zero masks: the result equals NumPy's weighted mean and variance on pooled rows."""
+    """Three sites' packed shares summed slot-wise (what the homomorphic sum does), offsets
+    removed: the result equals NumPy's weighted mean and variance on pooled rows."""
     parts = [_data(n) for n in (40, 75, 13)]
     enc = ws.encoding(value_bound=100.0, weight_bound=3.0, max_owners=3)
     layout = enc.layout(2048)
     d = 3
     packed = [pack(ws.encode_sums(ws.local_sums(x, w), enc, 10**6), layout) for x, w in parts]
     summed = [sum(col) for col in zip(*packed, strict=True)]
-    totals = unblind(unpack(summed, ws.n_values(d), layout), [0] * ws.n_values(d), 3, layout)
+    totals = slot_totals(unpack(summed, ws.n_values(d), layout), 3, layout)
     got = ws.statistics(totals, d, enc, noisy=False)
     x = np.vstack([p[0] for p in parts])
     w = np.concatenate([p[1] for p in parts])
