@@ -33,7 +33,7 @@ from leteo_fed.crypto.paillier import (
     int_to_bytes,
 )
 from leteo_fed.crypto.parallel import DecryptionPool
-from leteo_fed.encoding.packing import slot_totals, unpack
+from leteo_fed.encoding.packing import remove_masks, slot_totals, unpack
 from leteo_fed.errors import DuplicateError, NotFoundError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
@@ -149,13 +149,11 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         self._decrypted.claim(round_id, mode)
         return entry
 
-    def _sum_shares(
-        self, round_id: str, entry: _CspRound, request_iterator, masked: bool
-    ) -> _Summed:
+    def _sum_shares(self, round_id: str, entry: _CspRound, request_iterator) -> _Summed:
         """Verify every share (signature, round, quorum, digest) and sum them ourselves."""
         public = self._public
         width, n = public.ciphertext_bytes, entry.n_ciphertexts
-        shares = RoundShares(round_id, public.key_id, n, masked)
+        shares = RoundShares(round_id, public.key_id, n)
         n2 = mpz(public.n_square)
         total: list[mpz] = []
         verify_s = sum_s = 0.0
@@ -221,7 +219,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             raise ProtocolError("DecryptBlinded must start with a header naming the round")
         round_id = first.header.round_id
         entry = self._claim(round_id, "blinded")
-        summed = self._sum_shares(round_id, entry, request_iterator, masked=True)
+        summed = self._sum_shares(round_id, entry, request_iterator)
         start = time.perf_counter()
         plaintexts = self._decryptor.decrypt_many(summed.ciphertexts)
         seconds = time.perf_counter() - start
@@ -254,7 +252,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         if head.key_id != self._public.key_id:
             raise ProtocolError(f"round {head.round_id} uses key {head.key_id}, not ours")
         entry = self._claim(head.round_id, "projection")
-        summed = self._sum_shares(head.round_id, entry, request_iterator, masked=False)
+        summed = self._sum_shares(head.round_id, entry, request_iterator)
         n_owners = len(summed.contributors)  # verified signers, not the aggregator's count
         start = time.perf_counter()
         enc, layout = encoding_from_proto(head.encoding, self._public.bits)
@@ -268,7 +266,13 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             )
         plaintexts = self._decryptor.decrypt_many(summed.ciphertexts)
         self._record(head.round_id, "projection", plaintexts)
-        totals = slot_totals(unpack(plaintexts, n_values, layout), n_owners, layout)
+        if len(head.mask_sums) != len(plaintexts):
+            raise ProtocolError(
+                f"{len(head.mask_sums)} mask sums for {len(plaintexts)} ciphertexts"
+            )
+        # a wrong mask sum only yields an out-of-range (refused) or wrong rotated aggregate
+        packed = remove_masks(plaintexts, [bytes_to_int(m) for m in head.mask_sums], layout)
+        totals = slot_totals(unpack(packed, n_values, layout), n_owners, layout)
         agg = moments.decode_totals(
             totals,
             head.dimension,

@@ -124,8 +124,7 @@ def check_binding(inv: Invitation, request: pb.RoundRequest, site_id: str) -> Bu
         outside = sorted(set(inv.invited) - set(request.owners))
         if outside:
             raise AuthorizationError(
-                f"the round invites {', '.join(outside)}, which the analyst's request does "
-                "not list"
+                f"the round invites {', '.join(outside)}, which the analyst's request does not list"
             )
     return allowed
 

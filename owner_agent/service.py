@@ -181,9 +181,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         job.start()
         return pb.InviteReply(accepted=True)
 
-    def _accept(
-        self, request: pb.RoundSpec
-    ) -> tuple[str, Invitation | None, Authorization | None]:
+    def _accept(self, request: pb.RoundSpec) -> tuple[str, Invitation | None, Authorization | None]:
         """Cheap checks answered synchronously; the heavy work runs after the reply. The
         analyst's authorization comes first: nothing is read for an unauthorized round."""
         if request.round_id in self._jobs:

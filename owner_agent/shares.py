@@ -45,7 +45,7 @@ class ShareUpload:
     ciphertexts: list[int]
     timings: dict[str, float]
     statement: pb.Signed  # what this site signs about the share; the CSP checks it
-    mask_seed: bytes = b""  # seeds this share's one-time mask (masked rounds); aggregator only
+    mask_seed: bytes  # seeds this share's one-time mask; sent to the aggregator only
 
 
 @dataclass
@@ -198,7 +198,11 @@ class ShareRunner:
         else:
             width = self._encryptor().public.ciphertext_bytes
             n = len(upload.ciphertexts)
-            self._record("sent", inv.round_id, n_ciphertexts=n, bytes=n * width, **facts)
+            # the digest this site signed: the CSP decrypts only sums of shares with such digests
+            digest = ciphertext_digest(upload.ciphertexts, width).hex()
+            self._record(
+                "sent", inv.round_id, n_ciphertexts=n, bytes=n * width, digest=digest, **facts
+            )
 
     def _ledger(self) -> PrivacyLedger:
         if self.ledger is None:  # precheck refuses such rounds; a direct call gets this
@@ -223,11 +227,9 @@ class ShareRunner:
         if inv.dp is not None:
             values = add_owner_noise(values, inv.dp)
         packed = pack(values, layout)
-        seed = b""
-        if inv.masked:  # hides this share inside the sum the CSP decrypts
-            seed = new_mask_seed()
-            masks = masks_from_seed(seed, len(packed), layout)
-            packed = [p + r for p, r in zip(packed, masks, strict=True)]
+        seed = new_mask_seed()  # the CSP only ever sees this share masked
+        masks = masks_from_seed(seed, len(packed), layout)
+        packed = [p + r for p, r in zip(packed, masks, strict=True)]
         timings["encode_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
         ciphertexts = self._encrypt(packed)
@@ -243,7 +245,7 @@ class ShareRunner:
             quorum=inv.min_owners,
             n_ciphertexts=len(ciphertexts),
             ciphertext_digest=ciphertext_digest(ciphertexts, public.ciphertext_bytes),
-            masked=inv.masked,
+            masked=True,
         )
         signed = sign_statement(statement, self._signer)
         timings["sign_seconds"] = time.perf_counter() - start

@@ -186,11 +186,9 @@ class RoundEngine:
         else:
             public = self.secure_sum.public_key()
             layout = plan.share_encoding.layout(public.bits)
-            masked = plan.reveal != "projection"
-            intake = SignedShares(public, layout, plan.n_values, round_id, masked, self.owners_ca)
-            self.secure_sum.open(
-                round_id, intake.n_ciphertexts, "blinded" if masked else "projection"
-            )
+            intake = SignedShares(public, layout, plan.n_values, round_id, self.owners_ca)
+            mode = "projection" if plan.reveal == "projection" else "blinded"
+            self.secure_sum.open(round_id, intake.n_ciphertexts, mode)
         rnd = Round(
             round_id,
             plan.label,

@@ -3,9 +3,10 @@
 open at the CSP -> collect the owners' signed, owner-masked shares -> the CSP verifies and sums
 them and decrypts the sum -> remove the owners' masks (from their seeds) -> totals.
 
-The aggregator sees ciphertexts, the owners' mask seeds and the totals; the CSP sees only
-masked sums (or, in projection-only mode, the rotated aggregate, never the rotation). The
-aggregator cannot have the CSP decrypt anything but the sum of a quorum of signed shares.
+The aggregator sees ciphertexts, the owners' mask seeds and the totals; the CSP sees each share
+only masked and decrypts only masked sums (in projection-only mode it is given the total of the
+masks and sees the rotated aggregate, never the rotation). The aggregator cannot have the CSP
+decrypt anything but the sum of a quorum of signed shares.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import grpc
 
 from leteo_fed import defaults
-from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, check_ciphertext
+from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, check_ciphertext, int_to_bytes
 from leteo_fed.encoding.packing import (
     SlotLayout,
     masks_from_seed,
@@ -56,15 +57,13 @@ class SignedShares:
         layout: SlotLayout,
         n_values: int,
         round_id: str,
-        masked: bool,
         owners_ca: bytes | None,
     ) -> None:
         self.public = public
         self.layout = layout
         self.n_ciphertexts = layout.n_ciphertexts(n_values)
-        self.masked = masked
         self._owners_ca = owners_ca
-        self._check = RoundShares(round_id, public.key_id, self.n_ciphertexts, masked)
+        self._check = RoundShares(round_id, public.key_id, self.n_ciphertexts)
         self._shares: dict[str, Share] = {}
         self._lock = threading.Lock()
 
@@ -73,7 +72,7 @@ class SignedShares:
     ) -> Share:
         """A complete upload, refused early unless the CSP would accept it: signed by `site`,
         for this round as the aggregator announced it (invited, quorum, protocol), with the
-        ciphertexts its owner signed and, in masked rounds, a mask seed."""
+        ciphertexts its owner signed and a mask seed."""
         invited, quorum, label = rnd_view
         claims = read_statement(header.statement, self._owners_ca)
         if claims.site_id != site:
@@ -88,8 +87,7 @@ class SignedShares:
             self._check.check(claims)
         ciphertexts = self.read(request_iterator)
         check_digest(claims, ciphertexts, self.public.ciphertext_bytes)
-        if self.masked:
-            masks_from_seed(header.mask_seed, 0, self.layout)  # refuses a too-short seed
+        masks_from_seed(header.mask_seed, 0, self.layout)  # refuses a too-short seed
         return Share(site, header.statement, claims, header.mask_seed, ciphertexts)
 
     def read(self, request_iterator) -> list[int]:
@@ -193,11 +191,7 @@ class SecureSum:
         _same_contributors(last.contributors, shares)
 
         start = time.perf_counter()
-        mask_sums = [0] * len(plaintexts)
-        for share in shares:
-            own = masks_from_seed(share.mask_seed, len(plaintexts), layout)
-            mask_sums = [a + b for a, b in zip(mask_sums, own, strict=True)]
-        packed = remove_masks(plaintexts, mask_sums, layout)
+        packed = remove_masks(plaintexts, mask_sums(shares, len(plaintexts), layout), layout)
         totals = slot_totals(unpack(packed, n_values, layout), len(shares), layout)
         timings["unmask_seconds"] = time.perf_counter() - start
         self.record(round_id, {"mode": "blinded", "aggregate_totals": [str(v) for v in totals]})
@@ -252,6 +246,9 @@ class SecureSum:
         if query.rho_prime is not None:
             head.rho_prime = query.rho_prime
         start = time.perf_counter()
+        # the CSP removes the owners' masks in total; it never learns one owner's mask
+        sums = mask_sums(shares, len(shares[0].ciphertexts), layout)
+        head.mask_sums.extend(int_to_bytes(m) for m in sums)
         reply = self._stream(
             self._csp.ComputeProjection, pb.ProjectionChunk, head, shares, "CSP projection"
         )
@@ -284,6 +281,15 @@ class SecureSum:
             return
         with self._lock, open(self._transcript, "a") as out:
             out.write(json.dumps({"round_id": round_id, **learned}) + "\n")
+
+
+def mask_sums(shares: list[Share], n_ciphertexts: int, layout: SlotLayout) -> list[int]:
+    """Per ciphertext, the sum of the shares' one-time masks (re-derived from their seeds)."""
+    total = [0] * n_ciphertexts
+    for share in shares:
+        own = masks_from_seed(share.mask_seed, n_ciphertexts, layout)
+        total = [a + b for a, b in zip(total, own, strict=True)]
+    return total
 
 
 def _same_contributors(contributors, shares: list[Share]) -> None:

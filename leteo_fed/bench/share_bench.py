@@ -378,7 +378,7 @@ def verify_shares(
     shares: list[ShareMessage], owners_ca: bytes, public: Any, n_cts: int
 ) -> list[float]:
     """What the CSP (and, on arrival, the aggregator) checks of each share; seconds per share."""
-    check = RoundShares(ROUND_ID, public.key_id, n_cts, masked=True)
+    check = RoundShares(ROUND_ID, public.key_id, n_cts)
     seconds = []
     for share in shares:
         t0 = time.perf_counter()

@@ -69,7 +69,8 @@ def add_tls(p: argparse.ArgumentParser, default_name: str, role: str) -> None:
         "--tls-dir",
         type=Path,
         default=Path("certs"),
-        help="folder with ca.crt, NAME.crt and NAME.key from `leteo-fed certs` (default: ./certs)",
+        help="folder with ca.crt, the *-ca.crt authorities, NAME.crt and NAME.key from "
+        "`leteo-fed certs` (default: ./certs)",
     )
     g.add_argument(
         "--name",

@@ -33,20 +33,32 @@ def add_parsers(sub: SubParsers) -> None:
     _add_owner(sub)
 
 
-def _add_certs(sub: SubParsers) -> None:
-    p = sub.add_parser(
-        "certs",
-        help="create a CA and mTLS certificates for every party",
-        description="Create a private CA and one certificate per party (csp, aggregator, analyst "
-        "and each owner site). Identity = certificate common name; role = organizational unit. "
-        "Private keys are written with mode 600.",
-    )
-    p.add_argument(
-        "--out", type=Path, default=Path("certs"), help="output folder (default: ./certs)"
-    )
-    p.add_argument(
-        "--owners", type=csv_list, required=True, help="owner site ids, e.g. site-1,site-2"
-    )
+CERTS_DESCRIPTION = """\
+mTLS certificates. A certificate's common name is the party's name, its organizational unit
+its role. Three certificate authorities (CAs) certify the roles, each kept by its own custodian:
+
+  owners    certifies owner agents         key kept by the sites' consortium (e.g. DPO office)
+  analysts  certifies data users           key kept by the body that approves data users
+  services  certifies aggregator and CSP   key kept by the platform operator
+
+Every service accepts a certificate for a role only if that role's CA issued it, so the
+platform operator cannot mint an owner or an analyst. A party's folder holds ca.crt (the TLS
+trust bundle), owners-ca.crt, analysts-ca.crt, services-ca.crt and its own NAME.crt/NAME.key,
+never a CA key. Private keys are written with mode 600.
+
+One machine (demos, tests, docker compose; whoever runs it holds all three CA keys):
+  leteo-fed certs --out certs --owners site-1,site-2
+
+A deployment, each custodian on its own machine (see docs/certificates.md):
+  leteo-fed certs ca owners --out owners-ca          # once per CA, by its custodian
+  leteo-fed certs issue --ca-dir owners-ca --role owner --name site-1 \\
+      --hosts site-1.example.org --out site-1        # by the custodian of the role's CA
+  leteo-fed certs bundle --role owner --owners-ca owners-ca.crt \\
+      --analysts-ca analysts-ca.crt --services-ca services-ca.crt --out site-1
+"""
+
+
+def _add_hosts_and_days(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--hosts",
         type=csv_list,
@@ -59,7 +71,83 @@ def _add_certs(sub: SubParsers) -> None:
         default=CERT_VALIDITY_DAYS,
         help=f"validity in days (default: {CERT_VALIDITY_DAYS})",
     )
+
+
+def _add_certs(sub: SubParsers) -> None:
+    """`certs --owners ...` (everything in one folder), or one custodian's step: `certs ca`,
+    `certs issue`, `certs bundle`."""
+    from leteo_fed.transport.roles import AUTHORITIES, ROLES
+
+    p = sub.add_parser(
+        "certs",
+        help="create the CAs and mTLS certificates",
+        usage="%(prog)s --owners IDS [--out DIR] [--hosts HOSTS] [--days DAYS]\n"
+        "       %(prog)s {ca,issue,bundle} ...",
+        description=CERTS_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("certs"), help="output folder (default: ./certs)"
+    )
+    p.add_argument(
+        "--owners",
+        type=csv_list,
+        help="owner site ids, e.g. site-1,site-2 (required without an ACTION)",
+    )
+    _add_hosts_and_days(p)
     set_handler(p, run)
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+
+    ca = actions.add_parser(
+        "ca",
+        help="create one certificate authority",
+        description="Create one CA: AUTHORITY-ca.crt (give it to every party) and "
+        "AUTHORITY-ca.key (mode 600: only its custodian keeps it, ideally offline). Refuses to "
+        "replace an existing CA.",
+    )
+    ca.add_argument("authority", choices=AUTHORITIES, help="which roles the CA certifies")
+    ca.add_argument("--out", type=Path, required=True, help="the custodian's CA folder")
+    ca.add_argument(
+        "--days",
+        type=int,
+        default=CERT_VALIDITY_DAYS,
+        help=f"validity in days (default: {CERT_VALIDITY_DAYS})",
+    )
+
+    issue = actions.add_parser(
+        "issue",
+        help="issue one party's certificate from its role's CA",
+        description="Issue NAME.crt and NAME.key (mode 600) from the CA of ROLE in --ca-dir "
+        "(owners-ca for owner, analysts-ca for analyst, services-ca for csp and aggregator). "
+        "Hand both files to the party over a secure channel.",
+    )
+    issue.add_argument("--ca-dir", type=Path, required=True, help="folder with the role's CA")
+    issue.add_argument("--role", choices=ROLES, required=True, help="the party's role")
+    issue.add_argument(
+        "--name", required=True, help="the party's name: its site id, csp, aggregator, ..."
+    )
+    issue.add_argument("--out", type=Path, required=True, help="folder for NAME.crt/NAME.key")
+    _add_hosts_and_days(issue)
+
+    bundle = actions.add_parser(
+        "bundle",
+        help="put the CA certificates into a party's folder",
+        description="Write the three CA certificates and ca.crt, the TLS trust bundle for "
+        "ROLE (owners and analysts trust only the services' CA; the aggregator and the CSP "
+        "trust all three), into a party's folder. Reads certificates only: no CA key.",
+    )
+    bundle.add_argument("--role", choices=ROLES, required=True, help="the party's role")
+    for authority in AUTHORITIES:
+        bundle.add_argument(
+            f"--{authority}-ca",
+            type=Path,
+            required=True,
+            metavar="FILE",
+            help=f"{authority}-ca.crt, as its custodian published it",
+        )
+    bundle.add_argument("--out", type=Path, required=True, help="the party's folder")
+    for q in (ca, issue, bundle):
+        set_handler(q, run)
 
 
 def _serve_parser(sub: SubParsers, command: str, help_text: str) -> SubParsers:
@@ -186,13 +274,7 @@ def run_audit(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Issue the certificates, or serve until interrupted."""
     if args.command == "certs":
-        from leteo_fed.transport.certs import create_pki
-
-        parties = create_pki(args.out, args.owners, args.hosts, args.days)
-        print(
-            f"wrote CA and {len(parties)} certificates to {args.out}: "
-            + ", ".join(p.name for p in parties)
-        )
+        run_certs(args)
     elif args.command == "csp":
         from csp.server import serve as serve_csp
 
@@ -219,3 +301,36 @@ def run(args: argparse.Namespace) -> int:
 
         serve_owner(args.config)
     return 0
+
+
+def run_certs(args: argparse.Namespace) -> None:
+    """One of the `certs` forms; says where each file goes."""
+    from leteo_fed.errors import ConfigError
+    from leteo_fed.transport import certs
+
+    if args.action is None:
+        if not args.owners:
+            raise ConfigError("certs: --owners is required (or give an ACTION: ca, issue, bundle)")
+        parties = certs.create_pki(args.out, args.owners, args.hosts, args.days)
+        print(
+            f"wrote the owners', analysts' and services' CAs and {len(parties)} certificates to "
+            f"{args.out}: " + ", ".join(p.name for p in parties)
+        )
+        print("this folder holds every CA key: for a deployment, see docs/certificates.md")
+    elif args.owners:
+        raise ConfigError(f"certs {args.action}: --owners belongs to the one-folder form")
+    elif args.action == "ca":
+        certs.create_ca(args.out, args.authority, args.days)
+        print(
+            f"wrote {args.out / certs.ca_file(args.authority)} (give it to every party) and "
+            f"{args.out / certs.ca_file(args.authority, 'key')} (keep it with its custodian)"
+        )
+    elif args.action == "issue":
+        party = certs.Party(args.name, args.role)
+        certs.issue_from(args.ca_dir, args.out, party, args.hosts, args.days)
+        print(f"wrote {args.out / args.name}.crt and .key for {args.role} '{args.name}'")
+    else:
+        cas = {a: certs.read_authority(getattr(args, f"{a}_ca"), a) for a in certs.AUTHORITIES}
+        certs.write_trust(args.out, cas, args.role)
+        trusted = ", ".join(certs.TLS_TRUST[args.role])
+        print(f"wrote the CA certificates to {args.out}; its ca.crt trusts: {trusted}")

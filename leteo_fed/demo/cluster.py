@@ -95,6 +95,9 @@ class LocalCluster:
     extra_owner_ids: list[str] = field(default_factory=list)  # certificates only, no process
     privacy_budget: tuple[float, float] | None = (10.0, 1e-4)  # per-owner ledger (epsilon, delta)
     aggregator_args: list[str] = field(default_factory=list)  # appended to `aggregator serve`
+    # the caller serves the aggregator at addresses["aggregator"] itself (tests of a deviating
+    # aggregator): start_services starts only the CSP; bring it up between prepare() and the owners
+    external_aggregator: bool = False
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
 
@@ -145,7 +148,8 @@ class LocalCluster:
         self.wait_healthy(timeout)
 
     def prepare(self) -> None:
-        """Certificates and the CSP / aggregator addresses; nothing is started."""
+        """Certificates (the owners', analysts' and services' CAs and one certificate per
+        party, all in `certs`) and the CSP / aggregator addresses; nothing is started."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         if not self.insecure:
             create_pki(self.certs, [o.site_id for o in self.owners] + self.extra_owner_ids)
@@ -153,23 +157,12 @@ class LocalCluster:
         self.addresses["aggregator"] = f"127.0.0.1:{free_port()}"
 
     def start_services(self) -> None:
-        csp_args = [
-            "csp",
-            "serve",
-            "--listen",
-            self.addresses["csp"],
-            "--key-dir",
-            str(self.workdir / "csp-keys"),
-            "--key-bits",
-            str(self.key_bits),
-        ]
-        if self.key_bits < 2048:
-            csp_args.append("--insecure-small-key")
+        self.start_csp()
+        if self.external_aggregator:
+            return
         agg_args: list[str] = []
         if self.csp_transcript:  # audit transcripts of what the CSP and the aggregator learn
-            csp_args += ["--transcript", str(self.workdir / "csp-transcript.jsonl")]
             agg_args = ["--transcript", str(self.workdir / "aggregator-transcript.jsonl")]
-        self._spawn("csp", csp_args + self._tls_args("csp"))
         self._spawn(
             "aggregator",
             [
@@ -184,6 +177,25 @@ class LocalCluster:
             + self._tls_args("aggregator")
             + self.aggregator_args,
         )
+
+    def start_csp(self) -> None:
+        """The CSP process; after `kill("csp")` it restarts on the same address and key dir, so
+        with the same key and its record of decrypted rounds."""
+        csp_args = [
+            "csp",
+            "serve",
+            "--listen",
+            self.addresses["csp"],
+            "--key-dir",
+            str(self.workdir / "csp-keys"),
+            "--key-bits",
+            str(self.key_bits),
+        ]
+        if self.key_bits < 2048:
+            csp_args.append("--insecure-small-key")
+        if self.csp_transcript:
+            csp_args += ["--transcript", str(self.workdir / "csp-transcript.jsonl")]
+        self._spawn("csp", csp_args + self._tls_args("csp"))
 
     def owner_config(self, owner: OwnerSpec) -> Path:
         """The owner's TOML. Its [policy] is always explicit: the demo's permissive one

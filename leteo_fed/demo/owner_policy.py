@@ -9,8 +9,9 @@ the keys an `OwnerSpec` sets taking precedence.
 from __future__ import annotations
 
 import json
-import tomllib
 from typing import Any
+
+import tomllib
 
 from leteo_fed.errors import ConfigError
 

@@ -239,7 +239,12 @@ def run_demo(opts: DemoOptions) -> dict:
     plot_path = out / f"{name}_scatter.png"
     labels = sources.label_strings(table, label) if label else None
     plot_projection(x, result, labels, plot_path)
-    print_summary(result, comparison, out / f"{name}.json", plot_path)
+    # the shares carry no row count: the demo knows its own split
+    site_rows = {
+        f"site-{i}": len(rows)
+        for i, rows in enumerate(split_rows(table.num_rows, opts.owners, opts.seed), start=1)
+    }
+    print_summary(result, comparison, out / f"{name}.json", plot_path, site_rows)
     return result
 
 
@@ -322,7 +327,9 @@ def plot_projection(x: np.ndarray, result: dict, labels: list | None, path: Path
     atomic_save_figure(fig, path)
 
 
-def print_summary(result: dict, comparison: dict, out: Path, plot: Path) -> None:
+def print_summary(
+    result: dict, comparison: dict, out: Path, plot: Path, site_rows: dict[str, int]
+) -> None:
     w = sys.stdout.write
     method = result.get("method", "pca").upper()
     w(f"\nFederated {method} vs the same computation on the pooled rows (NumPy/SciPy)\n")
@@ -341,7 +348,7 @@ def print_summary(result: dict, comparison: dict, out: Path, plot: Path) -> None
         w(
             f"  owner {site:<10} statistics {ph.get('statistics_seconds', 0):.3f}  encode "
             f"{ph.get('encode_seconds', 0):.3f}  encrypt {ph.get('encrypt_seconds', 0):.3f}  "
-            f"({int(ph.get('rows', 0))} rows)\n"
+            f"({site_rows.get(site, 0)} rows)\n"
         )
     a, csp = t["aggregator"], t["csp"]
     phases = [

@@ -289,7 +289,7 @@ class RoundRequest(_message.Message):
     def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "masked", "moments", "kmeans", "ldp", "weighted_stats")
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -302,7 +302,6 @@ class RoundSpec(_message.Message):
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     INVITED_FIELD_NUMBER: _ClassVar[int]
-    MASKED_FIELD_NUMBER: _ClassVar[int]
     MOMENTS_FIELD_NUMBER: _ClassVar[int]
     KMEANS_FIELD_NUMBER: _ClassVar[int]
     LDP_FIELD_NUMBER: _ClassVar[int]
@@ -319,12 +318,11 @@ class RoundSpec(_message.Message):
     authorization: Signed
     job_id: str
     invited: _containers.RepeatedScalarFieldContainer[str]
-    masked: bool
     moments: MomentsSpec
     kmeans: KmeansIteration
     ldp: LdpSpec
     weighted_stats: WeightedStatsSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., masked: _Optional[bool] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ...) -> None: ...
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")
@@ -1242,7 +1240,7 @@ class PublicKeyRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ProjectionRequest(_message.Message):
-    __slots__ = ("round_id", "key_id", "method", "dimension", "classes_per_grouping", "encoding", "n_owners", "components", "rho", "rho_prime", "ridge_noise_floor")
+    __slots__ = ("round_id", "key_id", "method", "dimension", "classes_per_grouping", "encoding", "n_owners", "components", "rho", "rho_prime", "ridge_noise_floor", "mask_sums")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
@@ -1254,6 +1252,7 @@ class ProjectionRequest(_message.Message):
     RHO_FIELD_NUMBER: _ClassVar[int]
     RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
     RIDGE_NOISE_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    MASK_SUMS_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     key_id: str
     method: str
@@ -1265,7 +1264,8 @@ class ProjectionRequest(_message.Message):
     rho: float
     rho_prime: float
     ridge_noise_floor: float
-    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., method: _Optional[str] = ..., dimension: _Optional[int] = ..., classes_per_grouping: _Optional[_Iterable[int]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_owners: _Optional[int] = ..., components: _Optional[int] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., ridge_noise_floor: _Optional[float] = ...) -> None: ...
+    mask_sums: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., method: _Optional[str] = ..., dimension: _Optional[int] = ..., classes_per_grouping: _Optional[_Iterable[int]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_owners: _Optional[int] = ..., components: _Optional[int] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., ridge_noise_floor: _Optional[float] = ..., mask_sums: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ProjectionChunk(_message.Message):
     __slots__ = ("header", "batch", "share")

@@ -30,14 +30,8 @@ from leteo_fed.errors import (
     PeerUnavailable,
     ProtocolError,
 )
-from leteo_fed.transport.certs import (
-    ROLES,
-    Authorities,
-    Party,
-    authority_of,
-    ca_file,
-    read_identity,
-)
+from leteo_fed.transport.certs import Authorities, Party, read_identity
+from leteo_fed.transport.roles import ROLES, authority_of, ca_file
 from leteo_fed.transport.signing import Signer
 
 log = logging.getLogger(__name__)

@@ -151,7 +151,6 @@ def spec_to_proto(
     if plan.encoding is not None and layout is not None:
         msg.encoding.CopyFrom(encoding_to_proto(plan.encoding, layout))
         msg.n_ciphertexts = layout.n_ciphertexts(plan.n_values)
-        msg.masked = plan.reveal != "projection"
     if plan.dp is not None:
         to_proto(plan.dp, msg.dp)
     to_proto(plan.spec, getattr(msg, protocol.name))
@@ -177,7 +176,6 @@ class Invitation:
     invited: tuple[str, ...] = ()
     job_id: str = ""
     authorization: pb.Signed | None = None  # the analyst's signed request
-    masked: bool = False  # add a one-time mask to the share (see encoding.packing)
 
     @property
     def share_encoding(self) -> tuple[ShareEncoding, SlotLayout]:
@@ -222,5 +220,4 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
         invited=tuple(msg.invited),
         job_id=msg.job_id or msg.round_id,
         authorization=msg.authorization if msg.HasField("authorization") else None,
-        masked=msg.masked,
     )

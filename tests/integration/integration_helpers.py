@@ -104,10 +104,9 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
         enc, layout = encoding_from_proto(spec.encoding, self.encryptor.public.bits)
         values = pca.share_values(pca.local_statistics(self.x), enc)
         packed = pack(values, layout)
-        seed = new_mask_seed() if spec.masked else b""
-        if spec.masked:
-            masks = masks_from_seed(seed, len(packed), layout)
-            packed = [p + r for p, r in zip(packed, masks, strict=True)]
+        seed = new_mask_seed()
+        masks = masks_from_seed(seed, len(packed), layout)
+        packed = [p + r for p, r in zip(packed, masks, strict=True)]
         ciphertexts = self.encryptor.encrypt_many(packed)
         public = self.encryptor.public
         claims = dict(
@@ -119,7 +118,7 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
             quorum=spec.min_owners,
             n_ciphertexts=len(ciphertexts),
             ciphertext_digest=ciphertext_digest(ciphertexts, public.ciphertext_bytes),
-            masked=spec.masked,
+            masked=True,
         )
         claims.update(statement_overrides or {})
         statement = sign_statement(pb.ShareStatement(**claims), self.tls.signer())

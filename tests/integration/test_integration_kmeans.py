@@ -20,7 +20,7 @@ from sklearn.datasets import load_iris
 from leteo_fed.client import AnalystClient, KmeansParams, RoundFailed, RpcRefused
 from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
-from leteo_fed.encoding.packing import pack, unpack
+from leteo_fed.encoding.packing import pack
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
@@ -136,7 +136,7 @@ def test_federated_kmeans_equals_centralized_lloyd(deployment):
 
 
 def test_csp_sees_only_blinded_values(deployment):
-    """Every k-means aggregate the CSP decrypted is masked to the full mask width."""
+    """Every k-means aggregate the CSP decrypted carries the owners' masks."""
     cluster, client, _, _ = deployment
     client.run_kmeans(
         KmeansParams(
@@ -151,11 +151,12 @@ def test_csp_sees_only_blinded_values(deployment):
     kmeans_records = [r for r in records if r["round_id"].startswith("kmeans-")]
     assert len(kmeans_records) >= 2
     for record in kmeans_records:
-        slots = unpack([int(p, 16) for p in record["plaintexts"]], km.n_values(3, 4), layout)
-        # an unmasked slot is below 2^(mask_bits - 64); a masked one is uniform below
-        # 2^mask_bits, so above the line below with probability 1 - 2^-40 per slot
+        plaintexts = [int(p, 16) for p in record["plaintexts"]]
+        assert len(plaintexts) == layout.n_ciphertexts(km.n_values(3, 4))
+        # an unmasked sum is below 2^(mask_bits - kappa); a masked one holds an owner mask
+        # uniform below 2^mask_bits, so above the line below with probability 1 - 2^-40
         ceiling = layout.mask_bits - layout.statistical_security
-        assert min(s.bit_length() for s in slots) > ceiling + 24
+        assert min(p.bit_length() for p in plaintexts) > ceiling + 24
 
 
 def test_dropout_iteration_completes_with_quorum_and_names_contributors(deployment):

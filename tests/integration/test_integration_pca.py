@@ -14,7 +14,6 @@ from sklearn.datasets import load_breast_cancer, load_digits
 
 from leteo_fed.client import AnalystClient, RoundFailed, RoundParams, RpcRefused
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
-from leteo_fed.encoding.packing import unpack
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import pca
@@ -245,7 +244,7 @@ def test_callers_without_a_valid_certificate_are_rejected(deployment, tmp_path):
 
 
 def test_csp_sees_only_blinded_values(deployment, cancer):
-    """Leakage check: everything the CSP decrypted is masked to the full mask width."""
+    """Leakage check: every plaintext the CSP decrypted carries the owners' masks."""
     cluster, _, _, parts = deployment
     _, names = cancer
     lines = (cluster.workdir / "csp-transcript.jsonl").read_text().splitlines()
@@ -254,12 +253,12 @@ def test_csp_sees_only_blinded_values(deployment, cancer):
     for line in lines:
         record = json.loads(line)
         plaintexts = [int(p, 16) for p in record["plaintexts"]]
-        d = len(names)
-        slots = unpack(plaintexts, pca.n_values(d), layout)
-        # An unmasked aggregate slot is below 2*offset*max_owners < 2^(mask_bits - 64); a masked
-        # one is uniform on [0, 2^mask_bits). With probability 1 - 2^-40 per slot it is larger.
+        assert len(plaintexts) == layout.n_ciphertexts(pca.n_values(len(names)))
+        # An unmasked sum of packed shares is below 2^(k w) = 2^(mask_bits - kappa); a masked one
+        # contains at least one owner mask uniform on [0, 2^mask_bits): above the line below
+        # with probability 1 - 2^-40 per plaintext.
         unmasked_ceiling = layout.mask_bits - layout.statistical_security
-        assert min(s.bit_length() for s in slots) > unmasked_ceiling + 24
+        assert min(p.bit_length() for p in plaintexts) > unmasked_ceiling + 24
 
 
 @pytest.mark.parametrize("n_owners", [3, 10])

@@ -1,8 +1,10 @@
-"""The owner's policy: each rule refuses with its name, the config checks every key, and
-subset differencing without DP is refused through real processes."""
+"""The owner's policy: safe defaults, each rule refuses with its name, the config checks every
+key, and through real processes subset differencing without DP and an analyst the sites do not
+list are refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -12,15 +14,18 @@ import pyarrow.csv as pacsv
 import pytest
 from sklearn.datasets import load_iris
 
-from leteo_fed.config import OwnerPolicy, load_policy
-from leteo_fed.errors import ConfigError
+from leteo_fed.config import DataSourceConfig, OwnerPolicy, load_policy
+from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.transport.rounds import invitation_from_proto, spec_to_proto
-from owner_agent.policy import refusal
+from owner_agent.policy import analyst_refusal, refusal
+from owner_agent.site_data import LocalSite
 
 NAMES = ["sl", "sw", "pl", "pw"]
+# every rule open: each test closes the one it is about
+OPEN = OwnerPolicy(columns=("*",), min_other_owners=1, non_dp=("*",), non_dp_repeats=0)
 
 
 def _invitation(min_owners: int = 3, dp: bool = False, method: str = "pca"):
@@ -36,47 +41,105 @@ def _invitation(min_owners: int = 3, dp: bool = False, method: str = "pca"):
     return invitation_from_proto(msg, 2048)
 
 
-def _sent(label: str, columns: list[str], days_ago: float, epsilon=None) -> dict:
+def _sent(
+    label: str, columns: list[str], days_ago: float, epsilon=None, round_id: str = ""
+) -> dict:
     when = datetime.now(timezone.utc) - timedelta(days=days_ago)
     return {
         "time": when.isoformat(),
         "event": "sent",
+        "round_id": round_id,
         "protocol": label,
         "columns": columns,
         "epsilon": epsilon,
     }
 
 
-def test_the_default_policy_admits_an_ordinary_round():
-    assert refusal(OwnerPolicy(), _invitation(), lambda: []) == ""
+def test_the_default_policy_is_what_a_data_protection_officer_signs():
+    """Nothing is shared until the columns are listed; then only DP releases, with a quorum
+    hiding the site among at least two others, and at least 10 rows, from any analyst."""
+    default = OwnerPolicy()
+    reason = refusal(default, _invitation(dp=True), lambda: [])
+    assert reason.startswith("policy.columns: ") and "list the shareable columns" in reason
+    listed = dataclasses.replace(default, columns=tuple(NAMES))
+    assert refusal(listed, _invitation(dp=True), lambda: []) == ""
+    assert refusal(listed, _invitation(), lambda: []).startswith("policy.non_dp: ")
+    assert refusal(listed, _invitation(min_owners=2, dp=True), lambda: []).startswith(
+        "policy.min_other_owners: "
+    )
+    assert (default.min_rows, default.non_dp_repeats, default.non_dp_window_days) == (10, 1, 30)
+    assert default.analysts == ("*",) and default.protocols == ("*",)
+    assert default.request_max_age_hours == 24
 
+
+def test_the_audit_log_is_read_only_when_a_rule_counts_past_queries():
     def unread() -> list[dict]:
         raise AssertionError("the audit log is read only when a rule counts past queries")
 
-    assert refusal(OwnerPolicy(non_dp_repeats=0), _invitation(), unread) == ""
-    assert refusal(OwnerPolicy(non_dp_repeats=1), _invitation(dp=True), unread) == ""
+    assert refusal(OPEN, _invitation(), unread) == ""
+    closed = dataclasses.replace(OPEN, non_dp_repeats=1)
+    assert refusal(closed, _invitation(dp=True), unread) == ""
 
 
 @pytest.mark.parametrize(
-    ("policy", "rule"),
+    ("change", "rule"),
     [
-        (OwnerPolicy(protocols=("kmeans",)), "policy.protocols"),
-        (OwnerPolicy(columns=("sl", "sw", "pl")), "policy.columns: column 'pw'"),
-        (OwnerPolicy(min_other_owners=3), "policy.min_other_owners"),
-        (OwnerPolicy(non_dp=("kmeans",)), "policy.non_dp"),
+        ({"protocols": ("kmeans",)}, "policy.protocols"),
+        ({"columns": ("sl", "sw", "pl")}, "policy.columns: column 'pw'"),
+        ({"columns": ()}, "policy.columns: this site has not said"),
+        ({"min_other_owners": 3}, "policy.min_other_owners"),
+        ({"non_dp": ("kmeans",)}, "policy.non_dp"),
     ],
 )
-def test_each_rule_refuses_naming_itself(policy, rule):
+def test_each_rule_refuses_naming_itself(change, rule):
+    policy = dataclasses.replace(OPEN, **change)
     assert refusal(policy, _invitation(), lambda: []).startswith(rule)
 
 
 def test_a_dp_round_passes_the_non_dp_rules():
-    policy = OwnerPolicy(non_dp=(), non_dp_repeats=1)
+    policy = dataclasses.replace(OPEN, non_dp=(), non_dp_repeats=1)
     assert refusal(policy, _invitation(dp=True), lambda: [_sent("pca", NAMES, 1)]) == ""
 
 
+def test_only_the_listed_analysts_may_start_rounds():
+    assert analyst_refusal(OPEN, "anyone") == ""
+    assert analyst_refusal(OPEN, None) == ""  # without TLS, "*" admits the unknown analyst
+    dpo = dataclasses.replace(OPEN, analysts=("ana", "bob"))
+    assert analyst_refusal(dpo, "bob") == ""
+    assert analyst_refusal(dpo, "mallory") == (
+        "policy.analysts: analyst 'mallory' may not start rounds that include this site"
+    )
+    assert analyst_refusal(dpo, None).startswith("policy.analysts: the round request is not signed")
+
+
+def test_min_rows_refuses_a_small_site_where_its_data_is_read(tmp_path):
+    """Checked as the rows are read, before anything is computed or encrypted, by every
+    protocol (LDP too); the decline does not tell how many rows the site has."""
+    from leteo_fed.protocols.ldp_collection import LdpRequest
+
+    path = tmp_path / "small.csv"
+    pacsv.write_csv(pa.table({"sl": [1.0, 2.0, 3.0], "c": ["a", "b", "a"]}), path)
+    small = LocalSite("site-1", DataSourceConfig(str(path), engine="numpy"), min_rows=4)
+    with pytest.raises(DataError) as err:
+        small.read(["sl"])
+    assert str(err.value) == (
+        "policy.min_rows: this site takes part only with at least 4 rows in the data a round reads"
+    )
+    assert "3" not in str(err.value)
+    ldp = registry.get("ldp")
+    plan = ldp.plan(
+        LdpRequest(column="c", mechanism="grr", epsilon=1.0, domain=("a", "b")),
+        Common(n_invited=1, min_owners=1),
+    )
+    spec = ldp.next_round(plan, None, 1).spec
+    with pytest.raises(DataError, match="policy.min_rows"):
+        ldp.reports(spec, small, np.random.default_rng(0), {})
+    enough = LocalSite("site-1", DataSourceConfig(str(path), engine="numpy"), min_rows=3)
+    assert ldp.reports(spec, enough, np.random.default_rng(0), {}).n_reports == 3
+
+
 def test_repeated_non_dp_queries_are_counted_in_the_window():
-    policy = OwnerPolicy(non_dp_repeats=1, non_dp_window_days=30)
+    policy = dataclasses.replace(OPEN, non_dp_repeats=1, non_dp_window_days=30)
     inv = _invitation()
     shuffled = list(reversed(NAMES))  # the same query, whatever the column order
     assert refusal(policy, inv, lambda: [_sent("pca", shuffled, 40)]) == ""  # outside the window
@@ -85,14 +148,46 @@ def test_repeated_non_dp_queries_are_counted_in_the_window():
     assert refusal(policy, inv, lambda: [_sent("pca", shuffled, 1)]).startswith(
         "policy.non_dp_repeats"
     )
-    two = OwnerPolicy(non_dp_repeats=2)
+    two = dataclasses.replace(policy, non_dp_repeats=2)
     assert refusal(two, inv, lambda: [_sent("pca", NAMES, 1)]) == ""
+
+
+def test_repeats_are_counted_per_job():
+    """The rounds of one job (k-means iterations) answer one signed request: they count once,
+    and the job being asked does not count against itself."""
+    policy = dataclasses.replace(OPEN, non_dp_repeats=1)
+    inv = _invitation()  # its job is r1
+
+    def invited(round_id: str, job_id: str) -> dict:
+        return {"event": "invitation", "round_id": round_id, "job_id": job_id}
+
+    same_job = [invited("r1", "r1"), _sent("pca", NAMES, 1, round_id="r1")]
+    assert refusal(policy, inv, lambda: same_job) == ""
+    other_job = [
+        invited("j-it1", "j"),
+        invited("j-it2", "j"),
+        _sent("pca", NAMES, 1, round_id="j-it1"),
+        _sent("pca", NAMES, 1, round_id="j-it2"),
+    ]
+    assert "1 time(s)" in refusal(policy, inv, lambda: other_job)
+    two = dataclasses.replace(policy, non_dp_repeats=2)
+    assert refusal(two, inv, lambda: other_job) == ""
 
 
 def test_the_policy_table_is_checked_key_by_key():
     assert load_policy({}) == OwnerPolicy()
-    got = load_policy({"protocols": ["pca"], "non_dp_repeats": 1, "non_dp_window_days": 7})
+    got = load_policy(
+        {
+            "protocols": ["pca"],
+            "non_dp_repeats": 1,
+            "non_dp_window_days": 7,
+            "analysts": ["ana"],
+            "min_rows": 50,
+            "request_max_age_hours": 2,
+        }
+    )
     assert got.protocols == ("pca",) and got.non_dp_repeats == 1 and got.non_dp_window_days == 7
+    assert got.analysts == ("ana",) and got.min_rows == 50 and got.request_max_age_hours == 2
     for bad, field in (
         ({"colums": ["a"]}, "policy.colums"),
         ({"columns": "a"}, "policy.columns"),
@@ -100,6 +195,12 @@ def test_the_policy_table_is_checked_key_by_key():
         ({"non_dp_repeats": -1}, "policy.non_dp_repeats"),
         ({"non_dp_repeats": True}, "policy.non_dp_repeats"),
         ({"non_dp_window_days": 0}, "policy.non_dp_window_days"),
+        ({"analysts": "ana"}, "policy.analysts"),
+        ({"analysts": [""]}, "policy.analysts"),
+        ({"min_rows": 0}, "policy.min_rows"),
+        ({"min_rows": 2.5}, "policy.min_rows"),
+        ({"request_max_age_hours": -1}, "policy.request_max_age_hours"),
+        ({"request_max_age_hours": float("inf")}, "policy.request_max_age_hours"),
     ):
         with pytest.raises(ConfigError) as err:
             load_policy(bad)
@@ -161,4 +262,41 @@ def test_ldp_rounds_are_not_subject_to_min_other_owners():
     plan = protocol.plan(request, Common(n_invited=1, min_owners=1))
     rnd = protocol.next_round(plan, None, 1)
     inv = invitation_from_proto(spec_to_proto("r2", protocol, rnd, "", 0.0, None, 1), 0)
-    assert refusal(OwnerPolicy(min_other_owners=2), inv, lambda: []) == ""
+    assert refusal(dataclasses.replace(OPEN, min_other_owners=2), inv, lambda: []) == ""
+
+
+@pytest.mark.slow
+def test_an_analyst_the_sites_do_not_list_is_refused_and_nothing_is_charged(tmp_path):
+    """Real processes over TLS: every site admits only analyst 'dpo-approved'; the deployment's
+    analyst (certified as 'analyst') asks for a DP round. Each owner verifies the signed request
+    relayed by the aggregator, declines naming policy.analysts, and its ledger stays empty."""
+    from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
+    from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+    from owner_agent import audit
+
+    x = load_iris().data
+    owners = []
+    for i, idx in enumerate(np.array_split(np.arange(len(x)), 3), start=1):
+        path = tmp_path / f"site-{i}.csv"
+        pacsv.write_csv(pa.table({n: x[idx, j] for j, n in enumerate(NAMES)}), path)
+        owners.append(OwnerSpec(f"site-{i}", path, policy='analysts = ["dpo-approved"]'))
+    with LocalCluster(tmp_path / "run", owners) as cluster:
+        with AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ) as client:
+            client.wait_for_owners(3)
+            with pytest.raises(RoundFailed) as err:
+                client.run_round(
+                    RoundParams(features=NAMES, min_owners=3, dp_epsilon=1.0, row_norm_bound=10.0)
+                )
+    for site in ("site-1", "site-2", "site-3"):
+        assert f"{site}: policy.analysts: analyst 'analyst' may not start rounds" in str(err.value)
+        ledger = json.loads((cluster.workdir / "config" / "ledgers" / f"{site}.json").read_text())
+        assert ledger["spends"] == []
+        events = audit.read(cluster.workdir / "config" / f"audit-{site}.jsonl")
+        invitation = next(e for e in events if e["event"] == "invitation")
+        assert invitation["analyst"] == "analyst" and len(invitation["request_digest"]) == 64
+        decision = next(e for e in events if e["event"] == "decision")
+        assert decision["analyst"] == "analyst" and not decision["accepted"]
+        assert decision["reason"].startswith("policy.analysts: ")
+        assert not [e for e in events if e["event"] in ("sent", "failed")]

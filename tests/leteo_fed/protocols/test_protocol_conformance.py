@@ -4,7 +4,9 @@ For each protocol: the owners' shares, summed slot-wise exactly as the homomorph
 plaintexts and unblinded, give the centralized result; a value beyond the public bounds is
 refused; a DP spec announcing less noise than it claims is refused by the owner; and the
 statistic's stated sensitivity bounds, by brute force, the change of one owner's integer share
-when any one row is removed. A protocol added to the registry without a case here fails
+when any one row is removed; every round planned from a request reads only columns the request
+names and charges no more than it authorizes (what an owner checks against the analyst's signed
+request). A protocol added to the registry without a case here fails
 `test_every_registered_protocol_has_a_conformance_case`.
 """
 
@@ -253,6 +255,27 @@ def test_round_trip_equals_the_centralized_result(name, case):
         ]
         est = oracle.estimate(sum(oracle.support(r) for r in reports), len(IRIS.data))
         assert [result["estimates"][v] for v in spec.domain] == list(map(float, est.counts))
+
+
+@pytest.mark.parametrize(("name", "case"), _cases(), ids=_ids())
+def test_every_round_stays_within_what_the_request_names(name, case):
+    """Owners refuse a round reading a column the analyst's request does not name, or charging
+    more than it authorizes: an honest plan never does either, in any of its rounds."""
+    protocol = registry.get(name)
+    dps = [None, DpRequest(1.0, 1e-6, 8.0)] if case.dp else [None]
+    for dp in dps:
+        common = Common(n_invited=3, **{"min_owners": 3, **case.common, "dp": dp})
+        plan = protocol.plan(case.request, common)
+        state = protocol.start(plan, "job-1", ["a", "b", "c"])
+        named = set(protocol.request_columns(case.request))
+        allowed = protocol.request_budget(case.request, dp)
+        for index in (1, 2):
+            rnd = protocol.next_round(plan, state, index)
+            assert set(protocol.columns(rnd.spec)) <= named
+            spent = protocol.job_budget(rnd.spec, rnd.dp)
+            assert (spent is None) == (allowed is None)
+            if spent is not None and allowed is not None:
+                assert spent.fits_within(allowed, rel_slack=1e-9), (spent, allowed)
 
 
 @pytest.mark.parametrize(("name", "case"), _cases(), ids=_ids())

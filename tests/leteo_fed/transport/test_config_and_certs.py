@@ -20,7 +20,6 @@ from leteo_fed.errors import ConfigError, EncodingError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from leteo_fed.transport.certs import (
-    CA_NAME,
     Party,
     check_site_id,
     create_ca,
@@ -34,6 +33,7 @@ from leteo_fed.transport.messages import (
     public_key_from_proto,
     public_key_to_proto,
 )
+from leteo_fed.transport.roles import AUTHORITIES, authority_of, ca_file
 
 VALID = """\
 site_id = "site-1"
@@ -243,7 +243,8 @@ def load_cert(path: Path) -> x509.Certificate:
 def test_create_pki_files_and_modes(pki) -> None:
     out, parties = pki
     assert sorted(parties, key=lambda p: p.name) == sorted(EXPECTED_PARTIES, key=lambda p: p.name)
-    names = {"ca.crt", "ca.key"} | {f"{p.name}.{ext}" for p in parties for ext in ("crt", "key")}
+    names = {"ca.crt"} | {ca_file(a, ext) for a in AUTHORITIES for ext in ("crt", "key")}
+    names |= {f"{p.name}.{ext}" for p in parties for ext in ("crt", "key")}
     assert {p.name for p in out.iterdir()} == names  # nothing else, no temp files
     for name in names:
         mode = stat.S_IMODE((out / name).stat().st_mode)
@@ -257,16 +258,19 @@ def test_read_identity_from_each_certificate(pki) -> None:
     out, _ = pki
     for party in EXPECTED_PARTIES:
         assert read_identity((out / f"{party.name}.crt").read_bytes()) == party
-    ca_identity = read_identity((out / "ca.crt").read_bytes())
-    assert ca_identity == Party(CA_NAME, "")
+    for authority in AUTHORITIES:
+        ca_identity = read_identity((out / ca_file(authority)).read_bytes())
+        assert ca_identity == Party(f"LETEO-Fed {authority} CA", authority)
 
 
 def test_certificates_verify_against_ca(pki) -> None:
     out, _ = pki
-    ca = load_cert(out / "ca.crt")
-    ca.verify_directly_issued_by(ca)  # self-signed
-    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    for authority in AUTHORITIES:
+        ca = load_cert(out / ca_file(authority))
+        ca.verify_directly_issued_by(ca)  # self-signed
+        assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     for party in EXPECTED_PARTIES:
+        ca = load_cert(out / ca_file(authority_of(party.role)))
         cert = load_cert(out / f"{party.name}.crt")
         cert.verify_directly_issued_by(ca)
         assert cert.issuer == ca.subject
@@ -282,7 +286,7 @@ def test_certificates_verify_against_ca(pki) -> None:
 
 def test_key_files_match_certificates(pki) -> None:
     out, _ = pki
-    for name in ["ca", *(p.name for p in EXPECTED_PARTIES)]:
+    for name in [*(f"{a}-ca" for a in AUTHORITIES), *(p.name for p in EXPECTED_PARTIES)]:
         key = serialization.load_pem_private_key((out / f"{name}.key").read_bytes(), None)
         assert isinstance(key, ec.EllipticCurvePrivateKey)
         cert = load_cert(out / f"{name}.crt")
@@ -291,12 +295,12 @@ def test_key_files_match_certificates(pki) -> None:
 
 def test_certificate_from_other_ca_does_not_verify(pki, tmp_path: Path) -> None:
     out, _ = pki
-    other_cert, other_key = create_ca(tmp_path)
+    other_cert, other_key = create_ca(tmp_path, "owners")
     issue(tmp_path, Party("site-1", "owner"), other_cert, other_key, [])
     rogue = load_cert(tmp_path / "site-1.crt")
     assert read_identity((tmp_path / "site-1.crt").read_bytes()) == Party("site-1", "owner")
     with pytest.raises(InvalidSignature):
-        rogue.verify_directly_issued_by(load_cert(out / "ca.crt"))
+        rogue.verify_directly_issued_by(load_cert(out / "owners-ca.crt"))
 
 
 def test_pki_refuses_bad_inputs(tmp_path: Path) -> None:
@@ -304,7 +308,7 @@ def test_pki_refuses_bad_inputs(tmp_path: Path) -> None:
         create_pki(tmp_path / "a", ["csp"])
     with pytest.raises(ConfigError):
         create_pki(tmp_path / "b", ["a b"])
-    ca_cert, ca_key = create_ca(tmp_path / "c")
+    ca_cert, ca_key = create_ca(tmp_path / "c", "owners")
     with pytest.raises(ConfigError, match="role"):
         issue(tmp_path / "c", Party("x", "admin"), ca_cert, ca_key, [])
 

@@ -1,0 +1,33 @@
+"""The CSP's decrypt-once record survives a restart, and is private to the CSP."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from csp.decrypt_log import DecryptLog
+from leteo_fed.errors import DuplicateError
+
+
+def test_a_round_is_claimed_once_even_after_a_restart(tmp_path) -> None:
+    path = tmp_path / "decrypted-rounds.jsonl"
+    log = DecryptLog(path)
+    log.claim("pca-1", "blinded")
+    assert "pca-1" in log
+    with pytest.raises(DuplicateError, match="already decrypted"):
+        log.claim("pca-1", "blinded")
+    restarted = DecryptLog(path)  # a new process reading the same file
+    assert "pca-1" in restarted and "pca-2" not in restarted
+    with pytest.raises(DuplicateError):
+        restarted.claim("pca-1", "projection")
+    restarted.claim("pca-2", "projection")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(path.read_text().splitlines()) == 2
+
+
+def test_without_a_state_dir_the_record_is_in_memory(tmp_path) -> None:
+    log = DecryptLog(None)
+    log.claim("r", "blinded")
+    with pytest.raises(DuplicateError):
+        log.claim("r", "blinded")

@@ -1,0 +1,291 @@
+"""Three certificate authorities: what `leteo-fed certs` writes (one folder, or one custodian at
+a time), which authority each role maps to, and `require_role` refusing a certificate that an
+authority issued for a role it does not certify."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+
+from leteo_fed.cli.main import main
+from leteo_fed.errors import AccessDenied, ConfigError
+from leteo_fed.transport.certs import (
+    Authorities,
+    Party,
+    create_ca,
+    create_pki,
+    issue,
+    issue_from,
+    issued_by,
+    load_ca,
+    write_trust,
+)
+from leteo_fed.transport.grpc_io import TlsConfig, make_server, require_role, rpc_method
+from leteo_fed.transport.roles import AUTHORITIES, AUTHORITY_OF, ca_file
+
+SERVICES_AS_OWNER = "certificate for role owner was not issued by the owners' certificate authority"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("pki")
+    create_pki(out, ["site-1"])
+    return out
+
+
+def cert(path: Path) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def mint(ca_folder: Path, authority: str, party: Party, out: Path) -> TlsConfig:
+    """`party`'s certificate issued by `authority` (whatever role it certifies), trusted by the
+    bundle of `ca_folder`: what a custodian could make beyond its remit."""
+    ca_cert, ca_key = load_ca(ca_folder, authority)
+    issue(out, party, ca_cert, ca_key, [])
+    return TlsConfig(
+        party, ca_folder / "ca.crt", out / f"{party.name}.crt", out / f"{party.name}.key"
+    )
+
+
+# ---------------------------------------------------------------- layout
+
+
+def test_one_folder_form_has_three_authorities_and_a_bundle_of_them(pki: Path) -> None:
+    cas = {a: cert(pki / ca_file(a)) for a in AUTHORITIES}
+    assert len({c.subject for c in cas.values()}) == 3, "each authority needs its own name"
+    bundle = x509.load_pem_x509_certificates((pki / "ca.crt").read_bytes())
+    assert {c.fingerprint(hashes.SHA256()) for c in bundle} == {
+        c.fingerprint(hashes.SHA256()) for c in cas.values()
+    }
+    for name in ("ca.crt", *(ca_file(a) for a in AUTHORITIES)):
+        assert b"PRIVATE KEY" not in (pki / name).read_bytes()
+        assert stat.S_IMODE((pki / name).stat().st_mode) & 0o022 == 0
+    for authority in AUTHORITIES:
+        assert stat.S_IMODE((pki / ca_file(authority, "key")).stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("name", "role"),
+    [("site-1", "owner"), ("analyst", "analyst"), ("csp", "csp"), ("aggregator", "aggregator")],
+)
+def test_each_party_is_issued_by_its_roles_authority_only(pki: Path, name: str, role: str) -> None:
+    leaf = cert(pki / f"{name}.crt")
+    for authority in AUTHORITIES:
+        assert issued_by(leaf, cert(pki / ca_file(authority))) == (authority == AUTHORITY_OF[role])
+
+
+def test_role_ca_maps_each_role_to_its_authority_file(pki: Path) -> None:
+    tls = TlsConfig.from_dir(pki, "site-1", "owner")
+    expected = {
+        "owner": "owners-ca.crt",
+        "analyst": "analysts-ca.crt",
+        "csp": "services-ca.crt",
+        "aggregator": "services-ca.crt",
+    }
+    for role, name in expected.items():
+        assert tls.role_ca(role) == (pki / name).read_bytes(), role
+    assert TlsConfig.insecure_as("site-1", "owner").role_ca("owner") is None
+    with pytest.raises(ConfigError, match="unknown role"):
+        tls.role_ca("admin")
+
+
+def test_role_ca_falls_back_only_to_a_single_ca_bundle(pki: Path, tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy"  # the old layout: one CA in ca.crt
+    ca_cert, ca_key = create_ca(legacy, "owners")
+    (legacy / "owners-ca.crt").rename(legacy / "ca.crt")
+    issue(legacy, Party("site-1", "owner"), ca_cert, ca_key, [])
+    tls = TlsConfig.from_dir(legacy, "site-1", "owner")
+    assert tls.role_ca("aggregator") == (legacy / "ca.crt").read_bytes()
+    authorities = tls.authorities()
+    assert authorities is not None
+    authorities.check((legacy / "site-1.crt").read_bytes(), Party("site-1", "owner"))
+
+    bundle_only = tmp_path / "bundle-only"  # three CAs in ca.crt, the role files missing
+    bundle_only.mkdir()
+    shutil.copy(pki / "ca.crt", bundle_only / "ca.crt")
+    with pytest.raises(ConfigError, match="owners-ca.crt not found"):
+        TlsConfig.from_dir(bundle_only, "site-1", "owner").role_ca("owner")
+
+
+# ---------------------------------------------------------------- the issuer check
+
+
+@pytest.mark.parametrize(
+    ("authority", "party"),
+    [
+        ("services", Party("site-1", "owner")),  # the platform operator minting an owner
+        ("analysts", Party("site-1", "owner")),
+        ("services", Party("analyst", "analyst")),
+        ("owners", Party("analyst", "analyst")),
+        ("owners", Party("csp", "csp")),
+        ("analysts", Party("aggregator", "aggregator")),
+    ],
+)
+def test_authorities_refuse_a_role_from_another_authority(
+    pki: Path, tmp_path: Path, authority: str, party: Party
+) -> None:
+    authorities = TlsConfig.from_dir(pki, "csp", "csp").authorities()
+    assert authorities is not None
+    authorities.check((pki / f"{party.name}.crt").read_bytes(), party)  # the genuine one
+    rogue = mint(pki, authority, party, tmp_path)
+    assert rogue.cert is not None
+    with pytest.raises(AccessDenied, match=f"not issued by the {AUTHORITY_OF[party.role]}'"):
+        authorities.check(rogue.cert.read_bytes(), party)
+
+
+def test_the_check_is_cheap(pki: Path) -> None:
+    pem = (pki / "site-1.crt").read_bytes()
+    party = Party("site-1", "owner")
+    tls = TlsConfig.from_dir(pki, "csp", "csp")
+    uncached = 0.0
+    for _ in range(20):  # a fresh cache each time: parse and verify the signature
+        fresh = tls.authorities()
+        assert fresh is not None
+        t0 = time.perf_counter()
+        fresh.check(pem, party)
+        uncached += (time.perf_counter() - t0) / 20
+    authorities = Authorities({"owner": [cert(pki / "owners-ca.crt")]})
+    authorities.check(pem, party)
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        authorities.check(pem, party)
+    cached = (time.perf_counter() - t0) / 1000
+    assert cached < 1e-4, f"{cached * 1e6:.1f} us per cached check"
+    assert uncached < 5e-3, f"{uncached * 1e3:.2f} ms per uncached check"
+
+
+class _Context:
+    def __init__(self, pem: bytes) -> None:
+        self._pem = pem
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {"x509_pem_cert": [self._pem]}
+
+    def invocation_metadata(self) -> list[tuple[str, str]]:
+        return []
+
+
+def test_require_role_refuses_when_no_server_bound_authorities(pki: Path) -> None:
+    context = _Context((pki / "site-1.crt").read_bytes())
+    with pytest.raises(AccessDenied, match="no certificate authorities"):
+        require_role(context, "owner")
+
+
+class _Who:
+    """One method that answers with the caller's name, if `require_role` lets an owner or an
+    analyst through (AccessDenied becomes PERMISSION_DENIED, as in every service)."""
+
+    @rpc_method
+    def Who(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        return require_role(context, "owner", "analyst").name.encode()
+
+
+@contextlib.contextmanager
+def who_server(tls: TlsConfig) -> Iterator[str]:
+    server, port = make_server(tls, "127.0.0.1:0", workers=2)
+    handler = grpc.unary_unary_rpc_method_handler(_Who().Who)
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("t.T", {"Who": handler})])
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(0)
+
+
+def call_who(tls: TlsConfig, address: str) -> bytes:
+    with tls.channel(address) as channel:
+        return channel.unary_unary("/t.T/Who")(b"", timeout=10)
+
+
+def test_require_role_checks_the_issuer_over_tls(pki: Path, tmp_path: Path) -> None:
+    with who_server(TlsConfig.from_dir(pki, "csp", "csp")) as address:
+        assert call_who(TlsConfig.from_dir(pki, "site-1", "owner"), address) == b"site-1"
+        assert call_who(TlsConfig.from_dir(pki, "analyst", "analyst"), address) == b"analyst"
+        rogue = mint(pki, "services", Party("site-1", "owner"), tmp_path / "owner")
+        with pytest.raises(grpc.RpcError) as err:
+            call_who(rogue, address)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert SERVICES_AS_OWNER in err.value.details()
+        rogue = mint(pki, "owners", Party("analyst", "analyst"), tmp_path / "analyst")
+        with pytest.raises(grpc.RpcError) as err:
+            call_who(rogue, address)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "role analyst was not issued by the analysts' certificate" in err.value.details()
+
+
+def test_insecure_servers_check_no_issuer() -> None:
+    with who_server(TlsConfig.insecure_as("csp", "csp")) as address:
+        assert call_who(TlsConfig.insecure_as("site-1", "owner"), address) == b"site-1"
+
+
+# ---------------------------------------------------------------- one custodian at a time
+
+
+def certs(*argv: object) -> int:
+    return main(["certs", *map(str, argv)])
+
+
+def test_custodians_build_working_party_folders(tmp_path: Path) -> None:
+    """Each CA in its own folder; party folders get certificates only, and work over TLS."""
+    for authority in AUTHORITIES:
+        assert certs("ca", authority, "--out", tmp_path / authority) == 0
+        key = tmp_path / authority / ca_file(authority, "key")
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    for name, role in (("site-1", "owner"), ("csp", "csp"), ("analyst", "analyst")):
+        folder = tmp_path / name
+        ca_dir = tmp_path / AUTHORITY_OF[role]
+        issuing = ["--ca-dir", ca_dir, "--role", role, "--name", name, "--out", folder]
+        assert certs("issue", *issuing) == 0
+        args = [x for a in AUTHORITIES for x in (f"--{a}-ca", tmp_path / a / ca_file(a))]
+        assert certs("bundle", "--role", role, *args, "--out", folder) == 0
+        files = {p.name for p in folder.iterdir()}
+        assert files == {"ca.crt", f"{name}.crt", f"{name}.key", *(ca_file(a) for a in AUTHORITIES)}
+        assert stat.S_IMODE((folder / f"{name}.key").stat().st_mode) == 0o600
+        bundle = x509.load_pem_x509_certificates((folder / "ca.crt").read_bytes())
+        trusted = {a for a in AUTHORITIES if cert(tmp_path / a / ca_file(a)) in bundle}
+        assert trusted == ({"services"} if role in ("owner", "analyst") else set(AUTHORITIES))
+    # the assembled folders talk to each other, and the checks hold there too
+    with who_server(TlsConfig.from_dir(tmp_path / "csp", "csp", "csp")) as address:
+        owner = TlsConfig.from_dir(tmp_path / "site-1", "site-1", "owner")
+        assert call_who(owner, address) == b"site-1"
+        minted = mint(tmp_path / "services", "services", owner.identity, tmp_path / "rogue")
+        rogue = TlsConfig(owner.identity, owner.ca, minted.cert, minted.key)
+        with pytest.raises(grpc.RpcError) as err:
+            call_who(rogue, address)
+        assert SERVICES_AS_OWNER in err.value.details()
+
+
+def test_custody_mistakes_are_refused(tmp_path: Path, capsys) -> None:
+    for authority in AUTHORITIES:
+        certs("ca", authority, "--out", tmp_path / authority)
+    before = (tmp_path / "owners" / "owners-ca.key").read_bytes()
+    assert certs("ca", "owners", "--out", tmp_path / "owners") == 2  # would orphan its certificates
+    assert (tmp_path / "owners" / "owners-ca.key").read_bytes() == before
+    # the services' CA folder cannot issue an owner
+    out = tmp_path / "x"
+    issuing = ["--ca-dir", tmp_path / "services", "--role", "owner", "--name", "site-1"]
+    assert certs("issue", *issuing, "--out", out) == 2
+    assert not (out / "site-1.crt").exists()
+    # a services' CA certificate passed as the owners' one
+    swapped = ["--owners-ca", tmp_path / "services" / "services-ca.crt"]
+    swapped += ["--analysts-ca", tmp_path / "analysts" / "analysts-ca.crt"]
+    swapped += ["--services-ca", tmp_path / "services" / "services-ca.crt"]
+    assert certs("bundle", "--role", "owner", *swapped, "--out", out) == 2
+    assert "is not the owners' CA certificate" in capsys.readouterr().err
+    services = cert(tmp_path / "services" / "services-ca.crt")
+    with pytest.raises(ConfigError, match="two authorities"):
+        write_trust(out, {"owners": [services], "analysts": [services], "services": [services]})
+    with pytest.raises(ConfigError, match="invalid site id"):
+        issue_from(tmp_path / "owners", out, Party("../escape", "owner"), [])
+    with pytest.raises(ConfigError, match="invalid site id"):
+        issue_from(tmp_path / "owners", out, Party("services-ca", "owner"), [])
+    assert certs("--out", out) == 2  # the one-folder form needs --owners
