@@ -153,7 +153,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         """Verify every share (signature, round, quorum, digest) and sum them ourselves."""
         public = self._public
         width, n = public.ciphertext_bytes, entry.n_ciphertexts
-        shares = RoundShares(round_id, public.key_id, n)
+        shares = RoundShares(round_id, public.key_id, n, entry.mode)
         n2 = mpz(public.n_square)
         total: list[mpz] = []
         verify_s = sum_s = 0.0

@@ -246,6 +246,7 @@ class ShareRunner:
             n_ciphertexts=len(ciphertexts),
             ciphertext_digest=ciphertext_digest(ciphertexts, public.ciphertext_bytes),
             masked=True,
+            reveal=inv.protocol.reveal_mode(inv.spec),
         )
         signed = sign_statement(statement, self._signer)
         timings["sign_seconds"] = time.perf_counter() - start

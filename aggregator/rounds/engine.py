@@ -186,8 +186,8 @@ class RoundEngine:
         else:
             public = self.secure_sum.public_key()
             layout = plan.share_encoding.layout(public.bits)
-            intake = SignedShares(public, layout, plan.n_values, round_id, self.owners_ca)
             mode = "projection" if plan.reveal == "projection" else "blinded"
+            intake = SignedShares(public, layout, plan.n_values, round_id, mode, self.owners_ca)
             self.secure_sum.open(round_id, intake.n_ciphertexts, mode)
         rnd = Round(
             round_id,

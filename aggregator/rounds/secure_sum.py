@@ -57,13 +57,14 @@ class SignedShares:
         layout: SlotLayout,
         n_values: int,
         round_id: str,
+        reveal: str,
         owners_ca: bytes | None,
     ) -> None:
         self.public = public
         self.layout = layout
         self.n_ciphertexts = layout.n_ciphertexts(n_values)
         self._owners_ca = owners_ca
-        self._check = RoundShares(round_id, public.key_id, self.n_ciphertexts)
+        self._check = RoundShares(round_id, public.key_id, self.n_ciphertexts, reveal)
         self._shares: dict[str, Share] = {}
         self._lock = threading.Lock()
 

@@ -336,6 +336,7 @@ def owner_share(
         n_ciphertexts=len(cts),
         ciphertext_digest=ciphertext_digest(cts, public.ciphertext_bytes),
         masked=True,
+        reveal="blinded",
     )
     signed = sign_statement(statement, signer)
     t4 = time.perf_counter()

@@ -96,7 +96,7 @@ def _add_certs(sub: SubParsers) -> None:
     )
     _add_hosts_and_days(p)
     set_handler(p, run)
-    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", prog=p.prog)
 
     ca = actions.add_parser(
         "ca",

@@ -425,6 +425,11 @@ class FederatedProtocol(ABC):
         """Features per row, declared in the share's header."""
         return len(self.columns(spec))
 
+    def reveal_mode(self, spec: Any) -> str:
+        """How the CSP may reveal this round's sum, read from the spec by the owner and signed
+        in its share statement, so the aggregator cannot open the round in another mode."""
+        return "blinded"
+
     def check(
         self, spec: Any, encoding: ShareEncoding | None, dp: DpSpec | None, site: SiteData
     ) -> None:

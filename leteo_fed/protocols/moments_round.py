@@ -457,6 +457,10 @@ class MomentsProtocol(FederatedProtocol):
     def dimension(self, spec: MomentsSpec) -> int:
         return len(spec.features)
 
+    def reveal_mode(self, spec: MomentsSpec) -> str:
+        # rotated statistics: the CSP computes only directions, the aggregator never the sum
+        return "projection" if spec.rotation else "blinded"
+
     def check(
         self, spec: MomentsSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
     ) -> None:

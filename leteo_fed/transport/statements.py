@@ -60,7 +60,7 @@ def read_statement(signed: pb.Signed, owners_ca: bytes | None) -> pb.ShareStatem
 class RoundShares:
     """The statements of one round's shares as they arrive, checked against each other.
 
-    `round_id`, `key_id` and `n_ciphertexts` come from the receiver's own view of the
+    `round_id`, `key_id`, `n_ciphertexts` and `reveal` come from the receiver's own view of the
     round; the invited set, quorum and protocol from the first statement, which every other one
     must repeat (an owner refuses an invitation whose quorum or invited set breaks its policy,
     so these are what the owners agreed to)."""
@@ -68,6 +68,7 @@ class RoundShares:
     round_id: str
     key_id: str
     n_ciphertexts: int
+    reveal: str = "blinded"  # the mode the round was opened in at the CSP
     first: pb.ShareStatement | None = None
     sites: list[str] = field(default_factory=list)
 
@@ -91,6 +92,11 @@ class RoundShares:
             )
         if not s.masked:
             raise ProtocolError(f"{where} is not masked by its owner: refused")
+        if s.reveal != self.reveal:
+            raise ProtocolError(
+                f"{where} was signed for a {s.reveal or 'unstated'} reveal, not {self.reveal}: "
+                "refused"
+            )
         if s.site_id not in s.invited:
             raise ProtocolError(f"{where}: the site is not in the invited set it signed")
         if list(s.invited) != sorted(set(s.invited)):

@@ -67,7 +67,7 @@ class PlannedRound:
     plan: RoundPlan
     layout: SlotLayout | None
     spec: pb.RoundSpec
-    signed: pb.Signed  # the analyst's signed request the spec relays
+    signed: pb.Signed | None  # the analyst's signed request the spec relays
 
     @property
     def n_ciphertexts(self) -> int:
@@ -203,13 +203,15 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
 
     def plan(
         self,
-        signed: pb.Signed,
+        signed: pb.Signed | None,
         invited: Sequence[str],
         request: pb.RoundRequest | None = None,
     ) -> PlannedRound:
         """Plan a round the way the real engine does (`RoundEngine.start`, `_open`,
-        `_invite_all`): from `request` (default: the signed one), relaying `signed`."""
+        `_invite_all`): from `request` (default: the signed one), relaying `signed` (None:
+        no authorization at all)."""
         if request is None:
+            assert signed is not None, "plan from a request or a signed request"
             request = pb.RoundRequest.FromString(signed.body)
         protocol, payload = request_from_proto(request)
         job_plan: Any = protocol.plan(payload, common_from_proto(request, len(invited)))

@@ -119,6 +119,7 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
             n_ciphertexts=len(ciphertexts),
             ciphertext_digest=ciphertext_digest(ciphertexts, public.ciphertext_bytes),
             masked=True,
+            reveal="projection" if spec.moments.rotation else "blinded",
         )
         claims.update(statement_overrides or {})
         statement = sign_statement(pb.ShareStatement(**claims), self.tls.signer())

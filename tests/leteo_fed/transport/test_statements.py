@@ -53,6 +53,7 @@ def statement(site: str, **over) -> pb.ShareStatement:
         n_ciphertexts=2,
         ciphertext_digest=ciphertext_digest([1, 2], WIDTH),
         masked=True,
+        reveal="blinded",
     )
     fields.update(over)
     return pb.ShareStatement(**fields)
@@ -90,6 +91,8 @@ def test_fewer_shares_than_the_signed_quorum_are_refused(pki) -> None:
         ({"key_id": "k0"}, "under key k0"),
         ({"n_ciphertexts": 3}, "declares 3 ciphertexts"),
         ({"masked": False}, "not masked by its owner"),
+        ({"reveal": "projection"}, "signed for a projection reveal, not blinded"),
+        ({"reveal": ""}, "unstated reveal"),
         ({"invited": ["site-2", "site-3"], "quorum": 2}, "not in the invited set"),
         ({"invited": ["site-2", "site-1", "site-3"]}, "not sorted"),
         ({"quorum": 0}, "quorum 0"),
