@@ -52,7 +52,7 @@ class OwnerDirectory:
             address = self._owners[site]
             stub = self._stubs.get(address)
             if stub is None:
-                channel = self._tls.channel(address)
+                channel = self._tls.channel(address, peer="owner")
                 self._channels.append(channel)
                 stub = pb_grpc.OwnerAgentStub(channel)
                 self._stubs[address] = stub

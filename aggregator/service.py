@@ -78,7 +78,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     ) -> None:
         self._name = name
         self._tls = tls
-        self._csp_channel = tls.channel(csp_address)
+        self._csp_channel = tls.channel(csp_address, peer="csp")
         self.owners = OwnerDirectory(tls)
         self.engine = RoundEngine(
             self.owners,

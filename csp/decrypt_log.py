@@ -1,8 +1,10 @@
-"""Which rounds this CSP has decrypted, kept across restarts.
+"""Which rounds this CSP has used, and how each ended, kept across restarts.
 
 A share is signed for one round, and a round is decrypted at most once, so "each share in
-exactly one decryption ever" holds as long as a restart cannot reopen a round. The log is
-appended and fsynced before any decryption starts.
+exactly one decryption ever" holds as long as a restart cannot reopen a round. A round is
+claimed (appended and fsynced) before any decryption starts; its outcome follows. A round that
+ended refused, or that an owner withdrew before it was claimed, can never be decrypted: that is
+what lets an owner take back the budget its share was charged.
 """
 
 from __future__ import annotations
@@ -16,36 +18,62 @@ from pathlib import Path
 from leteo_fed.errors import DuplicateError
 
 FILE_NAME = "decrypted-rounds.jsonl"
+CLAIMED, DECRYPTED, REFUSED, WITHDRAWN = "claimed", "decrypted", "refused", "withdrawn"
 
 
 class DecryptLog:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._rounds: set[str] = set()
+        self._state: dict[str, str] = {}
         if path is not None and path.exists():
             for line in path.read_text().splitlines():
                 if line.strip():
-                    self._rounds.add(json.loads(line)["round_id"])
+                    record = json.loads(line)
+                    self._state[record["round_id"]] = record.get("state", CLAIMED)
 
     def __contains__(self, round_id: str) -> bool:
         with self._lock:
-            return round_id in self._rounds
+            return round_id in self._state
+
+    def state(self, round_id: str) -> str | None:
+        with self._lock:
+            return self._state.get(round_id)
 
     def claim(self, round_id: str, mode: str) -> None:
         """Mark the round used, durably, before anything of it is decrypted."""
         with self._lock:
-            if round_id in self._rounds:
+            if round_id in self._state:
                 raise DuplicateError(
-                    f"round {round_id} was already decrypted; the CSP decrypts a round once"
+                    f"round {round_id} was already decrypted or withdrawn; the CSP decrypts a "
+                    "round once"
                 )
-            self._rounds.add(round_id)
-            if self.path is None:
-                return
-            record = {"round_id": round_id, "mode": mode, "time": time.time()}
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            try:
-                os.write(fd, (json.dumps(record) + "\n").encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            self._append(round_id, CLAIMED, mode=mode)
+
+    def settle(self, round_id: str, decrypted: bool, reason: str = "") -> None:
+        """How a claimed round ended: decrypted, or refused before any decryption."""
+        with self._lock:
+            self._append(round_id, DECRYPTED if decrypted else REFUSED, reason=reason)
+
+    def withdraw(self, round_id: str, by: str) -> str:
+        """An owner closes a round for good: 'withdrawn' if it was never decrypted (and now
+        never will be), else its state ('decrypted', or 'claimed' while decryption runs)."""
+        with self._lock:
+            state = self._state.get(round_id)
+            if state in (DECRYPTED, CLAIMED):
+                return state
+            if state is None:
+                self._append(round_id, WITHDRAWN, by=by)
+            return WITHDRAWN
+
+    def _append(self, round_id: str, state: str, **facts: str) -> None:
+        self._state[round_id] = state
+        if self.path is None:
+            return
+        record = {"round_id": round_id, "state": state, "time": time.time(), **facts}
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, (json.dumps(record) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)

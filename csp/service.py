@@ -120,8 +120,9 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         mode = request.mode or "blinded"
         if mode not in MODES:
             raise ProtocolError(f"unknown round mode {mode!r}; expected one of {MODES}")
-        if request.round_id in self._decrypted:
-            raise DuplicateError(f"round {request.round_id} was already decrypted")
+        used = self._decrypted.state(request.round_id)
+        if used is not None:
+            raise DuplicateError(f"round {request.round_id} was already used here ({used})")
         with self._lock:
             if request.round_id in self._rounds:
                 raise DuplicateError(f"round {request.round_id} is already open")
@@ -148,6 +149,15 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             entry.used = True  # claimed before decrypting: no second request can race in
         self._decrypted.claim(round_id, mode)
         return entry
+
+    def _verified_sum(self, round_id: str, entry: _CspRound, request_iterator) -> _Summed:
+        """The sum of a claimed round's verified shares; a refusal is recorded as final (the
+        round was never decrypted and never will be), so its owners may restore their budget."""
+        try:
+            return self._sum_shares(round_id, entry, request_iterator)
+        except Exception as exc:
+            self._decrypted.settle(round_id, decrypted=False, reason=str(exc))
+            raise
 
     def _sum_shares(self, round_id: str, entry: _CspRound, request_iterator) -> _Summed:
         """Verify every share (signature, round, quorum, digest) and sum them ourselves."""
@@ -219,9 +229,10 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             raise ProtocolError("DecryptBlinded must start with a header naming the round")
         round_id = first.header.round_id
         entry = self._claim(round_id, "blinded")
-        summed = self._sum_shares(round_id, entry, request_iterator)
+        summed = self._verified_sum(round_id, entry, request_iterator)
         start = time.perf_counter()
         plaintexts = self._decryptor.decrypt_many(summed.ciphertexts)
+        self._decrypted.settle(round_id, decrypted=True)
         seconds = time.perf_counter() - start
         log.info(
             "round %s: decrypted %d masked ciphertexts in %.3f s",
@@ -252,7 +263,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         if head.key_id != self._public.key_id:
             raise ProtocolError(f"round {head.round_id} uses key {head.key_id}, not ours")
         entry = self._claim(head.round_id, "projection")
-        summed = self._sum_shares(head.round_id, entry, request_iterator)
+        summed = self._verified_sum(head.round_id, entry, request_iterator)
         n_owners = len(summed.contributors)  # verified signers, not the aggregator's count
         start = time.perf_counter()
         enc, layout = encoding_from_proto(head.encoding, self._public.bits)
@@ -265,13 +276,14 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
                 f"{len(summed.ciphertexts)} ciphertexts do not hold {n_values} values"
             )
         plaintexts = self._decryptor.decrypt_many(summed.ciphertexts)
-        self._record(head.round_id, "projection", plaintexts)
+        self._decrypted.settle(head.round_id, decrypted=True)
         if len(head.mask_sums) != len(plaintexts):
             raise ProtocolError(
                 f"{len(head.mask_sums)} mask sums for {len(plaintexts)} ciphertexts"
             )
         # a wrong mask sum only yields an out-of-range (refused) or wrong rotated aggregate
         packed = remove_masks(plaintexts, [bytes_to_int(m) for m in head.mask_sums], layout)
+        self._record(head.round_id, "projection", packed)  # what it learns: the rotated sum
         totals = slot_totals(unpack(packed, n_values, layout), n_owners, layout)
         agg = moments.decode_totals(
             totals,
@@ -307,6 +319,15 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             sum_seconds=summed.sum_seconds,
             contributors=summed.contributors,
         )
+
+    @rpc_method
+    def WithdrawRound(self, request, context):
+        caller = require_role(context, "owner")
+        if not request.round_id:
+            raise ProtocolError("round_id is empty")
+        state = self._decrypted.withdraw(request.round_id, caller.name)
+        log.info("round %s: withdrawal asked by %s: %s", request.round_id, caller.name, state)
+        return pb.WithdrawReply(round_id=request.round_id, state=state)
 
     def _record(self, round_id: str, mode: str, plaintexts: list[int]) -> None:
         """Audit transcript of everything the CSP decrypted (blinded, or rotated aggregates)."""

@@ -157,7 +157,7 @@ class LdpParams:
 class AnalystClient:
     def __init__(self, aggregator: str, tls: TlsConfig) -> None:
         self._address = aggregator
-        self._channel = tls.channel(aggregator)
+        self._channel = tls.channel(aggregator, peer="aggregator")
         self._stub = pb_grpc.AggregatorStub(self._channel)
         self._signer = tls.signer()
 

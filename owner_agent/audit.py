@@ -4,8 +4,9 @@ left it.
 Events: `invitation` (what a round asked: protocol, columns, DP budget, its job, and the
 analyst's signed request: who signed it and its SHA-256 digest), `decision` (accepted, or
 declined with the reason), `sent` (what left the site: protocol, columns, how many ciphertexts
-or reports and bytes, the budget charged), `failed` (a share that was not sent), and `result`
-(the published outcome). Once a round's analyst is verified, every later event of the round
+or reports and bytes, the budget charged), `failed` (a share that was not sent), `result`
+(the published outcome) and `withdrawn` (a charge given back because the CSP attests it never
+decrypted the round, see owner_agent/withdrawal.py). Once a round's analyst is verified, every later event of the round
 names it too. Each line is written whole with one append and flushed to disk, so a crash leaves
 every earlier line intact; the file is created owner-only (0600).
 """
@@ -22,7 +23,7 @@ from typing import Any
 from leteo_fed.errors import ConfigError
 from leteo_fed.transport.rounds import Invitation
 
-EVENTS = ("invitation", "decision", "sent", "failed", "result")
+EVENTS = ("invitation", "decision", "sent", "failed", "result", "withdrawn")
 
 
 def _now() -> str:
@@ -143,4 +144,6 @@ def _details(e: dict[str, Any]) -> str:
         return f"nothing sent: {e.get('reason')}"
     if kind == "result":
         return f"{e.get('state')}: {e.get('message')}"
+    if kind == "withdrawn":
+        return f"charge given back{budget}: {e.get('reason')}"
     return ""

@@ -42,6 +42,7 @@ from owner_agent.authorization import Authorization, SignedRequests, authorize, 
 from owner_agent.policy import analyst_refusal
 from owner_agent.shares import ReportUpload, ShareRunner, ShareUpload
 from owner_agent.site_data import LocalSite
+from owner_agent.withdrawal import Withdrawals
 
 log = logging.getLogger("leteo.owner")
 
@@ -51,9 +52,9 @@ LARGE_SHARE_CIPHERTEXTS = 512  # from here on a share is encrypted on all cores 
 class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     def __init__(self, config: OwnerConfig) -> None:
         self.config = config
-        self._aggregator_channel = config.tls.channel(config.aggregator)
+        self._aggregator_channel = config.tls.channel(config.aggregator, peer="aggregator")
         self._aggregator = pb_grpc.AggregatorStub(self._aggregator_channel)
-        self._csp_channel = config.tls.channel(config.csp)
+        self._csp_channel = config.tls.channel(config.csp, peer="csp")
         self._csp = pb_grpc.CryptoServiceProviderStub(self._csp_channel)
         self._encryptor: Encryptor | None = None
         self._pool: EncryptionPool | None = None  # started only for large shares
@@ -82,6 +83,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             signer=config.tls.signer(),
         )
         self.results: dict[str, dict] = {}
+        self.withdrawals = Withdrawals(ledger, self._csp, self.audit)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -175,7 +177,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             log.warning("round %s declined: %s", request.round_id, reason)
             return pb.InviteReply(accepted=False, reason=reason)
         job = threading.Thread(
-            target=self.runner.run, args=(inv,), name=f"share-{inv.round_id}", daemon=True
+            target=self._run_share, args=(inv,), name=f"share-{inv.round_id}", daemon=True
         )
         self._jobs[inv.round_id] = job
         job.start()
@@ -216,6 +218,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             self.requests.release(inv.round_id)
         return reason, inv, auth
 
+    def _run_share(self, inv: Invitation) -> None:
+        self.runner.run(inv)
+        # a charged share whose round never yields a result gets its budget back (see
+        # owner_agent/withdrawal.py) once the CSP attests it never decrypted the round
+        self.withdrawals.watch(inv.round_id, inv.deadline_unix)
+
     @rpc_method
     def PublishResult(self, request, context):
         require_role(context, "aggregator")
@@ -230,6 +238,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         if self.config.results_dir is not None:
             atomic_write_json(Path(self.config.results_dir) / f"{request.round_id}.json", doc)
         log.info("round %s result received: %s", request.round_id, request.state)
+        self.withdrawals.result(request.round_id, request.state)
         return pb.Ack(ok=True)
 
     # ------------------------------------------------------------------ uplink to the aggregator

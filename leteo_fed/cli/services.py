@@ -35,18 +35,20 @@ def add_parsers(sub: SubParsers) -> None:
 
 CERTS_DESCRIPTION = """\
 mTLS certificates. A certificate's common name is the party's name, its organizational unit
-its role. Three certificate authorities (CAs) certify the roles, each kept by its own custodian:
+its role. Four certificate authorities (CAs), one per role, each kept by its own custodian:
 
-  owners    certifies owner agents         key kept by the sites' consortium (e.g. DPO office)
-  analysts  certifies data users           key kept by the body that approves data users
-  services  certifies aggregator and CSP   key kept by the platform operator
+  owners       certifies owner agents    key kept by the sites' consortium (e.g. DPO office)
+  analysts     certifies data users      key kept by the body that approves data users
+  aggregators  certifies the aggregator  key kept by the platform operator
+  csps         certifies the CSP         key kept by the CSP's own organization
 
-Every service accepts a certificate for a role only if that role's CA issued it, so the
-platform operator cannot mint an owner or an analyst. A party's folder holds ca.crt (the TLS
-trust bundle), owners-ca.crt, analysts-ca.crt, services-ca.crt and its own NAME.crt/NAME.key,
-never a CA key. Private keys are written with mode 600.
+Every service accepts a certificate for a role only if that role's CA issued it, and every
+client accepts a server as a role only if that role's CA issued its certificate, so the
+platform operator can mint neither an owner, an analyst nor a CSP. A party's folder holds
+ca.crt (the TLS trust bundle), owners-ca.crt, analysts-ca.crt, aggregators-ca.crt, csps-ca.crt
+and its own NAME.crt/NAME.key, never a CA key. Private keys are written with mode 600.
 
-One machine (demos, tests, docker compose; whoever runs it holds all three CA keys):
+One machine (demos, tests, docker compose; whoever runs it holds all four CA keys):
   leteo-fed certs --out certs --owners site-1,site-2
 
 A deployment, each custodian on its own machine (see docs/certificates.md):
@@ -54,7 +56,8 @@ A deployment, each custodian on its own machine (see docs/certificates.md):
   leteo-fed certs issue --ca-dir owners-ca --role owner --name site-1 \\
       --hosts site-1.example.org --out site-1        # by the custodian of the role's CA
   leteo-fed certs bundle --role owner --owners-ca owners-ca.crt \\
-      --analysts-ca analysts-ca.crt --services-ca services-ca.crt --out site-1
+      --analysts-ca analysts-ca.crt --aggregators-ca aggregators-ca.crt \\
+      --csps-ca csps-ca.crt --out site-1
 """
 
 
@@ -118,8 +121,8 @@ def _add_certs(sub: SubParsers) -> None:
         "issue",
         help="issue one party's certificate from its role's CA",
         description="Issue NAME.crt and NAME.key (mode 600) from the CA of ROLE in --ca-dir "
-        "(owners-ca for owner, analysts-ca for analyst, services-ca for csp and aggregator). "
-        "Hand both files to the party over a secure channel.",
+        "(owners-ca for owner, analysts-ca for analyst, aggregators-ca for aggregator, "
+        "csps-ca for csp). Hand both files to the party over a secure channel.",
     )
     issue.add_argument("--ca-dir", type=Path, required=True, help="folder with the role's CA")
     issue.add_argument("--role", choices=ROLES, required=True, help="the party's role")
@@ -132,9 +135,10 @@ def _add_certs(sub: SubParsers) -> None:
     bundle = actions.add_parser(
         "bundle",
         help="put the CA certificates into a party's folder",
-        description="Write the three CA certificates and ca.crt, the TLS trust bundle for "
-        "ROLE (owners and analysts trust only the services' CA; the aggregator and the CSP "
-        "trust all three), into a party's folder. Reads certificates only: no CA key.",
+        description="Write the four CA certificates and ca.crt, the TLS trust bundle for "
+        "ROLE (the CAs of the peers it calls and of the callers it accepts), into a party's "
+        "folder. A channel to a peer trusts that peer role's CA file alone. Reads "
+        "certificates only: no CA key.",
     )
     bundle.add_argument("--role", choices=ROLES, required=True, help="the party's role")
     for authority in AUTHORITIES:
@@ -313,8 +317,8 @@ def run_certs(args: argparse.Namespace) -> None:
             raise ConfigError("certs: --owners is required (or give an ACTION: ca, issue, bundle)")
         parties = certs.create_pki(args.out, args.owners, args.hosts, args.days)
         print(
-            f"wrote the owners', analysts' and services' CAs and {len(parties)} certificates to "
-            f"{args.out}: " + ", ".join(p.name for p in parties)
+            f"wrote the owners', analysts', aggregators' and CSPs' CAs and {len(parties)} "
+            f"certificates to {args.out}: " + ", ".join(p.name for p in parties)
         )
         print("this folder holds every CA key: for a deployment, see docs/certificates.md")
     elif args.owners:

@@ -246,7 +246,8 @@ class LocalCluster:
 
     def _health(self, name: str) -> bool:
         role = "analyst"
-        channel = self.tls(role, role).channel(self.addresses[name])
+        peer = name if name in ("csp", "aggregator") else "owner"
+        channel = self.tls(role, role).channel(self.addresses[name], peer=peer)
         try:
             stub: (
                 pb_grpc.CryptoServiceProviderStub | pb_grpc.AggregatorStub | pb_grpc.OwnerAgentStub

@@ -15,12 +15,16 @@ States of an entry
 - "committed": counted against the budget for good (`charge`, or `reserve` then `commit`).
 - "reserved":  counted against the budget while a round is in flight (`reserve`).
 - "released":  kept for the audit trail, no longer counted (`release`).
+- "withdrawn": a committed spend whose round the CSP attests was never decrypted and now never
+  will be (`withdraw`): the share left the site but nothing of it was ever revealed.
 
 Two-phase use by an owner agent: `reserve` BEFORE the noisy share is computed and sent, `commit`
 when the round completes. `release` is allowed ONLY if the noisy share never left the owner
 (it was never encrypted-and-sent, nor written anywhere another party can read): once a share has
 left, the owner cannot know whether the aggregate was decrypted, so the spend must be committed
-even if the round then fails. `release` makes the caller say so (`share_left_owner=False`) and
+even if the round then fails, unless the CSP (which alone can decrypt) closes the round for good
+and attests it never decrypted it: then `withdraw` restores the budget. `release` makes the
+caller say so (`share_left_owner=False`) and
 refuses otherwise. A round id is used at most once per ledger, released or not.
 
 Concurrency and durability
@@ -58,7 +62,7 @@ from leteo_fed.privacy.budget import Balance, Budget, check_delta, check_epsilon
 
 LEDGER_FORMAT = "leteo-fed-privacy-ledger/1"
 REL_SLACK = 1e-12
-STATES = ("reserved", "committed", "released")
+STATES = ("reserved", "committed", "released", "withdrawn")
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class Spend:
     delta: float
     time: str  # when it was charged or reserved (UTC, ISO 8601)
     note: str
-    state: str  # "reserved" | "committed" | "released"
+    state: str  # "reserved" | "committed" | "released" | "withdrawn"
     settled: str | None = None  # when it was committed or released (None while reserved)
 
     @property
@@ -320,7 +324,7 @@ class PrivacyLedger:
         """Hold budget for a round before its noisy share is computed; same checks as charge."""
         return self._add(round_id, mechanism, budget, note, "reserved")
 
-    def _settle(self, round_id: str, new_state: str) -> Spend:
+    def _settle(self, round_id: str, new_state: str, from_state: str = "reserved") -> Spend:
         with self._locked():
             spends = self._read()
             i = next((j for j, e in enumerate(spends) if e.round_id == round_id), None)
@@ -330,10 +334,10 @@ class PrivacyLedger:
                     field="round_id",
                 )
             s = spends[i]
-            if s.state != "reserved":
+            if s.state != from_state:
                 raise ProtocolError(
-                    f"round {round_id!r} is {s.state}, not reserved; it cannot be "
-                    f"{'committed' if new_state == 'committed' else 'released'}",
+                    f"round {round_id!r} is {s.state}, not {from_state}; it cannot be "
+                    f"{new_state}",
                     field="round_id",
                 )
             settled = Spend(**{**asdict(s), "state": new_state, "settled": _now()})
@@ -356,6 +360,12 @@ class PrivacyLedger:
                 field="round_id",
             )
         return self._settle(round_id, "released")
+
+
+    def withdraw(self, round_id: str) -> Spend:
+        """Restore a committed spend. Only for a round the CSP attested it never decrypted and
+        closed for good (its `WithdrawRound` answered 'withdrawn'); nothing else may call it."""
+        return self._settle(_check_text(round_id, "round_id"), "withdrawn", "committed")
 
 
 __all__ = [

@@ -1241,6 +1241,20 @@ class PublicKeyRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class WithdrawRequest(_message.Message):
+    __slots__ = ("round_id",)
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    def __init__(self, round_id: _Optional[str] = ...) -> None: ...
+
+class WithdrawReply(_message.Message):
+    __slots__ = ("round_id", "state")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    state: str
+    def __init__(self, round_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
 class ProjectionRequest(_message.Message):
     __slots__ = ("round_id", "key_id", "method", "dimension", "classes_per_grouping", "encoding", "n_owners", "components", "rho", "rho_prime", "ridge_noise_floor", "mask_sums")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]

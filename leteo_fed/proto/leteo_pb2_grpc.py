@@ -61,6 +61,11 @@ class CryptoServiceProviderStub:
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.ProjectionChunk.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.ProjectionResult.FromString,
                 _registered_method=True)
+        self.WithdrawRound = channel.unary_unary(
+                '/leteo.v1.CryptoServiceProvider/WithdrawRound',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.WithdrawRequest.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.WithdrawReply.FromString,
+                _registered_method=True)
 
 
 class CryptoServiceProviderServicer:
@@ -103,6 +108,13 @@ class CryptoServiceProviderServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WithdrawRound(self, request, context):
+        """Owners only: close a round that must never be decrypted any more (see WithdrawReply).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CryptoServiceProviderServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +142,11 @@ def add_CryptoServiceProviderServicer_to_server(servicer, server):
                     servicer.ComputeProjection,
                     request_deserializer=leteo_dot_v1_dot_leteo__pb2.ProjectionChunk.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.ProjectionResult.SerializeToString,
+            ),
+            'WithdrawRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.WithdrawRound,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.WithdrawRequest.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.WithdrawReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -269,6 +286,33 @@ class CryptoServiceProvider:
             '/leteo.v1.CryptoServiceProvider/ComputeProjection',
             leteo_dot_v1_dot_leteo__pb2.ProjectionChunk.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.ProjectionResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WithdrawRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.CryptoServiceProvider/WithdrawRound',
+            leteo_dot_v1_dot_leteo__pb2.WithdrawRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.WithdrawReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,10 +4,12 @@ Identity lives in the certificate: the common name is the party's name (``csp``,
 ``aggregator``, a site id, ``analyst``) and the organizational unit is its role. Services
 authorize calls by that role and name, never by anything the caller merely claims.
 
-Three authorities certify the roles, so that no single custodian can mint every identity: the
-owners' CA certifies owner agents, the analysts' CA the data users who start rounds, the
-services' CA the aggregator and the CSP. A certificate counts for role R only if R's authority
-issued it (`Authorities.check`). docs/certificates.md says who should hold which key.
+Four authorities, one per role, certify the parties, so that no single custodian can mint every
+identity: the owners' CA certifies owner agents, the analysts' CA the data users who start
+rounds, the aggregators' CA the aggregator and the CSPs' CA the crypto service provider. A
+certificate counts for role R only if R's authority issued it (`Authorities.check`), and a TLS
+client accepts a server as role R only if R's authority issued its certificate
+(`TlsConfig.channel`). docs/certificates.md says who should hold which key.
 """
 
 from __future__ import annotations
@@ -181,9 +183,9 @@ def issue(
 def create_pki(
     out: Path, owners: list[str], hosts: list[str] | None = None, days: int = CERT_VALIDITY_DAYS
 ) -> list[Party]:
-    """Everything in one folder (demos, tests, docker compose): the three authorities, a
+    """Everything in one folder (demos, tests, docker compose): the four authorities, a
     certificate for the CSP, the aggregator, the analyst CLI and every owner, and a trust
-    bundle of all three CAs. Whoever holds this folder holds every CA key; a deployment gives
+    bundle of all four CAs. Whoever holds this folder holds every CA key; a deployment gives
     each authority its own custodian instead (docs/certificates.md)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -215,8 +217,8 @@ def issue_from(
 
 
 def read_authority(path: Path, authority: str) -> list[x509.Certificate]:
-    """The CA certificate(s) in `path`, refused if one is no CA or is another authority's (a
-    services' CA passed as the owners' would let its custodian mint owners)."""
+    """The CA certificate(s) in `path`, refused if one is no CA or is another authority's (an
+    aggregators' CA passed as the CSPs' would let the aggregator's operator mint a CSP)."""
     try:
         certs = x509.load_pem_x509_certificates(Path(path).read_bytes())
     except (OSError, ValueError) as exc:
@@ -236,9 +238,10 @@ def write_trust(
     out: Path, cas: Mapping[str, Sequence[x509.Certificate]], role: str | None = None
 ) -> None:
     """The public part of a party folder: each authority's certificate(s) as
-    AUTHORITY-ca.crt, to tell which authority issued a peer's certificate or signature, and the
-    TLS bundle ca.crt: the authorities `role` talks to (all of them without a role). Only
-    certificates are written; no CA key ever enters a party folder."""
+    AUTHORITY-ca.crt, to tell which authority issued a peer's certificate or signature and to
+    verify a server as its role, and the TLS bundle ca.crt: the authorities of the peers `role`
+    calls and of the callers it accepts (all of them without a role). Only certificates are
+    written; no CA key ever enters a party folder."""
     missing = [a for a in AUTHORITIES if not cas.get(a)]
     if missing:
         raise ConfigError(f"missing CA certificate(s): {', '.join(missing)}")

@@ -2,7 +2,10 @@
 
 With TLS (the default) the peer's identity is read from its verified client certificate, and
 `require_role` accepts it only if the authority of the role it claims issued it: the TLS bundle
-holds several authorities, and any of them could sign a certificate that claims any role. With
+holds several authorities, and any of them could sign a certificate that claims any role. In the
+other direction a channel names the role of the server it dials (`TlsConfig.channel(target,
+peer=...)`) and trusts that role's authority alone, so no other custodian (the aggregator's
+operator in particular) can stand in for the CSP or any other peer. With
 ``--insecure`` (local experiments only) there is no authentication at all: the caller's claimed
 identity travels in a metadata header and every service logs a loud warning at start-up.
 """
@@ -105,10 +108,10 @@ class TlsConfig:
         return Signer.from_pem(cert, key)
 
     def role_ca(self, role: str) -> bytes | None:
-        """The authority that certifies `role` (`owners-ca.crt`, `analysts-ca.crt`, or
-        `services-ca.crt` for the CSP and the aggregator, beside `ca.crt`). A legacy folder
-        with one CA in `ca.crt` falls back to it; a bundle of several never does, since it
-        would let every authority in it certify the role. None in insecure mode."""
+        """The authority that certifies `role`: `owners-ca.crt`, `analysts-ca.crt`,
+        `aggregators-ca.crt` or `csps-ca.crt` beside `ca.crt`. A legacy folder with one CA in
+        `ca.crt` falls back to it; a bundle of several never does, since it would let every
+        authority in it certify the role. None in insecure mode."""
         if self.insecure or self.ca is None:
             return None
         bundle = Path(self.ca)
@@ -149,14 +152,19 @@ class TlsConfig:
             [(key, cert)], root_certificates=ca, require_client_auth=True
         )
 
-    def channel(self, target: str) -> grpc.Channel:
+    def channel(self, target: str, *, peer: str) -> grpc.Channel:
+        """A channel to the `peer` role's service at `target` (`peer="csp"`, `"aggregator"`,
+        `"owner"`). With TLS it trusts only the authority of `peer` (`role_ca(peer)`), not the
+        whole bundle: a server whose certificate another authority issued, say a "CSP" the
+        aggregators' CA minted, fails the handshake (UNAVAILABLE) before any call is made."""
+        authority_of(peer)  # an unknown role is a bug at the call site, even without TLS
         if self.insecure:
             channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
             header = (IDENTITY_HEADER, f"{self.identity.role}:{self.identity.name}")
             return grpc.intercept_channel(channel, _MetadataInterceptor(header))
-        ca, cert, key = self._read()
+        _, cert, key = self._read()
         creds = grpc.ssl_channel_credentials(
-            root_certificates=ca, private_key=key, certificate_chain=cert
+            root_certificates=self.role_ca(peer), private_key=key, certificate_chain=cert
         )
         return grpc.secure_channel(target, creds, options=CHANNEL_OPTIONS)
 
@@ -303,7 +311,10 @@ def rpc_error_message(exc: grpc.RpcError) -> str:
     details = exc.details() if hasattr(exc, "details") else str(exc)
     name = code.name if code is not None else "ERROR"
     if code == grpc.StatusCode.UNAVAILABLE:
-        details = f"{details} (peer unreachable, or it rejected our certificate)"
+        details = (
+            f"{details} (peer unreachable, it rejected our certificate, or its certificate was "
+            "not issued by the authority of its role)"
+        )
     return f"{name}: {details}"
 
 

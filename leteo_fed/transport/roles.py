@@ -1,4 +1,4 @@
-"""Roles, the authorities that certify them, and their file names.
+"""Roles, the authorities that certify them, who calls whom, and their file names.
 
 Plain names with no cryptography, so the CLI can offer them as choices without slowing
 `--help` down; the certificates themselves are made in `certs`.
@@ -9,27 +9,43 @@ from __future__ import annotations
 from leteo_fed.errors import ConfigError
 
 ROLES = ("csp", "aggregator", "owner", "analyst")
-AUTHORITIES = ("owners", "analysts", "services")
+# One authority per role, each with its own custodian: the aggregator's operator holds the
+# aggregators' CA only, so it can mint neither an owner, an analyst nor a CSP.
+AUTHORITIES = ("owners", "analysts", "aggregators", "csps")
 AUTHORITY_OF = {
     "owner": "owners",
     "analyst": "analysts",
-    "csp": "services",
-    "aggregator": "services",
+    "aggregator": "aggregators",
+    "csp": "csps",
 }
 BUNDLE = "ca.crt"
-# The authorities a party accepts over TLS: those of the parties that call it or that it calls.
-# Owners and analysts talk only to the aggregator and the CSP, so they trust the services' CA
-# alone: no other custodian can stand in for the service they dial.
+# Whom each role dials (a channel to a peer trusts the peer role's authority alone), and whose
+# calls it accepts (`require_role` in the services).
+CALLS = {
+    "owner": ("aggregator", "csp"),
+    "analyst": ("aggregator", "csp"),
+    "aggregator": ("csp", "owner"),
+    "csp": (),
+}
+CALLED_BY = {
+    "owner": ("aggregator",),
+    "analyst": (),
+    "aggregator": ("owner", "analyst", "aggregator"),
+    "csp": ("owner", "aggregator", "analyst"),
+}
+# The authorities in a party's TLS bundle `ca.crt`: those of the peers it calls and of the
+# callers it accepts. A channel to a peer verifies the server against that peer's authority
+# only (`TlsConfig.channel`), so the bundle matters for the callers a server lets through TLS.
 TLS_TRUST = {
-    "owner": ("services",),
-    "analyst": ("services",),
-    "aggregator": AUTHORITIES,
-    "csp": AUTHORITIES,
+    role: tuple(
+        a for a in AUTHORITIES if a in {AUTHORITY_OF[r] for r in (*CALLS[role], *CALLED_BY[role])}
+    )
+    for role in ROLES
 }
 
 
 def ca_file(authority: str, ext: str = "crt") -> str:
-    """`owners-ca.crt`, `services-ca.key`, ...: one authority's files."""
+    """`owners-ca.crt`, `csps-ca.key`, ...: one authority's files."""
     return f"{authority}-ca.{ext}"
 
 

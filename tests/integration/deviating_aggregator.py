@@ -101,7 +101,7 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         self.server, _ = make_server(self.tls, cluster.addresses["aggregator"], workers=16)
         pb_grpc.add_AggregatorServicer_to_server(self, self.server)
         self.server.start()
-        csp_channel = self.tls.channel(cluster.addresses["csp"])
+        csp_channel = self.tls.channel(cluster.addresses["csp"], peer="csp")
         self._channels.append(csp_channel)
         self.csp = pb_grpc.CryptoServiceProviderStub(csp_channel)
         self._public: PublicKey | None = None
@@ -240,7 +240,7 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
 
     def _owner(self, site: str) -> pb_grpc.OwnerAgentStub:
         if site not in self._stubs:
-            channel = self.tls.channel(self.owners[site])
+            channel = self.tls.channel(self.owners[site], peer="owner")
             self._channels.append(channel)
             self._stubs[site] = pb_grpc.OwnerAgentStub(channel)
         return self._stubs[site]
@@ -248,6 +248,12 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
     def invite(self, spec: pb.RoundSpec, sites: Iterable[str]) -> dict[str, pb.InviteReply]:
         """Send `spec` to each of `sites` (whoever the spec says is invited)."""
         return {site: self._owner(site).Invite(spec, timeout=TIMEOUT) for site in sites}
+
+    def publish(self, round_id: str, sites: Iterable[str], state: str, message: str = "") -> None:
+        """Tell the owners how a round ended (true or not)."""
+        status = pb.RoundStatus(round_id=round_id, state=state, message=message)
+        for site in sites:
+            self._owner(site).PublishResult(status, timeout=TIMEOUT)
 
     # ------------------------------------------------------------------ talking to the CSP
 

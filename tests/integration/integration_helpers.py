@@ -71,8 +71,8 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
         pb_grpc.add_OwnerAgentServicer_to_server(self, self.server)
         self.server.start()
         self.address = f"127.0.0.1:{port}"
-        self.aggregator = pb_grpc.AggregatorStub(tls.channel(aggregator))
-        self.csp = pb_grpc.CryptoServiceProviderStub(tls.channel(csp))
+        self.aggregator = pb_grpc.AggregatorStub(tls.channel(aggregator, peer="aggregator"))
+        self.csp = pb_grpc.CryptoServiceProviderStub(tls.channel(csp, peer="csp"))
         self.encryptor = Encryptor(
             public_key_from_proto(self.csp.GetPublicKey(pb.PublicKeyRequest(), timeout=10))
         )
@@ -99,10 +99,23 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
     def share(
         self, spec: pb.RoundSpec, statement_overrides: dict | None = None, **header_overrides
     ) -> tuple[pb.ShareHeader, list[int]]:
-        """A share as the owner agent builds it: packed, masked with its own seed, encrypted,
-        its statement signed with this owner's certificate key."""
-        enc, layout = encoding_from_proto(spec.encoding, self.encryptor.public.bits)
+        """This owner's PCA share, built as the owner agent builds it."""
+        enc, _ = encoding_from_proto(spec.encoding, self.encryptor.public.bits)
         values = pca.share_values(pca.local_statistics(self.x), enc)
+        dimension = len(spec.moments.features)
+        return self.seal(spec, values, dimension, statement_overrides, **header_overrides)
+
+    def seal(
+        self,
+        spec: pb.RoundSpec,
+        values: list[int],
+        dimension: int,
+        statement_overrides: dict | None = None,
+        **header_overrides,
+    ) -> tuple[pb.ShareHeader, list[int]]:
+        """Encoded values packed, masked with this owner's own seed, encrypted, and their
+        statement signed with this owner's certificate key."""
+        enc, layout = encoding_from_proto(spec.encoding, self.encryptor.public.bits)
         packed = pack(values, layout)
         seed = new_mask_seed()
         masks = masks_from_seed(seed, len(packed), layout)
@@ -129,7 +142,7 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
             round_id=spec.round_id,
             site_id=self.site_id,
             key_id=spec.key_id,
-            dimension=len(spec.moments.features),
+            dimension=dimension,
             encoding=encoding_to_proto(enc, layout),
             n_ciphertexts=len(ciphertexts),
         )

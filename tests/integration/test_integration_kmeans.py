@@ -20,11 +20,10 @@ from sklearn.datasets import load_iris
 from leteo_fed.client import AnalystClient, KmeansParams, RoundFailed, RpcRefused
 from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
-from leteo_fed.encoding.packing import pack
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
-from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
+from leteo_fed.transport.messages import encoding_from_proto
 
 pytestmark = pytest.mark.slow
 
@@ -42,16 +41,8 @@ class KmeansManualOwner(ManualOwner):
         k = spec.kmeans.k
         centers = np.array(spec.kmeans.centers).reshape(k, len(spec.kmeans.features))
         sums, counts = km.cluster_stats(self.x, km.assign(self.x, centers), k)
-        cts = self.encryptor.encrypt_many(pack(km.encode_cluster_stats(sums, counts, enc), layout))
-        header = pb.ShareHeader(
-            round_id=spec.round_id,
-            site_id=self.site_id,
-            key_id=spec.key_id,
-            dimension=len(spec.kmeans.features),
-            encoding=encoding_to_proto(enc, layout),
-            n_ciphertexts=len(cts),
-        )
-        return header, cts
+        values = km.encode_cluster_stats(sums, counts, enc)
+        return self.seal(spec, values, len(spec.kmeans.features))
 
 
 @pytest.fixture(scope="module")

@@ -200,7 +200,9 @@ def test_bad_requests_are_refused_and_service_survives(deployment, cancer):
 def test_roles_are_enforced_by_certificate(deployment, cancer):
     cluster, _, manual, _ = deployment
     owner_tls = cluster.tls("site-x", "owner")
-    agg = pb_grpc.AggregatorStub(owner_tls.channel(cluster.addresses["aggregator"]))
+    agg = pb_grpc.AggregatorStub(
+        owner_tls.channel(cluster.addresses["aggregator"], peer="aggregator")
+    )
     with pytest.raises(grpc.RpcError) as err:
         agg.StartRound(pb.Signed(body=b""), timeout=10)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -208,7 +210,7 @@ def test_roles_are_enforced_by_certificate(deployment, cancer):
         agg.RegisterOwner(pb.OwnerRegistration(site_id="site-1", address="127.0.0.1:1"), timeout=10)
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     analyst_csp = pb_grpc.CryptoServiceProviderStub(
-        cluster.tls("analyst", "analyst").channel(cluster.addresses["csp"])
+        cluster.tls("analyst", "analyst").channel(cluster.addresses["csp"], peer="csp")
     )
     with pytest.raises(grpc.RpcError) as err:
         list(
@@ -218,9 +220,9 @@ def test_roles_are_enforced_by_certificate(deployment, cancer):
         )
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(grpc.RpcError) as err:
-        pb_grpc.CryptoServiceProviderStub(owner_tls.channel(cluster.addresses["csp"])).OpenRound(
-            pb.CspRoundRequest(round_id="r", n_ciphertexts=1), timeout=10
-        )
+        pb_grpc.CryptoServiceProviderStub(
+            owner_tls.channel(cluster.addresses["csp"], peer="csp")
+        ).OpenRound(pb.CspRoundRequest(round_id="r", n_ciphertexts=1), timeout=10)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
@@ -233,13 +235,15 @@ def test_callers_without_a_valid_certificate_are_rejected(deployment, tmp_path):
             pb_grpc.AggregatorStub if name == "aggregator" else pb_grpc.CryptoServiceProviderStub
         )
         with pytest.raises(grpc.RpcError) as err:
-            stub_cls(rogue.channel(cluster.addresses[name])).Health(pb.HealthRequest(), timeout=5)
+            stub_cls(rogue.channel(cluster.addresses[name], peer=name)).Health(
+                pb.HealthRequest(), timeout=5
+            )
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     plaintext = TlsConfig.insecure_as("analyst", "analyst")
     with pytest.raises(grpc.RpcError):
-        pb_grpc.AggregatorStub(plaintext.channel(cluster.addresses["aggregator"])).ListOwners(
-            pb.ListOwnersRequest(), timeout=5
-        )
+        pb_grpc.AggregatorStub(
+            plaintext.channel(cluster.addresses["aggregator"], peer="aggregator")
+        ).ListOwners(pb.ListOwnersRequest(), timeout=5)
     assert len(client.owners()) == 5  # the services are still up for legitimate callers
 
 
@@ -417,10 +421,10 @@ def test_pca_command_against_running_services(deployment, cancer, tmp_path):
 
 
 def test_large_share_uses_all_cores(tmp_path, cancer):
-    """d = 120 (breast cancer features, their squares and neighbour products): 682 ciphertexts
-    per share, so owners encrypt and the CSP decrypts on worker processes."""
+    """d = 132 (breast cancer features, their squares, neighbour products, roots and logs): over
+    512 ciphertexts per share, so owners encrypt and the CSP decrypts on worker processes."""
     x0, names0 = cancer
-    x = np.hstack([x0, x0**2, x0[:, :-1] * x0[:, 1:], np.sqrt(x0[:, :31] + 1)])[:, :120]
+    x = np.hstack([x0, x0**2, x0[:, :-1] * x0[:, 1:], np.sqrt(x0 + 1), np.log1p(x0)])[:, :132]
     names = [f"f{i}" for i in range(x.shape[1])]
     parts = write_parts(x, names, 3, tmp_path / "data")
     with LocalCluster(

@@ -12,7 +12,7 @@ from sklearn.datasets import load_wine
 
 from leteo_fed.client import AnalystClient, RoundParams
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
-from leteo_fed.encoding.packing import unblind, unpack
+from leteo_fed.encoding.packing import slot_totals, unpack
 from leteo_fed.protocols import discriminant, moments, pca, rotation
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 
@@ -94,7 +94,7 @@ def test_transcripts_show_what_each_party_learned(wine_cluster):
     nv = moments.n_values(d, [moments.ALL_ROWS])
     slots = unpack([int(p, 16) for p in record["plaintexts"]], nv, layout)
     agg = moments.decode_totals(
-        unblind(slots, [0] * nv, 3, layout), d, [moments.ALL_ROWS], enc.scale_bits
+        slot_totals(slots, 3, layout), d, [moments.ALL_ROWS], enc.scale_bits
     )
     r_seen = np.array(agg.r, dtype=float) / 2.0**enc.scale_bits
     r_true = x.T @ x

@@ -438,7 +438,7 @@ def test_a_round_is_decrypted_once_even_across_a_csp_restart(env: Env, honest: H
     with pytest.raises(grpc.RpcError) as err:
         agg.open_at_csp(round_id, honest.rnd.n_ciphertexts)
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
-    assert f"round {round_id} was already decrypted" in err.value.details()
+    assert f"round {round_id} was already used here (decrypted)" in err.value.details()
     got = Decrypted()
     with pytest.raises(grpc.RpcError) as err:
         again(got)
@@ -664,6 +664,71 @@ def test_weaker_dp_is_declined_before_any_budget_is_spent(env: Env):
         mine = [s for s in doc["spends"] if s["round_id"] == rnd.round_id]
         assert len(mine) == 1 and mine[0]["epsilon"] == EPSILON, doc
         assert {s["round_id"] for s in doc["spends"]} & set(env.declined) == set()
+
+
+def spend_states(env: Env, round_id: str) -> dict[str, list[str]]:
+    """Each owner's ledger entries for this round, by state."""
+    out = {}
+    for site in SITES:
+        path = config_dir(env) / "ledgers" / f"{site}.json"
+        spends = json.loads(path.read_text())["spends"] if path.exists() else []
+        out[site] = [s["state"] for s in spends if s["round_id"] == round_id]
+    return out
+
+
+def test_a_dp_charge_comes_back_only_if_the_csp_never_decrypted(env: Env):
+    """A DP round the CSP refuses (one share sent where the owners signed a quorum of 3): the
+    aggregator publishes the failure, every owner asks the CSP to close the round, the CSP
+    attests it never decrypted it, and the charge is withdrawn. An aggregator that publishes a
+    failure for a round it did decrypt gets no budget back for the owners."""
+    agg = env.agg
+    rnd = honest_round(env, env.fresh(), min_owners=3, dp_epsilon=EPSILON)
+    agg.open_at_csp(rnd.round_id, rnd.n_ciphertexts)
+    up = collect(env, rnd)
+    wait_sent(env, rnd.round_id, SITES)
+    assert spend_states(env, rnd.round_id) == {s: ["committed"] for s in SITES}
+    assert_csp_refuses(
+        env,
+        lambda got: agg.decrypt(rnd.round_id, pairs(up["site-1"]), got),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "the owners signed a quorum of 3: refused",
+        rnd.round_id,
+    )
+    agg.publish(rnd.round_id, SITES, "FAILED", "the CSP refused the decryption")
+    end = time.monotonic() + 15
+    while spend_states(env, rnd.round_id) != {s: ["withdrawn"] for s in SITES}:
+        assert time.monotonic() < end, spend_states(env, rnd.round_id)
+        time.sleep(0.1)
+    for site in SITES:
+        events = [e for e in audit(env, site) if e["round_id"] == rnd.round_id]
+        withdrawn = [e for e in events if e["event"] == "withdrawn"]
+        assert len(withdrawn) == 1 and withdrawn[0]["epsilon"] == EPSILON
+        assert "the CSP attests it never decrypted the round" in withdrawn[0]["reason"]
+    # and the round is closed for good: the aggregator cannot decrypt it with all shares now
+    assert_csp_refuses(
+        env,
+        lambda got: agg.decrypt(rnd.round_id, pairs(*up.values()), got),
+        grpc.StatusCode.ALREADY_EXISTS,
+        "already decrypted",
+        rnd.round_id,
+    )
+
+    # a decrypted round reported as failed: the CSP says "decrypted", the charge stays
+    rnd = honest_round(env, env.fresh(), min_owners=3, dp_epsilon=EPSILON)
+    agg.open_at_csp(rnd.round_id, rnd.n_ciphertexts)
+    up = collect(env, rnd)
+    wait_sent(env, rnd.round_id, SITES)
+    assert len(agg.decrypt(rnd.round_id, pairs(*up.values())).plaintexts) == rnd.n_ciphertexts
+    agg.publish(rnd.round_id, SITES, "FAILED", "a lie")
+    end = time.monotonic() + 15
+    for site in SITES:  # every owner has processed the published failure
+        while not any(
+            e["event"] == "result" and e["round_id"] == rnd.round_id for e in audit(env, site)
+        ):
+            assert time.monotonic() < end
+            time.sleep(0.05)
+    time.sleep(1.0)  # the withdrawal runs in the background: give it time to (wrongly) act
+    assert spend_states(env, rnd.round_id) == {s: ["committed"] for s in SITES}
 
 
 # ------------------------------------------------------------------ 6. columns and protocols

@@ -1,6 +1,8 @@
-"""Three certificate authorities: what `leteo-fed certs` writes (one folder, or one custodian at
-a time), which authority each role maps to, and `require_role` refusing a certificate that an
-authority issued for a role it does not certify."""
+"""Four certificate authorities, one per role: what `leteo-fed certs` writes (one folder, or one
+custodian at a time), which authority each role maps to, `require_role` refusing a certificate
+that an authority issued for a role it does not certify, and a TLS client refusing a server whose
+certificate is not from the authority of the role it dials (a "CSP" minted by the aggregators'
+CA, the platform operator's, in particular)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ from leteo_fed.transport.certs import (
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, require_role, rpc_method
 from leteo_fed.transport.roles import AUTHORITIES, AUTHORITY_OF, ca_file
 
-SERVICES_AS_OWNER = "certificate for role owner was not issued by the owners' certificate authority"
+FOREIGN_OWNER = "certificate for role owner was not issued by the owners' certificate authority"
+FOREIGN_CSP = "certificate for role csp was not issued by the csps' certificate authority"
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +62,11 @@ def mint(ca_folder: Path, authority: str, party: Party, out: Path) -> TlsConfig:
 # ---------------------------------------------------------------- layout
 
 
-def test_one_folder_form_has_three_authorities_and_a_bundle_of_them(pki: Path) -> None:
+def test_one_folder_form_has_four_authorities_and_a_bundle_of_them(pki: Path) -> None:
+    assert AUTHORITIES == ("owners", "analysts", "aggregators", "csps")
     cas = {a: cert(pki / ca_file(a)) for a in AUTHORITIES}
-    assert len({c.subject for c in cas.values()}) == 3, "each authority needs its own name"
+    assert len({c.subject for c in cas.values()}) == 4, "each authority needs its own name"
+    assert len({c.public_key() for c in cas.values()}) == 4, "and its own key"
     bundle = x509.load_pem_x509_certificates((pki / "ca.crt").read_bytes())
     assert {c.fingerprint(hashes.SHA256()) for c in bundle} == {
         c.fingerprint(hashes.SHA256()) for c in cas.values()
@@ -88,8 +93,8 @@ def test_role_ca_maps_each_role_to_its_authority_file(pki: Path) -> None:
     expected = {
         "owner": "owners-ca.crt",
         "analyst": "analysts-ca.crt",
-        "csp": "services-ca.crt",
-        "aggregator": "services-ca.crt",
+        "aggregator": "aggregators-ca.crt",
+        "csp": "csps-ca.crt",
     }
     for role, name in expected.items():
         assert tls.role_ca(role) == (pki / name).read_bytes(), role
@@ -109,7 +114,7 @@ def test_role_ca_falls_back_only_to_a_single_ca_bundle(pki: Path, tmp_path: Path
     assert authorities is not None
     authorities.check((legacy / "site-1.crt").read_bytes(), Party("site-1", "owner"))
 
-    bundle_only = tmp_path / "bundle-only"  # three CAs in ca.crt, the role files missing
+    bundle_only = tmp_path / "bundle-only"  # four CAs in ca.crt, the role files missing
     bundle_only.mkdir()
     shutil.copy(pki / "ca.crt", bundle_only / "ca.crt")
     with pytest.raises(ConfigError, match="owners-ca.crt not found"):
@@ -122,11 +127,14 @@ def test_role_ca_falls_back_only_to_a_single_ca_bundle(pki: Path, tmp_path: Path
 @pytest.mark.parametrize(
     ("authority", "party"),
     [
-        ("services", Party("site-1", "owner")),  # the platform operator minting an owner
+        ("aggregators", Party("site-1", "owner")),  # the platform operator minting an owner
         ("analysts", Party("site-1", "owner")),
-        ("services", Party("analyst", "analyst")),
+        ("csps", Party("site-1", "owner")),
+        ("aggregators", Party("analyst", "analyst")),
         ("owners", Party("analyst", "analyst")),
+        ("aggregators", Party("csp", "csp")),  # the platform operator minting a CSP
         ("owners", Party("csp", "csp")),
+        ("csps", Party("aggregator", "aggregator")),  # the CSP's organization minting one
         ("analysts", Party("aggregator", "aggregator")),
     ],
 )
@@ -181,18 +189,21 @@ def test_require_role_refuses_when_no_server_bound_authorities(pki: Path) -> Non
 
 
 class _Who:
-    """One method that answers with the caller's name, if `require_role` lets an owner or an
-    analyst through (AccessDenied becomes PERMISSION_DENIED, as in every service)."""
+    """One method that answers with the caller's name, if `require_role` lets one of `roles`
+    through (AccessDenied becomes PERMISSION_DENIED, as in every service)."""
+
+    def __init__(self, roles: tuple[str, ...]) -> None:
+        self.roles = roles
 
     @rpc_method
     def Who(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        return require_role(context, "owner", "analyst").name.encode()
+        return require_role(context, *self.roles).name.encode()
 
 
 @contextlib.contextmanager
-def who_server(tls: TlsConfig) -> Iterator[str]:
+def who_server(tls: TlsConfig, roles: tuple[str, ...] = ("owner", "analyst")) -> Iterator[str]:
     server, port = make_server(tls, "127.0.0.1:0", workers=2)
-    handler = grpc.unary_unary_rpc_method_handler(_Who().Who)
+    handler = grpc.unary_unary_rpc_method_handler(_Who(roles).Who)
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("t.T", {"Who": handler})])
     server.start()
     try:
@@ -201,8 +212,9 @@ def who_server(tls: TlsConfig) -> Iterator[str]:
         server.stop(0)
 
 
-def call_who(tls: TlsConfig, address: str) -> bytes:
-    with tls.channel(address) as channel:
+def call_who(tls: TlsConfig, address: str, peer: str = "csp") -> bytes:
+    """Who, over a channel that expects the server to be `peer`."""
+    with tls.channel(address, peer=peer) as channel:
         return channel.unary_unary("/t.T/Who")(b"", timeout=10)
 
 
@@ -210,11 +222,11 @@ def test_require_role_checks_the_issuer_over_tls(pki: Path, tmp_path: Path) -> N
     with who_server(TlsConfig.from_dir(pki, "csp", "csp")) as address:
         assert call_who(TlsConfig.from_dir(pki, "site-1", "owner"), address) == b"site-1"
         assert call_who(TlsConfig.from_dir(pki, "analyst", "analyst"), address) == b"analyst"
-        rogue = mint(pki, "services", Party("site-1", "owner"), tmp_path / "owner")
+        rogue = mint(pki, "aggregators", Party("site-1", "owner"), tmp_path / "owner")
         with pytest.raises(grpc.RpcError) as err:
             call_who(rogue, address)
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
-        assert SERVICES_AS_OWNER in err.value.details()
+        assert FOREIGN_OWNER in err.value.details()
         rogue = mint(pki, "owners", Party("analyst", "analyst"), tmp_path / "analyst")
         with pytest.raises(grpc.RpcError) as err:
             call_who(rogue, address)

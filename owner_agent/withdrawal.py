@@ -1,0 +1,106 @@
+"""Budget back for a share that was charged but never revealed.
+
+Once a DP share leaves the site its charge is committed: the site cannot know whether the sum
+holding it was decrypted. The CSP can. When a round this site paid for ends without a result
+(the aggregator publishes a failure, or nothing arrives well after the deadline), the owner asks
+the CSP to close the round for good. If the CSP attests it never decrypted the round (it was
+refused, or never reached it), nothing of the share was ever revealed and the charge is
+withdrawn; if it was decrypted, the charge stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import grpc
+
+from leteo_fed import defaults
+from leteo_fed.privacy.ledger import PrivacyLedger
+from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.transport.grpc_io import rpc_error_message
+from owner_agent.audit import AuditLog
+
+log = logging.getLogger("leteo.owner")
+
+WITHDRAWN = "withdrawn"
+
+
+class Withdrawals:
+    def __init__(self, ledger: PrivacyLedger | None, csp: Any, audit: AuditLog) -> None:
+        self._ledger = ledger
+        self._csp = csp  # a CryptoServiceProviderStub
+        self._audit = audit
+        self._timers: dict[str, threading.Timer] = {}
+        self._lock = threading.Lock()
+
+    def _charged(self, round_id: str) -> bool:
+        if self._ledger is None:
+            return False
+        return any(
+            s.round_id == round_id and s.state == "committed" for s in self._ledger.history()
+        )
+
+    def watch(self, round_id: str, deadline_unix: float) -> None:
+        """After sending a charged share: if no result has come by the time the aggregator must
+        have decrypted (deadline + CSP timeout + grace), close the round at the CSP."""
+        if not self._charged(round_id):
+            return
+        wait = deadline_unix - time.time() + defaults.CSP_TIMEOUT_SECONDS
+        timer = threading.Timer(max(0.0, wait) + defaults.WITHDRAW_GRACE_SECONDS, self.withdraw)
+        timer.args = (round_id, "no result arrived after the round's deadline")
+        timer.daemon = True
+        with self._lock:
+            self._timers[round_id] = timer
+        timer.start()
+
+    def result(self, round_id: str, state: str) -> None:
+        """The aggregator published the round's end: a failure triggers the withdrawal now."""
+        with self._lock:
+            timer = self._timers.pop(round_id, None)
+        if timer is not None:
+            timer.cancel()
+        if state != "COMPLETED" and self._charged(round_id):
+            threading.Thread(
+                target=self.withdraw,
+                args=(round_id, f"the round ended {state.lower() or 'without a result'}"),
+                name=f"withdraw-{round_id}",
+                daemon=True,
+            ).start()
+
+    def withdraw(self, round_id: str, why: str) -> str:
+        """Ask the CSP to close the round; withdraw the charge if it never decrypted it."""
+        with self._lock:
+            self._timers.pop(round_id, None)
+        if self._ledger is None or not self._charged(round_id):
+            return ""
+        try:
+            reply = self._csp.WithdrawRound(
+                pb.WithdrawRequest(round_id=round_id), timeout=defaults.CSP_OPEN_TIMEOUT_SECONDS
+            )
+        except grpc.RpcError as exc:
+            log.warning(
+                "round %s: the CSP did not answer the withdrawal: %s",
+                round_id,
+                rpc_error_message(exc),
+            )
+            return ""
+        if reply.state != WITHDRAWN:
+            log.info("round %s: the CSP says it was %s; the charge stays", round_id, reply.state)
+            return reply.state
+        spend = self._ledger.withdraw(round_id)
+        self._audit.record(
+            "withdrawn",
+            round_id,
+            epsilon=spend.epsilon,
+            delta=spend.delta,
+            reason=f"{why}; the CSP attests it never decrypted the round and has closed it",
+        )
+        log.info(
+            "round %s: charge of epsilon %g withdrawn (the CSP never decrypted the round)",
+            round_id,
+            spend.epsilon,
+        )
+        return reply.state
