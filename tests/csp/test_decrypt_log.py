@@ -31,3 +31,22 @@ def test_without_a_state_dir_the_record_is_in_memory(tmp_path) -> None:
     log.claim("r", "blinded")
     with pytest.raises(DuplicateError):
         log.claim("r", "blinded")
+
+
+def test_outcomes_and_withdrawals_survive_a_restart(tmp_path) -> None:
+    path = tmp_path / "decrypted-rounds.jsonl"
+    log = DecryptLog(path)
+    log.claim("ok", "blinded")
+    log.settle("ok", decrypted=True)
+    log.claim("bad", "blinded")
+    log.settle("bad", decrypted=False, reason="quorum")
+    assert log.withdraw("ok", "site-1") == "decrypted"  # no budget back for a decrypted round
+    assert log.withdraw("bad", "site-1") == "withdrawn"  # refused: never decrypted
+    assert log.withdraw("never-seen", "site-2") == "withdrawn"  # closed before it was opened
+    log.claim("running", "blinded")
+    assert log.withdraw("running", "site-1") == "claimed"  # a decryption may be under way
+    again = DecryptLog(path)
+    assert again.state("ok") == "decrypted" and again.state("bad") == "refused"
+    assert again.state("never-seen") == "withdrawn" and again.state("running") == "claimed"
+    with pytest.raises(DuplicateError):  # a withdrawn round can never be decrypted
+        again.claim("never-seen", "blinded")

@@ -1,0 +1,78 @@
+"""An owner withdraws a DP charge only on the CSP's word that the round was never decrypted.
+
+The ledger and the audit log are real files; the CSP stub is a stand-in for this one function's
+unit test (the end-to-end path runs in tests/integration/test_malicious_aggregator.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import grpc
+import pytest
+
+from leteo_fed.errors import ProtocolError
+from leteo_fed.privacy.budget import Budget
+from leteo_fed.privacy.ledger import PrivacyLedger
+from leteo_fed.proto import leteo_pb2 as pb
+from owner_agent.audit import AuditLog
+from owner_agent.withdrawal import Withdrawals
+
+
+class Csp:
+    def __init__(self, state: str = "withdrawn", fail: bool = False) -> None:
+        self.state, self.fail, self.asked = state, fail, []
+
+    def WithdrawRound(self, request, timeout):
+        self.asked.append(request.round_id)
+        if self.fail:
+            raise grpc.RpcError("unreachable")
+        return pb.WithdrawReply(round_id=request.round_id, state=self.state)
+
+
+@pytest.fixture
+def parts(tmp_path):
+    ledger = PrivacyLedger(tmp_path / "ledger.json", 3.0, 1e-4)
+    ledger.reserve("r1", "skellam", Budget(1.0, 1e-6))
+    ledger.commit("r1")
+    return ledger, AuditLog(tmp_path / "audit.jsonl", "site-1"), tmp_path
+
+
+def state(ledger: PrivacyLedger, round_id: str) -> str:
+    return next(s.state for s in ledger.history() if s.round_id == round_id)
+
+
+def test_withdrawn_only_on_the_csps_word(parts) -> None:
+    ledger, audit, tmp = parts
+    assert Withdrawals(ledger, Csp("decrypted"), audit).withdraw("r1", "failed") == "decrypted"
+    assert state(ledger, "r1") == "committed"
+    assert Withdrawals(ledger, Csp(fail=True), audit).withdraw("r1", "failed") == ""
+    assert state(ledger, "r1") == "committed"
+    assert Withdrawals(ledger, Csp("withdrawn"), audit).withdraw("r1", "failed") == "withdrawn"
+    assert state(ledger, "r1") == "withdrawn"
+    assert ledger.remaining().epsilon == pytest.approx(3.0)
+    events = [json.loads(x) for x in (tmp / "audit.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["withdrawn"]
+    # a second withdrawal (or one of a round never charged) asks nothing and changes nothing
+    csp = Csp("withdrawn")
+    assert Withdrawals(ledger, csp, audit).withdraw("r1", "again") == ""
+    assert Withdrawals(ledger, csp, audit).withdraw("r9", "unknown") == ""
+    assert csp.asked == []
+    with pytest.raises(ProtocolError):  # the ledger itself refuses a non-committed withdrawal
+        ledger.withdraw("r1")
+
+
+def test_a_published_success_cancels_and_a_failure_withdraws(parts) -> None:
+    ledger, audit, _ = parts
+    csp = Csp("withdrawn")
+    w = Withdrawals(ledger, csp, audit)
+    w.watch("r1", deadline_unix=time.time() + 3600)  # far away: only the result matters
+    w.result("r1", "COMPLETED")
+    time.sleep(0.2)
+    assert csp.asked == [] and state(ledger, "r1") == "committed"
+    w.result("r1", "FAILED")
+    end = time.monotonic() + 5
+    while state(ledger, "r1") != "withdrawn":
+        assert time.monotonic() < end
+        time.sleep(0.02)
+    assert csp.asked == ["r1"]
