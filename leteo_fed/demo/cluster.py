@@ -148,7 +148,7 @@ class LocalCluster:
         self.wait_healthy(timeout)
 
     def prepare(self) -> None:
-        """Certificates (the owners', analysts' and services' CAs and one certificate per
+        """Certificates (the owners', analysts' and aggregators. and CSPs. CAs and one certificate per
         party, all in `certs`) and the CSP / aggregator addresses; nothing is started."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         if not self.insecure:

@@ -336,8 +336,7 @@ class PrivacyLedger:
             s = spends[i]
             if s.state != from_state:
                 raise ProtocolError(
-                    f"round {round_id!r} is {s.state}, not {from_state}; it cannot be "
-                    f"{new_state}",
+                    f"round {round_id!r} is {s.state}, not {from_state}; it cannot be {new_state}",
                     field="round_id",
                 )
             settled = Spend(**{**asdict(s), "state": new_state, "settled": _now()})
@@ -360,7 +359,6 @@ class PrivacyLedger:
                 field="round_id",
             )
         return self._settle(round_id, "released")
-
 
     def withdraw(self, round_id: str) -> Spend:
         """Restore a committed spend. Only for a round the CSP attested it never decrypted and

@@ -32,7 +32,7 @@ from leteo_fed.transport.certs import (
     write_trust,
 )
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, require_role, rpc_method
-from leteo_fed.transport.roles import AUTHORITIES, AUTHORITY_OF, ca_file
+from leteo_fed.transport.roles import AUTHORITIES, AUTHORITY_OF, ROLES, TLS_TRUST, ca_file
 
 FOREIGN_OWNER = "certificate for role owner was not issued by the owners' certificate authority"
 FOREIGN_CSP = "certificate for role csp was not issued by the csps' certificate authority"
@@ -66,7 +66,7 @@ def test_one_folder_form_has_four_authorities_and_a_bundle_of_them(pki: Path) ->
     assert AUTHORITIES == ("owners", "analysts", "aggregators", "csps")
     cas = {a: cert(pki / ca_file(a)) for a in AUTHORITIES}
     assert len({c.subject for c in cas.values()}) == 4, "each authority needs its own name"
-    assert len({c.public_key() for c in cas.values()}) == 4, "and its own key"
+    assert len({c.public_key().public_numbers() for c in cas.values()}) == 4, "and its own key"
     bundle = x509.load_pem_x509_certificates((pki / "ca.crt").read_bytes())
     assert {c.fingerprint(hashes.SHA256()) for c in bundle} == {
         c.fingerprint(hashes.SHA256()) for c in cas.values()
@@ -234,9 +234,102 @@ def test_require_role_checks_the_issuer_over_tls(pki: Path, tmp_path: Path) -> N
         assert "role analyst was not issued by the analysts' certificate" in err.value.details()
 
 
+def test_require_role_refuses_a_csp_from_the_aggregators_authority(
+    pki: Path, tmp_path: Path
+) -> None:
+    """The platform operator's CA cannot make a caller count as the CSP."""
+    with who_server(TlsConfig.from_dir(pki, "aggregator", "aggregator"), ("csp",)) as address:
+        genuine = TlsConfig.from_dir(pki, "csp", "csp")
+        assert call_who(genuine, address, peer="aggregator") == b"csp"
+        rogue = mint(pki, "aggregators", Party("csp", "csp"), tmp_path)
+        with pytest.raises(grpc.RpcError) as err:
+            call_who(rogue, address, peer="aggregator")
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert FOREIGN_CSP in err.value.details()
+
+
 def test_insecure_servers_check_no_issuer() -> None:
     with who_server(TlsConfig.insecure_as("csp", "csp")) as address:
         assert call_who(TlsConfig.insecure_as("site-1", "owner"), address) == b"site-1"
+        # without TLS nothing tells servers apart: the peer role is only checked for a typo
+        owner = TlsConfig.insecure_as("site-1", "owner")
+        assert call_who(owner, address, peer="aggregator") == b"site-1"
+        with pytest.raises(ConfigError, match="unknown role"):
+            owner.channel(address, peer="services")
+
+
+# ---------------------------------------------------------------- the client checks the server
+
+
+# Who serves: the party its certificate names and the authority that issued it.
+SERVERS = {
+    "genuine csp": (Party("csp", "csp"), "csps"),
+    "csp minted by the aggregators' CA": (Party("csp", "csp"), "aggregators"),
+    "csp minted by the owners' CA": (Party("csp", "csp"), "owners"),
+    "genuine aggregator": (Party("aggregator", "aggregator"), "aggregators"),
+    "aggregator minted by the csps' CA": (Party("aggregator", "aggregator"), "csps"),
+    "genuine owner": (Party("site-1", "owner"), "owners"),
+    "owner minted by the aggregators' CA": (Party("site-1", "owner"), "aggregators"),
+}
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_channel_trusts_only_the_authority_of_the_peer_it_dials(
+    pki: Path, tmp_path: Path, server: str
+) -> None:
+    """Every server chains to the bundle, so it would pass a client that trusts the bundle; a
+    channel to role R accepts it only if R's authority issued its certificate."""
+    party, authority = SERVERS[server]
+    served = mint(pki, authority, party, tmp_path)
+    caller = TlsConfig.from_dir(pki, "analyst", "analyst")
+    with who_server(served, ROLES) as address:
+        for peer in ("csp", "aggregator", "owner"):
+            if authority == AUTHORITY_OF[peer]:
+                assert call_who(caller, address, peer=peer) == b"analyst", peer
+                continue
+            with pytest.raises(grpc.RpcError) as err:
+                call_who(caller, address, peer=peer)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE, peer  # the handshake fails
+
+
+def bundle_channel(tls: TlsConfig, address: str) -> grpc.Channel:
+    """A channel that trusts the whole bundle `ca.crt`: what every client did before channels
+    named their peer's role."""
+    assert tls.ca is not None and tls.cert is not None and tls.key is not None
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=tls.ca.read_bytes(),
+        private_key=tls.key.read_bytes(),
+        certificate_chain=tls.cert.read_bytes(),
+    )
+    return grpc.secure_channel(address, creds)
+
+
+def test_an_owner_refuses_a_csp_minted_by_the_aggregators_authority(
+    pki: Path, tmp_path: Path
+) -> None:
+    """The attack: the aggregator's operator mints a CSP certificate with its own CA and, given
+    the owner's connection, serves as the CSP. The bundle would let it through; the owner's
+    channel to the CSP does not."""
+    owner = TlsConfig.from_dir(pki, "site-1", "owner")
+    rogue = mint(pki, "aggregators", Party("csp", "csp"), tmp_path)
+    with who_server(rogue) as address:
+        with bundle_channel(owner, address) as channel:  # the rogue is a working server
+            assert channel.unary_unary("/t.T/Who")(b"", timeout=10) == b"site-1"
+        with pytest.raises(grpc.RpcError) as err:
+            call_who(owner, address, peer="csp")
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    with who_server(TlsConfig.from_dir(pki, "csp", "csp")) as address:
+        assert call_who(owner, address, peer="csp") == b"site-1"
+
+
+def test_a_single_ca_folder_still_makes_channels(tmp_path: Path) -> None:
+    """The legacy layout (one CA in ca.crt) certifies every role, so every peer checks out."""
+    ca_cert, ca_key = create_ca(tmp_path, "owners")
+    (tmp_path / "owners-ca.crt").rename(tmp_path / "ca.crt")
+    for party in (Party("site-1", "owner"), Party("csp", "csp")):
+        issue(tmp_path, party, ca_cert, ca_key, [])
+    with who_server(TlsConfig.from_dir(tmp_path, "csp", "csp")) as address:
+        assert call_who(TlsConfig.from_dir(tmp_path, "site-1", "owner"), address) == b"site-1"
 
 
 # ---------------------------------------------------------------- one custodian at a time
@@ -246,13 +339,23 @@ def certs(*argv: object) -> int:
     return main(["certs", *map(str, argv)])
 
 
+# A party's ca.crt: the authorities of the peers it calls and of the callers it accepts.
+EXPECTED_TRUST = {
+    "owner": {"aggregators", "csps"},  # calls both, accepts the aggregator
+    "analyst": {"aggregators", "csps"},  # calls both (the CSP for its public key)
+    "aggregator": set(AUTHORITIES),  # calls the CSP and owners; owners, analysts call it
+    "csp": {"owners", "analysts", "aggregators"},  # calls nobody
+}
+
+
 def test_custodians_build_working_party_folders(tmp_path: Path) -> None:
     """Each CA in its own folder; party folders get certificates only, and work over TLS."""
     for authority in AUTHORITIES:
         assert certs("ca", authority, "--out", tmp_path / authority) == 0
         key = tmp_path / authority / ca_file(authority, "key")
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
-    for name, role in (("site-1", "owner"), ("csp", "csp"), ("analyst", "analyst")):
+    parties = {"site-1": "owner", "csp": "csp", "aggregator": "aggregator", "analyst": "analyst"}
+    for name, role in parties.items():
         folder = tmp_path / name
         ca_dir = tmp_path / AUTHORITY_OF[role]
         issuing = ["--ca-dir", ca_dir, "--role", role, "--name", name, "--out", folder]
@@ -264,16 +367,33 @@ def test_custodians_build_working_party_folders(tmp_path: Path) -> None:
         assert stat.S_IMODE((folder / f"{name}.key").stat().st_mode) == 0o600
         bundle = x509.load_pem_x509_certificates((folder / "ca.crt").read_bytes())
         trusted = {a for a in AUTHORITIES if cert(tmp_path / a / ca_file(a)) in bundle}
-        assert trusted == ({"services"} if role in ("owner", "analyst") else set(AUTHORITIES))
-    # the assembled folders talk to each other, and the checks hold there too
-    with who_server(TlsConfig.from_dir(tmp_path / "csp", "csp", "csp")) as address:
-        owner = TlsConfig.from_dir(tmp_path / "site-1", "site-1", "owner")
-        assert call_who(owner, address) == b"site-1"
-        minted = mint(tmp_path / "services", "services", owner.identity, tmp_path / "rogue")
+        assert trusted == EXPECTED_TRUST[role] == set(TLS_TRUST[role]), role
+
+    def party(name: str) -> TlsConfig:
+        return TlsConfig.from_dir(tmp_path / name, name, parties[name])
+
+    # the assembled folders make every call of the protocol, each channel naming its peer
+    calls = {"csp": ("site-1", "analyst", "aggregator"), "aggregator": ("site-1", "analyst")}
+    calls["site-1"] = ("aggregator",)
+    for server, callers in calls.items():
+        with who_server(party(server), ROLES) as address:
+            for caller in callers:
+                assert call_who(party(caller), address, peer=parties[server]) == caller.encode()
+    # and the checks hold there too: an owner minted by the platform operator's CA ...
+    owner = party("site-1")
+    with who_server(party("csp")) as address:
+        minted = mint(tmp_path / "aggregators", "aggregators", owner.identity, tmp_path / "rogue")
         rogue = TlsConfig(owner.identity, owner.ca, minted.cert, minted.key)
         with pytest.raises(grpc.RpcError) as err:
             call_who(rogue, address)
-        assert SERVICES_AS_OWNER in err.value.details()
+        assert FOREIGN_OWNER in err.value.details()
+    # ... and a CSP minted by it, which the owner's own folder refuses to take for the CSP
+    csp = party("csp")
+    minted = mint(tmp_path / "aggregators", "aggregators", csp.identity, tmp_path / "rogue-csp")
+    with who_server(TlsConfig(csp.identity, csp.ca, minted.cert, minted.key)) as address:
+        with pytest.raises(grpc.RpcError) as err:
+            call_who(owner, address, peer="csp")
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
 def test_custody_mistakes_are_refused(tmp_path: Path, capsys) -> None:
@@ -282,22 +402,27 @@ def test_custody_mistakes_are_refused(tmp_path: Path, capsys) -> None:
     before = (tmp_path / "owners" / "owners-ca.key").read_bytes()
     assert certs("ca", "owners", "--out", tmp_path / "owners") == 2  # would orphan its certificates
     assert (tmp_path / "owners" / "owners-ca.key").read_bytes() == before
-    # the services' CA folder cannot issue an owner
+    # the aggregators' CA folder (the platform operator's) can issue neither a CSP nor an owner
     out = tmp_path / "x"
-    issuing = ["--ca-dir", tmp_path / "services", "--role", "owner", "--name", "site-1"]
-    assert certs("issue", *issuing, "--out", out) == 2
-    assert not (out / "site-1.crt").exists()
-    # a services' CA certificate passed as the owners' one
-    swapped = ["--owners-ca", tmp_path / "services" / "services-ca.crt"]
-    swapped += ["--analysts-ca", tmp_path / "analysts" / "analysts-ca.crt"]
-    swapped += ["--services-ca", tmp_path / "services" / "services-ca.crt"]
+    for name, role in (("csp", "csp"), ("site-1", "owner")):
+        issuing = ["--ca-dir", tmp_path / "aggregators", "--role", role, "--name", name]
+        assert certs("issue", *issuing, "--out", out) == 2
+        assert not (out / f"{name}.crt").exists()
+    assert "csps-ca.crt not found" in capsys.readouterr().err
+    # the aggregators' CA certificate passed as the CSPs' one
+    aggregators_ca = tmp_path / "aggregators" / "aggregators-ca.crt"
+    swapped = [x for a in AUTHORITIES for x in (f"--{a}-ca", tmp_path / a / ca_file(a))]
+    swapped[swapped.index("--csps-ca") + 1] = aggregators_ca
     assert certs("bundle", "--role", "owner", *swapped, "--out", out) == 2
-    assert "is not the owners' CA certificate" in capsys.readouterr().err
-    services = cert(tmp_path / "services" / "services-ca.crt")
+    assert "is not the csps' CA certificate" in capsys.readouterr().err
+    one = cert(aggregators_ca)
     with pytest.raises(ConfigError, match="two authorities"):
-        write_trust(out, {"owners": [services], "analysts": [services], "services": [services]})
+        write_trust(out, {a: [one] for a in AUTHORITIES})
+    with pytest.raises(ConfigError, match="missing CA certificate"):
+        write_trust(out, {"owners": [one], "analysts": [one], "services": [one]})
     with pytest.raises(ConfigError, match="invalid site id"):
         issue_from(tmp_path / "owners", out, Party("../escape", "owner"), [])
-    with pytest.raises(ConfigError, match="invalid site id"):
-        issue_from(tmp_path / "owners", out, Party("services-ca", "owner"), [])
+    for reserved in ("csps-ca", "aggregators-ca"):
+        with pytest.raises(ConfigError, match="invalid site id"):
+            issue_from(tmp_path / "owners", out, Party(reserved, "owner"), [])
     assert certs("--out", out) == 2  # the one-folder form needs --owners
