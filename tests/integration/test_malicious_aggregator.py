@@ -36,6 +36,7 @@ from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.encoding.packing import masks_from_seed
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import pca
+from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.certs import Party, create_pki, issue_from
@@ -57,11 +58,11 @@ def _policy(allowed: list[str]) -> str:
     site in the quorum, non-DP PCA allowed but each query answered once."""
     return "\n".join(
         [
-            'protocols = ["pca"]',
+            'protocols = ["pca", "kmeans"]',
             f"columns = {json.dumps(allowed)}",
             'analysts = ["analyst"]',
             "min_other_owners = 1",
-            'non_dp = ["pca"]',
+            'non_dp = ["pca", "kmeans"]',
             "non_dp_repeats = 1",
             "non_dp_window_days = 30",
         ]
@@ -363,6 +364,48 @@ def test_csp_refuses_to_decrypt_fewer_shares_than_the_owners_signed_for(env: Env
         rnd.round_id,
     )
     assert ledgers(env) == before
+
+
+def test_a_kmeans_iteration_is_protected_like_any_round(env: Env):
+    """The CSP checks k-means iterations as it checks every secure sum: one site's cluster sums
+    are refused, an iteration's full quorum decrypts to the plain per-cluster counts."""
+    agg = env.agg
+
+    def kmeans_round() -> tuple[PlannedRound, np.ndarray, np.ndarray]:
+        features = env.fresh()  # a query of its own (non-DP k-means answers each query once)
+        x = np.vstack([env.data[s] for s in SITES])[:, env.columns(features)]
+        centers = x[[0, len(x) // 2]]
+        request = request_to_proto(
+            "kmeans",
+            KmeansRequest(
+                k=2, centers=tuple(centers.ravel()), iterations=2, features=tuple(features)
+            ),
+            min_owners=3,
+        )
+        rnd = agg.plan(agg.sign(request), SITES)
+        assert rnd.round_id.endswith("-it1") and rnd.spec.WhichOneof("payload") == "kmeans"
+        agg.open_at_csp(rnd.round_id, rnd.n_ciphertexts)
+        return rnd, x, centers
+
+    rnd, _, _ = kmeans_round()
+    up = collect(env, rnd)
+    assert_csp_refuses(
+        env,
+        lambda got: agg.decrypt(rnd.round_id, pairs(up["site-2"]), got),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "1 distinct owner share(s), the owners signed a quorum of 3: refused",
+        rnd.round_id,
+    )
+    # control: an honest iteration decrypts to the exact per-cluster counts
+    rnd, x, centers = kmeans_round()
+    up = collect(env, rnd)
+    got = agg.decrypt(rnd.round_id, pairs(*up.values()))
+    totals = agg.unmask(got.plaintexts, list(up.values()), rnd)
+    nearest = np.argmin(((x[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2), axis=1)
+    d = x.shape[1]
+    scale = 2**rnd.plan.share_encoding.count_scale_bits
+    counts = [totals[j * (d + 1) + d] for j in range(2)]
+    assert counts == [int(np.sum(nearest == j)) * scale for j in range(2)]
 
 
 def test_owners_decline_a_round_whose_quorum_is_themselves_alone(env: Env):
