@@ -50,6 +50,9 @@ and its own NAME.crt/NAME.key, never a CA key. Private keys are written with mod
 
 One machine (demos, tests, docker compose; whoever runs it holds all four CA keys):
   leteo-fed certs --out certs --owners site-1,site-2
+  leteo-fed certs --out certs --owners site-1,site-2 --per-party
+      # certs/authorities (the CA keys), certs/csp, certs/aggregator, certs/analyst,
+      # certs/site-1, certs/site-2: a party's folder as `issue` and `bundle` would make it
 
 A deployment, each custodian on its own machine (see docs/certificates.md):
   leteo-fed certs ca owners --out owners-ca          # once per CA, by its custodian
@@ -84,7 +87,7 @@ def _add_certs(sub: SubParsers) -> None:
     p = sub.add_parser(
         "certs",
         help="create the CAs and mTLS certificates",
-        usage="%(prog)s --owners IDS [--out DIR] [--hosts HOSTS] [--days DAYS]\n"
+        usage="%(prog)s --owners IDS [--out DIR] [--per-party] [--hosts HOSTS] [--days DAYS]\n"
         "       %(prog)s {ca,issue,bundle} ...",
         description=CERTS_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -96,6 +99,12 @@ def _add_certs(sub: SubParsers) -> None:
         "--owners",
         type=csv_list,
         help="owner site ids, e.g. site-1,site-2 (required without an ACTION)",
+    )
+    p.add_argument(
+        "--per-party",
+        action="store_true",
+        help="one folder per party under --out (its own key, its role's ca.crt and the CA "
+        "certificates) and the CAs with their keys in --out/authorities, which no party gets",
     )
     _add_hosts_and_days(p)
     set_handler(p, run)
@@ -315,14 +324,29 @@ def run_certs(args: argparse.Namespace) -> None:
     if args.action is None:
         if not args.owners:
             raise ConfigError("certs: --owners is required (or give an ACTION: ca, issue, bundle)")
-        parties = certs.create_pki(args.out, args.owners, args.hosts, args.days)
-        print(
-            f"wrote the owners', analysts', aggregators' and CSPs' CAs and {len(parties)} "
-            f"certificates to {args.out}: " + ", ".join(p.name for p in parties)
+        parties = certs.create_pki(
+            args.out, args.owners, args.hosts, args.days, per_party=args.per_party
         )
-        print("this folder holds every CA key: for a deployment, see docs/certificates.md")
-    elif args.owners:
-        raise ConfigError(f"certs {args.action}: --owners belongs to the one-folder form")
+        names = ", ".join(p.name for p in parties)
+        if args.per_party:
+            authorities = args.out / certs.AUTHORITIES_DIR
+            print(
+                f"wrote the owners', analysts', aggregators' and CSPs' CAs to {authorities} "
+                f"and one folder per party under {args.out}: {names}"
+            )
+            print(
+                f"{authorities} holds every CA key: give it to no party; for a deployment, "
+                "see docs/certificates.md"
+            )
+        else:
+            print(
+                f"wrote the owners', analysts', aggregators' and CSPs' CAs and {len(parties)} "
+                f"certificates to {args.out}: {names}"
+            )
+            print("this folder holds every CA key: for a deployment, see docs/certificates.md")
+    elif args.owners or args.per_party:
+        option = "--owners" if args.owners else "--per-party"
+        raise ConfigError(f"certs {args.action}: {option} belongs to the one-folder form")
     elif args.action == "ca":
         certs.create_ca(args.out, args.authority, args.days)
         print(

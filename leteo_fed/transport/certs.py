@@ -180,24 +180,52 @@ def issue(
     atomic_write_bytes(out / f"{party.name}.key", _key_pem(key), mode=0o600)
 
 
+# `create_pki(per_party=True)`: the custodians' folder, beside one folder per party.
+AUTHORITIES_DIR = "authorities"
+
+
 def create_pki(
-    out: Path, owners: list[str], hosts: list[str] | None = None, days: int = CERT_VALIDITY_DAYS
+    out: Path,
+    owners: list[str],
+    hosts: list[str] | None = None,
+    days: int = CERT_VALIDITY_DAYS,
+    per_party: bool = False,
 ) -> list[Party]:
-    """Everything in one folder (demos, tests, docker compose): the four authorities, a
-    certificate for the CSP, the aggregator, the analyst CLI and every owner, and a trust
-    bundle of all four CAs. Whoever holds this folder holds every CA key; a deployment gives
-    each authority its own custodian instead (docs/certificates.md)."""
+    """Everything on one machine (demos, tests, docker compose): the four authorities and a
+    certificate for the CSP, the aggregator, the analyst CLI and every owner.
+
+    In one folder (the default), with a trust bundle of all four CAs: whoever holds the folder
+    holds every CA key and every party's key. With `per_party`, the authorities (keys included,
+    and the bundle of all four) go to `out/authorities` (mode 700) and each party gets a folder
+    of its own, `out/NAME`, as `certs issue` and `certs bundle` would make it: its role's
+    `ca.crt`, the four CA certificates and its own NAME.crt/NAME.key, no CA key and no other
+    party's key. Either way one operator made every key; a deployment gives each authority its
+    own custodian instead (docs/certificates.md). The last file written is `ca.crt` of the
+    folder that holds the CAs: once it exists, the layout is complete."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     parties = [Party("csp", "csp"), Party("aggregator", "aggregator"), Party("analyst", "analyst")]
     for site in owners:
         check_site_id(site)
+        if per_party and site == AUTHORITIES_DIR:
+            raise ConfigError(
+                f"invalid site id {site!r}: {out / AUTHORITIES_DIR} holds the CA keys",
+                field="site_id",
+            )
         parties.append(Party(site, "owner"))
-    cas = {a: create_ca(out, a, days, replace=True) for a in AUTHORITIES}
+    ca_dir = out / AUTHORITIES_DIR if per_party else out
+    ca_dir.mkdir(parents=True, exist_ok=True)
+    if per_party:
+        ca_dir.chmod(0o700)
+    cas = {a: create_ca(ca_dir, a, days, replace=True) for a in AUTHORITIES}
+    public = {a: [cert] for a, (cert, _) in cas.items()}
     for party in parties:
         cert, key = cas[authority_of(party.role)]
-        issue(out, party, cert, key, hosts or [], days)
-    write_trust(out, {a: [cert] for a, (cert, _) in cas.items()})  # last: the folder is complete
+        folder = out / party.name if per_party else out
+        folder.mkdir(parents=True, exist_ok=True)
+        issue(folder, party, cert, key, hosts or [], days)
+        if per_party:
+            write_trust(folder, public, party.role)
+    write_trust(ca_dir, public)  # last: the layout is complete
     return parties
 
 

@@ -22,6 +22,7 @@ import tomllib
 
 from leteo_fed.cli.main import build_parser
 from leteo_fed.config import load_owner_config
+from leteo_fed.transport.certs import AUTHORITIES_DIR
 
 yaml = pytest.importorskip("yaml")
 
@@ -171,33 +172,48 @@ def test_entrypoints_end_in_leteo_fed(services):
         if entry is None:
             continue
         assert entry[:2] == ["sh", "-c"], f"{name}: unexpected entrypoint {entry!r}"
-        assert 'exec leteo-fed "$$@"' in entry[2], (
-            f"{name}: entrypoint must exec leteo-fed with the command"
+        assert 'leteo-fed "$$@"' in entry[2], (
+            f"{name}: entrypoint must run leteo-fed with the command"
         )
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_certs_entrypoint_runs_once(services, tmp_path):
-    """The guard runs `leteo-fed certs ...` into an empty volume and skips it afterwards."""
+    """The guard runs `leteo-fed certs ...` into empty volumes and skips it afterwards; each
+    run hands the party folders to the services' user and keeps the CA keys root's."""
     svc = services["certs"]
     args = parse_cli(svc["command"])
     script = svc["entrypoint"][2].replace("$$", "$")  # compose's escape for a literal `$`
+    marker = f"{args.out}/{AUTHORITIES_DIR}/ca.crt"  # what `certs --per-party` writes last
+    assert f"test -s {marker} ||" in script, "the guard must look for the file written last"
+    assert svc.get("user") in {"root", "0", "0:0"}, "fresh volumes are root's: write as root"
     certs = tmp_path / "certs"
-    certs.mkdir()
-    assert str(args.out) in script, "the guard must look in the folder `certs --out` writes"
+    (certs / AUTHORITIES_DIR).mkdir(parents=True)
     script = script.replace(str(args.out), str(certs))
     bindir = tmp_path / "bin"
     bindir.mkdir()
     log = tmp_path / "calls.txt"
+    chowns = tmp_path / "chown.txt"
     fake = bindir / "leteo-fed"
-    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> "{log}"\necho x > "{certs}/ca.crt"\n')
+    marker_file = certs / AUTHORITIES_DIR / "ca.crt"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> "{log}"\necho x > "{marker_file}"\n')
     fake.chmod(0o755)
+    (bindir / "chown").write_text(f'#!/bin/sh\necho "$@" >> "{chowns}"\n')
+    (bindir / "chown").chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     argv = ["sh", "-c", script, *svc["entrypoint"][3:], *svc["command"]]
     subprocess.run(argv, env=env, check=True)
     assert log.read_text().splitlines() == svc["command"]
+    expected = [f"-R leteo:leteo {certs}", f"-R root:root {certs / AUTHORITIES_DIR}"]
+    assert chowns.read_text().splitlines() == expected, "the CA keys must end up root's"
     subprocess.run(argv, env=env, check=True)
-    assert log.read_text().splitlines() == svc["command"], "second run must not remake the CA"
+    assert log.read_text().splitlines() == svc["command"], "second run must not remake the CAs"
+    assert chowns.read_text().splitlines() == expected * 2
+    # a failed `leteo-fed certs` fails the job (and the services that wait for it)
+    marker_file.unlink()
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    assert subprocess.run(argv, env=env).returncode == 3
+    assert chowns.read_text().splitlines() == expected * 2
 
 
 def test_bind_mounts_exist_and_named_volumes_are_declared(compose, services):
@@ -231,38 +247,105 @@ def test_depends_on_names_real_services(services):
                     )
 
 
-def test_services_with_tls_read_the_certs_volume(services):
-    certs_args = parse_cli(services["certs"]["command"])
-    volume = named_volume_at(services["certs"], certs_args.out)
-    assert volume, "`certs --out` must write into a named volume"
-    for _kind, source, _, read_only in mounts(services["certs"]):
-        if source == volume:
-            assert not read_only, "the certs service must be able to write the volume"
+def certs_folders(services: dict) -> dict[str, str]:
+    """The folders `certs --per-party` writes, by name (`authorities`, `csp`, `site-1`, ...),
+    each with the named volume the certs job mounts there."""
+    svc = services["certs"]
+    args = parse_cli(svc["command"])
+    assert args.per_party, "the certs job must give every party its own folder (--per-party)"
+    out = PurePosixPath(str(args.out))
+    folders = {}
+    for kind, source, target, read_only in mounts(svc):
+        t = PurePosixPath(target)
+        assert kind == "volume" and t.parent == out, f"certs: unexpected mount {target}"
+        assert not read_only, "the certs job must be able to write its volumes"
+        folders[t.name] = source
+    assert len(set(folders.values())) == len(folders), "one volume per folder"
+    return folders
+
+
+ROLE_OF_COMMAND = {"csp": "csp", "aggregator": "aggregator", "pca": "analyst", "owner": "owner"}
+
+
+def tls_identity(name: str, svc: dict) -> tuple[str, str, list[str]]:
+    """The party a service runs as, its role, and its certificate files in the container."""
+    args = parse_cli(svc["command"])
+    role = ROLE_OF_COMMAND[args.command]
+    if hasattr(args, "tls_dir"):
+        assert not args.insecure, f"{name} must use mTLS"
+        d = PurePosixPath(str(args.tls_dir))
+        files = [d / "ca.crt", d / f"{args.name}.crt", d / f"{args.name}.key"]
+        return args.name, role, [str(f) for f in files]
+    config = owner_config(svc)
+    return config.site_id, role, [str(config.tls.ca), str(config.tls.cert), str(config.tls.key)]
+
+
+def test_each_service_mounts_only_its_own_certificates(services):
+    """No service can read a CA key or another party's key: each mounts one folder, its own."""
+    folders = certs_folders(services)
+    assert AUTHORITIES_DIR in folders, "the CA keys need a folder of their own"
     for name, svc in services.items():
         if name == "certs":
             continue
-        args = parse_cli(svc["command"])
-        if hasattr(args, "tls_dir"):
-            assert not args.insecure, f"{name} must use mTLS"
-            assert named_volume_at(svc, args.tls_dir) == volume, (
-                f"{name}: --tls-dir is not the certs volume"
+        party, _role, paths = tls_identity(name, svc)
+        assert party in folders, f"{name}: the certs job writes no folder for {party}"
+        for path in paths:
+            assert named_volume_at(svc, path) == folders[party], (
+                f"{name}: {path} is not in its own certificate volume {folders[party]}"
             )
-            assert args.name in {"csp", "aggregator", "analyst"}, (
-                f"{name}: no certificate for {args.name}"
-            )
-        else:
-            config = owner_config(svc)
-            for path in (config.tls.ca, config.tls.cert, config.tls.key):
-                assert named_volume_at(svc, path) == volume, (
-                    f"{name}: {path} is not in the certs volume"
-                )
-        for _kind, source, _, read_only in mounts(svc):
-            if source == volume:
-                assert read_only, f"{name} must mount the certificates read-only"
+        certificate_volumes = [
+            (source, read_only)
+            for _kind, source, _, read_only in mounts(svc)
+            if source in folders.values()
+        ]
+        assert certificate_volumes == [(folders[party], True)], (
+            f"{name} must mount its own certificates read-only, and no one else's"
+        )
         deps = svc.get("depends_on", {})
         assert isinstance(deps, dict), f"{name}: depends_on needs conditions"
         if name != "analyst":  # analyst waits for services that waited for certs
             assert deps.get("certs", {}).get("condition") == "service_completed_successfully", name
+    used = {tls_identity(n, s)[0] for n, s in services.items() if n != "certs"}
+    assert set(folders) == {AUTHORITIES_DIR, *used}, "a certificate folder no service uses"
+
+
+def test_certs_job_writes_what_each_service_reads(services, tmp_path):
+    """The certs job's command, run for real into a folder per volume: every service finds its
+    certificate files there, its folder holds no CA key and no other party's key, and the
+    channels it opens load from that folder alone (the calls themselves are tested in
+    tests/leteo_fed/transport/test_certificate_authorities.py)."""
+    from leteo_fed.cli.main import main
+    from leteo_fed.transport.grpc_io import TlsConfig
+
+    command = list(services["certs"]["command"])
+    out = command.index("--out") + 1
+    command[out] = str(tmp_path)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(command) == 0
+    folders = certs_folders(services)
+    assert {p.name for p in tmp_path.iterdir()} == set(folders)
+    assert any(p.name.endswith("-ca.key") for p in (tmp_path / AUTHORITIES_DIR).iterdir())
+    tls = {}
+    for name, svc in services.items():
+        if name == "certs":
+            continue
+        party, role, paths = tls_identity(name, svc)
+        folder = tmp_path / party
+        for path in paths:
+            assert (folder / PurePosixPath(path).relative_to("/certs")).is_file(), path
+        keys = sorted(p.name for p in folder.iterdir() if b"PRIVATE KEY" in p.read_bytes())
+        assert keys == [f"{party}.key"], f"{name} could read {keys}"
+        tls[name] = TlsConfig.from_dir(folder, party, role)
+        assert tls[name].authorities() is not None
+    # the channels each service opens load from its own folder alone
+    calls = {
+        "aggregator": ("csp", "owner"),
+        "site-1": ("aggregator", "csp"),
+        "analyst": ("aggregator",),
+    }
+    for caller, peers in calls.items():
+        for peer in peers:
+            tls[caller].channel("localhost:1", peer=peer).close()
 
 
 def test_certs_cover_every_party(services):
@@ -330,23 +413,47 @@ def test_owner_config_files_are_plain_toml():
 
 
 def test_healthchecks_probe_the_listen_ports(services):
-    from leteo_fed.proto import leteo_pb2_grpc
-
     for name, svc in services.items():
         check = svc.get("healthcheck")
         if not check:
             continue
         test = check["test"]
-        assert test[:3] == ["CMD", "python", "-c"], f"{name}: unexpected healthcheck {test!r}"
-        stub, address = test[4], test[5]
-        assert hasattr(leteo_pb2_grpc, stub), f"{name}: unknown gRPC stub {stub}"
+        assert test[:3] == ["CMD", "python", "-c"] and len(test) == 5, (
+            f"{name}: unexpected healthcheck {test!r}"
+        )
+        code, address = test[3], test[4]
         port = (
             split_address(owner_config(svc).listen)[1]
             if name in owner_services(services)
             else listen_port(services, name)
         )
         assert split_address(address) == ("127.0.0.1", port), f"{name}: probe does not hit its port"
-        compile(test[3], f"<{name} healthcheck>", "exec")
+        compile(code, f"<{name} healthcheck>", "exec")
+        # a probe may use no certificate but the service's own (its folder holds no other)
+        party, _role, _paths = tls_identity(name, svc)
+        for used in re.findall(r"from_dir\('/certs', '([^']+)'", code):
+            assert used == party, f"{name}: the probe uses {used}'s certificate"
+
+
+def test_aggregator_probe_is_a_health_call_with_its_own_certificate(services):
+    from leteo_fed.proto import leteo_pb2_grpc
+
+    code = services["aggregator"]["healthcheck"]["test"][3]
+    assert "TlsConfig.from_dir('/certs', 'aggregator', 'aggregator')" in code
+    assert "peer='aggregator'" in code
+    assert "AggregatorStub(ch).Health(" in code and hasattr(leteo_pb2_grpc, "AggregatorStub")
+
+
+def test_port_probe_checks_a_listening_port(services):
+    """The CSP's and the owners' probe: 0 while something listens, non-zero once it is gone."""
+    import socket
+
+    code = services["csp"]["healthcheck"]["test"][3]
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        probe = [sys.executable, "-c", code, address]
+        assert subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0
 
 
 def test_analyst_features_exist_at_every_site(services):

@@ -426,3 +426,84 @@ def test_custody_mistakes_are_refused(tmp_path: Path, capsys) -> None:
         with pytest.raises(ConfigError, match="invalid site id"):
             issue_from(tmp_path / "owners", out, Party(reserved, "owner"), [])
     assert certs("--out", out) == 2  # the one-folder form needs --owners
+
+
+# ---------------------------------------------------------------- one machine, a folder per party
+
+
+def test_per_party_form_keeps_the_ca_keys_out_of_every_party_folder(tmp_path: Path, capsys) -> None:
+    """`certs --per-party` (docker compose): the CAs in out/authorities, and each party's folder
+    as `issue` and `bundle` make it: its own key, its role's bundle, no CA key."""
+    out = tmp_path / "certs"
+    assert certs("--out", out, "--owners", "site-1,site-2", "--hosts", "h1", "--per-party") == 0
+    assert "authorities holds every CA key" in capsys.readouterr().out
+    parties = {
+        "csp": "csp",
+        "aggregator": "aggregator",
+        "analyst": "analyst",
+        "site-1": "owner",
+        "site-2": "owner",
+    }
+    assert {p.name for p in out.iterdir()} == {"authorities", *parties}
+    authorities = out / "authorities"
+    assert stat.S_IMODE(authorities.stat().st_mode) == 0o700
+    ca_files = {ca_file(a) for a in AUTHORITIES}
+    assert {p.name for p in authorities.iterdir()} == {
+        "ca.crt",
+        *ca_files,
+        *(ca_file(a, "key") for a in AUTHORITIES),
+    }
+    for authority in AUTHORITIES:
+        assert stat.S_IMODE((authorities / ca_file(authority, "key")).stat().st_mode) == 0o600
+    cas = {a: cert(authorities / ca_file(a)) for a in AUTHORITIES}
+    assert set(x509.load_pem_x509_certificates((authorities / "ca.crt").read_bytes())) == set(
+        cas.values()
+    )
+    for name, role in parties.items():
+        folder = out / name
+        expected = {"ca.crt", f"{name}.crt", f"{name}.key", *ca_files}
+        assert {p.name for p in folder.iterdir()} == expected, name
+        for path in folder.iterdir():
+            assert (b"PRIVATE KEY" in path.read_bytes()) == (path.name == f"{name}.key"), path
+        assert stat.S_IMODE((folder / f"{name}.key").stat().st_mode) == 0o600
+        for authority in AUTHORITIES:
+            assert (folder / ca_file(authority)).read_bytes() == (
+                authorities / ca_file(authority)
+            ).read_bytes()
+        bundle = x509.load_pem_x509_certificates((folder / "ca.crt").read_bytes())
+        assert {a for a, c in cas.items() if c in bundle} == EXPECTED_TRUST[role], name
+        leaf = cert(folder / f"{name}.crt")
+        assert [a for a, c in cas.items() if issued_by(leaf, c)] == [AUTHORITY_OF[role]], name
+        sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert {name, "localhost", "h1"} <= set(sans.get_values_for_type(x509.DNSName))
+
+    def party(name: str) -> TlsConfig:
+        return TlsConfig.from_dir(out / name, name, parties[name])
+
+    # every call of the protocol works between the folders, each holding only its own key
+    calls = {
+        "csp": ("site-1", "analyst", "aggregator"),
+        "aggregator": ("site-1", "analyst", "aggregator"),
+        "site-1": ("aggregator",),
+    }
+    for server, callers in calls.items():
+        with who_server(party(server), ROLES) as address:
+            for caller in callers:
+                assert call_who(party(caller), address, peer=parties[server]) == caller.encode()
+    # the authorities folder is a custodian's --ca-dir: it can certify one more site later
+    issuing = ["--ca-dir", authorities, "--role", "owner", "--name", "site-3"]
+    assert certs("issue", *issuing, "--out", out / "site-3") == 0
+    assert issued_by(cert(out / "site-3" / "site-3.crt"), cas["owners"])
+
+
+def test_per_party_form_refuses_what_would_mix_folders(tmp_path: Path, capsys) -> None:
+    with pytest.raises(ConfigError, match="holds the CA keys"):
+        create_pki(tmp_path / "a", ["site-1", "authorities"], per_party=True)
+    assert not (tmp_path / "a").exists()
+    assert certs("--per-party", "ca", "owners", "--out", tmp_path / "b") == 2
+    assert "--per-party belongs to the one-folder form" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    # without --per-party, one folder as before
+    create_pki(tmp_path / "c", ["site-1"])
+    assert not (tmp_path / "c" / "authorities").exists()
+    assert (tmp_path / "c" / "owners-ca.key").is_file()
