@@ -169,8 +169,11 @@ class ShareRunner:
             self._uplink.decline(inv.round_id, str(exc))
         except grpc.RpcError as exc:
             # the upload may have partly left: the charge stays committed
-            self._record("failed", inv.round_id, reason=f"upload refused: {rpc_error_message(exc)}")
-            log.error("round %s: upload refused: %s", inv.round_id, rpc_error_message(exc))
+            reason = f"upload refused: {rpc_error_message(exc)}"
+            self._record("failed", inv.round_id, reason=reason)
+            log.error("round %s: %s", inv.round_id, reason)
+            # tell the aggregator, so the round does not wait for this share until its deadline
+            self._uplink.decline(inv.round_id, reason)
         except Exception as exc:
             log.exception("round %s: computing the share crashed", inv.round_id)
             reason = f"internal error at site: {type(exc).__name__}"

@@ -29,6 +29,7 @@ from leteo_fed.encoding.packing import (
     slot_totals,
     unpack,
 )
+from leteo_fed.errors import ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols.base import FederatedProtocol, RoundPlan
@@ -95,6 +96,7 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         self.owners: dict[str, str] = {}  # site -> address, as registered
         self.uploads: dict[str, dict[str, Upload]] = {}  # round -> site -> upload
         self.declines: dict[str, dict[str, str]] = {}  # round -> site -> reason (Decline RPC)
+        self.refuse_uploads: set[str] = set()  # rounds whose uploads SubmitShare refuses
         self.reports: dict[str, set[str]] = {}  # round -> sites that sent LDP reports
         self._stubs: dict[str, pb_grpc.OwnerAgentStub] = {}
         self._channels: list[grpc.Channel] = []
@@ -130,6 +132,8 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         caller = require_role(context, "owner")
         first = next(request_iterator)
         header = first.header
+        if header.round_id in self.refuse_uploads:
+            raise ProtocolError(f"upload to round {header.round_id} refused by the test")
         ciphertexts = [bytes_to_int(c) for msg in request_iterator for c in msg.batch.ciphertexts]
         with self._cond:
             self.uploads.setdefault(header.round_id, {})[caller.name] = Upload(header, ciphertexts)

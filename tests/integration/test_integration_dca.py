@@ -67,7 +67,7 @@ def test_demo_dca_methods_on_external_csv(tmp_path, method):
     if method == "mdr":
         args += ["--privacy-label-column", "strong"]
     proc = subprocess.run(
-        [sys.executable, "-m", "leteo_fed", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "leteo_fed", *args], capture_output=True, text=True, timeout=420
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "dca.json").read_text())

@@ -408,6 +408,22 @@ def test_a_kmeans_iteration_is_protected_like_any_round(env: Env):
     assert counts == [int(np.sum(nearest == j)) * scale for j in range(2)]
 
 
+def test_an_owner_whose_upload_is_refused_says_so_at_once(env: Env):
+    """Not an attack on privacy but on liveness: an upload the aggregator refuses is reported
+    back as a decline naming the refusal, so an honest round does not wait for its deadline."""
+    agg = env.agg
+    rnd = honest_round(env, env.fresh(), min_owners=3)
+    agg.refuse_uploads.add(rnd.round_id)
+    replies = agg.invite(rnd.spec, SITES)
+    assert all(r.accepted for r in replies.values())
+    end = time.monotonic() + 20
+    while set(agg.declines.get(rnd.round_id, {})) != set(SITES):
+        assert time.monotonic() < end, agg.declines.get(rnd.round_id)
+        time.sleep(0.05)
+    for reason in agg.declines[rnd.round_id].values():
+        assert reason.startswith("upload refused: FAILED_PRECONDITION: upload to round")
+
+
 def test_owners_decline_a_round_whose_quorum_is_themselves_alone(env: Env):
     agg = env.agg
     before = ledgers(env)
