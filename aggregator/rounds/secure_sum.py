@@ -131,11 +131,24 @@ class SecureSum:
     def __init__(self, channel: grpc.Channel, address: str, transcript: Path | None) -> None:
         from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 
+        self._channel = channel
         self._csp = pb_grpc.CryptoServiceProviderStub(channel)
         self._address = address
         self._public: PublicKey | None = None
         self._transcript = transcript
         self._lock = threading.Lock()
+
+    def _ready(self, what: str) -> None:
+        """Wait (briefly) for the channel to the CSP: a CSP that just restarted is found, one that
+        is down fails the round now rather than after the whole decryption timeout."""
+        try:
+            grpc.channel_ready_future(self._channel).result(
+                timeout=defaults.CSP_OPEN_TIMEOUT_SECONDS
+            )
+        except grpc.FutureTimeoutError as exc:
+            raise PeerUnavailable(
+                f"{what} failed: the CSP at {self._address} is unreachable"
+            ) from exc
 
     def public_key(self) -> PublicKey:
         if self._public is None:
@@ -153,6 +166,7 @@ class SecureSum:
                     mode=mode,
                 ),
                 timeout=defaults.CSP_OPEN_TIMEOUT_SECONDS,
+                wait_for_ready=True,  # ride over a reconnect (e.g. a CSP that just restarted)
             )
         except grpc.RpcError as exc:
             raise PeerUnavailable(
@@ -215,6 +229,7 @@ class SecureSum:
                     yield chunk_type(batch=pb.CiphertextBatch(ciphertexts=chunk))
 
         try:
+            self._ready(what)
             reply = rpc(requests(), timeout=defaults.CSP_TIMEOUT_SECONDS)
             return list(reply) if chunk_type is pb.DecryptChunk else reply
         except grpc.RpcError as exc:
