@@ -91,6 +91,13 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         """Register with the aggregator (and keep registering) and warm up the encryptor."""
         threading.Thread(target=self._register_loop, name="register", daemon=True).start()
         threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
+        # charged rounds an earlier run left without a result: watched again (withdrawal.py)
+        threading.Thread(
+            target=self.withdrawals.reconcile,
+            args=(audit_events(self.audit.path),),
+            name="reconcile",
+            daemon=True,
+        ).start()
 
     def stop(self) -> None:
         self._stop.set()

@@ -43,13 +43,13 @@ class Withdrawals:
             s.round_id == round_id and s.state == "committed" for s in self._ledger.history()
         )
 
-    def watch(self, round_id: str, deadline_unix: float) -> None:
+    def watch(self, round_id: str, deadline_unix: float, now: float | None = None) -> None:
         """After sending a charged share: if no result has come by the time the aggregator must
         have decrypted (deadline + CSP timeout + grace), close the round at the CSP."""
         if not self._charged(round_id):
             return
-        wait = deadline_unix - time.time() + defaults.CSP_TIMEOUT_SECONDS
-        timer = threading.Timer(max(0.0, wait) + defaults.WITHDRAW_GRACE_SECONDS, self.withdraw)
+        due = deadline_unix + defaults.CSP_TIMEOUT_SECONDS + defaults.WITHDRAW_GRACE_SECONDS
+        timer = threading.Timer(max(0.0, due - (now or time.time())), self.withdraw)
         timer.args = (round_id, "no result arrived after the round's deadline")
         timer.daemon = True
         with self._lock:
@@ -69,6 +69,27 @@ class Withdrawals:
                 name=f"withdraw-{round_id}",
                 daemon=True,
             ).start()
+
+    def reconcile(self, events: list[dict[str, Any]], now: float | None = None) -> None:
+        """At start-up: charged rounds of an earlier run of this agent that never reported a
+        result are watched again (their timers died with the process), or asked about now if
+        their time is up. The audit log says what was sent and when each round's deadline was."""
+        deadlines: dict[str, float] = {}
+        finished: set[str] = set()
+        for e in events:
+            kind, round_id = e.get("event"), e.get("round_id", "")
+            if kind == "invitation" and e.get("deadline_unix") is not None:
+                deadlines[round_id] = float(e["deadline_unix"])
+            elif (kind == "result" and e.get("state") == "COMPLETED") or kind == "withdrawn":
+                finished.add(round_id)
+        sent = {
+            e.get("round_id", "")
+            for e in events
+            if e.get("event") == "sent" and e.get("epsilon") is not None
+        }
+        for round_id in sorted(sent - finished):
+            if round_id in deadlines and self._charged(round_id):
+                self.watch(round_id, deadlines[round_id], now)
 
     def withdraw(self, round_id: str, why: str) -> str:
         """Ask the CSP to close the round; withdraw the charge if it never decrypted it."""

@@ -76,3 +76,28 @@ def test_a_published_success_cancels_and_a_failure_withdraws(parts) -> None:
         assert time.monotonic() < end
         time.sleep(0.02)
     assert csp.asked == ["r1"]
+
+
+def test_a_restarted_owner_asks_about_charged_rounds_left_without_a_result(parts) -> None:
+    """The audit log of an earlier run: r1 charged and sent, deadline long past, no result.
+    A new agent (new Withdrawals) asks the CSP at once and gets the charge back; a round with
+    a COMPLETED result, or already withdrawn, is left alone."""
+    ledger, audit, _ = parts
+    for rid in ("r2", "r3"):
+        ledger.reserve(rid, "skellam", Budget(0.5, 1e-6))
+        ledger.commit(rid)
+    past = time.time() - 10_000  # deadline + CSP timeout + grace are all behind us
+    events = []
+    for rid in ("r1", "r2", "r3"):
+        events += [
+            {"event": "invitation", "round_id": rid, "deadline_unix": past},
+            {"event": "sent", "round_id": rid, "epsilon": 0.5},
+        ]
+    events.append({"event": "result", "round_id": "r2", "state": "COMPLETED"})
+    csp = Csp("withdrawn")
+    Withdrawals(ledger, csp, audit).reconcile(events)
+    end = time.monotonic() + 5
+    while state(ledger, "r1") != "withdrawn" or state(ledger, "r3") != "withdrawn":
+        assert time.monotonic() < end, csp.asked
+        time.sleep(0.02)
+    assert sorted(csp.asked) == ["r1", "r3"] and state(ledger, "r2") == "committed"
