@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint format protos bench clean
+.PHONY: setup demo test fuzz lint format protos bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+## fuzz: the property-based fuzzing of every RPC (tests/fuzz/) with many more examples than `make test`
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(STAMP)
+	LETEO_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/fuzz
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

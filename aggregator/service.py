@@ -8,6 +8,7 @@ in the protocol objects (`leteo_fed.protocols`); the round lifecycle in `aggrega
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import grpc
@@ -29,6 +30,9 @@ from leteo_fed.transport.rounds import common_from_proto, request_from_proto, re
 from leteo_fed.transport.signing import ROUND_REQUEST, verify
 
 log = logging.getLogger("leteo.aggregator")
+
+ANSWER_MARGIN_SECONDS = 1.0  # GetRound answers this long before the caller's deadline
+MAX_TIMINGS = 32  # phase timings one upload may report
 
 
 def _status(
@@ -65,6 +69,52 @@ def job_status(job: Job) -> pb.RoundStatus:
         return _status(
             job.job_id, job.label, job.status, job.message, job.invited, submitted, job.result
         )
+
+
+def check_address(address: str) -> None:
+    """Where an owner is reached: host:port, the host a name, an IPv4 or a bracketed IPv6
+    address, the port in 1..65535."""
+    host, _, port = address.rpartition(":")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    ok = (
+        0 < len(bare) <= 253
+        and all(c.isascii() and (c.isalnum() or c in "-._:") for c in bare)
+        and (":" not in bare or bare != host)
+        and port.isascii()
+        and port.isdigit()
+        and 0 < int(port) < 65536
+    )
+    if not ok:
+        shown = address if len(address) <= 60 else address[:60] + "..."
+        raise DataError(f"address must be host:port (port 1-65535), got {shown!r}", field="address")
+
+
+def _wait_seconds(asked: float, context: grpc.ServicerContext) -> float:
+    """How long GetRound may block: what was asked, at most MAX_WAIT_SECONDS, and short of the
+    caller's deadline, so the caller gets the status rather than DEADLINE_EXCEEDED."""
+    if math.isnan(asked):
+        raise DataError("wait_seconds must be a number of seconds, got NaN", field="wait_seconds")
+    wait = min(max(asked, 0.0), defaults.MAX_WAIT_SECONDS)
+    remaining = context.time_remaining()
+    if remaining is not None:
+        wait = min(wait, max(0.0, remaining - ANSWER_MARGIN_SECONDS))
+    return wait
+
+
+def timings_from_header(timings) -> dict[str, float]:
+    """An owner's phase timings (they go into the published result): a few named, finite,
+    non-negative durations."""
+    if len(timings) > MAX_TIMINGS:
+        raise DataError(f"more than {MAX_TIMINGS} timings", field="timings")
+    for name, seconds in timings.items():
+        if not 0 < len(name) <= 64:
+            raise DataError("a timing's name must have 1 to 64 characters", field="timings")
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise DataError(
+                f"timing {name!r} must be a finite number of seconds >= 0, got {seconds}",
+                field="timings",
+            )
+    return dict(timings)
 
 
 class AggregatorService(pb_grpc.AggregatorServicer):
@@ -107,8 +157,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         if request.site_id != caller.name:
             raise ProtocolError(f"owner '{caller.name}' cannot register as '{request.site_id}'")
         check_site_id(request.site_id)
-        if not request.address or ":" not in request.address:
-            raise DataError("address must be host:port", field="address")
+        check_address(request.address)
         self.owners.register(request.site_id, request.address)
         return pb.Ack(ok=True, message=f"registered {request.site_id}")
 
@@ -121,16 +170,17 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         header = first.header
         if header.site_id != caller.name:
             raise ProtocolError(f"owner '{caller.name}' cannot submit for '{header.site_id}'")
+        timings = timings_from_header(header.timings)
         rnd = self.engine.round(header.round_id)
         if isinstance(rnd.intake, ReportIntake) != reports:
             kind = "LDP reports" if reports else "an encrypted share"
             raise ProtocolError(f"round {rnd.round_id} ({rnd.label}) does not take {kind}")
         rnd.begin_share(caller.name)
-        return caller, header, rnd
+        return caller, header, rnd, timings
 
     @rpc_method
     def SubmitShare(self, request_iterator, context):
-        caller, header, rnd = self._open_upload(request_iterator, context, reports=False)
+        caller, header, rnd, timings = self._open_upload(request_iterator, context, reports=False)
         try:
             self._check_header(rnd, header)
             view = (rnd.invited, rnd.min_owners, rnd.label)
@@ -138,7 +188,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         except BaseException:
             rnd.abort_share(caller.name)
             raise
-        complete = rnd.accept(caller.name, share, dict(header.timings))
+        complete = rnd.accept(caller.name, share, timings)
         log.info(
             "round %s: share from %s accepted (%d/%d)",
             rnd.round_id,
@@ -174,7 +224,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
 
     @rpc_method
     def SubmitReports(self, request_iterator, context):
-        caller, header, rnd = self._open_upload(request_iterator, context, reports=True)
+        caller, header, rnd, timings = self._open_upload(request_iterator, context, reports=True)
         intake: ReportIntake = rnd.intake
         declared = int(header.n_reports)
         parts, count = [], 0
@@ -208,7 +258,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             intake.discard(parts)  # spilled chunk files of this upload, never folded
             rnd.abort_share(caller.name)
             raise
-        complete = rnd.accept(caller.name, parts, dict(header.timings))
+        complete = rnd.accept(caller.name, parts, timings)
         log.info("round %s: %d reports from %s accepted", rnd.round_id, count, caller.name)
         self.engine.accepted(rnd, complete)
         return pb.Ack(ok=True, message=f"{count} reports accepted for {rnd.round_id}")
@@ -234,7 +284,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     @rpc_method
     def GetRound(self, request, context):
         require_role(context, "analyst", "aggregator")
-        wait = min(max(request.wait_seconds, 0.0), defaults.MAX_WAIT_SECONDS)
+        wait = _wait_seconds(request.wait_seconds, context)
         job = self.engine.job(request.round_id)
         if job is not None:
             if wait:

@@ -1,60 +1,32 @@
-"""Start the CSP: load (or create) the Paillier key pair, serve until SIGTERM."""
+"""Start the CSP: open (or create) its key folder, serve until SIGTERM."""
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from pathlib import Path
 
-from csp.service import CspService, add_to_server
-from leteo_fed.crypto.keystore import (
-    load_private_key,
-    passphrase_from_env,
-    save_private_key,
-    save_public_key,
-)
-from leteo_fed.crypto.paillier import MIN_SECURE_BITS, generate_keypair
-from leteo_fed.errors import ConfigError
+from csp.keys import KeyRing, open_or_create
+from csp.service import PARALLEL_MIN_PER_WORKER, CspService, add_to_server
+from leteo_fed.crypto.keystore import passphrase_from_env
+from leteo_fed.crypto.paillier import MIN_SECURE_BITS
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, serve_until_signal
 
 log = logging.getLogger("leteo.csp")
 
-SECRET_KEY_FILE = "paillier.key"
-PUBLIC_KEY_FILE = "paillier.pub.json"
 
-
-def load_or_create_key(key_dir: Path, bits: int, allow_small: bool):
-    if bits < MIN_SECURE_BITS and not allow_small:
-        raise ConfigError(
-            f"--key-bits {bits} is below {MIN_SECURE_BITS}; pass --insecure-small-key to allow "
-            "it for tests",
-            field="key_bits",
-        )
-    key_dir.mkdir(parents=True, exist_ok=True)
-    key_dir.chmod(0o700)
-    secret = key_dir / SECRET_KEY_FILE
+def load_key_ring(key_dir: Path, bits: int, allow_small: bool) -> KeyRing:
+    """The CSP's keys (csp/keys.py): a first key pair is made on first start; later starts
+    read the folder, so a restart keeps every key. Rotation needs no restart."""
     passphrase = passphrase_from_env()
-    if secret.exists():
-        key = load_private_key(secret, passphrase)
-        log.info("loaded the Paillier key from %s", secret)
-        if key.public.bits < MIN_SECURE_BITS and not allow_small:
-            raise ConfigError(
-                f"stored key has {key.public.bits} bits; pass --insecure-small-key to use it"
-            )
-        return key
-    start = time.perf_counter()
-    key = generate_keypair(bits)
-    save_private_key(secret, key, passphrase)
-    save_public_key(key_dir / PUBLIC_KEY_FILE, key.public)
+    folder = open_or_create(Path(key_dir), bits, allow_small, passphrase)
+    keys = KeyRing(folder, passphrase, allow_small, min_per_worker=PARALLEL_MIN_PER_WORKER)
+    current = keys.current()  # opened now: a wrong passphrase or a small key fails at start
+    held = [i.key_id for i in folder.infos() if i.held]
     log.info(
-        "generated a %d-bit Paillier key in %.2f s; secret key stored at %s (mode 600%s)",
-        bits,
-        time.perf_counter() - start,
-        secret,
-        ", sealed with passphrase" if passphrase else "",
+        "key folder %s: current key %s, %d key(s) held", key_dir, current.public.key_id, len(held)
     )
-    return key
+    return keys
 
 
 def serve(
@@ -65,12 +37,12 @@ def serve(
     allow_small_key: bool = False,
     transcript: Path | None = None,
 ) -> None:
-    key = load_or_create_key(Path(key_dir), key_bits, allow_small_key)
-    if key.public.bits < MIN_SECURE_BITS:
-        log.warning("INSECURE: %d-bit Paillier key, for tests only", key.public.bits)
-    # the decrypt-once log lives with the key: both are this CSP's durable state
+    keys = load_key_ring(Path(key_dir), key_bits, allow_small_key)
+    if keys.current().public.bits < MIN_SECURE_BITS:
+        log.warning("INSECURE: %d-bit Paillier key, for tests only", keys.current().public.bits)
+    # the decrypt-once log lives with the keys: both are this CSP's durable state
     service = CspService(
-        key, tls.identity.name, transcript, owners_ca=tls.role_ca("owner"), state_dir=key_dir
+        keys, tls.identity.name, transcript, owners_ca=tls.role_ca("owner"), state_dir=key_dir
     )
     server, port = make_server(tls, listen)
     add_to_server(server, service)

@@ -1,4 +1,4 @@
-"""The crypto service provider: holds the Paillier secret key, decrypts only verified sums.
+"""The crypto service provider: holds the Paillier secret keys, decrypts only verified sums.
 
 Rules it enforces, whatever the aggregator does: only the aggregator (by certificate) may open
 rounds and ask for decryption; it decrypts only the sum it computes itself from shares whose
@@ -6,8 +6,9 @@ statements are signed by distinct owners (certificates from the owners' CA), all
 at least the quorum those owners signed, each share's ciphertexts matching its signed digest; a
 round is decrypted at most once, recorded on disk before decryption, so no share is ever used
 in two decryptions, across restarts too. In blinded rounds every share carries its owner's
-one-time mask, so the plaintexts it returns are masked sums. The secret key never leaves this
-process and is never logged.
+one-time mask, so the plaintexts it returns are masked sums. The secret keys never leave this
+process and are never logged. Keys rotate (csp/keys.py): new rounds use the current key, a
+round is decrypted with the key it was opened with, and a retired key decrypts nothing more.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from gmpy2 import mpz
 
 from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
 from csp.decrypt_log import DecryptLog
+from csp.keys import HeldKey, KeyRing
+from csp.projection import check_projection_header
 from leteo_fed import __version__
 from leteo_fed.crypto.paillier import (
     PrivateKey,
@@ -32,7 +35,6 @@ from leteo_fed.crypto.paillier import (
     check_ciphertext,
     int_to_bytes,
 )
-from leteo_fed.crypto.parallel import DecryptionPool
 from leteo_fed.encoding.packing import remove_masks, slot_totals, unpack
 from leteo_fed.errors import DuplicateError, NotFoundError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
@@ -57,6 +59,7 @@ class _CspRound:
     opened_at: float
     mode: str = "blinded"
     used: bool = False
+    key_id: str = ""  # the key the round was opened with: its shares are under it to the end
 
 
 @dataclass
@@ -67,37 +70,42 @@ class _Summed:
     contributors: list[str]
     verify_seconds: float
     sum_seconds: float
+    key: HeldKey  # the round's key, which decrypts the sum
 
 
 class CspService(pb_grpc.CryptoServiceProviderServicer):
     def __init__(
         self,
-        key: PrivateKey,
+        keys: KeyRing | PrivateKey,
         name: str = "csp",
         transcript: Path | None = None,
         owners_ca: bytes | None = None,
         state_dir: Path | None = None,
     ) -> None:
-        # all cores for large aggregates; the private key goes only to our own child processes
-        self._decryptor = DecryptionPool(key, min_per_worker=PARALLEL_MIN_PER_WORKER)
-        self._public = key.public
+        # every key held (csp/keys.py), each with its decryption pool: all cores for large
+        # aggregates; a private key goes only to our own child processes
+        if isinstance(keys, PrivateKey):
+            keys = KeyRing.single(keys, min_per_worker=PARALLEL_MIN_PER_WORKER)
+        self._keys = keys
         self._name = name
         self._rounds: dict[str, _CspRound] = {}
         self._lock = threading.Lock()
         self._transcript = transcript
         self._owners_ca = owners_ca  # None only in insecure mode
         self._decrypted = DecryptLog(state_dir / DECRYPT_LOG if state_dir is not None else None)
-        log.info("CSP ready: %d-bit Paillier key %s", self._public.bits, self._public.key_id)
+        current = self._keys.current().public
+        log.info("CSP ready: current key %s (%d-bit Paillier)", current.key_id, current.bits)
 
     def warm_up(self) -> None:
-        """Start the decryption workers now rather than on the first large round."""
+        """Start the current key's decryption workers now rather than on the first large round
+        (a key that becomes current later starts its own on its first large round)."""
         try:
-            self._decryptor.start()
+            self._keys.warm_up()
         except Exception:  # never fatal: decryption falls back to this process
             log.exception("could not start decryption workers; decrypting in-process")
 
     def close(self) -> None:
-        self._decryptor.close()
+        self._keys.close()
 
     @rpc_method
     def Health(self, request, context):
@@ -106,13 +114,17 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
     @rpc_method
     def GetPublicKey(self, request, context):
         require_role(context, "owner", "aggregator", "analyst")
-        return public_key_to_proto(self._public)
+        # no key_id: the current key, re-read if a rotation replaced it; else a held key by id
+        held = self._keys.held(request.key_id) if request.key_id else self._keys.current()
+        return public_key_to_proto(held.public)
 
     @rpc_method
     def OpenRound(self, request, context):
         caller = require_role(context, "aggregator")
-        if request.key_id != self._public.key_id:
-            raise ProtocolError(f"round {request.round_id} uses key {request.key_id}, not ours")
+        try:  # any key this CSP still holds: the current one, or an older one not yet retired
+            self._keys.held(request.key_id)
+        except NotFoundError as exc:
+            raise NotFoundError(f"round {request.round_id}: {exc}") from exc
         if not request.round_id:
             raise ProtocolError("round_id is empty")
         if not 0 < request.n_ciphertexts <= MAX_CIPHERTEXTS_PER_ROUND:
@@ -126,22 +138,29 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         with self._lock:
             if request.round_id in self._rounds:
                 raise DuplicateError(f"round {request.round_id} is already open")
-            self._rounds[request.round_id] = _CspRound(request.n_ciphertexts, time.time(), mode)
+            self._rounds[request.round_id] = _CspRound(
+                request.n_ciphertexts, time.time(), mode, key_id=request.key_id
+            )
         log.info(
-            "round %s opened by %s: %d ciphertexts per share",
+            "round %s opened by %s: %d ciphertexts per share, key %s",
             request.round_id,
             caller.name,
             request.n_ciphertexts,
+            request.key_id,
         )
         return pb.Ack(ok=True)
 
-    def _claim(self, round_id: str, mode: str) -> _CspRound:
+    def _claim(self, round_id: str, mode: str, key_id: str | None = None) -> _CspRound:
         with self._lock:
             entry = self._rounds.get(round_id)
             if entry is None:
                 raise NotFoundError(f"round {round_id} was never opened at this CSP")
             if entry.mode != mode:
                 raise ProtocolError(f"round {round_id} was opened for {entry.mode}, not {mode}")
+            if key_id is not None and key_id != entry.key_id:
+                raise ProtocolError(
+                    f"round {round_id} was opened with key {entry.key_id}, not {key_id or '(none)'}"
+                )
             if entry.used:
                 raise DuplicateError(
                     f"round {round_id} was already decrypted; the CSP decrypts once"
@@ -161,7 +180,8 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
 
     def _sum_shares(self, round_id: str, entry: _CspRound, request_iterator) -> _Summed:
         """Verify every share (signature, round, quorum, digest) and sum them ourselves."""
-        public = self._public
+        key = self._keys.held(entry.key_id)  # refused here (and settled) if retired since
+        public = key.public
         width, n = public.ciphertext_bytes, entry.n_ciphertexts
         shares = RoundShares(round_id, public.key_id, n, entry.mode)
         n2 = mpz(public.n_square)
@@ -219,7 +239,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             verify_s,
             sum_s,
         )
-        return _Summed([int(c) for c in total], list(shares.sites), verify_s, sum_s)
+        return _Summed([int(c) for c in total], list(shares.sites), verify_s, sum_s, key)
 
     @rpc_stream_method
     def DecryptBlinded(self, request_iterator, context) -> Iterator[pb.PlaintextBatch]:
@@ -228,10 +248,10 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         if first is None or first.WhichOneof("part") != "header":
             raise ProtocolError("DecryptBlinded must start with a header naming the round")
         round_id = first.header.round_id
-        entry = self._claim(round_id, "blinded")
+        entry = self._claim(round_id, "blinded", first.header.key_id or None)
         summed = self._verified_sum(round_id, entry, request_iterator)
         start = time.perf_counter()
-        plaintexts = self._decryptor.decrypt_many(summed.ciphertexts)
+        plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
         self._decrypted.settle(round_id, decrypted=True)
         seconds = time.perf_counter() - start
         log.info(
@@ -241,7 +261,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             seconds,
         )
         self._record(round_id, "blinded", plaintexts)
-        width = self._public.plaintext_bytes
+        width = summed.key.public.plaintext_bytes
         for i in range(0, len(plaintexts), BATCH_SIZE):
             chunk = [int_to_bytes(p, width) for p in plaintexts[i : i + BATCH_SIZE]]
             yield pb.PlaintextBatch(
@@ -260,13 +280,12 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         if first is None or first.WhichOneof("part") != "header":
             raise ProtocolError("ComputeProjection must start with a header naming the round")
         head = first.header
-        if head.key_id != self._public.key_id:
-            raise ProtocolError(f"round {head.round_id} uses key {head.key_id}, not ours")
-        entry = self._claim(head.round_id, "projection")
+        check_projection_header(head, self._keys.held(head.key_id).public.bits)  # unclaimed yet
+        entry = self._claim(head.round_id, "projection", head.key_id)
         summed = self._verified_sum(head.round_id, entry, request_iterator)
         n_owners = len(summed.contributors)  # verified signers, not the aggregator's count
         start = time.perf_counter()
-        enc, layout = encoding_from_proto(head.encoding, self._public.bits)
+        enc, layout = encoding_from_proto(head.encoding, summed.key.public.bits)
         if enc.rotation_dimension != head.dimension:
             raise ProtocolError("projection rounds need a rotated encoding of the same dimension")
         groupings = rotation.placeholder_groupings(list(head.classes_per_grouping))
@@ -275,7 +294,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             raise ProtocolError(
                 f"{len(summed.ciphertexts)} ciphertexts do not hold {n_values} values"
             )
-        plaintexts = self._decryptor.decrypt_many(summed.ciphertexts)
+        plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
         self._decrypted.settle(head.round_id, decrypted=True)
         if len(head.mask_sums) != len(plaintexts):
             raise ProtocolError(

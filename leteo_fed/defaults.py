@@ -14,6 +14,9 @@ MIN_QUORUM_LDP = 1  # every LDP report is private on its own
 DEFAULT_DP_DELTA = 1e-6
 MAX_DP_DELTA = 1e-2
 MAX_WAIT_SECONDS = 600.0  # GetRound blocks at most this long
+# columns one request may name: a moments share holds d (d + 1) / 2 + ... values, and a
+# projection-only round sends a d x d rotation in every spec (32 MB at 2000, the gRPC limit is 64)
+MAX_FEATURES = 2000
 
 # ---------------------------------------------------------------- RPC timeouts (seconds)
 INVITE_TIMEOUT_SECONDS = 10.0

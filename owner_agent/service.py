@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 import grpc
@@ -35,7 +36,12 @@ from leteo_fed.transport.messages import (
     fetch_public_key,
     reports_to_batch,
 )
-from leteo_fed.transport.rounds import Invitation, invitation_from_proto, result_document
+from leteo_fed.transport.rounds import (
+    Invitation,
+    check_round_id,
+    invitation_from_proto,
+    result_document,
+)
 from owner_agent.audit import AuditLog, describe_invitation
 from owner_agent.audit import read as audit_events
 from owner_agent.authorization import Authorization, SignedRequests, authorize, verify_request
@@ -47,6 +53,7 @@ from owner_agent.withdrawal import Withdrawals
 log = logging.getLogger("leteo.owner")
 
 LARGE_SHARE_CIPHERTEXTS = 512  # from here on a share is encrypted on all cores (d >~ 100)
+CACHED_KEYS = 3  # CSP keys kept with their encryptors: the current one and the last rotated
 
 
 class OwnerAgentService(pb_grpc.OwnerAgentServicer):
@@ -56,8 +63,10 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self._aggregator = pb_grpc.AggregatorStub(self._aggregator_channel)
         self._csp_channel = config.tls.channel(config.csp, peer="csp")
         self._csp = pb_grpc.CryptoServiceProviderStub(self._csp_channel)
-        self._encryptor: Encryptor | None = None
-        self._pool: EncryptionPool | None = None  # started only for large shares
+        # the CSP's keys by key id (least recently used first), each with its prepared
+        # encryptor and, once a large share needs it, its encryption pool
+        self._encryptors: OrderedDict[str, Encryptor] = OrderedDict()
+        self._pools: dict[str, EncryptionPool] = {}
         self._key_lock = threading.Lock()
         self._stop = threading.Event()
         self._jobs: dict[str, threading.Thread] = {}
@@ -101,8 +110,10 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     def stop(self) -> None:
         self._stop.set()
-        if self._pool is not None:
-            self._pool.close()
+        with self._key_lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
         self._aggregator_channel.close()
         self._csp_channel.close()
 
@@ -133,34 +144,49 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 self._stop.wait(delay)
                 delay = min(delay * 2, 5.0)
 
-    def encryptor(self) -> Encryptor:
-        """The CSP's public key with a prepared fixed-base table, fetched once."""
+    def encryptor(self, key_id: str = "") -> Encryptor:
+        """The encryptor (public key, prepared fixed-base table) for the CSP key `key_id`, the
+        key a round spec names; without one, for the CSP's current key. A key not seen before
+        is fetched from the CSP by id (its id checked against the hash of n), so rounds opened
+        before a key rotation finish on their key and later ones use the new key."""
         with self._key_lock:
-            if self._encryptor is None:
-                public = fetch_public_key(self._csp, self.config.csp)
-                start = time.perf_counter()
-                enc = Encryptor(public)
-                enc.prepare()
-                log.info(
-                    "CSP key %s (%d bits); randomizer table built in %.2f s",
-                    public.key_id,
-                    public.bits,
-                    time.perf_counter() - start,
-                )
-                self._encryptor = enc
-            return self._encryptor
-
-    def _encrypt(self, packed: list[int]) -> list[int]:
-        encryptor = self.encryptor()
-        if len(packed) >= LARGE_SHARE_CIPHERTEXTS:
-            if self._pool is None:
-                self._pool = EncryptionPool(
-                    encryptor.public, min_per_worker=LARGE_SHARE_CIPHERTEXTS // 2
-                )
+            if key_id in self._encryptors:
+                self._encryptors.move_to_end(key_id)
+                return self._encryptors[key_id]
+            public = fetch_public_key(self._csp, self.config.csp, key_id)
+            if public.key_id in self._encryptors:  # the current key, known already
+                self._encryptors.move_to_end(public.key_id)
+                return self._encryptors[public.key_id]
+            start = time.perf_counter()
+            enc = Encryptor(public)
+            enc.prepare()
             log.info(
-                "encrypting %d ciphertexts on %d worker processes", len(packed), self._pool.workers
+                "CSP key %s (%d bits); randomizer table built in %.2f s",
+                public.key_id,
+                public.bits,
+                time.perf_counter() - start,
             )
-            return self._pool.encrypt_many(packed)
+            self._encryptors[public.key_id] = enc
+            stale = []
+            while len(self._encryptors) > CACHED_KEYS:
+                old, _ = self._encryptors.popitem(last=False)
+                stale.append(self._pools.pop(old, None))
+        for pool in stale:
+            if pool is not None:
+                pool.close()
+        return enc
+
+    def _encrypt(self, packed: list[int], key_id: str) -> list[int]:
+        encryptor = self.encryptor(key_id)
+        if len(packed) >= LARGE_SHARE_CIPHERTEXTS:
+            with self._key_lock:
+                pool = self._pools.get(encryptor.public.key_id)
+                if pool is None:
+                    pool = self._pools[encryptor.public.key_id] = EncryptionPool(
+                        encryptor.public, min_per_worker=LARGE_SHARE_CIPHERTEXTS // 2
+                    )
+            log.info("encrypting %d ciphertexts on %d worker processes", len(packed), pool.workers)
+            return pool.encrypt_many(packed)
         return encryptor.encrypt_many(packed)
 
     # ------------------------------------------------------------------ RPCs
@@ -196,7 +222,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         if request.round_id in self._jobs:
             return f"round {request.round_id} was already accepted", None, None
         try:
-            bits = self.encryptor().public.bits if request.HasField("encoding") else 0
+            # the round's key (fetched from the CSP by id if new: a rotation happened)
+            bits = self.encryptor(request.key_id).public.bits if request.HasField("encoding") else 0
             inv = invitation_from_proto(request, bits)
         except LeteoError as exc:
             return str(exc), None, None
@@ -234,6 +261,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     @rpc_method
     def PublishResult(self, request, context):
         require_role(context, "aggregator")
+        check_round_id(request.round_id)  # the result's file is named after it
         doc = {
             "round_id": request.round_id,
             "state": request.state,
@@ -255,7 +283,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         header = pb.ShareHeader(
             round_id=inv.round_id,
             site_id=self.config.site_id,
-            key_id=self.encryptor().public.key_id,
+            key_id=inv.key_id,
             dimension=inv.protocol.dimension(inv.spec),
             encoding=encoding_to_proto(enc, layout),
             n_ciphertexts=len(upload.ciphertexts),
@@ -263,7 +291,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             statement=upload.statement,
             mask_seed=upload.mask_seed,
         )
-        width = self.encryptor().public.ciphertext_bytes
+        width = self.encryptor(inv.key_id).public.ciphertext_bytes
 
         def chunks():
             yield pb.ShareChunk(header=header)

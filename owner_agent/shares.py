@@ -72,8 +72,8 @@ class ShareRunner:
         self,
         site: LocalSite,
         ledger: PrivacyLedger | None,
-        encryptor: Callable[[], Encryptor],
-        encrypt: Callable[[list[int]], list[int]],
+        encryptor: Callable[[str], Encryptor],  # by key id
+        encrypt: Callable[[list[int], str], list[int]],  # values, key id
         uplink: Uplink,
         audit: AuditLog | None = None,
         policy: OwnerPolicy | None = None,
@@ -98,7 +98,7 @@ class ShareRunner:
             if ruled:
                 return ruled
             if inv.encoding is not None:
-                public = self._encryptor().public
+                public = self._encryptor(inv.key_id).public
                 if inv.key_id != public.key_id:
                     return f"round key {inv.key_id} is not the CSP key {public.key_id}"
             inv.protocol.check(inv.spec, inv.encoding, inv.dp, self.site)
@@ -199,7 +199,7 @@ class ShareRunner:
             size = sum(int(c.nbytes) for c in upload.chunks)
             self._record("sent", inv.round_id, n_reports=upload.n_reports, bytes=size, **facts)
         else:
-            width = self._encryptor().public.ciphertext_bytes
+            width = self._encryptor(inv.key_id).public.ciphertext_bytes
             n = len(upload.ciphertexts)
             # the digest this site signed: the CSP decrypts only sums of shares with such digests
             digest = ciphertext_digest(upload.ciphertexts, width).hex()
@@ -235,10 +235,10 @@ class ShareRunner:
         packed = [p + r for p, r in zip(packed, masks, strict=True)]
         timings["encode_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
-        ciphertexts = self._encrypt(packed)
+        ciphertexts = self._encrypt(packed, inv.key_id)
         timings["encrypt_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
-        public = self._encryptor().public
+        public = self._encryptor(inv.key_id).public
         statement = pb.ShareStatement(
             round_id=inv.round_id,
             site_id=self.site.site_id,

@@ -9,6 +9,7 @@ outcome to the invited owners, and either stop or open the protocol's next round
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -184,11 +185,11 @@ class RoundEngine:
         if job.protocol.kind == REPORTS:
             intake: Any = ReportIntake(job.protocol.new_accumulator(job.plan))
         else:
-            public = self.secure_sum.public_key()
+            public = self.secure_sum.public_key()  # the CSP's current key, asked per round
             layout = plan.share_encoding.layout(public.bits)
             mode = "projection" if plan.reveal == "projection" else "blinded"
             intake = SignedShares(public, layout, plan.n_values, round_id, mode, self.owners_ca)
-            self.secure_sum.open(round_id, intake.n_ciphertexts, mode)
+            self.secure_sum.open(round_id, public.key_id, intake.n_ciphertexts, mode)
         rnd = Round(
             round_id,
             plan.label,
@@ -207,10 +208,11 @@ class RoundEngine:
         return rnd
 
     def _invite_all(self, rnd: Round) -> None:
-        """Arm the deadline and invite every owner (each invitation on the pool)."""
+        """Arm the deadline and invite every owner (all at once; replies arrive as callbacks)."""
         from leteo_fed.transport.rounds import spec_to_proto
 
         job: Job = rnd.job
+        rnd.invited_at = time.perf_counter()
         timer = threading.Timer(max(0.0, rnd.deadline - time.time()), self.finalize, args=(rnd,))
         timer.daemon = True
         timer.start()
@@ -228,10 +230,9 @@ class RoundEngine:
             rnd.invited,
         )
         for site in rnd.invited:
-            self._pool.submit(self._invite, rnd, site, spec)
+            self.owners.invite(site, spec, functools.partial(self._invited, rnd, site))
 
-    def _invite(self, rnd: Round, site: str, spec) -> None:
-        reason = self.owners.invite(site, spec)
+    def _invited(self, rnd: Round, site: str, reason: str) -> None:
         if reason:
             log.warning("round %s: %s cannot take part: %s", rnd.round_id, site, reason)
             self.decline(rnd, site, reason)
@@ -279,6 +280,8 @@ class RoundEngine:
             submitted=dict(rnd.submitted),
             declined=dict(rnd.declined),
         )
+        # invitations out -> round closed (every owner answered, or the deadline)
+        outcome.timings["collect_seconds"] = time.perf_counter() - rnd.invited_at
         if isinstance(rnd.intake, ReportIntake):
             outcome.reports = rnd.intake.finalize()
             log.info(
@@ -293,17 +296,19 @@ class RoundEngine:
         public, layout = intake.public, intake.layout
         shares = intake.take()
         n = len(shares)
+        outcome.timings["intake_seconds_per_share"] = intake.intake_seconds / n
+        outcome.timings["intake_cpu_seconds_per_share"] = intake.intake_cpu_seconds / n
         enc = plan.share_encoding
         outcome.encoding = encoding_facts(enc, layout, plan.n_values, public.bits)
         if plan.reveal == "projection":
             query = job.protocol.projection_query(job.plan, job.state, n)
             outcome.projection = self.secure_sum.project(
-                rnd.round_id, shares, query, enc, layout, outcome.timings
+                rnd.round_id, public, shares, query, enc, layout, outcome.timings
             )
             outcome.csp = {"compute_seconds": outcome.projection.compute_seconds}
         else:
             outcome.totals, outcome.csp = self.secure_sum.reveal(
-                rnd.round_id, shares, plan.n_values, layout, outcome.timings
+                rnd.round_id, public, shares, plan.n_values, layout, outcome.timings
             )
         return outcome
 

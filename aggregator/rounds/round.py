@@ -36,6 +36,7 @@ class Round:
     result: Any = None  # the protocol's result dataclass
     step: Step | None = None
     closing: bool = False
+    invited_at: float = 0.0  # time.perf_counter() when the invitations went out
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
 

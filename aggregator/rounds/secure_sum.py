@@ -36,6 +36,17 @@ from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.messages import batches, encoding_to_proto, fetch_public_key
 from leteo_fed.transport.statements import RoundShares, check_digest, read_statement
 
+# statuses with which a reachable CSP refuses a request (an oversized round, say)
+CSP_REFUSALS = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.PERMISSION_DENIED,
+    }
+)
+
 
 @dataclass
 class Share:
@@ -67,6 +78,8 @@ class SignedShares:
         self._check = RoundShares(round_id, public.key_id, self.n_ciphertexts, reveal)
         self._shares: dict[str, Share] = {}
         self._lock = threading.Lock()
+        self.intake_seconds = 0.0  # summed over the received shares: wall clock, this thread's CPU
+        self.intake_cpu_seconds = 0.0
 
     def receive(
         self, site: str, header: pb.ShareHeader, request_iterator, rnd_view: tuple
@@ -74,6 +87,7 @@ class SignedShares:
         """A complete upload, refused early unless the CSP would accept it: signed by `site`,
         for this round as the aggregator announced it (invited, quorum, protocol), with the
         ciphertexts its owner signed and a mask seed."""
+        start, cpu = time.perf_counter(), time.thread_time()
         invited, quorum, label = rnd_view
         claims = read_statement(header.statement, self._owners_ca)
         if claims.site_id != site:
@@ -89,6 +103,9 @@ class SignedShares:
         ciphertexts = self.read(request_iterator)
         check_digest(claims, ciphertexts, self.public.ciphertext_bytes)
         masks_from_seed(header.mask_seed, 0, self.layout)  # refuses a too-short seed
+        with self._lock:
+            self.intake_seconds += time.perf_counter() - start
+            self.intake_cpu_seconds += time.thread_time() - cpu
         return Share(site, header.statement, claims, header.mask_seed, ciphertexts)
 
     def read(self, request_iterator) -> list[int]:
@@ -134,7 +151,7 @@ class SecureSum:
         self._channel = channel
         self._csp = pb_grpc.CryptoServiceProviderStub(channel)
         self._address = address
-        self._public: PublicKey | None = None
+        self._keys: dict[str, PublicKey] = {}  # the CSP's keys seen so far, by key id
         self._transcript = transcript
         self._lock = threading.Lock()
 
@@ -150,18 +167,27 @@ class SecureSum:
                 f"{what} failed: the CSP at {self._address} is unreachable"
             ) from exc
 
-    def public_key(self) -> PublicKey:
-        if self._public is None:
-            self._public = fetch_public_key(self._csp, self._address)
-        return self._public
+    def public_key(self, key_id: str = "") -> PublicKey:
+        """The CSP's current key, asked for at every round opening (one small RPC) so a key
+        rotation at the CSP takes effect with the next round; with `key_id`, that key. A round
+        keeps the key it was opened with (`SignedShares.public`) to the end."""
+        if key_id:
+            with self._lock:
+                known = self._keys.get(key_id)
+            if known is not None:
+                return known
+        public = fetch_public_key(self._csp, self._address, key_id)
+        with self._lock:
+            return self._keys.setdefault(public.key_id, public)
 
-    def open(self, round_id: str, n_ciphertexts: int, mode: str) -> None:
-        """Announce a round and its ciphertext count to the CSP."""
+    def open(self, round_id: str, key_id: str, n_ciphertexts: int, mode: str) -> None:
+        """Announce a round, the key its shares are encrypted under and its ciphertext count
+        to the CSP."""
         try:
             self._csp.OpenRound(
                 pb.CspRoundRequest(
                     round_id=round_id,
-                    key_id=self.public_key().key_id,
+                    key_id=key_id,
                     n_ciphertexts=n_ciphertexts,
                     mode=mode,
                 ),
@@ -169,6 +195,10 @@ class SecureSum:
                 wait_for_ready=True,  # ride over a reconnect (e.g. a CSP that just restarted)
             )
         except grpc.RpcError as exc:
+            if exc.code() in CSP_REFUSALS:  # the CSP is up and said no: not an outage
+                raise ProtocolError(
+                    f"the CSP refused to open the round: {rpc_error_message(exc)}"
+                ) from exc
             raise PeerUnavailable(
                 f"the CSP refused to open the round: {rpc_error_message(exc)}"
             ) from exc
@@ -176,6 +206,7 @@ class SecureSum:
     def reveal(
         self,
         round_id: str,
+        public: PublicKey,
         shares: list[Share],
         n_values: int,
         layout: SlotLayout,
@@ -189,10 +220,11 @@ class SecureSum:
             pb.DecryptChunk,
             pb.CspRoundRequest(
                 round_id=round_id,
-                key_id=self.public_key().key_id,
+                key_id=public.key_id,
                 n_ciphertexts=layout.n_ciphertexts(n_values),
             ),
             shares,
+            public.ciphertext_bytes,
             "CSP decryption",
         )
         plaintexts: list[int] = []
@@ -217,9 +249,8 @@ class SecureSum:
         }
         return totals, csp
 
-    def _stream(self, rpc, chunk_type, header, shares: list[Share], what: str):
+    def _stream(self, rpc, chunk_type, header, shares: list[Share], width: int, what: str):
         """Header, then every share's signed statement and ciphertexts, as the CSP reads them."""
-        width = self.public_key().ciphertext_bytes
 
         def requests():
             yield chunk_type(header=header)
@@ -238,6 +269,7 @@ class SecureSum:
     def project(
         self,
         round_id: str,
+        public: PublicKey,
         shares: list[Share],
         query: ProjectionQuery,
         encoding: ShareEncoding,
@@ -245,7 +277,6 @@ class SecureSum:
         timings: dict[str, float],
     ) -> ProjectionReply:
         """Projection-only rounds: the CSP eigendecomposes the rotated aggregate."""
-        public = self.public_key()
         head = pb.ProjectionRequest(
             round_id=round_id,
             key_id=public.key_id,
@@ -266,7 +297,12 @@ class SecureSum:
         sums = mask_sums(shares, len(shares[0].ciphertexts), layout)
         head.mask_sums.extend(int_to_bytes(m) for m in sums)
         reply = self._stream(
-            self._csp.ComputeProjection, pb.ProjectionChunk, head, shares, "CSP projection"
+            self._csp.ComputeProjection,
+            pb.ProjectionChunk,
+            head,
+            shares,
+            public.ciphertext_bytes,
+            "CSP projection",
         )
         timings["csp_round_trip_seconds"] = time.perf_counter() - start
         _same_contributors(reply.contributors, shares)

@@ -171,12 +171,14 @@ def _serve_parser(sub: SubParsers, command: str, help_text: str) -> SubParsers:
 
 
 def _add_csp(sub: SubParsers) -> None:
-    p = _serve_parser(sub, "csp", "the crypto service provider").add_parser(
+    actions = _serve_parser(sub, "csp", "the crypto service provider")
+    p = actions.add_parser(
         "serve",
         help="run the CSP service",
         description="Serve the CSP: creates a Paillier key pair in --key-dir on first start "
         "(secret key mode 600; sealed with a passphrase if LETEO_CSP_PASSPHRASE is set), serves "
-        "the public key, and decrypts blinded aggregates for the aggregator only.",
+        "the public key, and decrypts blinded aggregates for the aggregator only. It picks up "
+        "a `csp rotate-key` of its --key-dir while running (see docs/key-rotation.md).",
     )
     p.add_argument(
         "--listen",
@@ -205,6 +207,89 @@ def _add_csp(sub: SubParsers) -> None:
     )
     add_tls(p, "csp", "csp")
     set_handler(p, run)
+    _add_csp_keys(actions)
+
+
+def _add_csp_keys(actions: SubParsers) -> None:
+    """`csp rotate-key`, `csp retire-key`, `csp list-keys`: the CSP's key folder, offline or
+    beside a running CSP (it needs no restart)."""
+    rotate = actions.add_parser(
+        "rotate-key",
+        help="create a new key pair and make it current",
+        description="Create a new Paillier key pair in --key-dir and make it the current key. "
+        "A running CSP serving this folder uses it for every round opened from then on; "
+        "rounds already open finish on the key they were opened with. The old secret key is "
+        "kept until `csp retire-key`. Sealed with LETEO_CSP_PASSPHRASE, which must be the "
+        "CSP's passphrase if its current key is sealed.",
+    )
+    retire = actions.add_parser(
+        "retire-key",
+        help="delete an old secret key",
+        description="Delete the secret key KEY_ID (KEY_DIR/keys/KEY_ID.key) from --key-dir; "
+        "refuses the current key. Its public key file stays, as the record that the key "
+        "existed. Rounds still open on that key can no longer be decrypted (their owners get "
+        "their budget back by withdrawal). A running CSP stops using it at once.",
+    )
+    listing = actions.add_parser(
+        "list-keys",
+        help="list the keys of a key folder",
+        description="Every key in --key-dir: its id, size, whether it is current, held or "
+        "retired, and whether its secret key is sealed. Opens no secret key.",
+    )
+    for q in (rotate, retire, listing):
+        q.add_argument("--key-dir", type=Path, required=True, help="the CSP's key folder")
+    rotate.add_argument(
+        "--key-bits",
+        type=int,
+        default=None,
+        help="Paillier modulus size of the new key (default: that of the current key)",
+    )
+    rotate.add_argument(
+        "--insecure-small-key",
+        action="store_true",
+        help=f"allow keys below {DEFAULT_KEY_BITS} bits (tests only)",
+    )
+    retire.add_argument("--key-id", required=True, help="the key to retire (32 hex digits)")
+    for q in (rotate, retire, listing):
+        set_handler(q, run_csp_keys)
+
+
+def run_csp_keys(args: argparse.Namespace) -> int:
+    """`csp rotate-key`, `retire-key`, `list-keys`: what changed, in plain words."""
+    from csp import keys
+    from leteo_fed.crypto.keystore import passphrase_from_env
+
+    key_dir = args.key_dir
+    if args.action == "rotate-key":
+        passphrase = passphrase_from_env()
+        old, key = keys.rotate(key_dir, args.key_bits, args.insecure_small_key, passphrase)
+        new = key.public.key_id
+        folder = keys.KeyFolder(key_dir)
+        sealed = ", sealed with LETEO_CSP_PASSPHRASE" if passphrase else ""
+        print(f"new key {new} ({key.public.bits} bits) is now current")
+        print(f"  secret key {folder.secret_path(new)} (mode 600{sealed})")
+        print(f"  public key {folder.public_path(new)}")
+        print(
+            f"previous key {old} is kept: rounds opened on it finish on it. Once they have, "
+            f"retire it: leteo-fed csp retire-key --key-dir {key_dir} --key-id {old}"
+        )
+        print("a running CSP on this folder uses the new key for new rounds; no restart needed")
+    elif args.action == "retire-key":
+        folder = keys.KeyFolder(key_dir)
+        deleted = keys.retire(key_dir, args.key_id, passphrase_from_env())
+        print(f"deleted the secret key of {args.key_id}: {deleted}")
+        print(
+            f"kept its public key {folder.public_path(args.key_id)} as the record that it "
+            "existed; rounds still open on it can no longer be decrypted"
+        )
+    else:
+        infos = keys.KeyFolder.open(key_dir, passphrase_from_env()).infos()
+        print(f"{'key id':32}  {'bits':>5}  {'state':8}  sealed")
+        for info in infos:
+            state = "current" if info.current else "held" if info.held else "retired"
+            sealed = "yes" if info.sealed else "no" if info.held else "-"
+            print(f"{info.key_id:32}  {info.bits:>5}  {state:8}  {sealed}")
+    return 0
 
 
 def _add_aggregator(sub: SubParsers) -> None:

@@ -42,17 +42,7 @@ def save_private_key(path: Path, key: PrivateKey, passphrase: str | None = None)
 
 def load_private_key(path: Path, passphrase: str | None = None) -> PrivateKey:
     path = Path(path)
-    if not path.exists():
-        raise KeyStoreError(f"secret key file not found: {path}")
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise KeyStoreError(
-            f"secret key file {path} is readable by others (mode {mode:o}); run chmod 600 {path}"
-        )
-    try:
-        doc = json.loads(path.read_bytes())
-    except (ValueError, OSError) as exc:
-        raise KeyStoreError(f"secret key file {path} is not valid JSON: {exc}") from exc
+    doc = _read_secret(path)
     if doc.get("kind") == "paillier-private-sealed":
         if not passphrase:
             raise KeyStoreError(f"secret key file {path} is sealed: a passphrase is required")
@@ -72,9 +62,52 @@ def load_private_key(path: Path, passphrase: str | None = None) -> PrivateKey:
     return PrivateKey(int(doc["p"], 16), int(doc["q"], 16))
 
 
+def check_secret_mode(path: Path) -> None:
+    """KeyStoreError unless the secret key file exists and only its owner may read it."""
+    path = Path(path)
+    if not path.exists():
+        raise KeyStoreError(f"secret key file not found: {path}")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyStoreError(
+            f"secret key file {path} is readable by others (mode {mode:o}); run chmod 600 {path}"
+        )
+
+
+def _read_secret(path: Path) -> dict:
+    check_secret_mode(path)
+    try:
+        doc = json.loads(path.read_bytes())
+    except (ValueError, OSError) as exc:
+        raise KeyStoreError(f"secret key file {path} is not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise KeyStoreError(f"{path} is not a LETEO-Fed Paillier secret key")
+    return doc
+
+
+def is_sealed(path: Path) -> bool:
+    """Whether a secret key file is sealed with a passphrase (read without opening it)."""
+    return _read_secret(Path(path)).get("kind") == "paillier-private-sealed"
+
+
 def save_public_key(path: Path, key: PublicKey) -> None:
     doc = {"kind": "paillier-public", "n": hex(key.n), "bits": key.bits, "key_id": key.key_id}
     atomic_write_bytes(Path(path), json.dumps(doc, indent=1).encode(), mode=0o644)
+
+
+def load_public_key(path: Path) -> PublicKey:
+    """A public key file; its key id is recomputed from n, never taken from the file."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_bytes())
+        if doc.get("kind") != "paillier-public":
+            raise ValueError("not a paillier-public document")
+        key = PublicKey(int(doc["n"], 16))
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
+        raise KeyStoreError(f"{path} is not a LETEO-Fed Paillier public key: {exc}") from exc
+    if key.n < 3:
+        raise KeyStoreError(f"{path} is not a LETEO-Fed Paillier public key")
+    return key
 
 
 def _derive(

@@ -69,10 +69,24 @@ def die_with_parent_if_asked() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+_HANDED_OUT: set[int] = set()
+_PORTS_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that is free now and that this process never handed out before.
+
+    The probe socket is closed before the child binds the port, so the kernel may offer the same
+    port again to the next probe; two owners told the same port would both listen on it (gRPC
+    servers set SO_REUSEPORT) and split each other's calls. With 100 owners that happened."""
+    with _PORTS_LOCK:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
 
 
 @dataclass

@@ -1238,8 +1238,10 @@ class PlaintextBatch(_message.Message):
     def __init__(self, plaintexts: _Optional[_Iterable[bytes]] = ..., decrypt_seconds: _Optional[float] = ..., verify_seconds: _Optional[float] = ..., sum_seconds: _Optional[float] = ..., contributors: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PublicKeyRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("key_id",)
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    def __init__(self, key_id: _Optional[str] = ...) -> None: ...
 
 class WithdrawRequest(_message.Message):
     __slots__ = ("round_id",)

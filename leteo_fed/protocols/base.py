@@ -84,9 +84,15 @@ class Common:
 
 
 def check_features(features: tuple[str, ...], purpose: str) -> tuple[str, ...]:
-    """The request's feature columns: at least one, no duplicates."""
+    """The request's feature columns: at least one, at most MAX_FEATURES, no duplicates."""
     if not features:
         raise DataError(f"features is empty: name the columns to {purpose}", field="features")
+    if len(features) > defaults.MAX_FEATURES:
+        raise DataError(
+            f"features names {len(features)} columns; a request may name at most "
+            f"{defaults.MAX_FEATURES}",
+            field="features",
+        )
     if len(set(features)) != len(features):
         raise DataError("features contains duplicates", field="features")
     return features

@@ -22,7 +22,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from leteo_fed.errors import ProtocolError
+from leteo_fed.errors import DataError, ProtocolError
 
 
 @functools.cache
@@ -139,6 +139,19 @@ def from_proto(msg: Message, cls: type) -> Any:
             kwargs[field.name] = _get(value, tp)
         else:
             kwargs[field.name] = value
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init
+        and f.name not in kwargs
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:  # an absent sub-message the dataclass has no default for
+        raise DataError(
+            f"{type(msg).__name__} lacks {', '.join(missing)}",
+            field=f"{msg.DESCRIPTOR.name}.{missing[0]}",
+        )
     return cls(**kwargs)
 
 

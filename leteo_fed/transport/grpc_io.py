@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +23,12 @@ from typing import Any
 
 import grpc
 from cryptography import x509
+from google.protobuf.message import DecodeError
 
 from leteo_fed.errors import (
     AccessDenied,
     ConfigError,
+    DataError,
     DuplicateError,
     LeteoError,
     NotFoundError,
@@ -58,6 +60,8 @@ SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    # a second server on a port in use fails to bind instead of silently sharing its calls
+    ("grpc.so_reuseport", 0),
 ]
 INSECURE_WARNING = (
     "INSECURE MODE: no TLS, no authentication. Any process that can reach this port can "
@@ -271,10 +275,22 @@ def status_code_for(exc: Exception) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
+# A status message travels in a header (percent-encoded, at most 16 KiB): one that echoes a
+# huge field would be replaced by RESOURCE_EXHAUSTED "Stream removed" on the way.
+MAX_STATUS_MESSAGE_CHARS = 1000
+
+
+def _shorten(message: str) -> str:
+    if len(message) <= MAX_STATUS_MESSAGE_CHARS:
+        return message
+    return message[: MAX_STATUS_MESSAGE_CHARS - 16] + " ... (truncated)"
+
+
 def _abort(context: grpc.ServicerContext, name: str, exc: Exception) -> None:
     if isinstance(exc, LeteoError):
-        log.warning("%s refused: %s", name, exc)
-        context.abort(status_code_for(exc), str(exc))
+        message = _shorten(str(exc))
+        log.warning("%s refused: %s", name, message)
+        context.abort(status_code_for(exc), message)
     log.exception("%s failed", name)
     context.abort(grpc.StatusCode.INTERNAL, f"{name}: internal error, see server log")
 
@@ -318,13 +334,76 @@ def rpc_error_message(exc: grpc.RpcError) -> str:
     return f"{name}: {details}"
 
 
+@dataclass(frozen=True)
+class _Undecodable:
+    """What a request message's bytes became when they are no message of its type."""
+
+    reason: str
+
+    def error(self) -> DataError:
+        return DataError(f"undecodable request: {self.reason}", field="request")
+
+
+def _undecodable_iterator(requests: Iterator[Any]) -> Iterator[Any]:
+    for request in requests:
+        if isinstance(request, _Undecodable):
+            raise request.error()  # where the handler reads it: its rpc_method maps it
+        yield request
+
+
+class _RefuseUndecodable(grpc.ServerInterceptor):
+    """A request whose bytes do not parse (truncated, invalid UTF-8 in a string, a wire type
+    that does not exist) is refused as INVALID_ARGUMENT naming the parse error. Left to gRPC it
+    would be INTERNAL "Exception deserializing request!" with a traceback in the server log."""
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        parse = handler.request_deserializer
+
+        def lenient(raw: bytes) -> Any:
+            try:
+                return parse(raw)
+            except DecodeError as exc:
+                return _Undecodable(str(exc))
+
+        if handler.request_streaming:
+            inner = handler.stream_stream or handler.stream_unary
+
+            def behavior(requests, context):
+                return inner(_undecodable_iterator(requests), context)
+
+        else:
+            inner = handler.unary_stream or handler.unary_unary
+
+            def behavior(request, context):
+                if isinstance(request, _Undecodable):
+                    error = request.error()
+                    log.warning("%s refused: %s", handler_call_details.method, error)
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, _shorten(str(error)))
+                return inner(request, context)
+
+        make = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[(handler.request_streaming, handler.response_streaming)]
+        return make(
+            behavior,
+            request_deserializer=lenient,
+            response_serializer=handler.response_serializer,
+        )
+
+
 def make_server(tls: TlsConfig, listen: str, workers: int = 16) -> tuple[grpc.Server, int]:
     """A gRPC server for `tls`; its worker threads carry the party's role authorities (read
-    once, here) for `require_role`."""
+    once, here) for `require_role`. Requests that do not parse are refused as INVALID_ARGUMENT."""
     pool = futures.ThreadPoolExecutor(
         max_workers=workers, initializer=_bind_authorities, initargs=(tls.authorities(),)
     )
-    server = grpc.server(pool, options=SERVER_OPTIONS)
+    server = grpc.server(pool, options=SERVER_OPTIONS, interceptors=[_RefuseUndecodable()])
     if tls.insecure:
         log.warning(INSECURE_WARNING)
         port = server.add_insecure_port(listen)

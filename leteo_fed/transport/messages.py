@@ -4,6 +4,7 @@ field name: keys, the share encoding (big integers as bytes, a derived layout), 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 
 import grpc
@@ -19,6 +20,7 @@ from leteo_fed.protocols.ldp_collection import REPORT_DTYPES
 from leteo_fed.transport.grpc_io import rpc_error_message
 
 BATCH_SIZE = 256  # ciphertexts per stream message: ~128 KiB at 2048-bit keys
+_KEY_ID = re.compile(r"[0-9a-f]{32}")  # paillier.key_id_of
 
 
 def public_key_to_proto(key: PublicKey) -> pb.PublicKey:
@@ -32,17 +34,27 @@ def public_key_from_proto(msg: pb.PublicKey) -> PublicKey:
     return key
 
 
-def fetch_public_key(stub, address: str) -> PublicKey:
-    """The CSP's public key, or PeerUnavailable naming the CSP address."""
+def fetch_public_key(stub, address: str, key_id: str = "") -> PublicKey:
+    """The CSP's current public key, or with `key_id` that key (checked: its key id is the hash
+    of its modulus, so the CSP cannot answer with another key); PeerUnavailable naming the CSP
+    address if it cannot be fetched."""
+    if key_id and not _KEY_ID.fullmatch(key_id):  # not worth a call: no CSP key has this id
+        raise ProtocolError(f"{key_id[:40]!r} is not a CSP key id (32 hex digits)")
+    what = f"public key {key_id}" if key_id else "public key"
     try:
         msg = stub.GetPublicKey(
-            pb.PublicKeyRequest(), timeout=defaults.PUBLIC_KEY_TIMEOUT_SECONDS, wait_for_ready=True
+            pb.PublicKeyRequest(key_id=key_id),
+            timeout=defaults.PUBLIC_KEY_TIMEOUT_SECONDS,
+            wait_for_ready=True,
         )
     except grpc.RpcError as exc:
         raise PeerUnavailable(
-            f"cannot fetch the public key from the CSP at {address}: {rpc_error_message(exc)}"
+            f"cannot fetch the {what} from the CSP at {address}: {rpc_error_message(exc)}"
         ) from exc
-    return public_key_from_proto(msg)
+    key = public_key_from_proto(msg)
+    if key_id and key.key_id != key_id:
+        raise ProtocolError(f"the CSP at {address} answered key {key.key_id} for key {key_id}")
+    return key
 
 
 def encoding_to_proto(enc: ShareEncoding, layout: SlotLayout) -> pb.Encoding:

@@ -20,6 +20,27 @@ from leteo_fed.protocols.results import RESULT_TYPES
 from leteo_fed.transport.codec import from_proto, to_dict, to_proto
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
 
+MAX_ROUND_ID_CHARS = 128
+
+
+def check_round_id(round_id: str) -> str:
+    """A round id as the aggregator makes them (`pca-0123456789ab`, `kmeans-...-it3`): ASCII
+    letters, digits, '-', '_' and '.', not starting with '.', at most 128 characters. Owners
+    name files after it, so nothing else (no path separator, no '..') is accepted."""
+    ok = (
+        0 < len(round_id) <= MAX_ROUND_ID_CHARS
+        and not round_id.startswith(".")
+        and all(c.isascii() and (c.isalnum() or c in "-_.") for c in round_id)
+    )
+    if not ok:
+        shown = round_id if len(round_id) <= 40 else round_id[:40] + "..."
+        raise DataError(
+            f"invalid round_id {shown!r}: use ASCII letters, digits, '-', '_' or '.', not "
+            f"starting with '.', at most {MAX_ROUND_ID_CHARS} characters",
+            field="round_id",
+        )
+    return round_id
+
 
 def _payload(msg: Any) -> FederatedProtocol:
     name = msg.WhichOneof("payload")
@@ -187,6 +208,7 @@ class Invitation:
 
 def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
     """Decode (and check the layout of) an invitation; ProtocolError/DataError if malformed."""
+    check_round_id(msg.round_id)
     protocol = _payload(msg)
     spec = from_proto(getattr(msg, protocol.name), protocol.spec_type)
     enc, layout = None, None

@@ -69,7 +69,7 @@ def test_small_key_needs_explicit_flag(tmp_path):
         "csp", "serve", "--key-bits", "1024", "--key-dir", str(tmp_path / "k"), "--insecure"
     )
     assert proc.returncode == 2 and "--insecure-small-key" in proc.stderr
-    assert not (tmp_path / "k" / "paillier.key").exists()
+    assert not (tmp_path / "k").exists()  # refused before any key (or folder) is written
 
 
 def test_missing_certificates_named(tmp_path):
