@@ -29,7 +29,9 @@ What is measured (wall clock ``time.perf_counter`` unless said otherwise):
   (invitations out -> round closed, i.e. all n shares in); the CSP's ``verify`` / ``sum`` /
   ``decrypt`` seconds (``timings.csp``); the aggregator's ``unmask`` and ``finish`` (PCA
   eigendecomposition, k-means center update); ``round`` = the client's StartRound -> result;
-  ``published`` = StartRound -> every owner holds the result file.
+  ``published`` = StartRound -> every owner holds the result file; ``owners' CPU`` = the CPU
+  all owner processes used over the round (``/proc/<pid>/stat``), which on 2 cores bounds
+  ``collect`` from below (every owner computes and encrypts its share at the same time).
 - **aggregator work per share**: the aggregator's ``intake_cpu_seconds_per_share`` (CPU of the
   receiving thread in ``SignedShares.receive``: statement signature and checks, ciphertext
   parsing and range/unit checks, digest, mask-seed check; mean over the round's shares) and its
@@ -327,6 +329,7 @@ def round_figures(
         "aggregator_cpu_s": cpu["aggregator"],
         "aggregator_cpu_s_per_share": cpu["aggregator"] / n,
         "csp_cpu_s": cpu["csp"],
+        "owners_cpu_s": sum(cpu[s] for s in sites),
         "owner_compute_s_median": statistics.median(owner_compute),
         "owner_compute_s_max": max(owner_compute),
         "ciphertexts_per_share": facts["ciphertexts_per_share"],
@@ -417,10 +420,10 @@ def run_scale(
         out["rounds"] = {}
         tls = cluster.tls("analyst", "analyst")
         with AnalystClient(cluster.addresses["aggregator"], tls) as client:
-            pids = {"aggregator": cluster.procs["aggregator"].pid, "csp": cluster.procs["csp"].pid}
+            pids = {name: cluster.procs[name].pid for name in ("aggregator", "csp", *sites)}
 
             # PCA: every component, quorum n
-            cpu = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
+            cpu = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}  # before the round
             start = time.perf_counter()
             doc = client.run_round(
                 RoundParams(
@@ -450,7 +453,7 @@ def run_scale(
                 progress(f"  [{n_owners} owners] PCA round {round_s:.2f} s")
 
             # k-means: one Lloyd iteration, k = 3, quorum n
-            cpu = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
+            cpu = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}  # before the round
             start = time.perf_counter()
             job = client.run_kmeans(
                 KmeansParams(
@@ -481,6 +484,7 @@ def run_scale(
             if progress:
                 progress(f"  [{n_owners} owners] k-means iteration {round_s:.2f} s")
 
+        out["load_1m_after_rounds"] = os.getloadavg()[0]  # the host may be shared
         owners_hwm = [vm_hwm_mib(cluster.procs[s].pid) for s in sites]
         out["memory_mib"] = {
             "csp": vm_hwm_mib(pids["csp"]),
@@ -601,14 +605,15 @@ def markdown(report: dict[str, Any]) -> str:
         "Per round (seconds; collect = invitations out -> all shares in; round = the analyst's "
         "StartRound -> result; published = until every owner holds the result):",
         "",
-        "| owners | round | collect | CSP verify | CSP sum | CSP decrypt | unmask | EVD / update | "
-        "round | published |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| owners | round | collect | owners' CPU | CSP verify | CSP sum | CSP decrypt | unmask | "
+        "EVD / update | round | published |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in ok:
         for protocol, x in r["rounds"].items():
             lines.append(
-                f"| {r['owners']} | {protocol} | {x['collect_s']:.2f} | {x['csp_verify_s']:.3f} | "
+                f"| {r['owners']} | {protocol} | {x['collect_s']:.2f} | {x['owners_cpu_s']:.1f} | "
+                f"{x['csp_verify_s']:.3f} | "
                 f"{x['csp_sum_s']:.4f} | {x['csp_decrypt_s']:.3f} | {x['unmask_s']:.4f} | "
                 f"{x['finish_s']:.4f} | {x['round_s']:.2f} | {x['published_s']:.2f} |"
             )
