@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 from aggregator.service import SPARK_REPORT_THRESHOLD, AggregatorService, add_to_server
+from leteo_fed import defaults
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, serve_until_signal
 
 log = logging.getLogger("leteo.aggregator")
@@ -17,11 +18,23 @@ def serve(
     csp_address: str,
     transcript: Path | None = None,
     spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
+    state_dir: Path | None = None,
 ) -> None:
+    """`state_dir`: keep registrations, jobs and rounds there and pick up after a restart
+    (aggregator/state.py); None: in memory only."""
     service = AggregatorService(
-        tls, csp_address, tls.identity.name, transcript, spark_report_threshold
+        tls, csp_address, tls.identity.name, transcript, spark_report_threshold, state_dir
     )
-    server, port = make_server(tls, listen)
+    # every connected outbound owner holds a serving thread with its stream
+    server, port = make_server(tls, listen, workers=32 + defaults.MAX_CONNECTED_OWNERS)
     add_to_server(server, service)
+    if service.store is None:
+        log.warning(
+            "no --state-dir: registrations, jobs and results are kept in memory only; a "
+            "restart forgets them and fails nothing that was running"
+        )
+    else:
+        log.info("state kept in %s", service.store.path)
+        service.engine.recover()
     log.info("aggregator listening on %s (port %d); CSP at %s", listen, port, csp_address)
     serve_until_signal(server, "aggregator", on_stop=service.close)

@@ -15,60 +15,25 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from aggregator.owners import OwnerDirectory
-from aggregator.rounds.engine import SPARK_REPORT_THRESHOLD, Job, RoundEngine
+from aggregator.rounds.engine import SPARK_REPORT_THRESHOLD, RoundEngine, job_status
 from aggregator.rounds.report_intake import ReportIntake
-from aggregator.rounds.round import Round
+from aggregator.rounds.round import OPEN, Round, round_status
 from aggregator.rounds.secure_sum import SecureSum, SignedShares
+from aggregator.state import StateStore
 from leteo_fed import __version__, defaults
-from leteo_fed.errors import AccessDenied, DataError, ProtocolError
+from leteo_fed.errors import AccessDenied, DataError, NotFoundError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.certs import Party, check_site_id
-from leteo_fed.transport.grpc_io import TlsConfig, require_role, rpc_method
+from leteo_fed.transport.grpc_io import TlsConfig, require_role, rpc_method, rpc_stream_method
 from leteo_fed.transport.messages import encoding_from_proto, reports_from_batch
-from leteo_fed.transport.rounds import common_from_proto, request_from_proto, result_to_proto
+from leteo_fed.transport.rounds import check_round_id, common_from_proto, request_from_proto
 from leteo_fed.transport.signing import ROUND_REQUEST, verify
 
 log = logging.getLogger("leteo.aggregator")
 
 ANSWER_MARGIN_SECONDS = 1.0  # GetRound answers this long before the caller's deadline
 MAX_TIMINGS = 32  # phase timings one upload may report
-
-
-def _status(
-    ident: str, label: str, state: str, message: str, invited, submitted, result
-) -> pb.RoundStatus:
-    return pb.RoundStatus(
-        round_id=ident,
-        protocol=label,
-        state=state,
-        message=message,
-        invited=invited,
-        submitted=submitted,
-        missing=[s for s in invited if s not in submitted],
-        result=result_to_proto(result) if result is not None else None,
-    )
-
-
-def round_status(rnd: Round) -> pb.RoundStatus:
-    with rnd.lock:
-        return _status(
-            rnd.round_id,
-            rnd.label,
-            rnd.state,
-            rnd.message,
-            rnd.invited,
-            list(rnd.submitted),
-            rnd.result,
-        )
-
-
-def job_status(job: Job) -> pb.RoundStatus:
-    submitted = job.submitted()
-    with job.lock:
-        return _status(
-            job.job_id, job.label, job.status, job.message, job.invited, submitted, job.result
-        )
 
 
 def check_address(address: str) -> None:
@@ -125,18 +90,31 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         name: str = "aggregator",
         transcript: Path | None = None,
         spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
+        state_dir: Path | None = None,
     ) -> None:
+        """`state_dir`: where registrations, jobs and rounds are kept across restarts (see
+        aggregator/state.py); None keeps them in memory only. With a state dir, call
+        `engine.recover()` once at start-up."""
         self._name = name
         self._tls = tls
+        self.store = StateStore(state_dir) if state_dir is not None else None
         self._csp_channel = tls.channel(csp_address, peer="csp")
-        self.owners = OwnerDirectory(tls)
+        self.owners = OwnerDirectory(
+            tls,
+            final_status=self._final_status,
+            on_register=self.store.save_owner if self.store is not None else None,
+        )
         self.engine = RoundEngine(
             self.owners,
             SecureSum(self._csp_channel, csp_address, transcript),
             self._publish,
             spark_report_threshold,
             owners_ca=tls.role_ca("owner"),
+            store=self.store,
+            rebuild=_rebuild,
         )
+        if self.store is not None:
+            self.owners.restore(self.store.owners())
 
     def public_key(self):
         return self.engine.secure_sum.public_key()
@@ -160,6 +138,38 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         check_address(request.address)
         self.owners.register(request.site_id, request.address)
         return pb.Ack(ok=True, message=f"registered {request.site_id}")
+
+    @rpc_stream_method
+    def Connect(self, request, context):
+        """An outbound owner's stream of invitations and results, open until either side
+        closes it (the owner reconnects with backoff)."""
+        caller = require_role(context, "owner")
+        if request.site_id != caller.name:
+            raise ProtocolError(f"owner '{caller.name}' cannot connect as '{request.site_id}'")
+        check_site_id(request.site_id)
+        for round_id in request.awaiting:
+            check_round_id(round_id)
+        link, tasks = self.owners.connect(caller.name, request, context.is_active)
+        context.add_callback(link.close)  # the owner went away: end the stream now
+        yield from tasks
+
+    @rpc_method
+    def AnswerInvite(self, request, context):
+        caller = require_role(context, "owner")
+        if request.site_id != caller.name:
+            raise ProtocolError(f"owner '{caller.name}' cannot answer for '{request.site_id}'")
+        reason = "" if request.accepted else request.reason or "declined"
+        self.owners.answer(caller.name, request.round_id, reason)
+        return pb.Ack(ok=True)
+
+    def _final_status(self, round_id: str) -> pb.RoundStatus | None:
+        """The published status of a finished round (None while open or unknown)."""
+        try:
+            rnd = self.engine.round(round_id)
+        except NotFoundError:  # a round from before a restart
+            return self.engine.stored_status(round_id)
+        status = round_status(rnd)
+        return None if status.state == OPEN else status
 
     def _open_upload(self, request_iterator, context, reports: bool):
         """Common start of an owner's upload stream: who, which round, and one upload each."""
@@ -278,8 +288,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     @rpc_method
     def ListOwners(self, request, context):
         require_role(context, "analyst", "aggregator")
-        owners = [pb.OwnerRegistration(site_id=s, address=a) for s, a in self.owners.listing()]
-        return pb.OwnerList(owners=owners)
+        return pb.OwnerList(owners=self.owners.listing())
 
     @rpc_method
     def GetRound(self, request, context):
@@ -290,7 +299,13 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             if wait:
                 job.done.wait(wait)
             return job_status(job)
-        rnd = self.engine.round(request.round_id)
+        try:
+            rnd = self.engine.round(request.round_id)
+        except NotFoundError:  # a job or round from before a restart: its kept status
+            stored = self.engine.stored_status(request.round_id)
+            if stored is None:
+                raise
+            return stored
         if wait:
             rnd.done.wait(wait)
         return round_status(rnd)
@@ -339,6 +354,21 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         self.engine.close()
         self._csp_channel.close()
         self.owners.close()
+        if self.store is not None:
+            self.store.close()
+
+
+def _rebuild(signed_bytes: bytes):
+    """A kept job's signed request planned again after a restart (engine.Rebuild): the protocol,
+    its payload, the common fields for n invited owners, and the envelope relayed to owners.
+    Its signature was checked when the job started."""
+    try:
+        signed = pb.Signed.FromString(signed_bytes)
+        request = pb.RoundRequest.FromString(signed.body)
+    except DecodeError as exc:
+        raise DataError("the kept round request is unreadable") from exc
+    protocol, payload = request_from_proto(request)
+    return protocol, payload, lambda n: common_from_proto(request, n), signed
 
 
 def add_to_server(server: grpc.Server, service: AggregatorService) -> None:

@@ -182,8 +182,13 @@ class AnalystClient:
             raise RpcRefused(rpc_error_message(exc), code) from exc
 
     def owners(self) -> list[tuple[str, str]]:
-        reply = self._call(self._stub.ListOwners, pb.ListOwnersRequest(), 10)
-        return [(o.site_id, o.address) for o in reply.owners]
+        """(site, address) of every registered owner; an outbound owner has no address."""
+        return [(o.site_id, o.address) for o in self.owner_listing()]
+
+    def owner_listing(self) -> list[pb.OwnerRegistration]:
+        """Every registered owner with how it is reached (inbound/outbound) and whether the
+        aggregator can reach it now."""
+        return list(self._call(self._stub.ListOwners, pb.ListOwnersRequest(), 10).owners)
 
     def wait_for_owners(
         self, count: int, timeout: float = 60.0, should_stop: Callable[[], bool] | None = None
@@ -193,14 +198,14 @@ class AnalystClient:
             if should_stop is not None and should_stop():
                 raise KeyboardInterrupt
             try:
-                sites = [s for s, _ in self.owners()]
+                sites = [o.site_id for o in self.owner_listing() if o.connected]
             except PeerUnavailable:
                 sites = []
             if len(sites) >= count:
                 return sites
             if time.monotonic() > end:
                 raise PeerUnavailable(
-                    f"only {len(sites)} of {count} owners registered within {timeout:.0f} s"
+                    f"only {len(sites)} of {count} owners registered and reachable within {timeout:.0f} s"
                 )
             time.sleep(0.2)
 

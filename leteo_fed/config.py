@@ -3,8 +3,12 @@
 Example::
 
     site_id = "site-1"
-    listen = "0.0.0.0:50061"          # where this agent serves
-    advertise = "site-1:50061"         # how the aggregator reaches it
+    mode = "outbound"                  # outbound (default): this agent connects out to the
+                                       # aggregator and takes invitations over that connection;
+                                       # inbound: the aggregator dials `advertise`
+    listen = "127.0.0.1:50061"         # optional in outbound mode (Health only, for probes);
+                                       # required in inbound mode (where this agent serves)
+    advertise = "site-1:50061"         # inbound mode: how the aggregator reaches it
     results_dir = "results"            # published results land here (optional)
     audit_log = "audit-site-1.jsonl"   # every invitation, decision and upload (this default)
 
@@ -85,10 +89,14 @@ class OwnerPolicy:
     request_max_age_hours: float = 24.0  # an analyst's signed request is valid this long
 
 
+OUTBOUND, INBOUND = "outbound", "inbound"  # who opens the connection: the owner, the aggregator
+OWNER_MODES = (OUTBOUND, INBOUND)
+
+
 @dataclass(frozen=True)
 class OwnerConfig:
     site_id: str
-    listen: str
+    listen: str  # "" = serve nothing (outbound mode only)
     advertise: str
     data: DataSourceConfig
     aggregator: str
@@ -98,10 +106,16 @@ class OwnerConfig:
     privacy: PrivacyConfig | None = None
     audit_log: Path | None = None  # JSON lines of every invitation, decision and upload
     policy: OwnerPolicy = OwnerPolicy()
+    mode: str = OUTBOUND
+
+    @property
+    def outbound(self) -> bool:
+        return self.mode == OUTBOUND
 
 
 _TOP_KEYS = {
     "site_id",
+    "mode",
     "listen",
     "advertise",
     "results_dir",
@@ -196,8 +210,18 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
 
     site_id = _require(doc, "site_id", "")
     check_site_id(site_id)
-    listen = _require(doc, "listen", "")
+    mode = doc.get("mode", OUTBOUND)
+    if mode not in OWNER_MODES:
+        raise ConfigError(f"'mode' must be one of {OWNER_MODES}, got {mode!r}", field="mode")
+    if mode == INBOUND:
+        listen = _require(doc, "listen", "")
+    else:
+        listen = doc.get("listen", "")
+        if not isinstance(listen, str):
+            raise ConfigError("'listen' must be a string host:port", field="listen")
     advertise = doc.get("advertise", listen)
+    if not isinstance(advertise, str):
+        raise ConfigError("'advertise' must be a string host:port", field="advertise")
 
     data = _require(doc, "data", "", dict)
     engine = data.get("engine", "auto")
@@ -267,4 +291,5 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
         results_dir=(base / results) if results else None,
         audit_log=base / audit,
         policy=load_policy(doc.get("policy", {})),
+        mode=mode,
     )

@@ -30,7 +30,12 @@ SHARE_UPLOAD_TIMEOUT_SECONDS = 120.0
 REPORT_UPLOAD_TIMEOUT_SECONDS = 300.0
 
 # ---------------------------------------------------------------- owner agent
-REGISTER_INTERVAL_SECONDS = 30.0
+REGISTER_INTERVAL_SECONDS = 30.0  # inbound mode: how often an owner registers its address again
+RECONNECT_MAX_SECONDS = 5.0  # outbound mode: longest wait between two connection attempts
+
+# ---------------------------------------------------------------- aggregator
+# outbound owners each hold one stream (one serving thread) open: the aggregator's capacity
+MAX_CONNECTED_OWNERS = 500
 
 # ---------------------------------------------------------------- addresses and keys
 DEFAULT_CSP_ADDRESS = "127.0.0.1:50051"

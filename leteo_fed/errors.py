@@ -45,3 +45,7 @@ class AccessDenied(LeteoError):
 
 class PeerUnavailable(LeteoError):
     """A peer service could not be reached or dropped the connection."""
+
+
+class Overloaded(LeteoError):
+    """A service is at its capacity (e.g. connected owners); try later or raise the limit."""

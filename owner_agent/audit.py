@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections import OrderedDict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,24 @@ def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return events
+
+
+def awaiting_results(events: list[dict[str, Any]]) -> OrderedDict[str, None]:
+    """Rounds this site accepted and holds no result for, oldest first: what a reconnecting
+    owner asks the aggregator about."""
+    awaiting: OrderedDict[str, None] = OrderedDict()
+    for e in events:
+        kind, round_id = e.get("event"), str(e.get("round_id", ""))
+        if kind == "decision" and e.get("accepted"):
+            awaiting[round_id] = None
+        elif kind in ("result", "withdrawn"):
+            awaiting.pop(round_id, None)
+    return awaiting
+
+
+def results_received(events: list[dict[str, Any]]) -> set[str]:
+    """Rounds whose result this site already recorded: a repeat is not recorded again."""
+    return {str(e.get("round_id", "")) for e in events if e.get("event") == "result"}
 
 
 def table(events: list[dict[str, Any]]) -> str:

@@ -167,6 +167,8 @@ class SignedRequests:
                 invited[round_id] = (digest, e.get("epsilon") or 0.0, e.get("delta") or 0.0)
             elif e.get("event") == "decision" and e.get("accepted") and round_id in invited:
                 self._take(round_id, *invited[round_id])
+            elif e.get("event") == "withdrawn":
+                self.release(round_id)  # the CSP never decrypted it: the budget came back
 
     def admit(
         self, auth: Authorization, inv: Invitation, allowed: Budget | None, charge: Budget | None
@@ -193,7 +195,8 @@ class SignedRequests:
             self._take(inv.round_id, auth.digest, charge.epsilon, charge.delta)
 
     def release(self, round_id: str) -> None:
-        """A round declined after `admit`: its charge was never taken."""
+        """A round declined after `admit` (its charge was never taken), or withdrawn (the
+        CSP attests it never decrypted the round)."""
         with self._lock:
             taken = self._rounds.pop(round_id, None)
             if taken is not None:

@@ -15,13 +15,20 @@ log = logging.getLogger("leteo.owner")
 def serve(config_path: Path) -> None:
     config = load_owner_config(config_path)
     service = OwnerAgentService(config)
-    server, port = make_server(config.tls, config.listen)
-    add_to_server(server, service)
+    server = None
+    if config.listen:  # outbound mode: optional, Health only (probes on the site's own host)
+        server, port = make_server(config.tls, config.listen)
+        add_to_server(server, service)
+        where = f"listening on {config.listen} (port {port})"
+        if config.outbound:
+            where += " for Health only"
+    else:
+        where = "serving no port"
     log.info(
-        "owner %s listening on %s (port %d); data %s; aggregator %s; CSP %s",
+        "owner %s (%s mode) %s; data %s; aggregator %s; CSP %s",
         config.site_id,
-        config.listen,
-        port,
+        config.mode,
+        where,
         config.data.path,
         config.aggregator,
         config.csp,

@@ -24,7 +24,7 @@ from leteo_fed import __version__, defaults
 from leteo_fed.config import OwnerConfig
 from leteo_fed.crypto.paillier import Encryptor
 from leteo_fed.crypto.parallel import EncryptionPool
-from leteo_fed.errors import LeteoError
+from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.proto import leteo_pb2 as pb
@@ -42,16 +42,18 @@ from leteo_fed.transport.rounds import (
     invitation_from_proto,
     result_document,
 )
-from owner_agent.audit import AuditLog, describe_invitation
+from owner_agent.audit import AuditLog, awaiting_results, describe_invitation, results_received
 from owner_agent.audit import read as audit_events
 from owner_agent.authorization import Authorization, SignedRequests, authorize, verify_request
 from owner_agent.policy import analyst_refusal
 from owner_agent.shares import ReportUpload, ShareRunner, ShareUpload
 from owner_agent.site_data import LocalSite
+from owner_agent.uplink import AggregatorLink
 from owner_agent.withdrawal import Withdrawals
 
 log = logging.getLogger("leteo.owner")
 
+MAX_AWAITING = 1000  # rounds a reconnecting owner asks results for (the most recent)
 LARGE_SHARE_CIPHERTEXTS = 512  # from here on a share is encrypted on all cores (d >~ 100)
 CACHED_KEYS = 3  # CSP keys kept with their encryptors: the current one and the last rotated
 
@@ -92,13 +94,31 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             signer=config.tls.signer(),
         )
         self.results: dict[str, dict] = {}
-        self.withdrawals = Withdrawals(ledger, self._csp, self.audit)
+        self.withdrawals = Withdrawals(ledger, self._csp, self.audit, self.requests.release)
+        self._result_lock = threading.Lock()
+        events = audit_events(audit_path)
+        self._awaiting = awaiting_results(events)
+        self._received = results_received(events)
+        self.link: AggregatorLink | None = None
+        if config.outbound:
+            self.link = AggregatorLink(
+                self._aggregator,
+                config.site_id,
+                self._invited_over_link,
+                self.receive_result,
+                lambda: list(self._awaiting)[-MAX_AWAITING:],
+                self._stop,
+            )
 
     # ------------------------------------------------------------------ lifecycle
 
     def start_background(self) -> None:
-        """Register with the aggregator (and keep registering) and warm up the encryptor."""
-        threading.Thread(target=self._register_loop, name="register", daemon=True).start()
+        """Connect out to the aggregator (outbound mode) or register this agent's address with
+        it (inbound mode, again every REGISTER_INTERVAL_SECONDS), and warm up the encryptor."""
+        if self.link is not None:
+            self.link.start()
+        else:
+            threading.Thread(target=self._register_loop, name="register", daemon=True).start()
         threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
         # charged rounds an earlier run left without a result: watched again (withdrawal.py)
         threading.Thread(
@@ -110,6 +130,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     def stop(self) -> None:
         self._stop.set()
+        if self.link is not None:
+            self.link.close()
         with self._key_lock:
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
@@ -200,6 +222,44 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     @rpc_method
     def Invite(self, request, context):
         require_role(context, "aggregator")
+        if self.link is not None:
+            raise ProtocolError(
+                "this owner is in outbound mode: it takes invitations over its own connection "
+                "to the aggregator"
+            )
+        reason, inv = self._consider(request)
+        if reason or inv is None:
+            return pb.InviteReply(accepted=False, reason=reason)
+        self._start_share(inv)
+        return pb.InviteReply(accepted=True)
+
+    def _invited_over_link(self, spec: pb.RoundSpec) -> None:
+        """Outbound mode: decide, answer with AnswerInvite, and start the share if the
+        aggregator took the acceptance (it drops invitations it stopped waiting for)."""
+        if 0 < spec.deadline_unix < time.time():
+            reason, inv = "the round's deadline passed before the invitation arrived", None
+            log.warning("round %s: %s", spec.round_id, reason)
+        else:
+            reason, inv = self._consider(spec)
+        answer = pb.InviteAnswer(
+            round_id=spec.round_id, site_id=self.config.site_id, accepted=not reason, reason=reason
+        )
+        try:
+            self._aggregator.AnswerInvite(answer, timeout=defaults.DECLINE_TIMEOUT_SECONDS)
+        except grpc.RpcError as exc:
+            if inv is not None and not reason:  # accepted, but the aggregator no longer waits
+                why = f"the aggregator did not take the acceptance: {rpc_error_message(exc)}"
+                self.requests.release(inv.round_id)
+                self.audit.record("failed", inv.round_id, reason=why)
+                log.warning("round %s: %s", inv.round_id, why)
+            else:
+                log.warning("round %s: could not answer: %s", spec.round_id, rpc_error_message(exc))
+            return
+        if inv is not None and not reason:
+            self._start_share(inv)
+
+    def _consider(self, request: pb.RoundSpec) -> tuple[str, Invitation | None]:
+        """Decide on an invitation and record it ('' = accepted)."""
         reason, inv, auth = self._accept(request)
         facts = describe_invitation(inv) if inv is not None else {"protocol": request.protocol}
         if auth is not None:
@@ -208,13 +268,18 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self.audit.record("decision", request.round_id, accepted=not reason, reason=reason or None)
         if reason or inv is None:
             log.warning("round %s declined: %s", request.round_id, reason)
-            return pb.InviteReply(accepted=False, reason=reason)
+            return reason or "declined", None
+        return "", inv
+
+    def _start_share(self, inv: Invitation) -> None:
+        self._awaiting[inv.round_id] = None
+        while len(self._awaiting) > MAX_AWAITING:
+            self._awaiting.popitem(last=False)
         job = threading.Thread(
             target=self._run_share, args=(inv,), name=f"share-{inv.round_id}", daemon=True
         )
         self._jobs[inv.round_id] = job
         job.start()
-        return pb.InviteReply(accepted=True)
 
     def _accept(self, request: pb.RoundSpec) -> tuple[str, Invitation | None, Authorization | None]:
         """Cheap checks answered synchronously; the heavy work runs after the reply. The
@@ -261,20 +326,41 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     @rpc_method
     def PublishResult(self, request, context):
         require_role(context, "aggregator")
-        check_round_id(request.round_id)  # the result's file is named after it
-        doc = {
-            "round_id": request.round_id,
-            "state": request.state,
-            "message": request.message,
-            "result": result_document(request),
-        }
-        self.results[request.round_id] = doc
-        self.audit.record("result", request.round_id, state=request.state, message=request.message)
-        if self.config.results_dir is not None:
-            atomic_write_json(Path(self.config.results_dir) / f"{request.round_id}.json", doc)
-        log.info("round %s result received: %s", request.round_id, request.state)
-        self.withdrawals.result(request.round_id, request.state)
+        if self.link is not None:
+            raise ProtocolError(
+                "this owner is in outbound mode: it takes results over its own connection "
+                "to the aggregator"
+            )
+        self.receive_result(request)
         return pb.Ack(ok=True)
+
+    def receive_result(self, status: pb.RoundStatus) -> None:
+        """A round's published end, kept once: a repeat (sent again after a reconnect or an
+        aggregator restart) is ignored. A failure gives a charged share's budget back first
+        (`owner_agent.withdrawal`), so the next invitation sees it."""
+        check_round_id(status.round_id)  # the result's file is named after it
+        if status.state not in ("COMPLETED", "FAILED"):
+            raise ProtocolError(
+                f"round {status.round_id}: a result must be final, got {status.state!r}"
+            )
+        with self._result_lock:
+            if status.round_id in self._received:
+                log.info("round %s: result already received; repeat ignored", status.round_id)
+                return
+            doc = {
+                "round_id": status.round_id,
+                "state": status.state,
+                "message": status.message,
+                "result": result_document(status),
+            }
+            self.results[status.round_id] = doc
+            self._received.add(status.round_id)
+            self._awaiting.pop(status.round_id, None)
+        self.audit.record("result", status.round_id, state=status.state, message=status.message)
+        if self.config.results_dir is not None:
+            atomic_write_json(Path(self.config.results_dir) / f"{status.round_id}.json", doc)
+        log.info("round %s result received: %s", status.round_id, status.state)
+        self.withdrawals.result(status.round_id, status.state, wait=self.link is not None)
 
     # ------------------------------------------------------------------ uplink to the aggregator
 

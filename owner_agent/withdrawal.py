@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -29,10 +30,17 @@ WITHDRAWN = "withdrawn"
 
 
 class Withdrawals:
-    def __init__(self, ledger: PrivacyLedger | None, csp: Any, audit: AuditLog) -> None:
+    def __init__(
+        self,
+        ledger: PrivacyLedger | None,
+        csp: Any,
+        audit: AuditLog,
+        on_withdrawn: Callable[[str], None] | None = None,
+    ) -> None:
         self._ledger = ledger
         self._csp = csp  # a CryptoServiceProviderStub
         self._audit = audit
+        self._on_withdrawn = on_withdrawn  # e.g. the analyst's request gets the budget back
         self._timers: dict[str, threading.Timer] = {}
         self._lock = threading.Lock()
 
@@ -56,18 +64,20 @@ class Withdrawals:
             self._timers[round_id] = timer
         timer.start()
 
-    def result(self, round_id: str, state: str) -> None:
-        """The aggregator published the round's end: a failure triggers the withdrawal now."""
+    def result(self, round_id: str, state: str, wait: bool = False) -> None:
+        """The aggregator published the round's end: a failure triggers the withdrawal now
+        (before returning if `wait`: the next invitation then sees the budget back)."""
         with self._lock:
             timer = self._timers.pop(round_id, None)
         if timer is not None:
             timer.cancel()
         if state != "COMPLETED" and self._charged(round_id):
+            args = (round_id, f"the round ended {state.lower() or 'without a result'}")
+            if wait:
+                self.withdraw(*args)
+                return
             threading.Thread(
-                target=self.withdraw,
-                args=(round_id, f"the round ended {state.lower() or 'without a result'}"),
-                name=f"withdraw-{round_id}",
-                daemon=True,
+                target=self.withdraw, args=args, name=f"withdraw-{round_id}", daemon=True
             ).start()
 
     def reconcile(self, events: list[dict[str, Any]], now: float | None = None) -> None:
@@ -112,6 +122,8 @@ class Withdrawals:
             log.info("round %s: the CSP says it was %s; the charge stays", round_id, reply.state)
             return reply.state
         spend = self._ledger.withdraw(round_id)
+        if self._on_withdrawn is not None:
+            self._on_withdrawn(round_id)
         self._audit.record(
             "withdrawn",
             round_id,

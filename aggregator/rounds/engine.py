@@ -5,26 +5,34 @@ rounds one after the other in its own thread: open (at the CSP for secure-sum ro
 wait until every owner has submitted or declined or the deadline passes, check the quorum,
 reveal (secure sum or report estimate), let the protocol finish the round, publish the round's
 outcome to the invited owners, and either stop or open the protocol's next round.
+
+With a state store (`aggregator.state`) every step is kept as it happens: the job with the
+analyst's signed request when it starts, each round when it opens and when it ends (with, for a
+multi-round protocol, its state after every completed round), and each result once it is
+published. `recover` picks up from there after a restart.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from aggregator.owners import OwnerDirectory
 from aggregator.rounds.report_intake import ReportIntake
-from aggregator.rounds.round import COMPLETED, FAILED, OPEN, Round
+from aggregator.rounds.round import COMPLETED, FAILED, OPEN, Round, status_proto
 from aggregator.rounds.secure_sum import SecureSum, SignedShares
+from aggregator.state import StateStore, StoredJob, StoredRound
 from leteo_fed import defaults
 from leteo_fed.errors import LeteoError, NotFoundError, PeerUnavailable, ProtocolError
+from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.base import (
     REPORTS,
     Common,
@@ -38,6 +46,13 @@ from leteo_fed.protocols.base import (
 log = logging.getLogger("leteo.aggregator")
 
 SPARK_REPORT_THRESHOLD = defaults.SPARK_REPORT_THRESHOLD
+RESTARTED = (
+    "the aggregator restarted while round {round_id} was open; the shares sent to it were lost"
+)
+
+# the analyst's signed request (serialized pb.Signed) -> (protocol, request payload, the common
+# round fields for n invited owners, the pb.Signed): how a job is planned again after a restart
+Rebuild = Callable[[bytes], tuple[FederatedProtocol, Any, Callable[[int], Common], Any]]
 
 
 @dataclass
@@ -48,6 +63,8 @@ class Job:
     state: Any
     invited: list[str]
     authorization: Any = None  # the analyst's signed request (pb.Signed), relayed to owners
+    caller: str = ""
+    attempt: int = 1  # 1 + how often the job resumed after a restart
     status: str = OPEN
     message: str = ""
     result: Any = None  # the protocol's (job) result dataclass
@@ -74,6 +91,19 @@ class Job:
         return sorted(rounds[-1].submitted) if rounds else []
 
 
+def job_status(job: Job) -> pb.RoundStatus:
+    submitted = job.submitted()
+    with job.lock:
+        return status_proto(
+            job.job_id, job.label, job.status, job.message, job.invited, submitted, job.result
+        )
+
+
+def _envelope(authorization: Any) -> bytes:
+    """The signed request as stored (b'' when there is none: tests without an analyst)."""
+    return authorization.SerializeToString() if authorization is not None else b""
+
+
 class RoundEngine:
     def __init__(
         self,
@@ -82,7 +112,12 @@ class RoundEngine:
         publish: Callable[[Round], None],
         spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
         owners_ca: bytes | None = None,
+        store: StateStore | None = None,
+        rebuild: Rebuild | None = None,
     ) -> None:
+        """`store`: where jobs and rounds are kept (None: in memory only, a restart forgets
+        them); `rebuild`: how a kept request is planned again (multi-round jobs resume only
+        with it)."""
         if spark_report_threshold < 0:
             raise ValueError(f"spark_report_threshold must be >= 0, got {spark_report_threshold}")
         self.owners = owners
@@ -90,6 +125,9 @@ class RoundEngine:
         self.owners_ca = owners_ca  # share statements are checked on arrival (None: insecure)
         self.spark_report_threshold = spark_report_threshold
         self._publish = publish
+        self.store = store
+        self._rebuild = rebuild
+        self._capture: list[Future] | None = None  # publications to wait for (recovery)
         self._jobs: dict[str, Job] = {}
         self._rounds: dict[str, Round] = {}
         self._lock = threading.Lock()
@@ -109,6 +147,18 @@ class RoundEngine:
             raise NotFoundError(f"unknown round {round_id!r}")
         return rnd
 
+    def stored_status(self, ident: str) -> pb.RoundStatus | None:
+        """The kept final status of a job or round (those from before a restart included);
+        None while it runs, if unknown, or without a store."""
+        if self.store is None:
+            return None
+        try:
+            raw = self.store.final_status(ident)
+        except LeteoError:
+            log.exception("could not read the status of %s from the state", ident)
+            return None
+        return pb.RoundStatus.FromString(raw) if raw is not None else None
+
     # ------------------------------------------------------------------ starting a job
 
     def start(
@@ -121,14 +171,35 @@ class RoundEngine:
         authorization: Any = None,
     ) -> Job:
         """Plan the job (refusals raise before anything is opened) and run it in a thread."""
-        invited = list(owners) or [site for site, _ in self.owners.listing()]
+        invited = list(owners) or self.owners.sites()
         plan = protocol.plan(request, common_of(len(invited)))
         self.owners.check_invited(invited, plan.min_owners)
         job_id = f"{plan.label}-{uuid.uuid4().hex[:12]}"
         job = Job(
-            job_id, protocol, plan, protocol.start(plan, job_id, invited), invited, authorization
+            job_id,
+            protocol,
+            plan,
+            protocol.start(plan, job_id, invited),
+            invited,
+            authorization,
+            caller,
         )
         first = self._open(job, 1)  # the first round opens now: CSP refusals reach the caller
+        if self.store is not None:  # kept before any invitation; a failure reaches the caller
+            try:
+                self.store.start_job(
+                    job_id,
+                    protocol.name,
+                    plan.label,
+                    caller,
+                    _envelope(authorization),
+                    invited,
+                    first.round_id,
+                    first.label,
+                )
+            except LeteoError:
+                first.finish(FAILED, "the aggregator could not record the job")
+                raise
         with self._lock:
             self._jobs[job_id] = job
         log.info(
@@ -145,16 +216,18 @@ class RoundEngine:
         ).start()
         return job
 
-    def _run(self, job: Job, rnd: Round) -> None:
-        index = 1
+    def _run(self, job: Job, rnd: Round | None, index: int = 1) -> None:
+        """Run the job's rounds from round `index` (`rnd`, or opened here when None) on."""
         try:
+            if rnd is None:
+                rnd = self._open_next(job, index)
             while True:
                 self._invite_all(rnd)
                 wait = job.plan.deadline_seconds + defaults.CSP_TIMEOUT_SECONDS + 60
                 if not rnd.done.wait(wait):
                     raise ProtocolError(f"round {rnd.round_id} did not finish")
                 if rnd.state != COMPLETED or rnd.step is None:
-                    job.finish(FAILED, job.protocol.failure(job.plan, index, rnd.message))
+                    self._end(job, FAILED, job.protocol.failure(job.plan, index, rnd.message))
                     log.warning("job %s failed: %s", job.job_id, job.message)
                     return
                 step = rnd.step
@@ -165,22 +238,42 @@ class RoundEngine:
                 if self._closing.is_set():
                     raise PeerUnavailable("the aggregator is shutting down")
                 index += 1
-                rnd = self._open(job, index)
+                rnd = self._open_next(job, index)
             message = step.message or rnd.message
-            job.finish(COMPLETED, message, job.protocol.job_result(job.plan, job.state, step))
+            self._end(job, COMPLETED, message, job.protocol.job_result(job.plan, job.state, step))
             log.info("job %s completed: %s", job.job_id, job.message)
         except LeteoError as exc:
-            job.finish(FAILED, job.protocol.failure(job.plan, index, str(exc)))
+            self._end(job, FAILED, job.protocol.failure(job.plan, index, str(exc)))
             log.error("job %s failed: %s", job.job_id, job.message)
         except Exception as exc:  # a bug must still end the job, never leave it hanging
             log.exception("job %s crashed", job.job_id)
-            job.finish(FAILED, f"internal error: {type(exc).__name__}")
+            self._end(job, FAILED, f"internal error: {type(exc).__name__}")
+
+    def _end(self, job: Job, status: str, message: str, result: Any = None) -> None:
+        """Keep the job's final status, then end it (whoever waits for the job finds it kept).
+        A job that fails because the aggregator is stopping stays unfinished in the state: the
+        next start resumes or fails it."""
+        if self.store is not None and status == FAILED and self._closing.is_set():
+            log.info("job %s: left for the next start of the aggregator to recover", job.job_id)
+        elif self.store is not None:
+            try:
+                final = status_proto(
+                    job.job_id, job.label, status, message, job.invited, job.submitted(), result
+                )
+                self.store.finish_job(job.job_id, status, message, final.SerializeToString())
+            except Exception:
+                self._not_kept(f"job {job.job_id}: its end")
+        job.finish(status, message, result)
 
     # ------------------------------------------------------------------ one round
 
     def _open(self, job: Job, index: int) -> Round:
         plan: RoundPlan = job.protocol.next_round(job.plan, job.state, index)
-        round_id = f"{job.job_id}-it{index}" if job.protocol.multi_round else job.job_id
+        round_id = job.job_id
+        if job.protocol.multi_round:
+            # owners and the CSP refuse a round id they have seen: a resumed job's rounds differ
+            again = f"-r{job.attempt}" if job.attempt > 1 else ""
+            round_id = f"{job.job_id}-it{index}{again}"
         deadline = time.time() + job.plan.deadline_seconds
         if job.protocol.kind == REPORTS:
             intake: Any = ReportIntake(job.protocol.new_accumulator(job.plan))
@@ -205,6 +298,17 @@ class RoundEngine:
         with job.lock:
             job.rounds.append(rnd)
             job.message = job.protocol.progress(job.plan, index, round_id) or job.message
+        return rnd
+
+    def _open_next(self, job: Job, index: int) -> Round:
+        """Open a further round of a running job and keep it before any owner is invited."""
+        rnd = self._open(job, index)
+        if self.store is not None:
+            try:
+                self.store.open_round(rnd.round_id, job.job_id, index, rnd.label, job.message)
+            except LeteoError:
+                rnd.finish(FAILED, "the aggregator could not record the round")
+                raise
         return rnd
 
     def _invite_all(self, rnd: Round) -> None:
@@ -246,30 +350,67 @@ class RoundEngine:
             self._pool.submit(self.finalize, rnd)
 
     def finalize(self, rnd: Round) -> None:
-        """Close the round exactly once: quorum, reveal, the protocol's result, publish."""
+        """Close the round exactly once: quorum, reveal, the protocol's result, keep, publish."""
         if not rnd.claim_close():
             return
         job: Job = rnd.job
+        state, message, result = FAILED, "", None
         try:
             if len(rnd.submitted) < rnd.min_owners:
-                rnd.finish(FAILED, rnd.quorum_message())
-                log.warning("round %s failed: %s", rnd.round_id, rnd.message)
+                message = rnd.quorum_message()
+                log.warning("round %s failed: %s", rnd.round_id, message)
             else:
                 outcome = self._reveal(job, rnd)
                 step: Step = job.protocol.finish_round(job.plan, job.state, outcome)
                 rnd.step = step
-                rnd.finish(COMPLETED, f"{len(rnd.submitted)} share(s) aggregated", step.result)
+                state, result = COMPLETED, step.result
+                message = f"{len(rnd.submitted)} share(s) aggregated"
                 log.info("round %s completed with %d owners", rnd.round_id, len(rnd.submitted))
         except LeteoError as exc:
-            rnd.finish(FAILED, str(exc))
+            message = str(exc)
             log.error("round %s failed: %s", rnd.round_id, exc)
         except Exception as exc:  # a bug must still end the round, never leave it hanging
             log.exception("round %s crashed", rnd.round_id)
-            rnd.finish(FAILED, f"internal error: {type(exc).__name__}")
+            message = f"internal error: {type(exc).__name__}"
         finally:
             if isinstance(rnd.intake, ReportIntake):
                 rnd.intake.cleanup()  # spilled chunk files are not needed any more
+        # kept before the round counts as done: the job's next round opens only after the
+        # state holds this one's end (and the protocol's state after it)
+        self._record_end(job, rnd, state, message, result)
+        rnd.finish(state, message, result)
         self._publish(rnd)
+        self._record_published(rnd.round_id)
+
+    def _record_end(self, job: Job, rnd: Round, state: str, message: str, result: Any) -> None:
+        if self.store is None:
+            return
+        try:
+            status = status_proto(
+                rnd.round_id, rnd.label, state, message, rnd.invited, list(rnd.submitted), result
+            )
+            done = state == COMPLETED and rnd.step is not None and rnd.step.done
+            snapshot = None
+            if state == COMPLETED and job.protocol.multi_round:
+                snapshot = job.protocol.snapshot(job.state)
+            self.store.finish_round(rnd.round_id, state, status.SerializeToString(), done, snapshot)
+        except Exception:  # the round still ends and is published; a restart would fail it
+            self._not_kept(f"round {rnd.round_id}: its end")
+
+    def _record_published(self, round_id: str) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.mark_published(round_id)
+        except Exception:
+            self._not_kept(f"round {round_id}: its publication")
+
+    def _not_kept(self, what: str) -> None:
+        """A write to the state failed (called in an except block): the work goes on in memory."""
+        if self._closing.is_set():  # the state closes with the service: expected, one line
+            log.warning("%s was not kept in the state: the aggregator is stopping", what)
+        else:
+            log.exception("%s could not be kept in the state", what)
 
     def _reveal(self, job: Job, rnd: Round) -> Outcome:
         plan = rnd.plan
@@ -312,9 +453,13 @@ class RoundEngine:
             )
         return outcome
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """Run background work (publishing results) on the engine's pool."""
-        self._pool.submit(fn, *args)
+        future = self._pool.submit(fn, *args)
+        capture = self._capture
+        if capture is not None:
+            capture.append(future)
+        return future
 
     def warm_spark(self) -> None:
         """Start the Spark session ahead of a spilled round's estimate (the JVM takes seconds)."""
@@ -325,6 +470,194 @@ class RoundEngine:
         self._closing.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    # ------------------------------------------------------------------ after a restart
+
+    def recover(self) -> None:
+        """Pick up what the state kept from an earlier run of the aggregator (at start-up,
+        before any new job):
+
+        - a round that was open is failed: the shares sent to it were lost (only the aggregator
+          held them, and the CSP never decrypted them, so the owners get their budget back);
+        - a single-round job ends with its round's status;
+        - a multi-round job resumes from its last completed round (planned again from the
+          analyst's signed request, its state restored from the snapshot), the next round
+          under a new round id; without a completed round, or if its protocol cannot resume,
+          it fails;
+        - every finished round not yet published is published, once; none is published twice.
+
+        The failures are published before a resumed job invites anyone: an owner has its
+        budget back before it is asked for the retried round.
+        """
+        store = self.store
+        if store is None:
+            return
+        lost: set[str] = set()
+        for r in store.open_rounds():
+            message = RESTARTED.format(round_id=r.round_id)
+            stored_job = store.job(r.job_id)
+            invited = stored_job.invited if stored_job is not None else []
+            status = status_proto(r.round_id, r.label, FAILED, message, invited, [], None)
+            store.finish_round(r.round_id, FAILED, status.SerializeToString())
+            lost.add(r.round_id)
+            log.warning("round %s failed: %s", r.round_id, message)
+        resumed: list[tuple[Job, int]] = []
+        for stored in store.unfinished_jobs():
+            try:
+                resume = self._recover_job(stored, lost)
+            except Exception as exc:
+                log.exception("job %s: recovery failed", stored.job_id)
+                self._fail_stored(stored, f"the aggregator restarted and could not resume: {exc}")
+                continue
+            if resume is not None:
+                resumed.append(resume)
+        published = self._publish_kept()
+        for job, index in resumed:
+            threading.Thread(
+                target=self._resume,
+                args=(job, index, published),
+                name=f"job-{job.job_id}",
+                daemon=True,
+            ).start()
+
+    def _recover_job(self, stored: StoredJob, lost: set[str]) -> tuple[Job, int] | None:
+        """End an unfinished job from the state, or return it with the index to resume at."""
+        store = self.store
+        assert store is not None
+        rounds = store.job_rounds(stored.job_id)
+        if not rounds:
+            self._fail_stored(stored, "the aggregator restarted before the job's first round")
+            return None
+        last = rounds[-1]
+        if len(rounds) == 1 and last.round_id == stored.job_id:
+            # single-round: the job is its round (same id), whose final status it takes
+            self._end_stored(stored, last)
+            return None
+        replanned, why = self._replan(stored)
+
+        def failure(index: int, message: str) -> str:
+            if replanned is None:
+                return message
+            protocol, plan, _ = replanned
+            return protocol.failure(plan, index, message)
+
+        last_message = _message(last)
+        if last.state == FAILED and last.round_id not in lost:  # it failed before the restart
+            self._fail_stored(stored, failure(last.idx, last_message))
+            return None
+        completed = [r for r in rounds if r.state == COMPLETED]
+        if last.state == COMPLETED and last.done:  # only the job's end was not kept
+            if replanned is None or stored.snapshot is None:
+                self._fail_stored(
+                    stored, f"the aggregator restarted after the job's last round; {why}"
+                )
+                return None
+            protocol, plan, authorization = replanned
+            state = protocol.restore(plan, stored.job_id, stored.invited, stored.snapshot)
+            job = self._job_from(stored, protocol, plan, state, authorization, stored.attempt)
+            result = protocol.job_result(plan, state, Step(None, True, last_message))
+            self._end(job, COMPLETED, last_message, result)
+            log.info("job %s completed (its end was kept after the restart)", job.job_id)
+            return None
+        if last.round_id in lost:
+            why_stopped = last_message
+        else:  # between a completed round and the next one's opening
+            why_stopped = f"the aggregator restarted after round {last.round_id}"
+        index = completed[-1].idx + 1 if completed else last.idx
+        if not completed:
+            why = "no round of the job had completed to resume from"
+        elif stored.snapshot is None:
+            why = "the job cannot resume: its protocol keeps no state between rounds"
+        if replanned is None or not completed or stored.snapshot is None:
+            self._fail_stored(stored, failure(index, f"{why_stopped}; {why}"))
+            return None
+        protocol, plan, authorization = replanned
+        state = protocol.restore(plan, stored.job_id, stored.invited, stored.snapshot)
+        attempt = store.next_attempt(stored.job_id)
+        job = self._job_from(stored, protocol, plan, state, authorization, attempt)
+        job.message = (
+            f"resumed after an aggregator restart from round {completed[-1].round_id}: "
+            f"{why_stopped}"
+        )
+        with self._lock:
+            self._jobs[job.job_id] = job
+        log.warning(
+            "job %s resumes at round %d (attempt %d): %s", job.job_id, index, attempt, why_stopped
+        )
+        return job, index
+
+    def _replan(self, stored: StoredJob) -> tuple[tuple[FederatedProtocol, Any, Any] | None, str]:
+        """(protocol, plan, signed request) planned again from the kept request, or None and
+        why the job cannot resume."""
+        if self._rebuild is None:
+            return None, "the job cannot resume (this aggregator cannot plan kept requests)"
+        try:
+            protocol, payload, common_of, authorization = self._rebuild(stored.request)
+            plan = protocol.plan(payload, common_of(len(stored.invited)))
+        except LeteoError as exc:
+            return None, f"the job cannot resume: its request no longer plans ({exc})"
+        return (protocol, plan, authorization), ""
+
+    def _job_from(
+        self,
+        stored: StoredJob,
+        protocol: FederatedProtocol,
+        plan: Any,
+        state: Any,
+        authorization: Any,
+        attempt: int,
+    ) -> Job:
+        return Job(
+            stored.job_id,
+            protocol,
+            plan,
+            state,
+            list(stored.invited),
+            authorization,
+            stored.caller,
+            attempt,
+        )
+
+    def _end_stored(self, stored: StoredJob, last: StoredRound) -> None:
+        """A single-round job ends with its round's kept status."""
+        assert self.store is not None and last.status_proto is not None
+        status = pb.RoundStatus.FromString(last.status_proto)
+        self.store.finish_job(stored.job_id, status.state, status.message, last.status_proto)
+        log.info("job %s: %s after the restart: %s", stored.job_id, status.state, status.message)
+
+    def _fail_stored(self, stored: StoredJob, message: str) -> None:
+        assert self.store is not None
+        status = status_proto(
+            stored.job_id, stored.label, FAILED, message, stored.invited, [], None
+        )
+        self.store.finish_job(stored.job_id, FAILED, message, status.SerializeToString())
+        log.warning("job %s failed: %s", stored.job_id, message)
+
+    def _publish_kept(self) -> list[Future]:
+        """Publish every finished round the state holds as unpublished; the publications."""
+        assert self.store is not None
+        futures: list[Future] = []
+        self._capture = futures
+        try:
+            for r in self.store.unpublished_rounds():
+                assert r.status_proto is not None
+                status = pb.RoundStatus.FromString(r.status_proto)
+                try:
+                    self._publish(Round.ended(status))
+                except Exception:
+                    log.exception("round %s: publishing its kept status failed", r.round_id)
+                    continue
+                self._record_published(r.round_id)
+                log.info(
+                    "round %s: its %s status published after the restart", r.round_id, status.state
+                )
+        finally:
+            self._capture = None
+        return futures
+
+    def _resume(self, job: Job, index: int, published: list[Future]) -> None:
+        concurrent.futures.wait(published, timeout=defaults.PUBLISH_TIMEOUT_SECONDS + 1.0)
+        self._run(job, None, index)
+
 
 def _warm_spark() -> None:
     """Best effort: a failure is logged here and raised again by the estimate itself."""
@@ -334,3 +667,9 @@ def _warm_spark() -> None:
         warm()
     except Exception:
         log.warning("could not start Spark", exc_info=True)
+
+
+def _message(r: StoredRound) -> str:
+    if r.status_proto is None:
+        return ""
+    return pb.RoundStatus.FromString(r.status_proto).message

@@ -13,9 +13,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leteo_fed.errors import AccessDenied, DuplicateError, ProtocolError
+from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.base import RoundPlan, Step
+from leteo_fed.transport.rounds import result_to_proto
 
 OPEN, COMPLETED, FAILED = "OPEN", "COMPLETED", "FAILED"
+
+
+def status_proto(
+    ident: str,
+    label: str,
+    state: str,
+    message: str,
+    invited: list[str],
+    submitted: list[str],
+    result: Any,
+) -> pb.RoundStatus:
+    """The RoundStatus of a round or a job (GetRound's answer, what owners are published)."""
+    return pb.RoundStatus(
+        round_id=ident,
+        protocol=label,
+        state=state,
+        message=message,
+        invited=invited,
+        submitted=submitted,
+        missing=[s for s in invited if s not in submitted],
+        result=result_to_proto(result) if result is not None else None,
+    )
 
 
 @dataclass
@@ -37,8 +61,29 @@ class Round:
     step: Step | None = None
     closing: bool = False
     invited_at: float = 0.0  # time.perf_counter() when the invitations went out
+    stored: pb.RoundStatus | None = None  # a round from before a restart: its kept status
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def ended(cls, status: pb.RoundStatus) -> Round:
+        """A round from before a restart, known only by its final status (to publish it)."""
+        rnd = cls(
+            status.round_id,
+            status.protocol,
+            None,  # type: ignore[arg-type]  # nothing is planned or received any more
+            0.0,
+            list(status.invited),
+            0,
+            None,
+            None,
+            state=status.state,
+            message=status.message,
+            closing=True,
+            stored=status,
+        )
+        rnd.done.set()
+        return rnd
 
     def missing(self) -> list[str]:
         return [s for s in self.invited if s not in self.submitted]
@@ -109,3 +154,18 @@ class Round:
         if silent:
             parts.append("no share by the deadline from: " + ", ".join(silent))
         return ". ".join(parts)
+
+
+def round_status(rnd: Round) -> pb.RoundStatus:
+    if rnd.stored is not None:
+        return rnd.stored
+    with rnd.lock:
+        return status_proto(
+            rnd.round_id,
+            rnd.label,
+            rnd.state,
+            rnd.message,
+            rnd.invited,
+            list(rnd.submitted),
+            rnd.result,
+        )

@@ -56,8 +56,7 @@ Examples:
       --features math,reading --out out/centers.json
   leteo-fed dp-kmeans --data hdfs:///pool/usage.parquet --k 8 --epsilon 1 --delta 1e-6 \\
       --method lsh --radius 50 --center 20 --out out/usage.json
-  leteo-fed dp-kmeans --data z.csv --k 3 --epsilon 1 --method eugkm --bounds=-3,3 --out z.json
-  (a list that starts with a minus sign needs the = form: --bounds=-3,3)
+  leteo-fed dp-kmeans --data z.csv --k 3 --epsilon 1 --method eugkm --bounds -3,3 --out z.json
 
 Exit codes: 0 done; 2 refused (bad parameter, missing or non-numeric feature, unreadable data),
 nothing written; 1 the run itself failed.
@@ -101,7 +100,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="LO,HI",
         help="eugkm/ldp: public bounds, LO,HI for every feature or lo1,hi1,lo2,hi2,... per "
-        "feature (in --features order); write --bounds=-1,1 when LO is negative",
+        "feature (in --features order), e.g. --bounds -1,1",
     )
     p.add_argument(
         "--radius", type=float, default=None, metavar="R", help="lsh: public radius of the ball"

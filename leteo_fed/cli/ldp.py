@@ -87,7 +87,13 @@ def _add_column_and_mechanism(p: argparse.ArgumentParser) -> None:
 
 
 def _add_bounds(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bounds", type=bounds, default=None, help="numeric mechanisms: public LO,HI")
+    p.add_argument(
+        "--bounds",
+        type=bounds,
+        default=None,
+        metavar="LO,HI",
+        help="numeric mechanisms: the public range, e.g. --bounds -1,1",
+    )
 
 
 def _add_consistency(p: argparse.ArgumentParser) -> None:

@@ -26,6 +26,7 @@ from leteo_fed.cli import (
     services,
     weighted_stats,
 )
+from leteo_fed.cli.options import join_negative_values
 from leteo_fed.errors import LeteoError, PeerUnavailable
 
 DESCRIPTION = """\
@@ -95,7 +96,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(join_negative_values(parser, argv))
     # Imports gRPC, so only once the command line is known to run something (not for --help).
     from leteo_fed.demo.cluster import die_with_parent_if_asked
 

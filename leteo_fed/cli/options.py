@@ -9,6 +9,7 @@ is built lazily, when a command runs.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -202,3 +203,39 @@ def add_demo_insecure(p: Container, what: str = "run the demo") -> None:
 def set_handler(p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
     """The function `main` calls for this command: `run(args) -> exit code`."""
     p.set_defaults(handler=run)
+
+
+# a number or comma-separated numbers whose first starts with a minus sign: -1,1  -3.5  -1e-3,2
+_NEGATIVE_VALUE = re.compile(r"^-(\d|\.\d)[\d.eE+-]*(,[-+]?(\d|\.\d)[\d.eE+-]*)*$")
+
+
+def _value_options(parser: argparse.ArgumentParser) -> set[str]:
+    """Long options, in the whole command tree, that take exactly one value."""
+    found: set[str] = set()
+    for action in parser._actions:  # argparse offers no public walk of its tree
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _value_options(sub)
+        elif action.option_strings and action.nargs is None and action.const is None:
+            found.update(o for o in action.option_strings if o.startswith("--"))
+    return found
+
+
+def join_negative_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`--bounds -1,1` as `--bounds=-1,1`: argparse would read a value that starts with a
+    minus sign (and is not a plain number) as an option and refuse the command line."""
+    options = _value_options(parser)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":  # the rest is positional
+            out += argv[i:]
+            break
+        if token in options and i + 1 < len(argv) and _NEGATIVE_VALUE.match(argv[i + 1]):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out

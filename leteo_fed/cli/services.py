@@ -323,6 +323,15 @@ def _add_aggregator(sub: SubParsers) -> None:
         help="LDP rounds expecting more than N reports spill them to files and estimate with "
         f"Spark (default: {SPARK_REPORT_THRESHOLD})",
     )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep owner registrations, jobs and round results in DIR (an SQLite database, "
+        "created 0700) so that a restart fails the rounds it interrupted, publishes them, and "
+        "resumes k-means jobs (default: in memory only; a restart forgets everything)",
+    )
     add_tls(p, "aggregator", "aggregator")
     set_handler(p, run)
 
@@ -393,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
             args.csp,
             args.transcript,
             args.spark_report_threshold,
+            args.state_dir,
         )
     else:
         from owner_agent.server import serve as serve_owner

@@ -112,6 +112,10 @@ class LocalCluster:
     # the caller serves the aggregator at addresses["aggregator"] itself (tests of a deviating
     # aggregator): start_services starts only the CSP; bring it up between prepare() and the owners
     external_aggregator: bool = False
+    # "outbound" (owners connect out to the aggregator, serve no port) or "inbound" (owners
+    # serve and the aggregator dials them); default: outbound, inbound for an external
+    # aggregator (a test aggregator dials the owners' Invite)
+    owner_mode: str = ""
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
 
@@ -152,6 +156,10 @@ class LocalCluster:
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()  # children run inside it
+        if not self.owner_mode:
+            self.owner_mode = "inbound" if self.external_aggregator else "outbound"
+        if self.owner_mode not in ("inbound", "outbound"):
+            raise ValueError(f"owner_mode must be inbound or outbound, got {self.owner_mode!r}")
 
     def start(self, timeout: float = 90.0) -> None:
         self.prepare()
@@ -172,11 +180,20 @@ class LocalCluster:
 
     def start_services(self) -> None:
         self.start_csp()
-        if self.external_aggregator:
-            return
-        agg_args: list[str] = []
+        if not self.external_aggregator:
+            self.start_aggregator()
+
+    @property
+    def aggregator_state(self) -> Path:
+        return self.workdir / "aggregator-state"
+
+    def start_aggregator(self) -> None:
+        """The aggregator process; after `kill("aggregator")` it restarts on the same address
+        and state dir, so it knows the owners, fails the rounds it interrupted and resumes
+        k-means jobs."""
+        agg_args = ["--state-dir", str(self.aggregator_state)]
         if self.csp_transcript:  # audit transcripts of what the CSP and the aggregator learn
-            agg_args = ["--transcript", str(self.workdir / "aggregator-transcript.jsonl")]
+            agg_args += ["--transcript", str(self.workdir / "aggregator-transcript.jsonl")]
         self._spawn(
             "aggregator",
             [
@@ -216,12 +233,12 @@ class LocalCluster:
         (`owner_policy.DEMO_POLICY`) under the keys `owner.policy` sets."""
         from leteo_fed.demo.owner_policy import policy_lines
 
-        port = free_port()
-        self.addresses[owner.site_id] = f"127.0.0.1:{port}"
-        lines = [
-            f'site_id = "{owner.site_id}"',
-            f'listen = "127.0.0.1:{port}"',
-            f'advertise = "127.0.0.1:{port}"',
+        lines = [f'site_id = "{owner.site_id}"', f'mode = "{self.owner_mode}"']
+        if self.owner_mode == "inbound":
+            port = free_port()
+            self.addresses[owner.site_id] = f"127.0.0.1:{port}"
+            lines += [f'listen = "127.0.0.1:{port}"', f'advertise = "127.0.0.1:{port}"']
+        lines += [
             f'results_dir = "results/{owner.site_id}"',
             "",
             "[data]",
@@ -259,6 +276,8 @@ class LocalCluster:
         self._spawn(owner.site_id, ["owner", "serve", "--config", str(config)])
 
     def _health(self, name: str) -> bool:
+        """The service answers Health (outbound owners, which serve no port, are checked in
+        `wait_healthy` through the aggregator's listing)."""
         role = "analyst"
         peer = name if name in ("csp", "aggregator") else "owner"
         channel = self.tls(role, role).channel(self.addresses[name], peer=peer)
@@ -279,18 +298,38 @@ class LocalCluster:
         finally:
             channel.close()
 
+    def connected_owners(self) -> set[str]:
+        """The owners the aggregator can reach now (empty if it does not answer)."""
+        channel = self.tls("analyst", "analyst").channel(
+            self.addresses["aggregator"], peer="aggregator"
+        )
+        try:
+            listing = pb_grpc.AggregatorStub(channel).ListOwners(pb.ListOwnersRequest(), timeout=2)
+            return {o.site_id for o in listing.owners if o.connected}
+        except grpc.RpcError:
+            return set()
+        finally:
+            channel.close()
+
     def wait_healthy(self, timeout: float = 90.0, names: list[str] | None = None) -> None:
         pending = list(names or self.procs)
         end = time.monotonic() + timeout
         while pending:
             check_stop()
+            connected: set[str] | None = None  # asked once per pass, for every outbound owner
             for name in list(pending):
                 proc = self.procs[name]
                 if proc.poll() is not None:
                     raise PeerUnavailable(
                         f"{name} exited with code {proc.returncode} during start-up:\n{self.log_tail(name)}"
                     )
-                if self._health(name):
+                if name not in self.addresses:  # an outbound owner: healthy once connected
+                    if connected is None:
+                        connected = self.connected_owners()
+                    healthy = name in connected
+                else:
+                    healthy = self._health(name)
+                if healthy:
                     pending.remove(name)
             if pending and time.monotonic() > end:
                 raise PeerUnavailable(f"not healthy after {timeout:.0f} s: {', '.join(pending)}")

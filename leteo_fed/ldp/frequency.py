@@ -252,10 +252,13 @@ class _UnaryEncoding(_BitVectorOracle):
 
     def _perturb(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n = v.shape[0]
-        # float32 uniforms are exact multiples of 2^-24, and p, q are too (see _unary_pq),
-        # so every bit is Bernoulli(q) exactly, then the true bit is redrawn as Bernoulli(p)
-        bits = (rng.random((n, self.d), dtype=np.float32) < np.float32(self.q)).view(np.uint8)
-        bits[np.arange(n), v] = rng.random(n, dtype=np.float32) < np.float32(self.p)
+        # p and q are multiples of 2^-16 (see _unary_pq), so a uniform 16-bit integer u gives
+        # u < q * 2^16 with probability exactly q: every bit is Bernoulli(q), then the true bit
+        # is redrawn as Bernoulli(p). Raw generator bytes are the cheapest uniform draws there
+        # are (half the bytes of float32 uniforms, no conversion).
+        q_cut, p_cut = np.uint16(self.q * _GRID), np.uint16(self.p * _GRID)
+        bits = (_uniform16(rng, (n, self.d)) < q_cut).view(np.uint8)
+        bits[np.arange(n), v] = _uniform16(rng, (n,)) < p_cut
         return bits
 
 
@@ -454,15 +457,21 @@ def make_oracle(
     return cls.configure(eps, int(d), theta=theta, g=g)  # refuses an option cls does not take
 
 
-_GRID = 2**24  # resolution of float32 uniforms
+_GRID = 2**16  # resolution of the 16-bit uniforms unary encodings draw
+
+
+def _uniform16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Independent uniform integers in [0, 2^16), from the generator's raw bytes."""
+    count = math.prod(shape)
+    return np.frombuffer(rng.bytes(2 * count), dtype=np.uint16, count=count).reshape(shape)
 
 
 def _unary_pq(p: float, q: float) -> tuple[float, float]:
-    """p, q on the 2^-24 grid of float32 uniforms, rounded so privacy can only improve.
+    """p, q on the 2^-16 grid of 16-bit uniforms, rounded so privacy can only improve.
 
     The unary-encoding guarantee is p(1-q) / ((1-p) q) <= e^epsilon; rounding p down and q up
     can only lower that ratio, and the estimator then uses these exact probabilities, so it stays
-    unbiased. (Relative change <= 2^-24 / q.)
+    unbiased. (Relative change <= 2^-16 / q: 0.03% for OUE at epsilon = 2, 0.08% at 4.)
     """
     p_grid = math.floor(p * _GRID) / _GRID
     q_grid = math.ceil(q * _GRID) / _GRID

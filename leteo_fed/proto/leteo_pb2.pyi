@@ -425,12 +425,54 @@ class DeclineNotice(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class OwnerRegistration(_message.Message):
-    __slots__ = ("site_id", "address")
+    __slots__ = ("site_id", "address", "mode", "connected")
     SITE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
     site_id: str
     address: str
-    def __init__(self, site_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    mode: str
+    connected: bool
+    def __init__(self, site_id: _Optional[str] = ..., address: _Optional[str] = ..., mode: _Optional[str] = ..., connected: _Optional[bool] = ...) -> None: ...
+
+class OwnerHello(_message.Message):
+    __slots__ = ("site_id", "version", "awaiting")
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    AWAITING_FIELD_NUMBER: _ClassVar[int]
+    site_id: str
+    version: str
+    awaiting: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, site_id: _Optional[str] = ..., version: _Optional[str] = ..., awaiting: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class OwnerTask(_message.Message):
+    __slots__ = ("invite", "result", "heartbeat")
+    INVITE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    invite: RoundSpec
+    result: RoundStatus
+    heartbeat: Heartbeat
+    def __init__(self, invite: _Optional[_Union[RoundSpec, _Mapping]] = ..., result: _Optional[_Union[RoundStatus, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("sent_unix",)
+    SENT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    sent_unix: float
+    def __init__(self, sent_unix: _Optional[float] = ...) -> None: ...
+
+class InviteAnswer(_message.Message):
+    __slots__ = ("round_id", "site_id", "accepted", "reason")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    SITE_ID_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    site_id: str
+    accepted: bool
+    reason: str
+    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class OwnerList(_message.Message):
     __slots__ = ("owners",)

@@ -353,6 +353,16 @@ class AggregatorStub:
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.DeclineNotice.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.Ack.FromString,
                 _registered_method=True)
+        self.Connect = channel.unary_stream(
+                '/leteo.v1.Aggregator/Connect',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.OwnerHello.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.OwnerTask.FromString,
+                _registered_method=True)
+        self.AnswerInvite = channel.unary_unary(
+                '/leteo.v1.Aggregator/AnswerInvite',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.InviteAnswer.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.Ack.FromString,
+                _registered_method=True)
         self.ListOwners = channel.unary_unary(
                 '/leteo.v1.Aggregator/ListOwners',
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.ListOwnersRequest.SerializeToString,
@@ -398,6 +408,20 @@ class AggregatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Decline(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Connect(self, request, context):
+        """Outbound owners: the long-lived stream of invitations and results, and the invitation's
+        answer (what Invite returns to the aggregator in the inbound mode).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AnswerInvite(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -452,6 +476,16 @@ def add_AggregatorServicer_to_server(servicer, server):
             'Decline': grpc.unary_unary_rpc_method_handler(
                     servicer.Decline,
                     request_deserializer=leteo_dot_v1_dot_leteo__pb2.DeclineNotice.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.Ack.SerializeToString,
+            ),
+            'Connect': grpc.unary_stream_rpc_method_handler(
+                    servicer.Connect,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.OwnerHello.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.OwnerTask.SerializeToString,
+            ),
+            'AnswerInvite': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnswerInvite,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.InviteAnswer.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.Ack.SerializeToString,
             ),
             'ListOwners': grpc.unary_unary_rpc_method_handler(
@@ -582,6 +616,60 @@ class Aggregator:
             target,
             '/leteo.v1.Aggregator/Decline',
             leteo_dot_v1_dot_leteo__pb2.DeclineNotice.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Connect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/leteo.v1.Aggregator/Connect',
+            leteo_dot_v1_dot_leteo__pb2.OwnerHello.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.OwnerTask.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AnswerInvite(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.Aggregator/AnswerInvite',
+            leteo_dot_v1_dot_leteo__pb2.InviteAnswer.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.Ack.FromString,
             options,
             channel_credentials,

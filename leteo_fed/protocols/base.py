@@ -391,6 +391,17 @@ class FederatedProtocol(ABC):
         """The job's result once done (single-round: the round's)."""
         return last.result
 
+    def snapshot(self, state: Any) -> dict[str, Any] | None:
+        """The job's state after a completed round as plain JSON data (no pickle), kept by the
+        aggregator so that after a restart the job resumes from there; None: the job cannot
+        resume (single-round protocols have nothing between rounds)."""
+        return None
+
+    def restore(self, plan: Any, job_id: str, invited: list[str], snapshot: dict[str, Any]) -> Any:
+        """The state a `snapshot` describes, for the job planned again from its request;
+        ProtocolError if the snapshot does not fit the plan."""
+        raise ProtocolError(f"{self.name} jobs cannot resume from a snapshot")
+
     def new_accumulator(self, plan: Any) -> Any:
         """Report protocols: the accumulator the round's reports are folded into."""
         raise NotImplementedError(f"{self.name} takes no reports")

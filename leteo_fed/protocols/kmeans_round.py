@@ -9,10 +9,11 @@ every owner's ledger is charged once per iteration it takes part in.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from leteo_fed.protocols.base import (
 from leteo_fed.protocols.results import EncodingFacts, Result, result_type
 
 EMPTY_CLUSTER_RULE = "an empty cluster (no rows; with DP a noisy count below 1) keeps its center"
+SNAPSHOT_VERSION = 1  # of `KmeansProtocol.snapshot`'s document
 
 
 @dataclass(frozen=True)
@@ -380,6 +382,54 @@ class KmeansProtocol(FederatedProtocol):
             ),
         )
 
+    def snapshot(self, state: KmeansState) -> dict[str, Any]:
+        """The job after its last completed iteration, as JSON data: centers, every iteration's
+        summary, the encoding facts, whether it converged and how long it has run."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "job_id": state.job_id,
+            "invited": list(state.invited),
+            "centers": np.asarray(state.centers, dtype=np.float64).tolist(),
+            "iterations": [_plain(dataclasses.asdict(it)) for it in state.iterations],
+            "encoding": _plain(dataclasses.asdict(state.encoding)) if state.encoding else None,
+            "converged": bool(state.converged),
+            "elapsed_seconds": time.perf_counter() - state.started,
+        }
+
+    def restore(
+        self, plan: KmeansPlan, job_id: str, invited: list[str], snapshot: dict[str, Any]
+    ) -> KmeansState:
+        """The state of `snapshot`, checked against the plan (planned again from the request)."""
+        try:
+            if snapshot.get("version") != SNAPSHOT_VERSION:
+                raise ValueError(f"version {snapshot.get('version')!r}, not {SNAPSHOT_VERSION}")
+            if snapshot["job_id"] != job_id:
+                raise ValueError(f"it is job {snapshot['job_id']!r}'s")
+            centers = np.array(snapshot["centers"], dtype=np.float64)
+            if centers.shape != plan.centers.shape or not np.all(np.isfinite(centers)):
+                raise ValueError(
+                    f"centers of shape {centers.shape}, the plan has {plan.centers.shape}"
+                )
+            iterations = [_summary(it) for it in snapshot["iterations"]]
+            if [it.iteration for it in iterations] != list(range(1, len(iterations) + 1)):
+                raise ValueError("the iterations are not numbered 1, 2, ...")
+            if len(iterations) > plan.iterations:
+                raise ValueError(f"{len(iterations)} iterations, the plan allows {plan.iterations}")
+            encoding = snapshot["encoding"]
+            elapsed = float(snapshot.get("elapsed_seconds", 0.0))
+            state = KmeansState(
+                job_id,
+                list(invited),
+                centers,
+                EncodingFacts(**encoding) if encoding is not None else None,
+                iterations,
+                bool(snapshot["converged"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"the snapshot of k-means job {job_id} is unusable: {exc}") from exc
+        state.started = time.perf_counter() - max(0.0, elapsed)  # the time before the restart
+        return state
+
     @staticmethod
     def _dp_facts(plan: KmeansPlan, iterations_run: int) -> KmeansDpFacts | None:
         dp = plan.dp
@@ -480,6 +530,32 @@ class KmeansProtocol(FederatedProtocol):
         sums, counts = kmeans.cluster_stats(x, kmeans.assign(x, centers), spec.k)
         timings["assign_seconds"] = time.perf_counter() - start
         return kmeans.encode_cluster_stats(sums, counts, enc)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: numpy scalars as Python numbers (dicts and lists walked)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _summary(doc: dict[str, Any]) -> KmeansIterationSummary:
+    """One iteration's summary from its snapshot document (the nested timings too)."""
+    fields = dict(doc)
+    timings = fields.pop("timings")
+    return KmeansIterationSummary(
+        **{
+            **fields,
+            "centers": [[float(v) for v in row] for row in fields["centers"]],
+            "counts": [int(c) for c in fields["counts"]],
+            "empty_clusters": [int(j) for j in fields["empty_clusters"]],
+        },
+        timings=KmeansIterationTimings(**timings),
+    )
 
 
 PROTOCOL = registry.register(KmeansProtocol())

@@ -32,6 +32,7 @@ from leteo_fed.errors import (
     DuplicateError,
     LeteoError,
     NotFoundError,
+    Overloaded,
     PeerUnavailable,
     ProtocolError,
 )
@@ -264,6 +265,7 @@ _CODES: list[tuple[type[Exception], grpc.StatusCode]] = [
     (DuplicateError, grpc.StatusCode.ALREADY_EXISTS),
     (ProtocolError, grpc.StatusCode.FAILED_PRECONDITION),
     (PeerUnavailable, grpc.StatusCode.UNAVAILABLE),
+    (Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (LeteoError, grpc.StatusCode.INVALID_ARGUMENT),
 ]
 
@@ -415,9 +417,10 @@ def make_server(tls: TlsConfig, listen: str, workers: int = 16) -> tuple[grpc.Se
 
 
 def serve_until_signal(
-    server: grpc.Server, name: str, on_stop: Callable[[], None] | None = None
+    server: grpc.Server | None, name: str, on_stop: Callable[[], None] | None = None
 ) -> None:
-    """Block until SIGINT/SIGTERM, then stop gracefully (in-flight calls get 5 s)."""
+    """Block until SIGINT/SIGTERM, then stop gracefully (in-flight calls get 5 s). Without a
+    server (an outbound-only owner) only `on_stop` runs."""
     import signal
 
     stopped = threading.Event()
@@ -428,9 +431,11 @@ def serve_until_signal(
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    server.start()
+    if server is not None:
+        server.start()
     stopped.wait()
     if on_stop:
         on_stop()
-    server.stop(grace=5).wait()
+    if server is not None:
+        server.stop(grace=5).wait()
     log.info("%s: stopped", name)

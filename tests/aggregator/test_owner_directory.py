@@ -8,8 +8,9 @@ import time
 import pytest
 
 from aggregator.owners import OwnerDirectory
+from leteo_fed import defaults
 from leteo_fed.demo.cluster import free_port
-from leteo_fed.errors import ConfigError
+from leteo_fed.errors import ConfigError, NotFoundError, Overloaded
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.grpc_io import TlsConfig, make_server
@@ -85,3 +86,109 @@ def test_local_ports_are_never_handed_out_twice() -> None:
             make_server(tls, f"127.0.0.1:{port}", workers=1)
     finally:
         first.stop(0)
+
+
+# ---------------------------------------------------------------- outbound owners (no network)
+
+
+def _tasks(stream, n: int) -> list[pb.OwnerTask]:
+    """The next n tasks that are not heartbeats."""
+    out = []
+    while len(out) < n:
+        task = next(stream)
+        if task.WhichOneof("task") != "heartbeat":
+            out.append(task)
+    return out
+
+
+def _outbound(**kwargs) -> OwnerDirectory:
+    return OwnerDirectory(TlsConfig.insecure_as("aggregator", "aggregator"), **kwargs)
+
+
+def test_an_outbound_owner_gets_its_invitation_on_its_stream_and_answers() -> None:
+    directory = _outbound()
+    link, stream = directory.connect("site-1", pb.OwnerHello(site_id="site-1"), lambda: True)
+    assert next(stream).WhichOneof("task") == "heartbeat"  # tells the owner it is connected
+    listing = {o.site_id: o for o in directory.listing()}
+    assert listing["site-1"].mode == "outbound" and listing["site-1"].connected
+    answers = _Answers(1)
+    directory.invite("site-1", pb.RoundSpec(round_id="r1"), answers.callback("site-1"))
+    (task,) = _tasks(stream, 1)
+    assert task.invite.round_id == "r1"
+    assert not answers.all_in.is_set()  # no answer yet
+    directory.answer("site-1", "r1", "no such column")
+    assert answers.all_in.wait(1) and answers.reasons["site-1"] == "no such column"
+    with pytest.raises(NotFoundError, match="no invitation of site-1 to round 'r1'"):
+        directory.answer("site-1", "r1", "")  # answered once only
+    link.close()
+    assert list(stream) == []  # the stream ends
+    assert not {o.site_id: o for o in directory.listing()}["site-1"].connected
+    directory.close()
+
+
+def test_an_invitation_waits_for_an_owner_that_connects_within_the_timeout(monkeypatch) -> None:
+    monkeypatch.setattr(defaults, "INVITE_TIMEOUT_SECONDS", 0.5)
+    directory = _outbound()
+    link, stream = directory.connect("site-1", pb.OwnerHello(site_id="site-1"), lambda: True)
+    link.close()
+    list(stream)  # site-1 is known but gone
+    answers = _Answers(2)
+    directory.invite("site-1", pb.RoundSpec(round_id="r1"), answers.callback("site-1"))
+    directory.invite("site-1", pb.RoundSpec(round_id="r2"), answers.callback("late"))
+    # it comes back, having missed the result of r0 (the aggregator knows it)
+    final = {"r0": pb.RoundStatus(round_id="r0", state="COMPLETED")}
+    directory.final_status = final.get
+    _, stream = directory.connect(
+        "site-1", pb.OwnerHello(site_id="site-1", awaiting=["r0", "unknown"]), lambda: True
+    )
+    tasks = _tasks(stream, 3)
+    # the missed result first (its budget comes back before the next invitation), then both
+    assert tasks[0].result.round_id == "r0"
+    assert sorted(t.invite.round_id for t in tasks[1:]) == ["r1", "r2"]
+    directory.answer("site-1", "r1", "")
+    assert answers.all_in.wait(2)  # r2 was never answered: the timeout answers for it
+    assert answers.reasons["site-1"] == ""
+    assert answers.reasons["late"] == "unreachable: no answer to the invitation within 0 s"
+    directory.close()
+
+
+def test_an_owner_that_never_connects_is_answered_unreachable(monkeypatch) -> None:
+    monkeypatch.setattr(defaults, "INVITE_TIMEOUT_SECONDS", 0.2)
+    directory = _outbound()
+    directory.restore([("site-9", "outbound", "")])  # known from an earlier run
+    directory.check_invited(["site-9"], 1)
+    answers = _Answers(2)
+    directory.invite("site-9", pb.RoundSpec(round_id="r1"), answers.callback("site-9"))
+    directory.invite("nobody", pb.RoundSpec(round_id="r1"), answers.callback("nobody"))
+    assert answers.all_in.wait(2)
+    assert (
+        answers.reasons["site-9"]
+        == "unreachable: site-9 did not connect within 0 s of the invitation"
+    )
+    assert answers.reasons["nobody"] == "unreachable: nobody is not registered"
+    directory.close()
+
+
+def test_a_reconnecting_owner_replaces_its_old_stream_and_capacity_is_enforced() -> None:
+    directory = _outbound(max_connected=2)
+    _, first = directory.connect("site-1", pb.OwnerHello(site_id="site-1"), lambda: True)
+    _, second = directory.connect("site-1", pb.OwnerHello(site_id="site-1"), lambda: True)
+    assert [t.WhichOneof("task") for t in first] == ["heartbeat"]  # the old stream ended
+    directory.connect("site-2", pb.OwnerHello(site_id="site-2"), lambda: True)
+    with pytest.raises(Overloaded, match="at most 2 connected owners"):
+        directory.connect("site-3", pb.OwnerHello(site_id="site-3"), lambda: True)
+    # publishing reaches a connected owner's stream; a disconnected one asks when it is back
+    directory.publish("site-1", pb.RoundStatus(round_id="r1", state="FAILED"))
+    assert _tasks(second, 1)[0].result.round_id == "r1"
+    directory.close()
+    assert [t.WhichOneof("task") for t in second] == []
+
+
+def test_registrations_are_reported_for_persistence() -> None:
+    seen: list[tuple[str, str, str]] = []
+    directory = _outbound(on_register=lambda *entry: seen.append(entry))
+    directory.connect("site-1", pb.OwnerHello(site_id="site-1"), lambda: True)
+    directory.connect("site-1", pb.OwnerHello(site_id="site-1"), lambda: True)  # no change
+    directory.register("site-2", "127.0.0.1:1")
+    assert seen == [("site-1", "outbound", ""), ("site-2", "inbound", "127.0.0.1:1")]
+    directory.close()

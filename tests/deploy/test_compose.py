@@ -379,11 +379,11 @@ def test_owner_config_matches_compose(services, site):
     svc = services[site]
     config = owner_config(svc)
     assert config.site_id == site
-    listen_host, port = split_address(config.listen)
-    assert listen_host == "0.0.0.0", "the agent must listen on all interfaces inside the container"
-    assert split_address(config.advertise) == (site, port), (
-        "advertise must be service-name:listen-port"
-    )
+    # outbound: the site connects out to the aggregator; it serves only loopback Health for
+    # its container's probe, and its service publishes and exposes no port
+    assert config.mode == "outbound"
+    assert split_address(config.listen)[0] == "127.0.0.1", "an outbound owner serves loopback only"
+    assert not svc.get("ports") and not svc.get("expose"), f"{site} must publish no port"
     assert split_address(config.aggregator) == ("aggregator", listen_port(services, "aggregator"))
     assert split_address(config.csp) == ("csp", listen_port(services, "csp"))
     assert not config.tls.insecure

@@ -43,6 +43,7 @@ from fuzz_support import (
     Env,
     SinkOwner,
     blobs,
+    check_refusal,
     ciphertexts,
     const,
     doubles,
@@ -118,8 +119,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         work / "run",
         [OwnerSpec("site-1", data)],
         key_bits=1024,  # the fuzz is about parsing, not key strength: cheap encryptions
-        extra_owner_ids=[*SINKS, "fuzz-reg"],
+        extra_owner_ids=[*SINKS, "fuzz-reg", "fuzz-link"],
         aggregator_args=["--spark-report-threshold", str(2**70)],
+        owner_mode="inbound",  # site-1 serves Invite and PublishResult, which are fuzzed too
     )
     sinks: dict[str, SinkOwner] = {}
     fuzz_env = None
@@ -285,6 +287,58 @@ def test_register_owner(env: Env, site_id: str, address: str) -> None:
 def test_register_owner_random(env: Env, request: pb.OwnerRegistration) -> None:
     refused_or_ok(
         lambda: env.aggregator("fuzz-reg", "owner").RegisterOwner(request, timeout=CALL_TIMEOUT)
+    )
+
+
+@fuzz_settings(40)
+@given(
+    hello=st.one_of(
+        st.builds(
+            pb.OwnerHello,
+            site_id=st.one_of(const("fuzz-link"), names),
+            version=texts,
+            awaiting=st.one_of(
+                st.lists(st.one_of(pick([*known_ids(), *GHOSTS]), texts), max_size=4),
+                const(["r"] * 1001),
+            ),
+        ),
+        messages(pb.OwnerHello),
+    )
+)
+def test_connect(env: Env, hello: pb.OwnerHello) -> None:
+    """An outbound owner's stream: refused with a status naming the problem, or open with a
+    heartbeat first (then closed by the caller)."""
+    call = env.aggregator("fuzz-link", "owner").Connect(hello, timeout=CALL_TIMEOUT)
+    try:
+        first = next(call)
+        assert hello.site_id == "fuzz-link" and len(hello.awaiting) <= 1000
+        assert first.WhichOneof("task") == "heartbeat"
+    except grpc.RpcError as exc:
+        check_refusal(exc, "")
+    finally:
+        call.cancel()
+
+
+@fuzz_settings(60)
+@given(
+    answer=st.one_of(
+        st.builds(
+            pb.InviteAnswer,
+            round_id=st.one_of(pick([*known_ids(), *GHOSTS]), texts),
+            site_id=st.one_of(const("fuzz-link"), names),
+            accepted=st.booleans(),
+            reason=texts,
+        ),
+        messages(pb.InviteAnswer),
+    )
+)
+def test_answer_invite(env: Env, answer: pb.InviteAnswer) -> None:
+    """No invitation of fuzz-link is ever waiting: every answer is refused, naming why."""
+    refused(
+        lambda: env.aggregator("fuzz-link", "owner").AnswerInvite(answer, timeout=CALL_TIMEOUT),
+        grpc.StatusCode.NOT_FOUND
+        if answer.site_id == "fuzz-link"
+        else grpc.StatusCode.FAILED_PRECONDITION,
     )
 
 
@@ -1153,6 +1207,7 @@ WRONG_ROLE = [
         "analyst",
     ),
     ("aggregator", "Decline", pb.DeclineNotice(round_id="r", site_id="analyst"), "analyst"),
+    ("aggregator", "AnswerInvite", pb.InviteAnswer(round_id="r", site_id="analyst"), "analyst"),
     ("aggregator", "StartRound", pb.Signed(), "fuzz-a"),
     ("aggregator", "ListOwners", pb.ListOwnersRequest(), "fuzz-a"),
     ("aggregator", "GetRound", pb.RoundQuery(round_id="r"), "fuzz-a"),

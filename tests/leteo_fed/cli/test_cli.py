@@ -302,3 +302,76 @@ def test_defaults_in_help_come_from_one_place():
     assert helps["deadline"] == "round deadline in seconds (default: 120)"
     assert helps["dp_delta"] == "DP delta (default: 1e-6)"
     assert helps["value_bound"] == "declared max |x| (default: 1e6)"
+
+
+LDP_SIMULATE = ["ldp", "simulate", "--data", "x.csv", "--column", "a", "--mechanism", "duchi"]
+LDP_SIMULATE += ["--epsilon", "1"]
+DP_KMEANS = ["dp-kmeans", "--data", "x.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm"]
+DP_KMEANS += ["--out", "o.json"]
+KMEANS = ["kmeans", "--features", "a,b", "--k", "2"]
+
+
+@pytest.mark.parametrize(
+    "argv, dest, expected",
+    [
+        ([*LDP_SIMULATE, "--bounds", "-1,1"], "bounds", (-1.0, 1.0)),
+        ([*DP_KMEANS, "--bounds", "-3,3,-0.5,2e1"], "bounds", (-3.0, 3.0, -0.5, 20.0)),
+        ([*KMEANS, "--init-bounds", "-1.5,1"], "init_bounds", (-1.5, 1.0)),
+    ],
+)
+def test_bounds_with_a_negative_first_value_need_no_equals_sign(argv, dest, expected):
+    """argparse alone reads `-1,1` after `--bounds` as an option and refuses the line."""
+    from leteo_fed.cli.main import build_parser
+    from leteo_fed.cli.options import join_negative_values
+
+    parser = build_parser()
+    with pytest.raises(SystemExit):  # what a user saw before
+        parser.parse_args(argv)
+    args = parser.parse_args(join_negative_values(parser, argv))
+    assert tuple(getattr(args, dest)) == pytest.approx(expected)
+    equals = [*argv[:-2], f"{argv[-2]}={argv[-1]}"]  # the = form still works
+    assert tuple(getattr(parser.parse_args(equals), dest)) == pytest.approx(expected)
+
+
+def test_negative_values_are_joined_only_after_options_that_take_a_value():
+    from leteo_fed.cli.main import build_parser
+    from leteo_fed.cli.options import join_negative_values
+
+    parser = build_parser()
+    assert join_negative_values(parser, ["dp-kmeans", "--bounds", "-1,1"]) == [
+        "dp-kmeans",
+        "--bounds=-1,1",
+    ]
+    # a flag, a non-number, and everything after `--` are left as they are
+    unchanged = ["ldp", "collect", "--consistency", "-1", "--column", "-x", "--", "--bounds", "-1"]
+    assert join_negative_values(parser, unchanged) == unchanged
+
+
+def test_bounds_with_a_negative_first_value_through_the_cli(tmp_path):
+    rng = np.random.default_rng(3)
+    path = tmp_path / "z.csv"
+    pacsv.write_csv(pa.table({"a": rng.uniform(-1, 1, 200), "b": rng.uniform(-1, 1, 200)}), path)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "leteo_fed",
+            "ldp",
+            "simulate",
+            "--data",
+            str(path),
+            "--column",
+            "a",
+            "--mechanism",
+            "duchi",
+            "--epsilon",
+            "1",
+            "--bounds",
+            "-1,1",
+            "--seed",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr

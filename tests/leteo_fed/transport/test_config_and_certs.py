@@ -110,6 +110,15 @@ def test_config_keeps_uris_and_absolute_paths(tmp_path: Path) -> None:
     assert load_owner_config(write_config(tmp_path / "b", text)).data.path == str(absolute)
 
 
+def test_owner_modes(tmp_path: Path) -> None:
+    """Outbound by default (listen optional, Health only); inbound needs listen."""
+    outbound = load_owner_config(write_config(tmp_path / "a", _drop_line(VALID, "listen")))
+    assert outbound.mode == "outbound" and outbound.outbound and outbound.listen == ""
+    inbound = load_owner_config(write_config(tmp_path / "b", 'mode = "inbound"\n' + VALID))
+    assert inbound.mode == "inbound" and not inbound.outbound
+    assert inbound.listen == inbound.advertise == "0.0.0.0:50061"
+
+
 def test_config_tls_variants(tmp_path: Path) -> None:
     text = VALID.replace('dir = "certs"', "insecure = true")
     cfg = load_owner_config(write_config(tmp_path / "a", text))
@@ -143,7 +152,8 @@ def _drop_tls(text: str) -> str:
         (VALID + "\n[data]\npath = 'again'\n", "TOML", None),
         (_drop_line(VALID, "site_id"), "site_id", "site_id"),
         (_drop_line(VALID, "path ="), "data.path", "data.path"),
-        (_drop_line(VALID, "listen"), "listen", "listen"),
+        (_drop_line('mode = "inbound"\n' + VALID, "listen"), "listen", "listen"),
+        (VALID.replace('site_id = "site-1"', 'site_id = "site-1"\nmode = "both"'), "mode", "mode"),
         (_drop_line(VALID, "csp ="), "peers.csp", "peers.csp"),
         ("surprise = 1\n" + VALID, "surprise", "surprise"),
         (VALID.replace('engine = "numpy"', 'engine = "pandas"'), "data.engine", "data.engine"),
@@ -159,7 +169,8 @@ def _drop_tls(text: str) -> str:
         "duplicate-table",
         "missing-site-id",
         "missing-data-path",
-        "missing-listen",
+        "inbound-missing-listen",
+        "bad-mode",
         "missing-peer",
         "unknown-key",
         "bad-engine",

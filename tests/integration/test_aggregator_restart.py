@@ -1,0 +1,266 @@
+"""The aggregator killed with SIGKILL in the middle of a job and started again on its state dir.
+
+Real processes (CSP, aggregator, three owner agents, mTLS, a 2048-bit key) plus one owner the
+test drives by hand (site-x, inbound), which holds a round open so the kill lands inside it and
+counts every result the aggregator publishes to it. After the restart:
+
+- a k-means job resumes from its last completed iteration (the lost iteration again under a
+  new round id) and ends with the centers of centralized Lloyd on the pooled rows;
+- a PCA round open at the kill fails, GetRound on it says why, and its owners are told once
+  (the DP charge of the share they had sent comes back: the CSP never decrypted it);
+- no owner receives any round's result twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import queue
+import threading
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+from integration_helpers import ManualOwner, write_parts
+from sklearn.datasets import load_breast_cancer, load_iris
+
+from leteo_fed.client import AnalystClient, KmeansParams, RoundParams
+from leteo_fed.data.sources import read_matrix
+from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.protocols import kmeans as km
+
+pytestmark = pytest.mark.slow
+
+REAL = ("site-1", "site-2", "site-3")
+ALL = (*REAL, "site-x")
+IRIS = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+LOW, HIGH = [4.3, 2.0, 1.0, 0.1], [7.9, 4.4, 6.9, 2.5]
+RESTART = "the aggregator restarted while round {} was open; the shares sent to it were lost"
+TIMEOUT = 60.0
+
+
+class CountingOwner(ManualOwner):
+    """A test-driven owner that counts what is published to it and can answer k-means."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.publications: Counter[str] = Counter()
+        self.states: dict[str, str] = {}
+
+    def PublishResult(self, request, context):
+        self.publications[request.round_id] += 1
+        self.states[request.round_id] = request.state
+        return super().PublishResult(request, context)
+
+    def kmeans_share(self, spec: pb.RoundSpec) -> tuple[pb.ShareHeader, list[int]]:
+        k, features = spec.kmeans.k, list(spec.kmeans.features)
+        centers = np.array(spec.kmeans.centers).reshape(k, len(features))
+        sums, counts = km.cluster_stats(self.x, km.assign(self.x, centers), k)
+        enc_values = km.encode_cluster_stats(sums, counts, self._encoding(spec))
+        return self.seal(spec, enc_values, len(features))
+
+    def _encoding(self, spec: pb.RoundSpec):
+        from leteo_fed.transport.messages import encoding_from_proto
+
+        return encoding_from_proto(spec.encoding, self.encryptor.public.bits)[0]
+
+
+def _cluster(tmp_path, x: np.ndarray, names: list[str], **kw):
+    parts = write_parts(x, names, 4, tmp_path / "data", seed=5)
+    owners = [OwnerSpec(site, parts[i]) for i, site in enumerate(REAL)]
+    cluster = LocalCluster(tmp_path / "run", owners, extra_owner_ids=["site-x"], **kw)
+    data = {s: read_matrix(str(parts[i]), names) for i, s in enumerate(ALL)}
+    return cluster, data
+
+
+def _manual(cluster: LocalCluster, x: np.ndarray) -> CountingOwner:
+    owner = CountingOwner(
+        "site-x",
+        cluster.tls("site-x", "owner"),
+        cluster.addresses["aggregator"],
+        cluster.addresses["csp"],
+        x,
+    )
+    owner.register()
+    return owner
+
+
+def _restart_aggregator(cluster: LocalCluster) -> None:
+    cluster.kill("aggregator")  # SIGKILL: nothing is written on the way out
+    cluster.start_aggregator()  # same address, same state dir
+    cluster.wait_healthy(names=["aggregator"])
+
+
+def _wait_submitted(client: AnalystClient, round_id: str, count: int) -> None:
+    end = time.monotonic() + TIMEOUT
+    while len(client.wait(round_id, 0).submitted) < count:
+        assert time.monotonic() < end, f"{round_id}: fewer than {count} shares arrived"
+        time.sleep(0.05)
+
+
+def _audit(cluster: LocalCluster, site: str) -> list[dict]:
+    path = cluster.workdir / "config" / f"audit-{site}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _results(cluster: LocalCluster, site: str) -> Counter[str]:
+    return Counter(e["round_id"] for e in _audit(cluster, site) if e.get("event") == "result")
+
+
+def _wait_for(predicate, what: str, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_a_kmeans_job_resumes_after_the_aggregator_is_killed(tmp_path):
+    x = load_iris().data
+    cluster, data = _cluster(tmp_path, x, IRIS)
+    with cluster:
+        manual = _manual(cluster, data["site-x"])
+        client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        try:
+            client.wait_for_owners(4)
+            held = threading.Event()
+            errors: list[BaseException] = []
+
+            def answer() -> None:
+                """site-x answers every iteration but the first attempt at iteration 2,
+                which it holds open: the aggregator is killed inside it."""
+                try:
+                    while True:
+                        spec = manual.next_spec(timeout=TIMEOUT)
+                        if spec.round_id.endswith("-it2"):
+                            held.set()
+                            continue
+                        manual.submit(*manual.kmeans_share(spec))
+                except queue.Empty:  # no further iteration: the job is over
+                    pass
+                except Exception as exc:
+                    errors.append(exc)
+
+            threading.Thread(target=answer, daemon=True).start()
+            init = km.random_centers(3, LOW, HIGH, 4, 7)
+            iterations = 4
+            status = client.start_kmeans(
+                KmeansParams(
+                    features=IRIS,
+                    k=3,
+                    centers=init.tolist(),
+                    iterations=iterations,
+                    min_owners=4,
+                    owners=ALL,
+                    deadline_seconds=30,
+                )
+            )
+            job = status.round_id
+            first, lost = f"{job}-it1", f"{job}-it2"
+            assert held.wait(TIMEOUT), "iteration 2 never opened"
+            assert client.wait(first, 0).state == "COMPLETED"
+            _wait_submitted(client, lost, 3)  # the three real owners' shares are in
+
+            start = time.monotonic()
+            _restart_aggregator(cluster)
+            final = client.wait(job, TIMEOUT)
+            assert final.state == "COMPLETED", final.message
+            resumed_in = time.monotonic() - start
+            assert not errors, errors
+
+            from leteo_fed.transport.rounds import result_document
+
+            result = result_document(final)
+            ref = km.lloyd(np.vstack([data[s] for s in ALL]), init, iterations)
+            assert result["iterations_run"] == ref.iterations
+            ids = [it["round_id"] for it in result["iterations"]]
+            assert ids[:2] == [first, f"{job}-it2-r2"]
+            assert all(i.endswith("-r2") for i in ids[1:])
+            for it, centers in zip(result["iterations"], ref.history, strict=True):
+                np.testing.assert_allclose(it["centers"], centers, rtol=0, atol=1e-9)
+            np.testing.assert_allclose(result["centers"], ref.centers, rtol=0, atol=1e-9)
+
+            # GetRound answers for the rounds from before the restart
+            gone = client.wait(lost, 0)
+            assert (gone.state, gone.message) == ("FAILED", RESTART.format(lost))
+            assert client.wait(first, 0).state == "COMPLETED"
+
+            # every owner got each round's result at most once; the lost round's failure once
+            # (the outbound owners ask for it when they reconnect)
+            for site in REAL:
+                _wait_for(lambda s=site: lost in _results(cluster, s), f"{site}'s result of {lost}")
+                got = _results(cluster, site)
+                assert max(got.values()) == 1, (site, got)
+                failures = [
+                    e
+                    for e in _audit(cluster, site)
+                    if e.get("event") == "result" and e["round_id"] == lost
+                ]
+                assert failures[0]["state"] == "FAILED"
+            _wait_for(lambda: ids[-1] in manual.publications, "site-x's last result")
+            assert max(manual.publications.values()) == 1, manual.publications
+            assert manual.states[lost] == "FAILED" and manual.states[first] == "COMPLETED"
+            assert set(manual.publications) == {first, lost, *ids[1:]}
+            assert resumed_in < 25, resumed_in
+        finally:
+            client.close()
+            manual.close()
+
+
+def test_a_pca_round_open_at_the_kill_fails_and_its_owners_are_told_once(tmp_path):
+    x = load_breast_cancer().data[:, :10]
+    x = x / x.max(axis=0)  # public per-feature bounds: values in [0, 1]
+    names = [f"f{i}" for i in range(10)]
+    cluster, data = _cluster(tmp_path, x, names, privacy_budget=(4.0, 1e-4))
+    with cluster:
+        manual = _manual(cluster, data["site-x"])  # silent: the round waits for it
+        client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        try:
+            client.wait_for_owners(4)
+            status = client.start_round(
+                RoundParams(
+                    features=names,
+                    owners=ALL,
+                    min_owners=4,
+                    deadline_seconds=60,
+                    dp_epsilon=1.0,
+                    row_norm_bound=math.sqrt(len(names)),
+                )
+            )
+            job = status.round_id
+            _wait_submitted(client, job, 3)
+
+            _restart_aggregator(cluster)
+            final = client.wait(job, 5)
+            assert (final.state, final.message) == ("FAILED", RESTART.format(job))
+            assert list(final.invited) == sorted(ALL)
+
+            for site in REAL:
+                _wait_for(lambda s=site: job in _results(cluster, s), f"{site}'s result")
+                events = _audit(cluster, site)
+                results = [e for e in events if e.get("event") == "result"]
+                assert [(e["round_id"], e["state"]) for e in results] == [(job, "FAILED")]
+                # the CSP never decrypted the round: the charge of the share sent comes back
+                _wait_for(
+                    lambda s=site: any(
+                        e.get("event") == "withdrawn" and e["round_id"] == job
+                        for e in _audit(cluster, s)
+                    ),
+                    f"{site}'s withdrawal",
+                )
+            _wait_for(lambda: job in manual.publications, "site-x's result")
+            time.sleep(0.5)  # room for a second publication, which must not come
+            assert manual.publications == Counter({job: 1})
+            assert manual.states[job] == "FAILED"
+
+            # the restarted aggregator knew every owner: a new round runs at once
+            again = client.run_round(
+                RoundParams(features=names, owners=REAL, min_owners=3, deadline_seconds=60)
+            )
+            assert sorted(again["owners"]) == list(REAL)
+        finally:
+            client.close()
+            manual.close()

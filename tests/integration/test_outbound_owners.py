@@ -1,0 +1,146 @@
+"""Outbound-only owners (the default), through real processes: CSP, aggregator and owner agents
+with mTLS and a 2048-bit key. An owner opens no port; it connects out to the aggregator, takes
+invitations and results on that stream, and connects again after it or the link went away: an
+invitation sent while it was away reaches it if it is back within the invitation timeout, and a
+result it missed reaches it when it reconnects, recorded once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from integration_helpers import write_parts
+from sklearn.datasets import load_breast_cancer
+
+from leteo_fed import defaults
+from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from owner_agent.audit import read as audit_events
+
+pytestmark = pytest.mark.slow
+SITES = ["site-1", "site-2", "site-3"]
+
+
+def listening_ports(pid: int) -> set[int]:
+    """TCP ports the process listens on (its socket inodes matched in /proc/net/tcp{,6})."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+@pytest.fixture
+def deployment(tmp_path):
+    bunch = load_breast_cancer()
+    names = [f"f{i}" for i in range(6)]
+    parts = write_parts(bunch.data[:, :6], names, len(SITES), tmp_path / "data")
+    owners = [OwnerSpec(site, parts[i]) for i, site in enumerate(SITES)]
+    with LocalCluster(tmp_path / "run", owners) as cluster:
+        client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        yield cluster, client, names, owners
+        client.close()
+
+
+def audit(cluster: LocalCluster, site: str) -> list[dict]:
+    return audit_events(cluster.workdir / "config" / f"audit-{site}.jsonl")
+
+
+def wait_connected(cluster: LocalCluster, site: str, connected: bool, within: float = 30) -> None:
+    end = time.monotonic() + within
+    while (site in cluster.connected_owners()) != connected:
+        assert time.monotonic() < end, f"{site} connected={not connected} after {within} s"
+        time.sleep(0.1)
+
+
+def test_owners_open_no_port_and_a_round_runs_over_their_connections(deployment):
+    cluster, client, names, _ = deployment
+    for site in SITES:
+        assert listening_ports(cluster.procs[site].pid) == set(), f"{site} listens"
+    assert listening_ports(cluster.procs["aggregator"].pid)  # the aggregator does
+    listing = {o.site_id: o for o in client.owner_listing()}
+    assert all(listing[s].mode == "outbound" and listing[s].connected for s in SITES)
+    result = client.run_round(RoundParams(features=names, min_owners=3))
+    assert sorted(result["owners"]) == SITES
+    for site in SITES:  # each owner got the result over its stream, once
+        results = [e for e in audit(cluster, site) if e["event"] == "result"]
+        assert [e["state"] for e in results] == ["COMPLETED"]
+
+
+def test_a_restarted_owner_reconnects_and_gets_an_invitation_sent_while_it_was_away(deployment):
+    cluster, client, names, owners = deployment
+    cluster.kill("site-3")
+    wait_connected(cluster, "site-3", False)
+    status = client.start_round(RoundParams(features=names, owners=tuple(SITES), min_owners=3))
+    cluster.start_owner(owners[2])  # back within the invitation timeout
+    final = client.wait(status.round_id, 60)
+    assert final.state == "COMPLETED", final.message
+    assert sorted(final.submitted) == SITES
+    assert defaults.INVITE_TIMEOUT_SECONDS >= 5  # what the restart above had to fit in
+
+
+def test_an_owner_away_longer_than_the_timeout_is_named_and_gets_the_result_when_back(
+    deployment,
+):
+    cluster, client, names, owners = deployment
+    cluster.kill("site-3")
+    wait_connected(cluster, "site-3", False)
+    status = client.start_round(RoundParams(features=names, owners=tuple(SITES), min_owners=2))
+    final = client.wait(status.round_id, 60)
+    assert final.state == "COMPLETED", final.message
+    assert sorted(final.submitted) == ["site-1", "site-2"]
+    assert "site-3" in final.missing
+
+    # site-1 misses the result of a round it sent its share to: it is killed after sending,
+    # before the round closes (site-3, away, holds the round open until its invitation times out)
+    status = client.start_round(RoundParams(features=names, owners=tuple(SITES), min_owners=2))
+    end = time.monotonic() + 30
+    while "site-1" not in client.wait(status.round_id, 0).submitted:
+        assert time.monotonic() < end
+        time.sleep(0.05)
+    cluster.kill("site-1")
+    final = client.wait(status.round_id, 60)
+    assert final.state == "COMPLETED", final.message
+    assert not any(
+        e["event"] == "result" and e["round_id"] == status.round_id
+        for e in audit(cluster, "site-1")
+    )
+    cluster.start_owner(owners[0])  # reconnects naming the round it awaits
+    end = time.monotonic() + 30
+    while True:
+        results = [
+            e
+            for e in audit(cluster, "site-1")
+            if e["event"] == "result" and e["round_id"] == status.round_id
+        ]
+        if results:
+            break
+        assert time.monotonic() < end, "the missed result never arrived"
+        time.sleep(0.1)
+    assert results[0]["state"] == "COMPLETED"
+    result_file = cluster.workdir / "config" / "results" / "site-1" / f"{status.round_id}.json"
+    assert result_file.exists()
+    # a second reconnect asks nothing more: the result stays recorded once
+    cluster.kill("site-1")
+    cluster.start_owner(owners[0])
+    wait_connected(cluster, "site-1", True)
+    time.sleep(0.5)
+    results = [
+        e
+        for e in audit(cluster, "site-1")
+        if e["event"] == "result" and e["round_id"] == status.round_id
+    ]
+    assert len(results) == 1
