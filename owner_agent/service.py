@@ -102,7 +102,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self.link: AggregatorLink | None = None
         if config.outbound:
             self.link = AggregatorLink(
-                self._aggregator,
+                self._reconnect_aggregator,
                 config.site_id,
                 self._invited_over_link,
                 self.receive_result,
@@ -111,6 +111,16 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             )
 
     # ------------------------------------------------------------------ lifecycle
+
+    def _reconnect_aggregator(self) -> pb_grpc.AggregatorStub:
+        """A new channel to the aggregator (its name resolved anew), used from now on by every
+        call; the old one is closed (its calls had failed or will fail: the peer is gone)."""
+        channel = self.config.tls.channel(self.config.aggregator, peer="aggregator")
+        old, self._aggregator_channel = self._aggregator_channel, channel
+        self._aggregator = pb_grpc.AggregatorStub(channel)
+        if old is not None:
+            old.close()
+        return self._aggregator
 
     def start_background(self) -> None:
         """Connect out to the aggregator (outbound mode) or register this agent's address with

@@ -38,14 +38,18 @@ def next_delay(delay: float, rng: random.Random) -> tuple[float, float]:
 class AggregatorLink:
     def __init__(
         self,
-        stub: object,
+        new_stub: Callable[[], object],
         site_id: str,
         on_invite: Callable[[pb.RoundSpec], None],
         on_result: Callable[[pb.RoundStatus], None],
         awaiting: Callable[[], list[str]],
         stop: threading.Event,
     ) -> None:
-        self._stub = stub  # an AggregatorStub
+        # an AggregatorStub on a fresh channel: a new channel looks the aggregator's name up
+        # again at once (a restarted container has a new address; an old channel keeps dialling
+        # the old one for up to half a minute)
+        self._new_stub = new_stub
+        self._stub = new_stub()
         self._site_id = site_id
         self._on_invite = on_invite
         self._on_result = on_result
@@ -75,6 +79,8 @@ class AggregatorLink:
                 delay = FIRST_RETRY_SECONDS  # it was up: the next attempt starts fast again
             wait, delay = next_delay(delay, rng)
             self._stop.wait(wait)
+            if not self._stop.is_set():
+                self._stub = self._new_stub()
 
     def _stream(self) -> bool:
         """One connection, until it ends; True if it was established."""

@@ -55,6 +55,9 @@ CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.min_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2000),
+    # A peer restarted under a new address (a container's new IP) must be looked up again
+    # within seconds: gRPC re-resolves a name at most this often (default 30 s).
+    ("grpc.dns_min_time_between_resolutions_ms", 1000),
 ]
 SERVER_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
