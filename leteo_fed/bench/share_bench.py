@@ -283,7 +283,7 @@ class ShareSetup:
 def setup_for(cfg: BenchConfig, d: int, key_bits: int) -> ShareSetup:
     declared = [moments.Grouping("label", class_names(cfg.classes))] if cfg.method == "dca" else []
     groupings = declared or [moments.ALL_ROWS]
-    enc = moments_encoding()
+    enc = moments_encoding(max_owners=cfg.owners)  # as a round inviting cfg.owners plans it
     return ShareSetup(
         d,
         [f"x{i}" for i in range(d)],

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from leteo_fed.encoding.share import DEFAULT_MAX_OWNERS, ShareEncoding, require_bound
+from leteo_fed.encoding.share import ShareEncoding, require_bound
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.budget import Budget
@@ -212,7 +212,8 @@ class KmeansProtocol(FederatedProtocol):
             )
         min_owners, deadline = common.quorum(), common.deadline()
         d = len(features)
-        max_owners = max(DEFAULT_MAX_OWNERS, common.n_invited)
+        # slots sized for the invited owners: the CSP sums at most one share of each
+        max_owners = common.n_invited
         dp, dp_total, sens = None, None, None
         if common.dp is None:
             enc = kmeans.encoding(

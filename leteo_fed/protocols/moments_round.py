@@ -276,7 +276,8 @@ class MomentsProtocol(FederatedProtocol):
             _ridge_value(request.rho, "rho", non_negative=True),
             _ridge_value(request.rho_prime, "rho_prime", non_negative=False),
         )
-        max_owners = max(DEFAULT_MAX_OWNERS, common.n_invited)
+        # slots sized for the invited owners: the CSP sums at most one share of each
+        max_owners = common.n_invited
         rotation_dimension = d if request.projection_only else 0
         dp_spec, sens = None, None
         if common.dp is None:

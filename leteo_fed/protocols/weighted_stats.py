@@ -234,7 +234,8 @@ class WeightedStatsProtocol(FederatedProtocol):
             )
         min_owners, deadline = common.quorum(), common.deadline()
         d = len(features)
-        max_owners = max(DEFAULT_MAX_OWNERS, common.n_invited)
+        # slots sized for the invited owners: the CSP sums at most one share of each
+        max_owners = common.n_invited
         dp, sens = None, None
         if common.dp is None:
             enc = encoding(

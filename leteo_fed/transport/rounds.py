@@ -218,6 +218,12 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
             raise ProtocolError(
                 f"round declares {msg.n_ciphertexts} ciphertexts for {msg.n_values} values"
             )
+        if enc.max_owners < len(msg.invited):
+            # slots sized for fewer shares than the CSP may sum would overflow into each other
+            raise ProtocolError(
+                f"the encoding's slots hold the sum of {enc.max_owners} shares, but "
+                f"{len(msg.invited)} owners are invited"
+            )
     dp = from_proto(msg.dp, DpSpec) if msg.HasField("dp") else None
     if dp is not None and enc is not None and dp.quorum > msg.min_owners:
         # the CSP enforces the signed quorum (min_owners): fewer shares than the noise assumes

@@ -411,3 +411,24 @@ def test_every_protocol_names_its_request_columns():
     assert registry.get("weighted_stats").request_columns(
         WeightedStatsRequest(features=("a",), weight_column="w")
     ) == ["a", "w"]
+
+
+def test_slots_sized_for_fewer_owners_than_invited_are_refused():
+    """The plan sizes slots for the invited owners; a spec inviting more (whose sum could
+    overflow a slot into the next) is refused when it is decoded."""
+    planned = moments()
+    protocol, payload = request_from_proto(planned)
+    plan = protocol.plan(payload, common_from_proto(planned, len(SITES)))
+    rnd = protocol.next_round(plan, protocol.start(plan, "job-1", SITES), 1)
+    assert rnd.encoding is not None and rnd.encoding.max_owners == len(SITES)
+    layout = rnd.encoding.layout(2048)
+
+    def spec(invited: list[str]) -> pb.RoundSpec:
+        deadline = time.time() + 60
+        return spec_to_proto(
+            "job-1", protocol, rnd, "key", deadline, layout, 3, "job-1", None, invited
+        )
+
+    with pytest.raises(LeteoError, match="slots hold the sum of 3 shares, but 4 owners"):
+        invitation_from_proto(spec([*SITES, "site-4"]), 2048)
+    assert invitation_from_proto(spec(SITES), 2048).encoding.max_owners == 3
