@@ -28,7 +28,7 @@ from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
 from csp.decrypt_log import DecryptLog
 from csp.keys import HeldKey, KeyRing
 from csp.projection import check_projection_header
-from leteo_fed import __version__
+from leteo_fed import __version__, defaults
 from leteo_fed.crypto.paillier import (
     PrivateKey,
     bytes_to_int,
@@ -47,7 +47,7 @@ from leteo_fed.transport.statements import RoundShares, check_digest, read_state
 log = logging.getLogger("leteo.csp")
 
 MAX_CIPHERTEXTS_PER_ROUND = 1_000_000
-PARALLEL_MIN_PER_WORKER = 32  # a warm pool pays off from ~64 ciphertexts on 2 cores
+PARALLEL_MIN_PER_WORKER = defaults.CSP_MIN_CIPHERTEXTS_PER_WORKER
 
 
 MODES = ("blinded", "projection")

@@ -31,6 +31,10 @@ Example::
     epsilon_total = 5.0
     delta_total = 1e-5
 
+    [crypto]                           # optional
+    randomizer = "short-exponent"      # or "fixed-base": full-length exponents (no assumption
+                                       # beyond DCR), about twice the encryption time
+
     [policy]                           # what the site agrees to; see docs/owner-config.md
     columns = ["age", "score"]         # required: nothing is shared until listed
 """
@@ -91,6 +95,7 @@ class OwnerPolicy:
 
 OUTBOUND, INBOUND = "outbound", "inbound"  # who opens the connection: the owner, the aggregator
 OWNER_MODES = (OUTBOUND, INBOUND)
+OWNER_RANDOMIZERS = ("short-exponent", "fixed-base")
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,7 @@ class OwnerConfig:
     audit_log: Path | None = None  # JSON lines of every invitation, decision and upload
     policy: OwnerPolicy = OwnerPolicy()
     mode: str = OUTBOUND
+    randomizer: str = "short-exponent"  # Paillier randomizer (leteo_fed.crypto.paillier)
 
     @property
     def outbound(self) -> bool:
@@ -125,6 +131,7 @@ _TOP_KEYS = {
     "tls",
     "privacy",
     "policy",
+    "crypto",
 }
 _POLICY_KEYS = {
     "protocols",
@@ -279,6 +286,20 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
                 "'privacy.delta_total' must be in [0, 1)", field="privacy.delta_total"
             )
         privacy = PrivacyConfig(base / _require(p, "ledger", "privacy."), float(eps), float(delta))
+    crypto = doc.get("crypto", {})
+    if not isinstance(crypto, dict):
+        raise ConfigError("'crypto' must be a table", field="crypto")
+    unknown_crypto = sorted(set(crypto) - {"randomizer"})
+    if unknown_crypto:
+        raise ConfigError(
+            f"unknown key 'crypto.{unknown_crypto[0]}'", field=f"crypto.{unknown_crypto[0]}"
+        )
+    randomizer = crypto.get("randomizer", "short-exponent")
+    if randomizer not in OWNER_RANDOMIZERS:
+        raise ConfigError(
+            f"'crypto.randomizer' must be one of {OWNER_RANDOMIZERS}, got {randomizer!r}",
+            field="crypto.randomizer",
+        )
     return OwnerConfig(
         privacy=privacy,
         site_id=site_id,
@@ -292,4 +313,5 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
         audit_log=base / audit,
         policy=load_policy(doc.get("policy", {})),
         mode=mode,
+        randomizer=randomizer,
     )

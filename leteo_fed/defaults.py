@@ -33,6 +33,11 @@ REPORT_UPLOAD_TIMEOUT_SECONDS = 300.0
 REGISTER_INTERVAL_SECONDS = 30.0  # inbound mode: how often an owner registers its address again
 RECONNECT_MAX_SECONDS = 5.0  # outbound mode: longest wait between two connection attempts
 
+# ---------------------------------------------------------------- CSP
+# the CSP decrypts on a warm worker pool (one process per core) from this many ciphertexts per
+# worker on: a warm pool pays off from ~64 ciphertexts on 2 cores
+CSP_MIN_CIPHERTEXTS_PER_WORKER = 32
+
 # ---------------------------------------------------------------- aggregator
 # outbound owners each hold one stream (one serving thread) open: the aggregator's capacity
 MAX_CONNECTED_OWNERS = 500

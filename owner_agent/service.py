@@ -190,7 +190,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 self._encryptors.move_to_end(public.key_id)
                 return self._encryptors[public.key_id]
             start = time.perf_counter()
-            enc = Encryptor(public)
+            enc = Encryptor(public, self.config.randomizer)
             enc.prepare()
             log.info(
                 "CSP key %s (%d bits); randomizer table built in %.2f s",
@@ -215,7 +215,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 pool = self._pools.get(encryptor.public.key_id)
                 if pool is None:
                     pool = self._pools[encryptor.public.key_id] = EncryptionPool(
-                        encryptor.public, min_per_worker=LARGE_SHARE_CIPHERTEXTS // 2
+                        encryptor.public,
+                        randomizer=self.config.randomizer,
+                        min_per_worker=LARGE_SHARE_CIPHERTEXTS // 2,
                     )
             log.info("encrypting %d ciphertexts on %d worker processes", len(packed), pool.workers)
             return pool.encrypt_many(packed)

@@ -104,6 +104,14 @@ def add_pca_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data (default: 0)")
     p.add_argument(
+        "--randomizer",
+        choices=("short-exponent", "fixed-base"),
+        default="short-exponent",
+        help="the owners' Paillier randomizer: short-exponent (the default, exponents of half "
+        "the key's bits) or fixed-base (full-length exponents, statistically hiding); see "
+        "docs/pca-protocol.md",
+    )
+    p.add_argument(
         "--out",
         "--json",
         dest="out",

@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from leteo_fed.crypto.paillier import (
+    DEFAULT_RANDOMIZER,
     DEFAULT_WINDOW_BITS,
     RANDOMIZERS,
     Decryptor,
@@ -123,7 +124,7 @@ class _LazyPool:
         """True while worker processes are (being) run; False before the first large batch."""
         return self._executor is not None
 
-    def _parts_for(self, count: int) -> int:
+    def parts_for(self, count: int) -> int:
         """How many workers a batch of ``count`` items deserves; 1 means stay in-process."""
         if self.workers == 1:
             return 1
@@ -151,7 +152,7 @@ class _LazyPool:
         self._wait(futures)
 
     def _map_chunks(self, fn: Callable[[list[int]], list[int]], items: list[int]) -> list[int]:
-        chunks = _contiguous_chunks(items, self._parts_for(len(items)))
+        chunks = _contiguous_chunks(items, self.parts_for(len(items)))
         executor = self._get_executor()
         futures = [executor.submit(fn, chunk) for chunk in chunks]
         out: list[int] = []
@@ -197,7 +198,7 @@ class EncryptionPool(_LazyPool):
         self,
         public: PublicKey,
         workers: int | None = None,
-        randomizer: str = "fixed-base",
+        randomizer: str = DEFAULT_RANDOMIZER,
         window_bits: int = DEFAULT_WINDOW_BITS,
         min_per_worker: int = DEFAULT_MIN_PER_WORKER,
     ) -> None:
@@ -229,7 +230,7 @@ class EncryptionPool(_LazyPool):
                     f"plaintext out of range [0, n): {v.bit_length()} bits for a "
                     f"{self.public.bits}-bit key"
                 )
-        if self._parts_for(len(items)) == 1:
+        if self.parts_for(len(items)) == 1:
             return self._local_encryptor().encrypt_many(items)
         return self._map_chunks(_encrypt_chunk, items)
 
@@ -253,6 +254,6 @@ class DecryptionPool(_LazyPool):
 
     def decrypt_many(self, ciphertexts: Sequence[int] | Iterable[int]) -> list[int]:
         items = [int(c) for c in ciphertexts]
-        if self._parts_for(len(items)) == 1:
+        if self.parts_for(len(items)) == 1:
             return self._local.decrypt_many(items)
         return self._map_chunks(_decrypt_chunk, items)

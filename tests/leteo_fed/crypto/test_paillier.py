@@ -18,13 +18,14 @@ from leteo_fed.crypto.paillier import (
     add_plaintexts,
     bytes_to_int,
     check_ciphertext,
+    exponent_bits,
     generate_keypair,
     int_to_bytes,
 )
 from leteo_fed.errors import EncodingError, ProtocolError
 
 BITS = 2048
-RANDOMIZERS = ("fixed-base", "textbook")
+RANDOMIZERS = ("short-exponent", "fixed-base", "textbook")
 
 
 @pytest.fixture(scope="module")
@@ -127,13 +128,33 @@ def test_encryption_is_randomized(
         assert r_n != 1
 
 
-@pytest.mark.parametrize("window_bits", [1, 3, 8])
+@pytest.mark.parametrize("randomizer", ["short-exponent", "fixed-base"])
+@pytest.mark.parametrize("window_bits", [1, 3, 5, 8])
 def test_fixed_base_windows_decrypt(
-    key: PrivateKey, decryptor: Decryptor, window_bits: int
+    key: PrivateKey, decryptor: Decryptor, window_bits: int, randomizer: str
 ) -> None:
-    enc = Encryptor(key.public, "fixed-base", window_bits=window_bits)
+    enc = Encryptor(key.public, randomizer, window_bits=window_bits)
     m = secrets.randbelow(key.public.n)
     assert decryptor.decrypt(enc.encrypt(m)) == m
+
+
+def test_exponent_lengths_of_the_fixed_base_randomizers(key: PrivateKey) -> None:
+    """short-exponent: ceil(k/2) bits (Hastad-Schrift-Shamir); fixed-base: k + 128 bits
+    (statistically close to uniform); the table has one row per w bits of exponent."""
+    k = key.public.bits
+    assert exponent_bits(k, "short-exponent") == -(-k // 2)
+    assert exponent_bits(2047, "short-exponent") == 1024
+    assert exponent_bits(k, "fixed-base") == k + 128
+    for randomizer in ("short-exponent", "fixed-base"):
+        enc = Encryptor(key.public, randomizer, window_bits=5)
+        enc.prepare()
+        assert len(enc._table) == -(-exponent_bits(k, randomizer) // 5)
+        assert all(len(row) == 32 for row in enc._table)
+        base = enc._table[0][1]
+        n2 = key.public.n_square
+        assert enc._table[0][17] == pow(base, 17, n2)  # odd and (squared) even entries
+        assert enc._table[0][18] == pow(base, 18, n2)
+        assert enc._table[1][1] == pow(base, 32, n2)  # the next row starts at base^(2^w)
 
 
 def test_two_encryptors_use_independent_bases(key: PrivateKey, decryptor: Decryptor) -> None:

@@ -391,3 +391,16 @@ def test_public_key_proto_round_trip_and_tamper() -> None:
     msg.bits += 1
     with pytest.raises(ProtocolError):
         public_key_from_proto(msg)
+
+
+def test_owner_randomizer(tmp_path: Path) -> None:
+    assert load_owner_config(write_config(tmp_path / "a", VALID)).randomizer == "short-exponent"
+    text = VALID + '\n[crypto]\nrandomizer = "fixed-base"\n'
+    assert load_owner_config(write_config(tmp_path / "b", text)).randomizer == "fixed-base"
+    for bad, field in (
+        ('randomizer = "textbook"', "crypto.randomizer"),
+        ("speed = 1", "crypto.speed"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            load_owner_config(write_config(tmp_path / "c", VALID + f"\n[crypto]\n{bad}\n"))
+        assert err.value.field == field
