@@ -103,7 +103,7 @@ class OwnerDirectory:
             with self._lock:
                 self._owners.setdefault(site, Owner(site, mode, address))
             if mode == INBOUND:
-                _start_connecting(self._connection(site)[0])
+                _start_connecting(self._connection(site)[1])
         if entries:
             log.info("%d owner registration(s) restored", len(entries))
 
@@ -120,7 +120,7 @@ class OwnerDirectory:
             self._persist(site, INBOUND, address)
             # connect now: the TLS handshake is not left to the first invitation, where with
             # many owners starting their shares at once it can outlast the invitation's timeout
-            _start_connecting(self._connection(site)[0])
+            _start_connecting(self._connection(site)[1])
 
     def listing(self) -> list[pb.OwnerRegistration]:
         with self._lock:
@@ -368,15 +368,15 @@ def _call(done: Answer, reason: str, site: str) -> None:
         log.exception("invitation of %s: handling the answer failed", site)
 
 
-def _ignore(_state: grpc.ChannelConnectivity) -> None:
-    pass
-
-
-def _start_connecting(channel: grpc.Channel) -> None:
-    """Have the channel connect now, without waiting and without keeping a watcher (gRPC's
-    poll thread asks for the connection once, then ends)."""
+def _start_connecting(stub: pb_grpc.OwnerAgentStub) -> None:
+    """Have the channel connect now, without waiting: a Health call whose answer nobody reads
+    (a connectivity watcher would leave a gRPC thread that fails when the channel closes)."""
     try:
-        channel.subscribe(_ignore, try_to_connect=True)
-        channel.unsubscribe(_ignore)
-    except ValueError:  # closed meanwhile (the aggregator is stopping): nothing to connect
-        pass
+        call = stub.Health.future(pb.HealthRequest(), timeout=defaults.INVITE_TIMEOUT_SECONDS)
+    except ValueError:  # the channel is closed already (the aggregator is stopping)
+        return
+    call.add_done_callback(_ignore)
+
+
+def _ignore(_call: grpc.Future) -> None:
+    pass

@@ -89,7 +89,7 @@ def test_transcripts_show_what_each_party_learned(wine_cluster):
     record = csp_log[hidden["round_id"]]
     assert record["mode"] == "projection"
     d = len(names)
-    enc = moments_encoding(rotation_dimension=d)
+    enc = moments_encoding(rotation_dimension=d, max_owners=3)  # slots sized for 3 invited
     layout = enc.layout(2048)
     nv = moments.n_values(d, [moments.ALL_ROWS])
     slots = unpack([int(p, 16) for p in record["plaintexts"]], nv, layout)
