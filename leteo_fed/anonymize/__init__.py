@@ -1,7 +1,11 @@
 """Central anonymization (Mondrian / TDS) with k-anonymity, l-diversity and t-closeness.
 
-This package currently holds the job configuration, generalization hierarchies and an
-independent verifier of released tables; the Spark algorithms build on these.
+The job (:mod:`job`) runs on one of two engines that release the same table: :mod:`local_job`
+(pyarrow + NumPy, in process) and :mod:`spark_job`. They share the config (:mod:`config`), the
+column typing and input checks (:mod:`kinds`, :mod:`inputs`), the planners (:mod:`mondrian_rounds`,
+:mod:`tds`), the report arithmetic (:mod:`measure`) and the publishing (:mod:`output`);
+:mod:`mondrian` / :mod:`tds` ``anonymize`` are the per-partition NumPy references and
+:mod:`verify` the independent checker of released tables.
 """
 
 from leteo_fed.anonymize.config import (

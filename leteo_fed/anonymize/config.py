@@ -20,13 +20,14 @@ if TYPE_CHECKING:
     from leteo_fed.anonymize.hierarchy import Hierarchy
 
 ALGORITHMS = ("mondrian", "tds")
+ENGINES = ("auto", "local", "spark")
 INFO_GAINS = ("entropy", "squared_distance")
 QI_TYPES = ("numeric", "categorical")
 L_VARIANTS = ("distinct", "entropy", "recursive")
 T_DISTANCES = ("ordered", "equal", "hierarchical")
 
 _TOP_KEYS = {"anonymization", "quasi_identifier", "sensitive", "identifiers"}
-_ANON_KEYS = {"algorithm", "k", "suppression_limit", "info_gain"}
+_ANON_KEYS = {"algorithm", "k", "suppression_limit", "info_gain", "engine"}
 _QI_KEYS = {"column", "type", "hierarchy"}
 _SENS_KEYS = {"column", "l_diversity", "t_closeness", "hierarchy"}
 _L_KEYS = {"variant", "l", "c"}
@@ -92,6 +93,7 @@ class AnonymizationConfig:
     sensitive: tuple[SensitiveAttribute, ...] = ()
     identifiers: Identifiers = field(default_factory=Identifiers)
     source: Path | None = None
+    engine: str = "auto"  # where the job runs: auto | local | spark (see anonymize.engine)
 
     @property
     def qi_columns(self) -> list[str]:
@@ -259,6 +261,7 @@ def parse_config(
             field="anonymization.suppression_limit",
         )
     info_gain = _choice(anon, "info_gain", "anonymization", INFO_GAINS, default="entropy")
+    engine = _choice(anon, "engine", "anonymization", ENGINES, default="auto")
 
     raw_qis = doc.get("quasi_identifier")
     if not isinstance(raw_qis, list) or not raw_qis:
@@ -343,4 +346,5 @@ def parse_config(
         sensitive=tuple(sensitive),
         identifiers=Identifiers(drop, pseudo, key_env, key_file),
         source=source,
+        engine=engine,
     )

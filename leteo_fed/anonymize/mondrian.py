@@ -5,9 +5,10 @@ which partitions are visited; we visit them in *rounds* (all partitions created 
 examined in round r + 1), which is also how the Spark version (:mod:`spark_mondrian`) works.
 
 The cut decisions only read a per-partition *histogram*: for each quasi-identifier, the counts of
-(QI value, sensitive-value tuple) pairs. :class:`Planner` turns such histograms into cuts; this
-module feeds it histograms computed with NumPy, the Spark module feeds it histograms computed with
-one Spark aggregation per round. Both therefore release exactly the same table.
+(QI value, sensitive-value tuple) pairs. :class:`Planner` turns such histograms into cuts, one
+partition at a time: it is the readable REFERENCE. The job's two engines use
+:class:`~leteo_fed.anonymize.mondrian_rounds.RoundPlanner`, which applies these rules to a whole
+round with array operations, and the tests hold it to this planner (same partitions, same labels).
 
 Rules (per partition):
 

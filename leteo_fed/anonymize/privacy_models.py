@@ -33,13 +33,34 @@ class _Sensitive:
     to_value: np.ndarray  # (n_combos, n_values) 0/1: combo -> its value of this column
     q: np.ndarray  # table-wide distribution over the column's sorted distinct values
     distance: str | None  # t-closeness distance, None without t-closeness
-    levels: list[np.ndarray]  # hierarchical: per level, (n_nodes_below, n_nodes_above) 0/1 maps
+    levels: list[_Level]  # hierarchical: per level, the child -> parent map
 
 
-def _hierarchy_levels(
-    h: Hierarchy, values: Sequence[SensitiveValue], column: str
-) -> list[np.ndarray]:
-    """Child -> parent incidence matrices from the sensitive values up to a single root."""
+@dataclass(frozen=True)
+class _Level:
+    """Children -> parents of one hierarchy level: ``sum_up(x)`` adds each parent's children.
+
+    Summed with ``np.add.reduceat`` over each parent's (contiguous) children, so every row of a
+    matrix gets the same additions in the same order however many rows there are: a class is
+    judged alike whether it is checked alone or in a batch (a matrix product would not promise
+    that, BLAS picks its kernels by shape).
+    """
+
+    order: np.ndarray  # children sorted by parent
+    starts: np.ndarray  # first position of each parent in ``order``
+
+    @classmethod
+    def of(cls, above: np.ndarray) -> _Level:
+        order = np.argsort(above, kind="stable")
+        starts = np.searchsorted(above[order], np.arange(int(above.max()) + 1))
+        return cls(order, starts)
+
+    def sum_up(self, x: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(x[:, self.order], self.starts, axis=1)
+
+
+def _hierarchy_levels(h: Hierarchy, values: Sequence[SensitiveValue], column: str) -> list[_Level]:
+    """Child -> parent maps from the sensitive values up to a single root."""
     table = h.table
     index = {v: r for r, v in enumerate(table[:, 0])}
     labels = as_labels(np.array(values, dtype=object)).tolist()
@@ -55,9 +76,9 @@ def _hierarchy_levels(
     _, below = np.unique(paths[:, 0].astype(str), return_inverse=True)
     for level in range(1, paths.shape[1]):
         _, above = np.unique(paths[:, level].astype(str), return_inverse=True)
-        onehot = np.zeros((below.max() + 1, above.max() + 1))
-        onehot[below, above] = 1.0
-        maps.append(onehot)
+        parent = np.zeros(below.max() + 1, dtype=np.int64)
+        parent[below] = above
+        maps.append(_Level.of(parent))
         below = above
     return maps
 
@@ -115,7 +136,7 @@ class PrivacyModel:
                 f"ordered t-closeness distance needs a numeric column ({spec.column!r})",
                 field=spec.column,
             )
-        levels: list[np.ndarray] = []
+        levels: list[_Level] = []
         if distance == "hierarchical":
             if h is None:
                 raise DataError("hierarchical t-closeness needs a hierarchy", field=spec.column)
@@ -143,11 +164,11 @@ class PrivacyModel:
         height = len(s.levels)
         total = np.zeros(diff.shape[0])
         extra = diff
-        for level, onehot in enumerate(s.levels, start=1):
-            pos = np.clip(extra, 0, None) @ onehot
-            neg = np.clip(-extra, 0, None) @ onehot
+        for level, up in enumerate(s.levels, start=1):
+            pos = up.sum_up(np.clip(extra, 0, None))
+            neg = up.sum_up(np.clip(-extra, 0, None))
             total += level / height * np.minimum(pos, neg).sum(axis=1)
-            extra = extra @ onehot
+            extra = up.sum_up(extra)
         return total
 
     def satisfied(self, counts: np.ndarray) -> np.ndarray:

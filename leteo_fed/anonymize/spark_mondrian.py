@@ -2,25 +2,25 @@
 
 Each round, for all still-splittable partitions at once, ONE Spark aggregation computes the
 per-partition histograms of (QI value, sensitive tuple) -> count (map/combine on the executors);
-the driver (reduce) decides the cuts with the same :class:`~leteo_fed.anonymize.mondrian.Planner`
-as the NumPy reference, so both release the same table; the new partition ids are assigned with
-broadcast joins against the (small) cut tables. Partitions without an allowed cut are final and
-never re-aggregated. The driver only ever holds histograms and cut tables, never rows. The release
-labels come from each final partition's last histogram and are joined back by partition id.
+the driver (reduce) decides the cuts with :class:`~leteo_fed.anonymize.mondrian_rounds.RoundPlanner`,
+the planner the in-process engine feeds with NumPy histograms, so both engines release the same
+table; the new partition ids are assigned with broadcast joins against the (small) cut tables.
+Partitions without an allowed cut are final and never re-aggregated. The driver only ever holds
+histograms and cut tables, never rows. The release labels of the final partitions are joined
+back by partition id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from leteo_fed.anonymize.arrays import unique_rows
 from leteo_fed.anonymize.config import AnonymizationConfig
 from leteo_fed.anonymize.hierarchy import Hierarchy
-from leteo_fed.anonymize.mondrian import Planner, QIHistogram, Split
-from leteo_fed.anonymize.privacy_models import Combo
+from leteo_fed.anonymize.mondrian_rounds import Cuts, MondrianStats, QIRound, RoundPlanner
 from leteo_fed.anonymize.spark_columns import column_types, qi_expr, sensitive_exprs
 from leteo_fed.errors import DataError
 
@@ -31,16 +31,7 @@ if TYPE_CHECKING:
 SUPPRESSED = "_leteo_suppressed"  # released boolean column: row withheld from the release
 _PID = "_mondrian_pid"
 _ROW = "_mondrian_row"
-
-
-@dataclass(frozen=True)
-class SparkMondrianStats:
-    """What the Spark run did: rows, final partitions (equivalence classes), rounds."""
-
-    n_rows: int
-    n_partitions: int
-    rounds: int
-    n_suppressed: int = 0  # strict Mondrian never needs to suppress
+SparkMondrianStats = MondrianStats  # the name the Spark callers know
 
 
 def _qi_col(j: int) -> str:
@@ -76,7 +67,8 @@ def anonymize_dataframe(
     work = df.select(*work_cols).localCheckpoint()
 
     scols = [_sens_col(i) for i in range(len(config.sensitive))]
-    planner = Planner(config, hierarchies, numeric_sens)
+    planner = RoundPlanner(config, hierarchies, numeric_sens)
+    qis_numeric = [q.type == "numeric" for q in qis]
     pid_schema = T.StructType([T.StructField(_PID, T.LongType(), False)])
     active: list[int] = [0]
     n_rows = 0
@@ -104,87 +96,91 @@ def anonymize_dataframe(
             .count()
             .toArrow()
         )
-        parts = _parts(hist, planner, qis_numeric=[q.type == "numeric" for q in qis], scols=scols)
         if planner.rounds == 0:
             a, count = hist.column("a").to_numpy(), hist.column("count").to_numpy()
             n_rows = int(count[a == 0].sum())
-        splits = planner.plan(parts)
-        if splits:
-            work = _reassign(work, splits, qis_numeric=[q.type == "numeric" for q in qis])
-        active = sorted(c for s in splits for c in s.children)
+        cuts = planner.plan(_rounds(hist, planner, qis_numeric=qis_numeric, scols=scols))
+        if cuts.children.size:
+            work = _reassign(work, cuts, planner, qis_numeric=qis_numeric)
+        active = cuts.children.tolist()
         if progress is not None:
-            progress(f"spark mondrian round {planner.rounds}: {len(splits)} cuts")
+            progress(f"spark mondrian round {planner.rounds}: {cuts.n_cuts} cuts")
 
-    leaves = sorted(planner.labels)
+    final, per_qi = planner.final()
     label_schema = T.StructType(
         [T.StructField(_PID, T.LongType(), False)]
         + [T.StructField(_qi_col(j), T.StringType(), False) for j in range(len(qis))]
     )
-    labels = spark.createDataFrame([(p, *planner.labels[p]) for p in leaves], label_schema)
+    label_rows = list(zip(final.tolist(), *(lab.tolist() for lab in per_qi), strict=True))
+    labels = spark.createDataFrame(label_rows, label_schema)
     joined = work.select(_PID, _ROW, *df.columns).join(F.broadcast(labels), on=_PID, how="inner")
     qi_index = {q.column: j for j, q in enumerate(qis)}
     out_cols = [
         F.col(_qi_col(qi_index[c])).alias(c) if c in qi_index else F.col(c) for c in df.columns
     ]
     released = joined.orderBy(_ROW).select(*out_cols, F.lit(False).alias(SUPPRESSED))
-    return released, SparkMondrianStats(n_rows, len(leaves), planner.rounds)
+    return released, MondrianStats(n_rows, int(final.size), planner.rounds)
 
 
-def _parts(
+def _combo_codes(hist: pa.Table, scols: list[str], planner: RoundPlanner) -> np.ndarray:
+    """Each histogram row's sensitive tuple as the model's code (distinct tuples looked up once)."""
+    if not scols:
+        return np.zeros(hist.num_rows, dtype=np.int64)
+    cols, uniques = [], []
+    for c in scols:
+        values = np.asarray(hist.column(c).to_numpy(zero_copy_only=False))
+        if values.dtype.kind == "O" and any(v is None for v in values.tolist()):
+            raise DataError("sensitive column has a missing value")
+        u, inv = np.unique(values, return_inverse=True)
+        cols.append(inv.reshape(-1))
+        uniques.append(u.tolist())
+    rows, code = unique_rows(np.stack(cols, axis=1))
+    combos = [tuple(uniques[i][v] for i, v in enumerate(r)) for r in rows.tolist()]
+    if planner.model is None:
+        a = hist.column("a").to_numpy()
+        counts = np.bincount(
+            code[a == 0], weights=hist.column("count").to_numpy()[a == 0], minlength=len(combos)
+        )
+        planner.start(combos, counts.astype(np.int64))
+    assert planner.model is not None
+    return planner.model.combo_codes(combos)[code]
+
+
+def _rounds(
     hist: pa.Table,
-    planner: Planner,
+    planner: RoundPlanner,
     *,
     qis_numeric: list[bool],
     scols: list[str],
-) -> dict[int, list[QIHistogram]]:
-    """Histogram rows (Arrow) -> per-partition per-QI :class:`QIHistogram` (driver side)."""
-    n_q = len(qis_numeric)
+) -> list[QIRound]:
+    """Histogram rows (Arrow) -> one :class:`QIRound` per QI (driver side)."""
+    if planner.model is None and not scols:
+        a = hist.column("a").to_numpy()
+        planner.start([()], np.array([int(hist.column("count").to_numpy()[a == 0].sum())]))
+    codes = _combo_codes(hist, scols, planner)
     pid = hist.column(_PID).to_numpy().astype(np.int64)
     attr = hist.column("a").to_numpy().astype(np.int64)
     counts = hist.column("count").to_numpy().astype(np.int64)
-    sens = [hist.column(c).to_pylist() for c in scols]
-    combos: list[Combo] = list(zip(*sens, strict=True)) if sens else [()] * len(pid)
-    if any(v is None for col in sens for v in col):
-        raise DataError("sensitive column has a missing value")
-    numeric_rows = np.array(qis_numeric, dtype=bool)[attr] if n_q else np.zeros(0, dtype=bool)
-    n_col = hist.column("n")
-    c_col = hist.column("c")
-    missing = (numeric_rows & n_col.is_null().to_numpy(zero_copy_only=False)) | (
-        ~numeric_rows & c_col.is_null().to_numpy(zero_copy_only=False)
-    )
-    if missing.any():
-        raise DataError(f"quasi-identifier #{int(attr[np.argmax(missing)])} has a missing value")
-    if planner.rounds == 0:
-        root = np.flatnonzero(attr == 0)
-        planner.start([combos[i] for i in root], counts[root])
-    codes = planner.combo_codes(combos)
-    num_values = n_col.to_numpy(zero_copy_only=False).astype(float)
-    cat_values = np.array(c_col.to_pylist(), dtype=object)
-    order = np.lexsort((attr, pid))
-    keys = pid[order] * n_q + attr[order]
-    bounds = np.flatnonzero(np.diff(keys)) + 1
-    groups = dict(
-        zip(
-            keys[np.concatenate([[0], bounds])].tolist() if len(keys) else [],
-            np.split(order, bounds) if len(keys) else [],
-            strict=True,
-        )
-    )
-    empty = np.zeros(0, dtype=np.int64)
-    parts: dict[int, list[QIHistogram]] = {}
-    for p in np.unique(pid).tolist():
-        hists = []
-        for j in range(n_q):
-            idx = groups.get(p * n_q + j, empty)
-            values = num_values[idx] if qis_numeric[j] else cat_values[idx]
-            # canonical order so float sums match the NumPy path bit for bit
-            canon = np.lexsort((codes[idx], values))
-            hists.append(QIHistogram(values[canon], codes[idx][canon], counts[idx][canon]))
-        parts[p] = hists
-    return parts
+    out = []
+    for j, numeric in enumerate(qis_numeric):
+        sel = np.flatnonzero(attr == j)
+        column = hist.column("n" if numeric else "c").take(sel)
+        if column.null_count:
+            raise DataError(f"quasi-identifier #{j} has a missing value")
+        if numeric:
+            value = column.to_numpy().astype(float)
+        else:
+            words, inv = np.unique(
+                np.asarray(column.to_pylist(), dtype=object), return_inverse=True
+            )
+            value = planner.leaf_index(j, words.tolist())[inv.reshape(-1)]
+        out.append(QIRound(pid[sel], value, codes[sel], counts[sel]))
+    return out
 
 
-def _reassign(work: DataFrame, splits: list[Split], *, qis_numeric: list[bool]) -> DataFrame:
+def _reassign(
+    work: DataFrame, cuts: Cuts, planner: RoundPlanner, *, qis_numeric: list[bool]
+) -> DataFrame:
     """New partition ids for the rows of cut partitions (two broadcast joins), lineage cut."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -207,18 +203,33 @@ def _reassign(work: DataFrame, splits: list[Split], *, qis_numeric: list[bool]) 
         ]
     )
     spec = [
-        (
-            s.pid,
-            s.attr,
-            s.threshold,
-            s.children[0] if s.threshold is not None else None,
-            s.children[1] if s.threshold is not None else None,
+        (p, a, t, left, right)
+        for p, a, t, left, right in zip(
+            cuts.num_pid.tolist(),
+            cuts.num_attr.tolist(),
+            cuts.num_threshold.tolist(),
+            cuts.num_left.tolist(),
+            cuts.num_right.tolist(),
+            strict=True,
         )
-        for s in splits
     ]
-    cat = [
-        (s.pid, str(v), c) for s in splits if s.threshold is None for v, c in s.value_child.items()
+    cat_parts, first = np.unique(cuts.cat_pid, return_index=True)
+    spec += [
+        (p, a, None, None, None)
+        for p, a in zip(cat_parts.tolist(), cuts.cat_attr[first].tolist(), strict=True)
     ]
+    cat = []
+    for j in np.unique(cuts.cat_attr).tolist():
+        mine = cuts.cat_attr == j
+        words = planner.leaf_labels(j, cuts.cat_leaf[mine])
+        cat += list(
+            zip(
+                cuts.cat_pid[mine].tolist(),
+                words.tolist(),
+                cuts.cat_child[mine].tolist(),
+                strict=True,
+            )
+        )
     spec_df = spark.createDataFrame(spec, num_schema)
     cat_df = spark.createDataFrame(cat, cat_schema)
     num_value = F.lit(None).cast("double")

@@ -16,7 +16,6 @@ Replicated rows cost nothing after the first aggregation: the table holds distin
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,6 +30,7 @@ from leteo_fed.anonymize.tds import (
     Records,
     Specialization,
     TdsPlanner,
+    TdsStats,
     build_taxonomies,
     privacy_model,
 )
@@ -69,16 +69,7 @@ def _sens(i: int) -> str:
     return f"_tds_s{i}"
 
 
-@dataclass(frozen=True)
-class SparkTdsStats:
-    """What the Spark run did."""
-
-    n_rows: int
-    n_partitions: int  # released equivalence classes
-    rounds: int
-    n_suppressed: int
-    distinct_rows: int
-    history: list[Specialization]
+SparkTdsStats = TdsStats  # the name the Spark callers know
 
 
 def _range_case(code: Column, ranges: list[tuple[int, int, int]]) -> Column:

@@ -17,8 +17,9 @@ l-diversity and t-closeness, or the rows of those that do not fit in the suppres
 The rounds only read a *records* table: for the current classes (``j = -1``) and for each QI j,
 the classes the table would have if every node of j's cut were specialized, each split by
 sensitive combination, with row counts. :class:`TdsPlanner` turns records into decisions; this
-module computes records with NumPy (the reference), :mod:`spark_tds` with one Spark aggregation
-per round. Records are put in a canonical order first, so both make bit-identical decisions.
+module computes records with NumPy (the reference), :mod:`local_tds` likewise from Arrow columns
+(the job's in-process engine), :mod:`spark_tds` with one Spark aggregation per round. Records are
+put in a canonical order first, so all three make bit-identical decisions.
 
 Specializations that leave every class's rows unchanged (all rows of X fall under one child) are
 applied together in one round: they change no other candidate's score and stay valid forever, so
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from leteo_fed.anonymize.arrays import unique_rows
 from leteo_fed.anonymize.config import AnonymizationConfig
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.in_memory import read_columns
@@ -76,8 +78,8 @@ class Records:
         cls, j: np.ndarray, tup: np.ndarray, combo: np.ndarray, count: np.ndarray
     ) -> Records:
         keys = np.column_stack([j, tup, combo]).astype(np.int64)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        summed = np.bincount(inv.reshape(-1), weights=count, minlength=len(uniq))
+        uniq, inv = unique_rows(keys)
+        summed = np.bincount(inv, weights=count, minlength=len(uniq))
         return cls(uniq[:, 0], uniq[:, 1:-1], uniq[:, -1], np.rint(summed).astype(np.int64))
 
     def select(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -94,6 +96,18 @@ class Specialization:
     gain: float
     info_gain: float
     anonymity_gain: float
+
+
+@dataclass(frozen=True)
+class TdsStats:
+    """What a TDS run did (either engine)."""
+
+    n_rows: int
+    n_partitions: int  # released equivalence classes
+    rounds: int
+    n_suppressed: int
+    distinct_rows: int
+    history: list[Specialization]
 
 
 @dataclass(frozen=True)
@@ -135,8 +149,7 @@ class TdsPlanner:
         self._sq: dict[tuple[int, int], float] = {}
 
     def _classes(self, tup: np.ndarray, combo: np.ndarray, count: np.ndarray) -> _Classes:
-        keys, inv = np.unique(tup, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        keys, inv = unique_rows(tup)
         n, c = len(keys), len(self.model.combos)
         sizes = np.bincount(inv, weights=count, minlength=n)
         ok = np.empty(n, dtype=bool)
@@ -272,7 +285,7 @@ class TdsResult:
     history: list[Specialization]
 
 
-def _records(
+def compact_records(
     nodes: np.ndarray, child: np.ndarray, combo: np.ndarray, weight: np.ndarray
 ) -> Records:
     parts_j, parts_t, parts_c, parts_w = [np.full(len(nodes), -1)], [nodes], [combo], [weight]
@@ -323,10 +336,8 @@ def anonymize(
     )
     combo = model.combo_codes(table.row_combos)
 
-    compact, inv, weight = np.unique(
-        np.column_stack([codes, combo]), axis=0, return_inverse=True, return_counts=True
-    )
-    inv = inv.reshape(-1)
+    compact, inv = unique_rows(np.column_stack([codes, combo]))
+    weight = np.bincount(inv, minlength=len(compact))
     leaf, combo_c = compact[:, :-1], compact[:, -1]
     # annotated: NumPy's stubs resolve np.zeros(<tuple[Any, ...]>) to a 0-d array
     nodes: np.ndarray = np.zeros(leaf.shape, dtype=np.int64)
@@ -335,7 +346,7 @@ def anonymize(
     )
     planner = TdsPlanner(config, taxonomies, model, code_counts, n)
     while True:
-        picked = planner.choose(_records(nodes, child, combo_c, weight))
+        picked = planner.choose(compact_records(nodes, child, combo_c, weight))
         if not picked:
             break
         for s in picked:

@@ -1,6 +1,7 @@
-"""`leteo-fed anonymize`: a generalized release of a dataset on Spark, checked on what was written.
+"""`leteo-fed anonymize`: a generalized release of a dataset, checked on what was written.
 
-Needs the [spark] extra; the job itself lives in :mod:`leteo_fed.anonymize.job`.
+The job itself lives in :mod:`leteo_fed.anonymize.job`; it runs in process or on Spark (the
+[spark] extra), as --engine or the config say.
 """
 
 from __future__ import annotations
@@ -13,8 +14,15 @@ from leteo_fed import extras
 from leteo_fed.cli.options import SubParsers, set_handler
 
 DESCRIPTION = """\
-Release a generalized copy of a dataset on Spark (local[*] unless SPARK_MASTER is set;
-rows never reach the driver):
+Release a generalized copy of a dataset, in process or on Spark (same release either way):
+
+  --engine auto   (default) in process when the input is a local file of at most
+                  min(256 MiB, available memory / 8) of data, else Spark
+  --engine local  in process: pyarrow reads and writes, NumPy anonymizes
+  --engine spark  on Spark: local[*] unless SPARK_MASTER is set (e.g. spark://host:7077);
+                  rows never reach the driver
+
+Steps:
 
   1. drop direct identifiers, replace others by keyed HMAC-SHA256 pseudonyms;
   2. generalize the quasi-identifiers (Mondrian or TDS) until every equivalence class has
@@ -28,6 +36,7 @@ Minimal config (paths relative to the TOML file; every key in docs/anonymization
   [anonymization]
   algorithm = "mondrian"          # or "tds"
   k = 10
+  engine = "auto"                 # or "local" / "spark"; --engine overrides it
   [[quasi_identifier]]
   column = "age"
   type = "numeric"
@@ -52,7 +61,7 @@ its hierarchy, k or l/t that no output can reach), nothing written; 1 the run fa
 def add_parser(sub: SubParsers) -> None:
     p = sub.add_parser(
         "anonymize",
-        help="k-anonymize / l-diversify / t-close a dataset on Spark (Mondrian or TDS)",
+        help="k-anonymize / l-diversify / t-close a dataset (Mondrian or TDS), in process or on Spark",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -60,7 +69,8 @@ def add_parser(sub: SubParsers) -> None:
         "--input",
         required=True,
         metavar="PATH",
-        help="CSV (with header) or Parquet: a file or folder, any Spark-readable path",
+        help="CSV (with header) or Parquet: a file or folder; any Spark-readable path with "
+        "--engine spark",
     )
     p.add_argument(
         "--config", type=Path, required=True, metavar="FILE", help="anonymization TOML file"
@@ -85,6 +95,12 @@ def add_parser(sub: SubParsers) -> None:
         default=None,
         help="input format (default: from the input's name)",
     )
+    p.add_argument(
+        "--engine",
+        choices=["auto", "local", "spark"],
+        default=None,
+        help="where the job runs (default: the config's anonymization.engine, else auto)",
+    )
     set_handler(p, run)
 
 
@@ -94,11 +110,19 @@ def _score(value: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the job; print what was released and which privacy models hold on it."""
-    extras.require("pyspark")
+    if args.engine == "spark":
+        extras.require("pyspark")  # before anything is read (auto asks once it has chosen)
     from leteo_fed.anonymize.job import AnonymizationFailed, run_job
 
     try:
-        report = run_job(args.input, args.config, args.out, args.report, input_fmt=args.format)
+        report = run_job(
+            args.input,
+            args.config,
+            args.out,
+            args.report,
+            input_fmt=args.format,
+            engine=args.engine,
+        )
     except AnonymizationFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -115,6 +139,6 @@ def run(args: argparse.Namespace) -> int:
         f"{report['classes']['count']} classes; {', '.join(models)}; "
         f"GCP {report['information_loss']['gcp']:.3f}; all models hold: {privacy['all_hold']}"
     )
-    print(f"wrote {report['job']['output']}")
+    print(f"wrote {report['job']['output']} (engine {report['job']['engine']['used']})")
     print(f"report: {report['job']['report']}")
     return 0

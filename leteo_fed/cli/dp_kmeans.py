@@ -1,7 +1,7 @@
-"""`leteo-fed dp-kmeans`: differentially private k-means of a Spark-readable dataset.
+"""`leteo-fed dp-kmeans`: differentially private k-means of a dataset, in process or on Spark.
 
 `add_parser` adds the sub-command to the main parser; `run` executes it. Every parameter is
-checked before Spark reads a row; errors are LeteoError subclasses, which the main entry point
+checked before a row is read; errors are LeteoError subclasses, which the main entry point
 turns into one line and exit code 2. The result JSON is written last and atomically, so its
 presence means the run succeeded.
 """
@@ -25,10 +25,19 @@ from leteo_fed.cli.options import csv_list, set_handler
 from leteo_fed.errors import ConfigError
 
 DESCRIPTION = """\
-Differentially private k-means on Spark (local[*] unless SPARK_MASTER is set). Rows stay on
-the executors; the driver (the trusted curator) receives aggregates only: per-cell counts
-(eugkm), per-node counts and per-leaf sums (lsh), and adds the noise itself; for ldp the rows
-are perturbed on the executors and only MLlib's centers come back. Methods:
+Differentially private k-means, in process or on Spark (--engine):
+
+  auto   (default) in process when the data is a local file of at most
+         min(256 MiB, available memory / 8), else Spark
+  local  in process: pyarrow reads the file, NumPy counts, noises and clusters
+  spark  on Spark (local[*] unless SPARK_MASTER is set, e.g. spark://host:7077). Rows stay on
+         the executors; the driver (the trusted curator) receives aggregates only: per-cell
+         counts (eugkm), per-node counts and per-leaf sums (lsh), and adds the noise itself;
+         for ldp the rows are perturbed on the executors and only MLlib's centers come back.
+
+The same seed gives the same eugkm centers on both engines (while the synopsis has at most
+200,000 points; above that Spark clusters it with MLlib), lsh centers equal to rounding (sums
+in another order), and ldp the same guarantee from another random stream. Methods:
 
   eugkm  two-level adaptive grid synopsis (EUGkM): Laplace noisy counts per grid cell, grid
          sizes from N, epsilon and d; weighted k-means on the noisy cell centers. Pure
@@ -82,6 +91,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--data", required=True, metavar="PATH", help="CSV (header) or Parquet path")
+    p.add_argument(
+        "--engine",
+        choices=["auto", "local", "spark"],
+        default="auto",
+        help="where the job runs (default: auto, by the size of the data)",
+    )
     p.add_argument(
         "--format", choices=["csv", "parquet"], default=None, help="input format (default: name)"
     )
@@ -306,14 +321,27 @@ def _plot(result, features: list[str], path: Path) -> None:
     atomic_save_figure(fig, path)
 
 
+def _engine(args: argparse.Namespace) -> Any:
+    """The engine for this run; Spark's extra is required only when Spark runs it."""
+    from leteo_fed.anonymize.engine import choose
+    from leteo_fed.anonymize.inputs import input_format
+
+    choice = choose(args.engine, args.data, input_format(args.data, args.format), types=False)
+    if choice.used == "spark":
+        extras.require("pyspark")
+    return choice
+
+
 def run(args: argparse.Namespace) -> int:
     """Check, reserve the budget, read, fit, write the PNG, then the JSON (last, atomically)."""
-    extras.require("pyspark", "matplotlib")  # before the ledger is touched
+    # before the ledger is touched; Spark's extra now if asked for, else once the engine is known
+    extras.require(*(["pyspark"] if args.engine == "spark" else []), "matplotlib")
     _check_args(args)
+    engine = _engine(args)
     held = _reserve(args)
     released: list[bool] = []  # set once a DP output (PNG or JSON) starts to be written
     try:
-        code = _run_checked(args, lambda: released.append(True))
+        code = _run_checked(args, lambda: released.append(True), engine)
     except BaseException:
         if held is not None:
             if released:  # an output may exist: the spend stands
@@ -327,15 +355,49 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _run_checked(args: argparse.Namespace, releasing: Callable[[], object]) -> int:
-    from leteo_fed.clustering.spark_io import load_features
-    from leteo_fed.fileio import atomic_write_json
+def _fit_local(args: argparse.Namespace, x: np.ndarray, doc: dict[str, Any]) -> Any:
+    """The chosen method on in-memory points (the NumPy paths of the Spark methods)."""
+    d = x.shape[1]
+    if args.method == "eugkm":
+        from leteo_fed.clustering.eugkm import eugkm_numpy
 
+        lo, hi = _bounds_for(args.bounds, d)
+        doc["bounds"] = {"lo": lo.tolist(), "hi": hi.tolist()}
+        return eugkm_numpy(x, args.k, args.epsilon, lo, hi, n_public=args.n_public, seed=args.seed)
+    if args.method == "ldp":
+        from leteo_fed.clustering.ldp_kmeans import ldp_kmeans_numpy
+
+        lo, hi = _bounds_for(args.bounds, d)
+        doc["bounds"] = {"lo": lo.tolist(), "hi": hi.tolist()}
+        return ldp_kmeans_numpy(x, args.k, args.epsilon, lo, hi, seed=args.seed)
+    from leteo_fed.clustering.lsh_coreset import DEFAULT_DELTA, lsh_numpy
+
+    center = _per_feature(args.center, d, "center") if args.center is not None else None
+    delta = args.delta if args.delta is not None else DEFAULT_DELTA
+    result = lsh_numpy(
+        x, args.k, args.epsilon, args.radius, delta=delta, center=center, seed=args.seed
+    )
+    doc["radius"] = args.radius
+    doc["center"] = result.details["center"]
+    return result
+
+
+def _run_checked(args: argparse.Namespace, releasing: Callable[[], object], engine: Any) -> int:
     t_start = time.perf_counter()
+    doc: dict[str, Any] = {}
+    if engine.used == "local":
+        from leteo_fed.clustering.local_io import load_features_local
+
+        x, features = load_features_local(args.data, args.features, args.format)
+        t_read = time.perf_counter() - t_start
+        result = _fit_local(args, x, doc)
+        t_fit = time.perf_counter() - t_start - t_read
+        return _finish(args, releasing, engine, doc, result, features, (t_start, t_read, t_fit), x)
+    from leteo_fed.clustering.spark_io import load_features
+
     df, features = load_features(args.data, args.features, args.format)
     d = len(features)
     t_read = time.perf_counter() - t_start
-    doc: dict[str, Any] = {}
     if args.method == "eugkm":
         from leteo_fed.clustering.spark_eugkm import eugkm_spark
 
@@ -367,7 +429,23 @@ def _run_checked(args: argparse.Namespace, releasing: Callable[[], object]) -> i
         doc["radius"] = args.radius
         doc["center"] = result.details["center"]
     t_fit = time.perf_counter() - t_start - t_read
+    return _finish(args, releasing, engine, doc, result, features, (t_start, t_read, t_fit), df)
 
+
+def _finish(
+    args: argparse.Namespace,
+    releasing: Callable[[], object],
+    engine: Any,
+    doc: dict[str, Any],
+    result: Any,
+    features: list[str],
+    times: tuple[float, float, float],
+    rows: Any,
+) -> int:
+    """Write the PNG and the JSON; ``rows`` (points or DataFrame) only for --evaluate-loss."""
+    from leteo_fed.fileio import atomic_write_json
+
+    t_start, t_read, t_fit = times
     doc = {
         "centers": result.centers.tolist(),
         "k": args.k,
@@ -392,10 +470,17 @@ def _run_checked(args: argparse.Namespace, releasing: Callable[[], object]) -> i
         "synopsis_points": int(result.summary_points.shape[0]),
         "seed": args.seed,
         "data": args.data,
+        "engine": engine.as_dict(),
     }
     if args.evaluate_loss:
         t0 = time.perf_counter()
-        loss, n = _nonprivate_loss(df, result.centers)
+        if isinstance(rows, np.ndarray):
+            from leteo_fed.clustering.lloyd import kmeans_loss
+
+            loss = kmeans_loss(rows, result.centers) if rows.shape[0] else math.nan
+            n = int(rows.shape[0])
+        else:
+            loss, n = _nonprivate_loss(rows, result.centers)
         doc["nonprivate_evaluation"] = {
             "loss": loss,
             "rows": n,

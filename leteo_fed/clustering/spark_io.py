@@ -1,10 +1,12 @@
 """Read the features of a Spark-readable dataset for the DP k-means jobs, without collecting it.
 
-Refusals come from the schema alone (a named feature missing or not numeric, no numeric column
-at all), so they reveal nothing about individual rows. Rows with a null, NaN or infinite value in
-a selected feature are DROPPED on the executors: a per-row filter keeps the DP guarantee of what
-follows (a neighbouring dataset differs in at most one kept row). How many rows were dropped is
-not reported, because that count is not private.
+A CSV is read as text and each column typed by :mod:`leteo_fed.anonymize.kinds` (one
+aggregation, like Spark's own schema inference), so the in-process engine (:mod:`local_io`) picks
+the same numeric columns. Refusals come from the types alone (:mod:`features`), so they reveal
+nothing about individual rows. Rows with a null, NaN or infinite value in a selected feature are
+DROPPED on the executors: a per-row filter keeps the DP guarantee of what follows (a
+neighbouring dataset differs in at most one kept row). How many rows were dropped is not
+reported, because that count is not private.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ def feature_names(i: int) -> str:
 
 
 def read_dataset(path: str, fmt: str | None = None) -> DataFrame:
-    """CSV (with header, inferred types) or Parquet, from the explicit format or the path."""
+    """CSV (with header; columns typed by content) or Parquet, by the explicit format or the path."""
     from pyspark.errors import AnalysisException
 
-    from leteo_fed.anonymize.job import input_format
+    from leteo_fed.anonymize import kinds as K
+    from leteo_fed.anonymize.column_scan import scan_spark
+    from leteo_fed.anonymize.inputs import input_format
     from leteo_fed.data.spark_stats import get_spark
 
     fmt = input_format(path, fmt)
@@ -43,10 +47,27 @@ def read_dataset(path: str, fmt: str | None = None) -> DataFrame:
     try:
         if fmt == "parquet":
             return spark.read.parquet(path)
-        return spark.read.csv(path, header=True, inferSchema=True, quote='"', escape='"')
+        df = spark.read.csv(path, header=True, quote='"', escape='"')
     except AnalysisException as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DataError(f"cannot read {path!r} as {fmt}: {first}", field="data") from exc
+    rows, scans = scan_spark(df, df.columns)
+    kinds = {c: K.text_kind(scans[c], rows) for c in df.columns}
+    return df.select(
+        *[
+            col(c).cast("long" if kinds[c] == K.INTEGER else "double").alias(c)
+            if kinds[c] in K.NUMERIC
+            else col(c)
+            for c in df.columns
+        ]
+    )
+
+
+def spark_kinds(df: DataFrame) -> dict[str, str]:
+    """Kinds of a DataFrame's columns from its (typed) schema."""
+    from leteo_fed.anonymize.column_scan import spark_kind
+
+    return {f.name: spark_kind(f.dataType) for f in df.schema.fields}
 
 
 def select_features(df: DataFrame, features: Sequence[str] | None) -> tuple[DataFrame, list[str]]:
@@ -55,31 +76,10 @@ def select_features(df: DataFrame, features: Sequence[str] | None) -> tuple[Data
     `features` None means every numeric column, in file order.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import NumericType
 
-    types = {f.name: f.dataType for f in df.schema.fields}
-    if features is None:
-        names = [f.name for f in df.schema.fields if isinstance(f.dataType, NumericType)]
-        if not names:
-            raise DataError("the data has no numeric column; pass --features", field="features")
-    else:
-        names = list(features)
-        if not names:
-            raise DataError("no features selected", field="features")
-        if len(set(names)) != len(names):
-            raise DataError("a feature is named twice", field="features")
-        for name in names:
-            if name not in types:
-                raise DataError(
-                    f"feature {name!r} is not in the data; available columns: "
-                    + ", ".join(repr(c) for c in df.columns),
-                    field=name,
-                )
-            if not isinstance(types[name], NumericType):
-                raise DataError(
-                    f"feature {name!r} is not numeric (type {types[name].simpleString()})",
-                    field=name,
-                )
+    from leteo_fed.clustering.features import pick_features
+
+    names = pick_features(df.columns, spark_kinds(df), features)
     cols = [col(n).cast("double").alias(feature_names(i)) for i, n in enumerate(names)]
     out = df.select(*cols)
     finite = [

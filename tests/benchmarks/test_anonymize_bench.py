@@ -1,4 +1,5 @@
-"""benchmarks/anonymize_bench.py: the anonypy adapter, and the core on a few hundred rows."""
+"""benchmarks/anonymize_bench.py: the anonypy adapter, and the core on a few hundred rows
+(the local engine without Spark; both engines and a fresh CLI process with Spark)."""
 
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ def test_scaling_reuses_x1_scales_k_and_caps_anonypy(bench, monkeypatch):
         scale_k=10,
         scale_k_proportional=True,
         anonypy_cap_s=1.5,  # x2 takes 2 s: x5 and x10 are skipped
+        warmup_rows=0,
         hierarchies={},
         progress=None,
     )
@@ -104,25 +106,54 @@ def test_scaling_reuses_x1_scales_k_and_caps_anonypy(bench, monkeypatch):
     assert (x5["status"], x10["status"], x10["k"]) == ("skipped", "skipped", 100)
 
 
+def test_core_runs_the_local_engine_on_synthetic_rows(bench, tmp_path):
+    """The job tools without Spark: Mondrian and TDS in process, end to end, checked."""
+    data = synthetic(bench, 300)
+    results = bench.run_benchmark(
+        data,
+        tools=["mondrian/local", "tds/local"],
+        ks=[20],
+        scales=[1],
+        scale_k=20,
+        progress=None,
+        process=True,
+    )
+    for row in results["k_sweep"]:
+        assert row["status"] == "ok", row
+        assert row["min_class"] >= 20 and row["suppressed"] == 0
+        assert row["tool_stats"]["rows"] == 300 and 0 < row["anonymize_s"] <= row["time_s"]
+    assert [p["status"] for p in results["process"]] == ["ok", "ok"]  # fresh CLI processes
+    assert bench.failed_leteo_runs(results) == []
+    report = {"data": {"rows": 300}, "config": {"scale_k": 20}, **results}
+    assert "fresh CLI process" in bench.markdown(report)
+
+
 @pytest.mark.spark
-@pytest.mark.timeout(180)
-def test_core_runs_spark_mondrian_on_synthetic_rows(bench, tmp_path):
+@pytest.mark.timeout(300)
+def test_core_runs_both_engines_on_synthetic_rows(bench, tmp_path):
     data = synthetic(bench, 300)
     messages: list[str] = []
     results = bench.run_benchmark(
-        data, tools=["mondrian"], ks=[50], scales=[1], warmup_rows=0, progress=messages.append
+        data,
+        tools=["mondrian/local", "mondrian/spark"],
+        ks=[50],
+        scales=[1],
+        warmup_rows=0,
+        progress=messages.append,
     )
-    assert results["tools"]["mondrian"]["available"]
-    (row,) = results["k_sweep"]
-    assert row["status"] == "ok", row
-    assert row["min_class"] >= 50 and row["classes"] >= 2 and row["suppressed"] == 0
-    assert 0.0 < row["gcp"] < 1.0 and set(row["ncp"]) == set(bench.QI_COLUMNS)
-    assert row["tool_stats"]["n_rows"] == 300
-    assert any("mondrian k=50 x1" in m for m in messages)
+    assert results["tools"]["mondrian/spark"]["available"]
+    local, spark = results["k_sweep"]
+    for row in (local, spark):
+        assert row["status"] == "ok", row
+        assert row["min_class"] >= 50 and row["classes"] >= 2 and row["suppressed"] == 0
+        assert 0.0 < row["gcp"] < 1.0 and set(row["ncp"]) == set(bench.QI_COLUMNS)
+        assert row["tool_stats"]["rows"] == 300
+    assert (local["gcp"], local["classes"]) == (spark["gcp"], spark["classes"])  # same release
+    assert any("mondrian/spark k=50 x1" in m for m in messages)
 
     report = {"data": {"rows": 300}, "config": {"scale_k": 50}, **results}
     paths = bench.write_outputs(report, tmp_path, "bench")
-    assert json.loads(paths["json"].read_text())["k_sweep"][0]["classes"] == row["classes"]
-    assert "| mondrian | 50 | 300 |" in paths["md"].read_text()
+    assert json.loads(paths["json"].read_text())["k_sweep"][1]["classes"] == spark["classes"]
+    assert "| mondrian/spark | 50 | 300 |" in paths["md"].read_text()
     assert paths["png"].stat().st_size > 0
     assert bench.failed_leteo_runs(report) == []

@@ -1,19 +1,18 @@
 """`leteo-fed anonymize` end to end: the released file is checked by `verify` and by pycanon.
 
 Every input (CSV, TOML, hierarchies, HMAC key) is written into a temporary folder; the CLI runs
-in-process (one Spark session for the module). The release is then graded independently of the
-job: k / l / t with `verify` and with pycanon as a referee, truthfulness of every QI value, row
-order, dropped and pseudonymized identifiers, and the report's numbers against the same
-independent computation. Refusals must exit 2, name the problem and leave no output behind.
+in-process (one Spark session for the module), once per engine (`--engine local` and `--engine
+spark`). The release is then graded independently of the job: k / l / t with `verify` and with
+pycanon as a referee, truthfulness of every QI value, row order, dropped and pseudonymized
+identifiers, and the report's numbers against the same independent computation. Refusals must
+exit 2, name the problem and leave no output behind, on either engine.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import hmac
-import io
 import json
 import os
 from collections.abc import Iterator
@@ -23,109 +22,21 @@ from typing import Any
 
 import numpy as np
 import pytest
+from job_cases import (
+    COLUMNS,
+    ENGINES,
+    KEY,
+    QIS,
+)
+from job_cases import cli as _cli
+from job_cases import rows as _rows
+from job_cases import write_csv as _write_csv
+from job_cases import write_job as _write_job
 
 from leteo_fed.anonymize import verify
 from leteo_fed.anonymize.config import load_config
-from leteo_fed.cli.main import main
 
 pytestmark = pytest.mark.spark
-
-KEY = b"unit-test-hmac-key-0123456789"
-EDU = [
-    ["HS", "School", "*"],
-    ["Some-college", "School", "*"],
-    ["Bachelors", "Uni", "*"],
-    ["Masters", "Uni", "*"],
-    ["Doctorate", "Uni", "*"],
-]
-DIAG = [
-    ["Flu", "Respiratory", "*"],
-    ["Pneumonia", "Respiratory", "*"],
-    ["Gastritis", "Digestive", "*"],
-    ["Ulcer", "Digestive", "*"],
-]
-COLUMNS = ["name", "ssn", "age", "education", "zip", "income", "hours", "diagnosis", "note"]
-QIS = ["age", "education"]
-
-CONFIG = """\
-[anonymization]
-algorithm = "mondrian"
-k = {k}
-
-[[quasi_identifier]]
-column = "{age}"
-type = "numeric"
-
-[[quasi_identifier]]
-column = "education"
-type = "categorical"
-hierarchy = "education.csv"
-
-[[sensitive]]
-column = "income"
-l_diversity = {{ variant = "distinct", l = 2 }}
-t_closeness = {{ t = 0.3 }}
-
-[[sensitive]]
-column = "hours"
-l_diversity = {{ variant = "entropy", l = 2 }}
-t_closeness = {{ t = 0.35 }}
-
-[[sensitive]]
-column = "diagnosis"
-hierarchy = "diagnosis.csv"
-l_diversity = {{ variant = "recursive", l = 2, c = 4.0 }}
-t_closeness = {{ t = 0.3, distance = "hierarchical" }}
-
-[identifiers]
-drop = ["ssn"]
-pseudonymize = ["name"]
-key_file = "hmac.key"
-"""
-
-
-def _rows(n: int, seed: int = 3) -> list[dict[str, Any]]:
-    rng = np.random.default_rng(seed)
-    return [
-        {
-            "name": f"person-{i:04d}",
-            "ssn": f"{int(rng.integers(0, 10**9)):09d}",
-            "age": int(rng.integers(17, 80)),
-            "education": str(rng.choice([e[0] for e in EDU], p=[0.3, 0.25, 0.25, 0.12, 0.08])),
-            "zip": f"0{int(rng.integers(1000, 9999))}",  # leading zero must survive
-            "income": str(rng.choice(["<=50K", ">50K"], p=[0.7, 0.3])),
-            "hours": float(rng.choice([20, 35, 40, 45, 60], p=[0.1, 0.2, 0.4, 0.2, 0.1])),
-            "diagnosis": str(rng.choice([d[0] for d in DIAG])),
-            "note": 'said "hi", then left' if i % 7 == 0 else f"n{i}",  # RFC 4180 quoting
-        }
-        for i in range(n)
-    ]
-
-
-def _write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str] = COLUMNS) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        w.writerows(rows)
-
-
-def _write_job(folder: Path, k: int = 5, age: str = "age") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "education.csv").write_text("\n".join(";".join(r) for r in EDU) + "\n")
-    (folder / "diagnosis.csv").write_text("\n".join(";".join(r) for r in DIAG) + "\n")
-    key = folder / "hmac.key"
-    key.write_bytes(KEY + b"\n")
-    key.chmod(0o600)
-    config = folder / "job.toml"
-    config.write_text(CONFIG.format(k=k, age=age))
-    return config
-
-
-def _cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(["anonymize", *args])
-    return rc, out.getvalue(), err.getvalue()
 
 
 def _read_release(path: Path) -> dict[str, np.ndarray]:
@@ -148,6 +59,7 @@ def spark() -> Iterator[Any]:
 
 @dataclass(frozen=True)
 class Run:
+    engine: str
     folder: Path
     original: list[dict[str, Any]]
     released: dict[str, np.ndarray]
@@ -159,13 +71,15 @@ class Run:
 N = 240
 
 
-@pytest.fixture(scope="module")
-def run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
+@pytest.fixture(scope="module", params=ENGINES)
+def run(spark: Any, tmp_path_factory: pytest.TempPathFactory, request: Any) -> Run:
     folder = tmp_path_factory.mktemp("job")
     config = _write_job(folder)
     rows = _rows(N)
     _write_csv(folder / "data.csv", rows)
     rc, out, err = _cli(
+        "--engine",
+        request.param,
         "--input",
         str(folder / "data.csv"),
         "--config",
@@ -179,7 +93,7 @@ def run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
     released = _read_release(folder / "released.csv")
     released["hours"] = released["hours"].astype(float)
     report = json.loads((folder / "report.json").read_text())
-    return Run(folder, rows, released, report, out, err)
+    return Run(request.param, folder, rows, released, report, out, err)
 
 
 def _original_table(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -193,7 +107,10 @@ def _original_table(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 
 def test_cli_prints_rounds_summary_and_report_path(run: Run) -> None:
-    assert "spark mondrian round 1" in run.stderr
+    prefix = "spark " if run.engine == "spark" else ""
+    assert f"\n{prefix}mondrian round 1" in run.stderr
+    assert run.stderr.startswith(f"engine: {run.engine} (--engine {run.engine} was asked for)")
+    assert run.report["job"]["engine"]["used"] == run.engine
     assert f"released {N} of {N} rows (0 suppressed)" in run.stdout
     assert f"report: {run.folder / 'report.json'}" in run.stdout
     assert _leftovers(run.folder) == []
@@ -292,7 +209,10 @@ def test_report_equals_independent_measurement(run: Run) -> None:
 # ---------------------------------------------------------------------------- Parquet
 
 
-def test_parquet_in_parquet_out_replaces_old_output(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_parquet_in_parquet_out_replaces_old_output(
+    spark: Any, tmp_path: Path, engine: str
+) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -303,8 +223,9 @@ def test_parquet_in_parquet_out_replaces_old_output(spark: Any, tmp_path: Path) 
     out.mkdir()
     (out / "stale.txt").write_text("from an earlier run")
     rc, stdout, err = _cli(
-        "--input", str(tmp_path / "in.parquet"), "--config", str(config), "--out", str(out)
-    )
+        "--input", str(tmp_path / "in.parquet"), "--config", str(config), "--out", str(out),
+        "--engine", engine,
+    )  # fmt: skip
     assert rc == 0, err
     assert not (out / "stale.txt").exists()
     table = pq.read_table(out)
@@ -322,10 +243,13 @@ def test_parquet_in_parquet_out_replaces_old_output(spark: Any, tmp_path: Path) 
 # ---------------------------------------------------------------------------- refusals
 
 
-def _refused(folder: Path, config: Path, needle: str, data: str = "data.csv") -> str:
+def _refused(
+    folder: Path, config: Path, needle: str, data: str = "data.csv", engine: str = "auto"
+) -> str:
     rc, out, err = _cli(
-        "--input", str(folder / data), "--config", str(config), "--out", str(folder / "out.csv")
-    )
+        "--input", str(folder / data), "--config", str(config), "--out", str(folder / "out.csv"),
+        "--engine", engine,
+    )  # fmt: skip
     assert rc == 2, (out, err)
     line = err.strip().splitlines()[-1]
     assert line.startswith("error: ") and needle in line, line
@@ -334,41 +258,59 @@ def _refused(folder: Path, config: Path, needle: str, data: str = "data.csv") ->
     return line
 
 
-def test_unknown_column_is_named_with_the_available_ones(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_unknown_column_is_named_with_the_available_ones(
+    spark: Any, tmp_path: Path, engine: str
+) -> None:
     config = _write_job(tmp_path, age="agee")
     _write_csv(tmp_path / "data.csv", _rows(30))
-    line = _refused(tmp_path, config, "'agee'")
+    line = _refused(tmp_path, config, "'agee'", engine=engine)
     assert "available columns" in line and "'age'" in line
 
 
-def test_value_missing_from_hierarchy(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_value_missing_from_hierarchy(spark: Any, tmp_path: Path, engine: str) -> None:
     config = _write_job(tmp_path)
     rows = _rows(30)
     rows[7]["education"] = "Kindergarten"
+    rows[9]["education"] = "Abitur"
     _write_csv(tmp_path / "data.csv", rows)
-    line = _refused(tmp_path, config, "'Kindergarten'")
+    line = _refused(tmp_path, config, "'Abitur'", engine=engine)
+    assert line.endswith("also missing: 'Kindergarten'")
     assert "'education'" in line and "not in its hierarchy" in line
 
 
-def test_unreachable_k(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_unreachable_k(spark: Any, tmp_path: Path, engine: str) -> None:
     config = _write_job(tmp_path, k=1000)
     _write_csv(tmp_path / "data.csv", _rows(40))
-    _refused(tmp_path, config, "no output can reach k=1000")
+    _refused(tmp_path, config, "no output can reach k=1000", engine=engine)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("bad", ["", "NaN"])
-def test_missing_or_nan_quasi_identifier(spark: Any, tmp_path: Path, bad: str) -> None:
+def test_missing_or_nan_quasi_identifier(spark: Any, tmp_path: Path, bad: str, engine: str) -> None:
     config = _write_job(tmp_path)
     rows = _rows(30)
     rows[3]["age"] = bad
     _write_csv(tmp_path / "data.csv", rows)
-    line = _refused(tmp_path, config, "column 'age' has 1 missing")
+    line = _refused(tmp_path, config, "column 'age' has 1 missing", engine=engine)
     assert "null/NaN" in line
 
 
-def test_missing_input_and_output_over_input(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_text_in_a_numeric_quasi_identifier(spark: Any, tmp_path: Path, engine: str) -> None:
     config = _write_job(tmp_path)
-    _refused(tmp_path, config, "cannot read", data="nowhere.csv")
+    rows = _rows(30)
+    rows[5]["age"] = "forty"
+    _write_csv(tmp_path / "data.csv", rows)
+    _refused(tmp_path, config, "numeric quasi-identifier 'age' is read as text", engine=engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_missing_input_and_output_over_input(spark: Any, tmp_path: Path, engine: str) -> None:
+    config = _write_job(tmp_path)
+    _refused(tmp_path, config, "cannot read", data="nowhere.csv", engine=engine)
     _write_csv(tmp_path / "out.csv", _rows(10))
     rc, _, err = _cli("--input", str(tmp_path / "out.csv"), "--config", str(config), "--out", str(tmp_path / "out.csv"))  # fmt: skip
     assert rc == 2 and "is the input" in err
@@ -393,24 +335,38 @@ def test_exposed_or_short_key_is_refused_and_not_echoed(tmp_path: Path) -> None:
     _refused(tmp_path, config, "at least 16 are required")
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 def test_release_missing_its_models_is_not_published(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
 ) -> None:
     """A broken algorithm (releases the raw QIs) is caught by the measurement: exit 1."""
-    from pyspark.sql import functions as F
+    if engine == "spark":
+        from pyspark.sql import functions as F
 
-    from leteo_fed.anonymize import job
-    from leteo_fed.anonymize.spark_mondrian import SUPPRESSED, SparkMondrianStats
+        from leteo_fed.anonymize import spark_job
+        from leteo_fed.anonymize.spark_mondrian import SUPPRESSED, SparkMondrianStats
 
-    def raw(df: Any, config: Any, hierarchies: Any, progress: Any = None) -> tuple[Any, Any]:
-        cols = [F.col(c).cast("string").alias(c) if c in QIS else F.col(c) for c in df.columns]
-        return df.select(*cols, F.lit(False).alias(SUPPRESSED)), SparkMondrianStats(30, 1, 1)
+        def raw(df: Any, config: Any, hierarchies: Any, progress: Any = None) -> tuple[Any, Any]:
+            cols = [F.col(c).cast("string").alias(c) if c in QIS else F.col(c) for c in df.columns]
+            return df.select(*cols, F.lit(False).alias(SUPPRESSED)), SparkMondrianStats(30, 1, 1)
 
-    monkeypatch.setattr(job, "_algorithm", lambda name: raw)
+        monkeypatch.setattr(spark_job, "algorithm", lambda name: raw)
+    else:
+        import pyarrow as pa
+
+        from leteo_fed.anonymize import local_job
+        from leteo_fed.anonymize.mondrian_rounds import MondrianStats
+
+        def raw_local(typed: Any, job: Any, summary: Any, say: Any) -> tuple[Any, Any, Any]:
+            labels = {c: typed.column(c).cast(pa.string()).combine_chunks() for c in QIS}
+            return labels, np.zeros(typed.num_rows, dtype=bool), MondrianStats(30, 1, 1)
+
+        monkeypatch.setattr(local_job, "_anonymize", raw_local)
     config = _write_job(tmp_path)
     _write_csv(tmp_path / "data.csv", _rows(30))
     rc, _, err = _cli(
-        "--input", str(tmp_path / "data.csv"), "--config", str(config), "--out", str(tmp_path / "o.csv")
+        "--input", str(tmp_path / "data.csv"), "--config", str(config), "--out", str(tmp_path / "o.csv"),
+        "--engine", engine,
     )  # fmt: skip
     assert rc == 1 and "k-anonymity" in err and "nothing published" in err
     assert not (tmp_path / "o.csv").exists() and _leftovers(tmp_path) == []

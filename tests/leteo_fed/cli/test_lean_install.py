@@ -103,9 +103,12 @@ def test_serve_help_without_extras(service):
 @pytest.mark.parametrize(
     ("argv", "extra"),
     [
-        (["anonymize", "--input", "in.csv", "--config", "anon.toml", "--out", "o.csv"], "spark"),
+        (["anonymize", "--input", "in.csv", "--config", "anon.toml", "--out", "o.csv",
+          "--engine", "spark"], "spark"),
         (["dp-kmeans", "--data", "d.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm",
-          "--bounds", "0,1", "--out", "o.json"], "spark"),
+          "--bounds", "0,1", "--out", "o.json", "--engine", "spark"], "spark"),
+        (["dp-kmeans", "--data", "d.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm",
+          "--bounds", "0,1", "--out", "o.json"], "plots"),
         (["demo", "pca", "--out", "o"], "plots"),
         (["bench", "pca", "--quick", "--out", "o.json"], "bench"),
     ],
@@ -124,3 +127,30 @@ def test_commands_needing_an_extra_name_it(tmp_path, argv, extra):
     assert f"pip install 'leteo-fed[{extra}]'" in result["stderr"]
     assert len(result["stderr"].strip().splitlines()) == 1
     assert not any(tmp_path.iterdir()), "nothing may be written"
+
+
+def test_anonymize_in_process_needs_no_extra(tmp_path):
+    """`--engine local` (and `auto` on a small file) runs on the base install: pyarrow + NumPy."""
+    (tmp_path / "edu.csv").write_text("HS;School;*\nBA;Uni;*\nMA;Uni;*\n")
+    (tmp_path / "job.toml").write_text(
+        '[anonymization]\nalgorithm = "mondrian"\nk = 3\n'
+        '[[quasi_identifier]]\ncolumn = "age"\ntype = "numeric"\n'
+        '[[quasi_identifier]]\ncolumn = "edu"\ntype = "categorical"\nhierarchy = "edu.csv"\n'
+    )
+    lines = ["id,age,edu"] + [f"{i},{20 + i % 30},{['HS', 'BA', 'MA'][i % 3]}" for i in range(60)]
+    (tmp_path / "in.csv").write_text("\n".join(lines) + "\n")
+    for engine in ("local", "auto"):
+        result = run_lean(
+            f"""
+            import os
+            os.chdir({str(tmp_path)!r})
+            result = cli("anonymize", "--input", "in.csv", "--config", "job.toml",
+                         "--out", "out-{engine}.csv", "--engine", "{engine}")
+            print(json.dumps({{**result, "attempts": ATTEMPTS}}))
+            """
+        )
+        assert result["code"] == 0, result["stderr"]
+        assert "(engine local)" in result["stdout"]
+        # pyspark is never looked up; pyarrow probes for pandas by itself and carries on
+        assert not [a for a in result["attempts"] if a["module"].startswith("pyspark")]
+        assert (tmp_path / f"out-{engine}.csv").read_text().startswith("id,age,edu\n")

@@ -483,3 +483,69 @@ def test_cli_refuses_parameters_in_a_separate_process(tmp_path: Path, extra, mes
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- engines
+
+
+def _cli_json(argv: list[str]) -> dict:
+    from leteo_fed.cli.main import main
+
+    out = Path(argv[argv.index("--out") + 1])
+    assert main(argv) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_cli_engines_release_the_same_centers(tmp_path: Path, spark, fmt: str) -> None:
+    """Same seed: eugkm identical on both engines, lsh equal to rounding (sums in another order);
+    the same features are picked (an id column of integers is numeric, 'name' is text)."""
+    x = mixture(2_500, 2, 3, seed=31)
+    x[5, 0] = np.nan  # dropped on both engines
+    table = pa.table({"a": x[:, 0], "b": x[:, 1], "name": [f"p{i}" for i in range(len(x))]})
+    data = tmp_path / f"d.{fmt}"
+    if fmt == "csv":
+        pacsv.write_csv(table, data)
+    else:
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, data)
+    base = ["dp-kmeans", "--data", str(data), "--k", "3", "--epsilon", "1", "--seed", "8"]
+    docs = {}
+    for engine in ("local", "spark"):
+        eug = [*base, "--method", "eugkm", "--bounds=-1,1", "--engine", engine, "--evaluate-loss"]
+        lsh = [*base, "--method", "lsh", "--radius", "1.5", "--engine", engine]
+        docs[engine] = (
+            _cli_json([*eug, "--out", str(tmp_path / f"e-{engine}.json")]),
+            _cli_json([*lsh, "--out", str(tmp_path / f"l-{engine}.json")]),
+        )
+        assert docs[engine][0]["engine"]["used"] == engine
+    (e_local, l_local), (e_spark, l_spark) = docs["local"], docs["spark"]
+    assert e_local["features"] == e_spark["features"] == ["a", "b"]
+    assert e_local["centers"] == e_spark["centers"] and e_local["details"] == e_spark["details"]
+    assert e_local["nonprivate_evaluation"]["rows"] == e_spark["nonprivate_evaluation"]["rows"]
+    assert e_local["nonprivate_evaluation"]["loss"] == pytest.approx(
+        e_spark["nonprivate_evaluation"]["loss"], rel=1e-12
+    )
+    assert l_local["details"] == l_spark["details"]
+    np.testing.assert_allclose(l_local["centers"], l_spark["centers"], rtol=0, atol=1e-9)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_cli_engines_refuse_bad_features_alike(tmp_path: Path, spark, capsys, engine) -> None:
+    from leteo_fed.cli.main import main
+
+    data = tmp_path / "d.csv"
+    _write_csv(data, mixture(50, 2, 2, 0))
+    out = tmp_path / "c.json"
+    argv = ["dp-kmeans", "--data", str(data), "--k", "2", "--epsilon", "1", "--method", "eugkm"]
+    argv += ["--bounds=-1,1", "--engine", engine, "--out", str(out)]
+    assert main([*argv, "--features", "name"]) == 2
+    assert "feature 'name' is not numeric (it holds text)" in capsys.readouterr().err
+    assert main([*argv, "--features", "a,zz"]) == 2
+    assert "feature 'zz' is not in the data; available columns: 'a', 'b', 'name'" in (
+        capsys.readouterr().err
+    )
+    assert not out.exists()
