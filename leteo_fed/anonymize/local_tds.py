@@ -23,8 +23,8 @@ from leteo_fed.anonymize.tds import (
     TdsPlanner,
     TdsStats,
     build_taxonomies,
-    compact_records,
     privacy_model,
+    specialize,
 )
 
 
@@ -61,25 +61,8 @@ def anonymize_table(
     combo = model.combo_codes(sens.combos)[sens.code]
 
     rows = np.column_stack([vc[c.codes] for vc, c in zip(value_codes, coded, strict=True)])
-    compact, inverse = unique_rows(np.column_stack([rows, combo]))
-    weight = np.bincount(inverse, minlength=len(compact))
-    leaf, combo_c = compact[:, :-1], compact[:, -1]
-    nodes = np.zeros(leaf.shape, dtype=np.int64)
-    child = np.column_stack(
-        [t.pick(t.child_ranges(0), leaf[:, j]) for j, t in enumerate(taxonomies)]
-    )
     planner = TdsPlanner(config, taxonomies, model, code_counts, n)
-    while True:
-        picked = planner.choose(compact_records(nodes, child, combo_c, weight))
-        if not picked:
-            break
-        for s in picked:
-            hit = nodes[:, s.attr] == s.node
-            nodes[hit, s.attr] = child[hit, s.attr]
-            tax = taxonomies[s.attr]
-            child[hit, s.attr] = tax.pick(tax.next_ranges(s.node), leaf[hit, s.attr])
-        if progress is not None:
-            progress(planner.describe(picked))
+    nodes, inverse = specialize(rows, combo, taxonomies, planner, progress)
 
     out = []
     for j, (t, c) in enumerate(zip(taxonomies, coded, strict=True)):
@@ -92,7 +75,7 @@ def anonymize_table(
         planner.n_classes,
         planner.rounds,
         planner.n_suppressed,
-        len(compact),
+        len(nodes),
         list(planner.history),
     )
     return out, withheld, stats

@@ -317,6 +317,38 @@ def build_taxonomies(
     ]
 
 
+def specialize(
+    codes: np.ndarray,
+    combo: np.ndarray,
+    taxonomies: Sequence[Taxonomy],
+    planner: TdsPlanner,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The top-down loop over the distinct (leaf codes, sensitive combo) rows, shared by the
+    reference and the in-process engine: the planner picks specializations until none is
+    allowed. Returns each distinct row's node per QI, and each input row's distinct row."""
+    compact, inverse = unique_rows(np.column_stack([codes, combo]))
+    weight = np.bincount(inverse, minlength=len(compact))
+    leaf, combo_c = compact[:, :-1], compact[:, -1]
+    # annotated: NumPy's stubs resolve np.zeros(<tuple[Any, ...]>) to a 0-d array
+    nodes: np.ndarray = np.zeros(leaf.shape, dtype=np.int64)
+    child = np.column_stack(
+        [t.pick(t.child_ranges(0), leaf[:, j]) for j, t in enumerate(taxonomies)]
+    )
+    while True:
+        picked = planner.choose(compact_records(nodes, child, combo_c, weight))
+        if not picked:
+            break
+        for s in picked:
+            hit = nodes[:, s.attr] == s.node
+            nodes[hit, s.attr] = child[hit, s.attr]
+            tax = taxonomies[s.attr]
+            child[hit, s.attr] = tax.pick(tax.next_ranges(s.node), leaf[hit, s.attr])
+        if progress is not None:
+            progress(planner.describe(picked))
+    return nodes, inverse
+
+
 def anonymize(
     columns: dict[str, np.ndarray],
     config: AnonymizationConfig,
@@ -336,26 +368,8 @@ def anonymize(
     )
     combo = model.combo_codes(table.row_combos)
 
-    compact, inv = unique_rows(np.column_stack([codes, combo]))
-    weight = np.bincount(inv, minlength=len(compact))
-    leaf, combo_c = compact[:, :-1], compact[:, -1]
-    # annotated: NumPy's stubs resolve np.zeros(<tuple[Any, ...]>) to a 0-d array
-    nodes: np.ndarray = np.zeros(leaf.shape, dtype=np.int64)
-    child = np.column_stack(
-        [t.pick(t.child_ranges(0), leaf[:, j]) for j, t in enumerate(taxonomies)]
-    )
     planner = TdsPlanner(config, taxonomies, model, code_counts, n)
-    while True:
-        picked = planner.choose(compact_records(nodes, child, combo_c, weight))
-        if not picked:
-            break
-        for s in picked:
-            rows = nodes[:, s.attr] == s.node
-            nodes[rows, s.attr] = child[rows, s.attr]
-            tax = taxonomies[s.attr]
-            child[rows, s.attr] = tax.pick(tax.next_ranges(s.node), leaf[rows, s.attr])
-        if progress is not None:
-            progress(planner.describe(picked))
+    nodes, inv = specialize(codes, combo, taxonomies, planner, progress)
 
     released = {name: np.asarray(col) for name, col in columns.items()}
     for j, (q, t) in enumerate(zip(config.quasi_identifiers, taxonomies, strict=True)):
