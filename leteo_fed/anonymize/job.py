@@ -16,15 +16,14 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from leteo_fed import __version__, extras
 from leteo_fed.anonymize.config import AnonymizationConfig, load_config
 from leteo_fed.anonymize.engine import EngineChoice, choose
-from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.inputs import FORMATS, input_format
+from leteo_fed.anonymize.job_types import AnonymizationFailed, JobInput, Staged
 from leteo_fed.anonymize.output import Output, default_report_path, publish, remove
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_write_json
@@ -42,36 +41,6 @@ __all__ = [
     "run_job",
     "stderr_progress",
 ]
-
-
-class AnonymizationFailed(Exception):
-    """The run produced a release that does not meet its own configuration (a bug, not bad input).
-
-    Not a :class:`~leteo_fed.errors.LeteoError`: the CLI reports it as a run failure (exit 1).
-    """
-
-
-@dataclass(frozen=True)
-class JobInput:
-    """A checked job: what to read, how to anonymize, where to write."""
-
-    path: str
-    fmt: str
-    config: AnonymizationConfig
-    hierarchies: dict[str, Hierarchy]
-    key: bytes | None
-    out: Output
-
-
-@dataclass(frozen=True)
-class Staged:
-    """An engine's result: the release written under the staging folder, and its measurement."""
-
-    written: Path
-    measured: dict[str, Any]
-    stats: Any
-    timings: dict[str, float]
-    measured_on: str
 
 
 def stderr_progress(line: str) -> None:

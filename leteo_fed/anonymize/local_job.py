@@ -22,7 +22,7 @@ from leteo_fed.anonymize.column_scan import scan_arrow
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.inputs import check_columns, outside_hierarchy
-from leteo_fed.anonymize.job import JobInput, Staged
+from leteo_fed.anonymize.job_types import JobInput, Staged
 from leteo_fed.anonymize.local_text import spark_text, supported
 from leteo_fed.anonymize.mondrian_rounds import MondrianStats
 from leteo_fed.anonymize.tds import TdsStats

@@ -19,7 +19,7 @@ from leteo_fed.anonymize.column_scan import scan_spark, spark_kind
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.inputs import check_columns, outside_hierarchy
-from leteo_fed.anonymize.job import AnonymizationFailed, JobInput, Staged
+from leteo_fed.anonymize.job_types import AnonymizationFailed, JobInput, Staged
 from leteo_fed.anonymize.output import Output
 from leteo_fed.anonymize.spark_columns import label_expr
 from leteo_fed.errors import ConfigError, DataError

@@ -75,8 +75,12 @@ def test_owners_open_no_port_and_a_round_runs_over_their_connections(deployment)
     assert all(listing[s].mode == "outbound" and listing[s].connected for s in SITES)
     result = client.run_round(RoundParams(features=names, min_owners=3))
     assert sorted(result["owners"]) == SITES
-    for site in SITES:  # each owner got the result over its stream, once
-        results = [e for e in audit(cluster, site) if e["event"] == "result"]
+    # each owner gets the result over its stream (published after the analyst's answer), once
+    end = time.monotonic() + 30
+    for site in SITES:
+        while not (results := [e for e in audit(cluster, site) if e["event"] == "result"]):
+            assert time.monotonic() < end, f"{site} never received the result"
+            time.sleep(0.1)
         assert [e["state"] for e in results] == ["COMPLETED"]
 
 

@@ -1,0 +1,43 @@
+"""What the anonymization job hands its engines and gets back (:mod:`local_job`,
+:mod:`spark_job`): kept apart from :mod:`job` so the engines need not import the job that
+imports them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leteo_fed.anonymize.config import AnonymizationConfig
+from leteo_fed.anonymize.hierarchy import Hierarchy
+from leteo_fed.anonymize.output import Output
+
+
+class AnonymizationFailed(Exception):
+    """The run produced a release that does not meet its own configuration (a bug, not bad input).
+
+    Not a :class:`~leteo_fed.errors.LeteoError`: the CLI reports it as a run failure (exit 1).
+    """
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """A checked job: what to read, how to anonymize, where to write."""
+
+    path: str
+    fmt: str
+    config: AnonymizationConfig
+    hierarchies: dict[str, Hierarchy]
+    key: bytes | None
+    out: Output
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An engine's result: the release written under the staging folder, and its measurement."""
+
+    written: Path
+    measured: dict[str, Any]
+    stats: Any
+    timings: dict[str, float]
+    measured_on: str
