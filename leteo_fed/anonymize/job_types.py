@@ -41,3 +41,15 @@ class Staged:
     stats: Any
     timings: dict[str, float]
     measured_on: str
+
+
+def phase_timings(
+    start: float, read: float, anonymized: float, written: float, measured: float
+) -> dict[str, float]:
+    """Seconds per phase of an engine's run, from the perf_counter() at each phase's end."""
+    return {
+        "read": read - start,
+        "anonymize": anonymized - read,
+        "write": written - anonymized,
+        "measure": measured - written,
+    }

@@ -22,7 +22,7 @@ from leteo_fed.anonymize.column_scan import scan_arrow
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.inputs import check_columns, outside_hierarchy
-from leteo_fed.anonymize.job_types import JobInput, Staged
+from leteo_fed.anonymize.job_types import JobInput, Staged, phase_timings
 from leteo_fed.anonymize.local_text import spark_text, supported
 from leteo_fed.anonymize.mondrian_rounds import MondrianStats
 from leteo_fed.anonymize.tds import TdsStats
@@ -168,10 +168,5 @@ def release(job: JobInput, staging: Path, say: Callable[[str], None]) -> Staged:
         summary_out, config, job.hierarchies, rows_in=summary.rows, spans=summary.spans
     )
     t_measure = time.perf_counter()
-    timings = {
-        "read": t_read - t0,
-        "anonymize": t_anon - t_read,
-        "write": t_write - t_anon,
-        "measure": t_measure - t_write,
-    }
+    timings = phase_timings(t0, t_read, t_anon, t_write, t_measure)
     return Staged(written, measured, stats, timings, "the written output, re-read with pyarrow")

@@ -19,7 +19,7 @@ from leteo_fed.anonymize.column_scan import scan_spark, spark_kind
 from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
 from leteo_fed.anonymize.hierarchy import Hierarchy
 from leteo_fed.anonymize.inputs import check_columns, outside_hierarchy
-from leteo_fed.anonymize.job_types import AnonymizationFailed, JobInput, Staged
+from leteo_fed.anonymize.job_types import AnonymizationFailed, JobInput, Staged, phase_timings
 from leteo_fed.anonymize.output import Output
 from leteo_fed.anonymize.spark_columns import label_expr
 from leteo_fed.errors import ConfigError, DataError
@@ -239,10 +239,5 @@ def release(job: JobInput, staging: Path, say: Callable[[str], None]) -> Staged:
         spans=summary.spans,
     )
     t_measure = time.perf_counter()
-    timings = {
-        "read": t_read - t0,
-        "anonymize": t_anon - t_read,
-        "write": t_write - t_anon,
-        "measure": t_measure - t_write,
-    }
+    timings = phase_timings(t0, t_read, t_anon, t_write, t_measure)
     return Staged(written, measured, stats, timings, "the written output, re-read with Spark")

@@ -342,6 +342,16 @@ def test_answer_invite(env: Env, answer: pb.InviteAnswer) -> None:
     )
 
 
+def as_chunks(chunk_type: type, parts) -> list:
+    """(kind, part) pairs of a CSP stream as chunks of `chunk_type` (Decrypt or Projection)."""
+    return [
+        chunk_type(share=part)
+        if kind == "share"
+        else chunk_type(batch=pb.CiphertextBatch(ciphertexts=part))
+        for kind, part in parts
+    ]
+
+
 def _honest_share(env: Env, spec: pb.RoundSpec, site: str) -> tuple[pb.ShareHeader, list[bytes]]:
     """`site`'s share of a PCA round, as the owner agent builds it."""
     enc, layout = encoding_from_proto(spec.encoding, env.public.bits)
@@ -814,11 +824,7 @@ def test_decrypt_blinded(env: Env, data: st.DataObject) -> None:
         if clean
         else share_parts(env, shares, round_id, "blinded", data)
     )
-    for kind, part in parts:
-        if kind == "share":
-            chunks.append(pb.DecryptChunk(share=part))
-        else:
-            chunks.append(pb.DecryptChunk(batch=pb.CiphertextBatch(ciphertexts=part)))
+    chunks += as_chunks(pb.DecryptChunk, parts)
     if data.draw(st.integers(0, 3), label="stray chunks") == 3:
         extra = data.draw(st.lists(messages(pb.DecryptChunk, 2), min_size=1, max_size=2))
         where = data.draw(st.integers(0, len(chunks)), label="at")
@@ -881,11 +887,7 @@ def test_compute_projection(env: Env, data: st.DataObject) -> None:
         if clean
         else share_parts(env, shares, round_id, "projection", data)
     )
-    for kind, part in parts:
-        if kind == "share":
-            chunks.append(pb.ProjectionChunk(share=part))
-        else:
-            chunks.append(pb.ProjectionChunk(batch=pb.CiphertextBatch(ciphertexts=part)))
+    chunks += as_chunks(pb.ProjectionChunk, parts)
     stub = env.csp("aggregator", "aggregator")
     reply = refused_or_ok(lambda: stub.ComputeProjection(iter(chunks), timeout=CALL_TIMEOUT))
     if not isinstance(reply, grpc.RpcError):
