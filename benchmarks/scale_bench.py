@@ -278,6 +278,7 @@ def statement_bytes(
         ciphertext_digest=bytes(32),  # SHA-256
         masked=True,
         reveal="blinded",
+        spec_digest=bytes(32),  # SHA-256
     )
     return sign_statement(statement, cluster.tls(site, "owner").signer()).ByteSize()
 

@@ -6,13 +6,14 @@ analyst's signed RoundRequest, and the owner checks, with no network and nothing
 
 - the signature, against the analysts' certificate authority (which the aggregator does not
   hold), and that the request is fresh (`policy.request_max_age_hours`, small clock skew);
-- the binding between the request and the round: the same protocol, only columns the request
-  names, DP no weaker than asked (and none charged that was not asked for), a quorum no smaller
-  than asked, and no invited owner outside the owners the request lists;
+- that the round IS the request: the owner rebuilds the whole RoundSpec an honest aggregator
+  derives from the signed request and refuses any field that differs, naming it
+  (`leteo_fed.transport.expected_spec`); the invited owners within the request's list;
 - that one signed request serves exactly one job, and its rounds at this site together charge
   no more than the request's budget (a k-means job cannot run more iterations than it paid for).
 
-Every refusal starts with `authorization:` and says what is wrong. Without TLS nothing is
+Every refusal starts with `authorization:` (or `spec:`, naming the field) and says what is
+wrong; the text is built from the round and the request only, never from the site's data. Without TLS nothing is
 signed: the binding is still checked, but the analyst stays unknown.
 """
 
@@ -31,6 +32,7 @@ from leteo_fed.errors import AccessDenied, LeteoError
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.transport import signing
+from leteo_fed.transport.expected_spec import ExpectedRound, check_spec
 from leteo_fed.transport.rounds import Invitation, common_from_proto, request_from_proto
 
 MAX_CLOCK_SKEW_SECONDS = 300.0  # a request dated later than this in the future is refused
@@ -93,40 +95,22 @@ def check_fresh(request: pb.RoundRequest, max_age_hours: float, now: float) -> N
         )
 
 
-def check_binding(inv: Invitation, request: pb.RoundRequest, site_id: str) -> Budget | None:
-    """Refuse a round the request did not ask for; the budget the request allows its job."""
-    asked = request.WhichOneof("payload")
-    if asked != inv.protocol.name:
-        raise AuthorizationError(
-            f"the analyst asked for a {asked or 'protocol-less'} round, not {inv.protocol.name}"
-        )
+def check_binding(
+    inv: Invitation, request: pb.RoundRequest, site_id: str, key_bits: int, now: float
+) -> tuple[Budget | None, ExpectedRound]:
+    """Refuse a round that is not exactly the one the request defines (`expected_spec`); the
+    budget the request allows its job, and what was verified about the round."""
+    if inv.message is None:
+        raise AuthorizationError("the round's spec was not kept to check against the request")
+    checked = check_spec(inv.message, request, key_bits, site_id, now)
     try:
         protocol, payload = request_from_proto(request)
         dp = common_from_proto(request, max(len(inv.invited), 1)).dp
         allowed = protocol.request_budget(payload, dp)
     except LeteoError as exc:
         raise AuthorizationError(f"the signed request is not valid: {exc}") from exc
-    named = set(protocol.request_columns(payload))
-    for column in protocol.columns(inv.spec):
-        if column not in named:
-            raise AuthorizationError(
-                f"the round reads column '{column}', which the analyst's request does not name"
-            )
-    _check_budget(protocol.job_budget(inv.spec, inv.dp), allowed)
-    if inv.min_owners < request.min_owners:
-        raise AuthorizationError(
-            f"the round's quorum is {inv.min_owners}; the analyst asked for at least "
-            f"{request.min_owners}"
-        )
-    if site_id not in inv.invited:
-        raise AuthorizationError("the round's invited owners do not include this site")
-    if request.owners:
-        outside = sorted(set(inv.invited) - set(request.owners))
-        if outside:
-            raise AuthorizationError(
-                f"the round invites {', '.join(outside)}, which the analyst's request does not list"
-            )
-    return allowed
+    _check_budget(protocol.job_budget(inv.spec, inv.dp), allowed)  # implied; kept as a guard
+    return allowed, checked
 
 
 def _check_budget(spent: Budget | None, allowed: Budget | None) -> None:
@@ -218,8 +202,10 @@ def authorize(
     max_age_hours: float,
     requests: SignedRequests,
     now: float,
-) -> None:
+    key_bits: int = 0,
+) -> ExpectedRound:
     """Every check of a verified request against the round, then its one-job binding."""
     check_fresh(auth.request, max_age_hours, now)
-    allowed = check_binding(inv, auth.request, site_id)
+    allowed, checked = check_binding(inv, auth.request, site_id, key_bits, now)
     requests.admit(auth, inv, allowed, inv.protocol.charge(inv.spec, inv.dp))
+    return checked

@@ -300,7 +300,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             return f"round {request.round_id} was already accepted", None, None
         try:
             # the round's key (fetched from the CSP by id if new: a rotation happened)
-            bits = self.encryptor(request.key_id).public.bits if request.HasField("encoding") else 0
+            bits = self.encryptor(request.key_id).public.bits if request.key_id else 0
             inv = invitation_from_proto(request, bits)
         except LeteoError as exc:
             return str(exc), None, None
@@ -321,6 +321,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 policy.request_max_age_hours,
                 self.requests,
                 time.time(),
+                bits,
             )
         except LeteoError as exc:
             return str(exc), inv, auth

@@ -250,6 +250,7 @@ class ShareRunner:
             ciphertext_digest=ciphertext_digest(ciphertexts, public.ciphertext_bytes),
             masked=True,
             reveal=inv.protocol.reveal_mode(inv.spec),
+            spec_digest=inv.spec_digest,
         )
         signed = sign_statement(statement, self._signer)
         timings["sign_seconds"] = time.perf_counter() - start

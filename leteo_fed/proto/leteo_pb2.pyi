@@ -95,7 +95,7 @@ class Signed(_message.Message):
     def __init__(self, body: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., certificate: _Optional[bytes] = ...) -> None: ...
 
 class ShareStatement(_message.Message):
-    __slots__ = ("round_id", "site_id", "key_id", "protocol", "invited", "quorum", "n_ciphertexts", "ciphertext_digest", "masked", "reveal")
+    __slots__ = ("round_id", "site_id", "key_id", "protocol", "invited", "quorum", "n_ciphertexts", "ciphertext_digest", "masked", "reveal", "spec_digest")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     SITE_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,7 @@ class ShareStatement(_message.Message):
     CIPHERTEXT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     MASKED_FIELD_NUMBER: _ClassVar[int]
     REVEAL_FIELD_NUMBER: _ClassVar[int]
+    SPEC_DIGEST_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     site_id: str
     key_id: str
@@ -116,7 +117,8 @@ class ShareStatement(_message.Message):
     ciphertext_digest: bytes
     masked: bool
     reveal: str
-    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., key_id: _Optional[str] = ..., protocol: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., ciphertext_digest: _Optional[bytes] = ..., masked: _Optional[bool] = ..., reveal: _Optional[str] = ...) -> None: ...
+    spec_digest: bytes
+    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., key_id: _Optional[str] = ..., protocol: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., ciphertext_digest: _Optional[bytes] = ..., masked: _Optional[bool] = ..., reveal: _Optional[str] = ..., spec_digest: _Optional[bytes] = ...) -> None: ...
 
 class Grouping(_message.Message):
     __slots__ = ("label_column", "classes")

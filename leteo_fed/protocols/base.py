@@ -412,6 +412,28 @@ class FederatedProtocol(ABC):
     def progress(self, plan: Any, index: int, round_id: str) -> str:
         return ""
 
+    # ---------------------------------------------------------------- what owners verify
+
+    def max_rounds(self, plan: Any) -> int:
+        """The most rounds a job planned from this request may have (k-means: T iterations)."""
+        return 1
+
+    def expected_round(
+        self, plan: Any, job_id: str, invited: list[str], index: int, received: Any
+    ) -> RoundPlan:
+        """The round `index` an owner expects: the aggregator's own `start` and `next_round`
+        replayed from the signed request. A protocol whose round depends on something only the
+        aggregator can choose (a secret rotation, centers computed from earlier results) takes
+        it from `received`, the spec as relayed, once it has checked its shape; everything
+        else must come out equal to what was relayed."""
+        return self.next_round(plan, self.start(plan, job_id, invited), index)
+
+    def chosen_by_aggregator(self, spec: Any) -> bool:
+        """Whether what this round releases depends on values the aggregator chose and no owner
+        can verify (k-means centers after the first iteration): owners count such a round as a
+        release of its own."""
+        return False
+
     def failure(self, plan: Any, index: int, message: str) -> str:
         """The job's message when round `index` failed."""
         return message

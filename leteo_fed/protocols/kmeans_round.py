@@ -279,6 +279,29 @@ class KmeansProtocol(FederatedProtocol):
             spec, kmeans.PROTOCOL, plan.encoding, n_values, plan.dp, dimension=len(plan.features)
         )
 
+    def max_rounds(self, plan: KmeansPlan) -> int:
+        return plan.iterations
+
+    def expected_round(
+        self, plan: KmeansPlan, job_id: str, invited: list[str], index: int, received: Any
+    ) -> RoundPlan:
+        """Iteration 1 uses the signed initial centers; later ones the centers the aggregator
+        computed from the earlier iterations' totals, which no owner can check (only their
+        shape and bound): `chosen_by_aggregator`."""
+        state = self.start(plan, job_id, invited)
+        if index > 1:
+            state.centers = kmeans.validate_centers(
+                received.centers,
+                plan.k,
+                len(plan.features),
+                plan.encoding.value_bound,
+                field="kmeans.centers",
+            )
+        return self.next_round(plan, state, index)
+
+    def chosen_by_aggregator(self, spec: KmeansIteration) -> bool:
+        return spec.iteration > 1
+
     def progress(self, plan: KmeansPlan, index: int, round_id: str) -> str:
         return f"iteration {index} of {plan.iterations} open ({round_id})"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -340,6 +340,16 @@ class MomentsProtocol(FederatedProtocol):
     def start(self, plan: MomentsPlan, job_id: str, invited: list[str]) -> dict:
         d = len(plan.features)
         return {"rotation": rotation.random_rotation(d) if plan.projection_only else None}
+
+    def expected_round(
+        self, plan: MomentsPlan, job_id: str, invited: list[str], index: int, received: Any
+    ) -> RoundPlan:
+        """The rotation of a projection-only round is the aggregator's secret: owners check
+        that it is a d x d orthogonal matrix (and the CSP that every owner got the same one)."""
+        omega = None
+        if plan.projection_only:
+            omega = rotation.rotation_from_wire(received.rotation, len(plan.features))
+        return self.next_round(plan, {"rotation": omega}, index)
 
     def next_round(self, plan: MomentsPlan, state: dict, index: int) -> RoundPlan:
         omega = state["rotation"]

@@ -19,6 +19,7 @@ from leteo_fed.protocols.base import Common, DpSpec, FederatedProtocol, RoundPla
 from leteo_fed.protocols.results import RESULT_TYPES
 from leteo_fed.transport.codec import from_proto, to_dict, to_proto
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
+from leteo_fed.transport.statements import spec_digest
 
 MAX_ROUND_ID_CHARS = 128
 
@@ -197,6 +198,8 @@ class Invitation:
     invited: tuple[str, ...] = ()
     job_id: str = ""
     authorization: pb.Signed | None = None  # the analyst's signed request
+    spec_digest: bytes = b""  # of the RoundSpec as received, signed in the share statement
+    message: pb.RoundSpec | None = None  # the RoundSpec as received, checked against the request
 
     @property
     def share_encoding(self) -> tuple[ShareEncoding, SlotLayout]:
@@ -206,11 +209,16 @@ class Invitation:
         return self.encoding, self.layout
 
 
+def invitation_payload(msg: pb.RoundSpec, protocol: FederatedProtocol) -> Any:
+    """The spec's payload as the protocol's spec dataclass."""
+    return from_proto(getattr(msg, protocol.name), protocol.spec_type)
+
+
 def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
     """Decode (and check the layout of) an invitation; ProtocolError/DataError if malformed."""
     check_round_id(msg.round_id)
     protocol = _payload(msg)
-    spec = from_proto(getattr(msg, protocol.name), protocol.spec_type)
+    spec = invitation_payload(msg, protocol)
     enc, layout = None, None
     if msg.HasField("encoding"):
         enc, layout = encoding_from_proto(msg.encoding, key_bits)
@@ -248,4 +256,6 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
         invited=tuple(msg.invited),
         job_id=msg.job_id or msg.round_id,
         authorization=msg.authorization if msg.HasField("authorization") else None,
+        spec_digest=spec_digest(msg),
+        message=msg,
     )

@@ -2,7 +2,8 @@
 
 The CSP is the party that must not be talked into decrypting one site's share: it decrypts
 only the sum of the shares of one round, signed by at least the round's quorum of distinct
-invited owners, with every statement agreeing on the round. The aggregator runs the same
+invited owners, with every statement agreeing on the round, down to the digest of the whole
+round spec each owner was sent (`spec_digest`). The aggregator runs the same
 checks on arrival only to refuse a bad share early; the CSP's are the ones that count.
 """
 
@@ -19,6 +20,8 @@ from leteo_fed.errors import AccessDenied, DataError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.transport.signing import SHARE_STATEMENT, Signer, verify
 
+SPEC_DIGEST_BYTES = 32  # SHA-256
+
 
 def ciphertext_digest(ciphertexts: Sequence[int], width: int) -> bytes:
     """SHA-256 over the ciphertexts, each as `width` big-endian bytes."""
@@ -26,6 +29,12 @@ def ciphertext_digest(ciphertexts: Sequence[int], width: int) -> bytes:
     for c in ciphertexts:
         h.update(int_to_bytes(c, width))
     return h.digest()
+
+
+def spec_digest(spec: pb.RoundSpec) -> bytes:
+    """SHA-256 of the RoundSpec as an owner received it (deterministic serialization): signed
+    in its statement, so the CSP sees whether every owner was sent the same round."""
+    return hashlib.sha256(spec.SerializeToString(deterministic=True)).digest()
 
 
 def sign_statement(statement: pb.ShareStatement, signer: Signer | None) -> pb.Signed:
@@ -103,6 +112,8 @@ class RoundShares:
             raise ProtocolError(f"{where}: the signed invited set is not sorted and distinct")
         if s.quorum < 1 or s.quorum > len(s.invited):
             raise ProtocolError(f"{where}: quorum {s.quorum} for {len(s.invited)} invited")
+        if len(s.spec_digest) != SPEC_DIGEST_BYTES:
+            raise ProtocolError(f"{where} names no digest of the round it was sent: refused")
         if s.site_id in self.sites:
             raise ProtocolError(f"{where}: this site's share was already counted")
         if self.first is not None:
@@ -112,6 +123,12 @@ class RoundShares:
                 raise ProtocolError(
                     f"{where} disagrees with the round's other shares on the protocol, the "
                     "invited owners or the quorum"
+                )
+            if s.spec_digest != self.first.spec_digest:
+                # one owner was sent another round than the others: its share could be separated
+                raise ProtocolError(
+                    f"{where} was computed for another round spec than the round's other "
+                    "shares: refused"
                 )
 
     def require_quorum(self) -> None:

@@ -82,7 +82,7 @@ from leteo_fed.transport.rounds import (
     request_to_proto,
     spec_to_proto,
 )
-from leteo_fed.transport.statements import ciphertext_digest, sign_statement
+from leteo_fed.transport.statements import ciphertext_digest, sign_statement, spec_digest
 
 pytestmark = pytest.mark.slow
 
@@ -373,6 +373,7 @@ def _honest_share(env: Env, spec: pb.RoundSpec, site: str) -> tuple[pb.ShareHead
         ciphertext_digest=ciphertext_digest(cts, width),
         masked=True,
         reveal="blinded",
+        spec_digest=spec_digest(spec),
     )
     header = pb.ShareHeader(
         round_id=spec.round_id,
@@ -711,6 +712,7 @@ class CspShares:
             ciphertext_digest=ciphertext_digest(cts, env.public.ciphertext_bytes),
             masked=True,
             reveal=reveal,
+            spec_digest=bytes(32),  # one spec for the whole round
         )
         return sign_statement(claims, env.signers[site])
 

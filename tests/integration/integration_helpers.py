@@ -23,7 +23,7 @@ from leteo_fed.transport.messages import (
     encoding_to_proto,
     public_key_from_proto,
 )
-from leteo_fed.transport.statements import ciphertext_digest, sign_statement
+from leteo_fed.transport.statements import ciphertext_digest, sign_statement, spec_digest
 
 
 def write_parts(
@@ -133,6 +133,7 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
             ciphertext_digest=ciphertext_digest(ciphertexts, public.ciphertext_bytes),
             masked=True,
             reveal="projection" if spec.moments.rotation else "blinded",
+            spec_digest=spec_digest(spec),
         )
         claims.update(statement_overrides or {})
         statement = sign_statement(pb.ShareStatement(**claims), self.tls.signer())

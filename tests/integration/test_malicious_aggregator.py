@@ -350,12 +350,15 @@ def test_csp_refuses_to_decrypt_fewer_shares_than_the_owners_signed_for(env: Env
         rnd.round_id,
     )
 
-    # split views: site-1 is told the round has three owners and a quorum of 3, site-2 that it
-    # has two and a quorum of 2; their statements disagree and the CSP sums neither
-    rnd = honest_round(env, env.fresh())
+    # split views: site-1 is told the round has three owners, site-2 that it has two (each
+    # spec planned as the request defines it for those owners); their statements disagree and
+    # the CSP sums neither
+    signed = agg.sign(moments_request(env.fresh()))
+    rnd = agg.plan(signed, SITES)
+    pair = agg.plan(signed, ["site-1", "site-2"])
     agg.open_at_csp(rnd.round_id, rnd.n_ciphertexts)
-    up1 = collect(env, rnd, ["site-1"], relay(rnd, min_owners=3))
-    up2 = collect(env, rnd, ["site-2"], relay(rnd, invited=["site-1", "site-2"], min_owners=2))
+    up1 = collect(env, rnd, ["site-1"])
+    up2 = collect(env, rnd, ["site-2"], relay(pair, round_id=rnd.round_id, job_id=rnd.round_id))
     assert_csp_refuses(
         env,
         lambda got: agg.decrypt(rnd.round_id, pairs(up2["site-2"], up1["site-1"]), got),
@@ -429,14 +432,14 @@ def test_owners_decline_a_round_whose_quorum_is_themselves_alone(env: Env):
     before = ledgers(env)
     for site in SITES:
         # the analyst (the data user, here in league with the aggregator) asks for this owner
+        # alone: no request plans a quorum below 2, so the round invites fewer than its quorum
         rnd = honest_round(env, env.fresh(), invited=[site], owners=[site])
-        spec = relay(rnd, min_owners=1)
         assert_declined(
             env,
             rnd.round_id,
-            agg.invite(spec, [site]),
-            "policy.min_other_owners:",
-            "the round's quorum of 1 includes 0 other site(s); this site requires 1",
+            agg.invite(rnd.spec, [site]),
+            "spec:",
+            "field 'invited' names 1 owner(s), fewer than the quorum of 2",
         )
     # an honest analyst asked for three: the aggregator's quorum of 1 is not what it signed
     rnd = honest_round(env, env.fresh(), min_owners=3)
@@ -445,9 +448,12 @@ def test_owners_decline_a_round_whose_quorum_is_themselves_alone(env: Env):
         env,
         rnd.round_id,
         agg.invite(spec, ["site-1"]),
-        "authorization:",
-        "the round's quorum is 1; the analyst asked for at least 3",
+        "spec:",
+        "fewer than the quorum of 3",
     )
+    rnd = honest_round(env, env.fresh(), min_owners=3)
+    spec = relay(rnd, min_owners=1)
+    assert_declined(env, rnd.round_id, agg.invite(spec, ["site-1"]), "spec:", "'min_owners'")
     assert ledgers(env) == before
 
 
@@ -674,8 +680,8 @@ def test_weaker_dp_is_declined_before_any_budget_is_spent(env: Env):
         env,
         rnd.round_id,
         agg.invite(spec, SITES),
-        "the round's noise gives epsilon",
-        f"more than the announced {EPSILON:.4g}",
+        "spec:",
+        "field 'dp.mu' differs from the round the analyst's signed request defines",
     )
     # the noise calibrated for 3 shares, the quorum the CSP enforces lowered to 2
     rnd = dp_round()
@@ -696,9 +702,8 @@ def test_weaker_dp_is_declined_before_any_budget_is_spent(env: Env):
         env,
         rnd.round_id,
         agg.invite(rnd.spec, SITES),
-        "authorization:",
-        f"the round's job charges epsilon {2 * EPSILON:g}, delta 1e-06; the analyst authorized "
-        f"at most epsilon {EPSILON:g}",
+        "spec:",
+        "'dp.epsilon'",
     )
     # no noise at all for a DP request
     request.ClearField("dp_epsilon")
@@ -709,9 +714,8 @@ def test_weaker_dp_is_declined_before_any_budget_is_spent(env: Env):
         env,
         rnd.round_id,
         agg.invite(rnd.spec, SITES),
-        "authorization:",
-        f"the analyst asked for a differentially private release (epsilon {EPSILON:g}); the "
-        "round adds no noise",
+        "spec:",
+        "'dp' differ",
     )
     assert ledgers(env) == before
 
@@ -829,8 +833,8 @@ def test_columns_protocols_and_unsigned_columns_are_declined(env: Env):
         env,
         rnd.round_id,
         agg.invite(rnd.spec, SITES),
-        "authorization:",
-        f"the round reads column '{taken}', which the analyst's request does not name",
+        "spec:",
+        "field 'moments.features' differs",
     )
     assert ledgers(env) == before
 

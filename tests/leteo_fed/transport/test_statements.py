@@ -54,6 +54,7 @@ def statement(site: str, **over) -> pb.ShareStatement:
         ciphertext_digest=ciphertext_digest([1, 2], WIDTH),
         masked=True,
         reveal="blinded",
+        spec_digest=bytes(32),
     )
     fields.update(over)
     return pb.ShareStatement(**fields)
