@@ -80,7 +80,8 @@ class OwnerPolicy:
 
     The defaults are what a data protection officer can sign without reading further: no column
     is shared until listed, no release without DP, a quorum that hides the site among at least
-    two others, at least 10 rows, and one answer per non-DP query a month."""
+    two others, at least 10 rows, one non-DP release of a column over another set of owners a
+    month, and three refusals for the site's data per analyst a month."""
 
     protocols: tuple[str, ...] = (ANY,)  # round labels: pca, dca, lda, mdr, kmeans, ldp, ...
     columns: tuple[str, ...] = ()  # columns a round may read; none until the site lists them
@@ -88,6 +89,7 @@ class OwnerPolicy:
     non_dp: tuple[str, ...] = ()  # round labels whose results may be released without DP
     non_dp_repeats: int = 1  # the same non-DP query at most this often per window (0: no limit)
     non_dp_window_days: float = 30.0
+    data_refusals: int = 3  # refusals for the site's data per analyst and window (0: no limit)
     analysts: tuple[str, ...] = (ANY,)  # analysts (certificate names) who may start rounds here
     min_rows: int = 10  # this site takes part only with at least this many rows
     request_max_age_hours: float = 24.0  # an analyst's signed request is valid this long
@@ -140,6 +142,7 @@ _POLICY_KEYS = {
     "non_dp",
     "non_dp_repeats",
     "non_dp_window_days",
+    "data_refusals",
     "analysts",
     "min_rows",
     "request_max_age_hours",
@@ -184,6 +187,7 @@ def load_policy(doc: Any) -> OwnerPolicy:
         non_dp=_names(doc, "non_dp", d.non_dp),
         non_dp_repeats=_count(doc, "non_dp_repeats", d.non_dp_repeats, 0),
         non_dp_window_days=_positive(doc, "non_dp_window_days", d.non_dp_window_days),
+        data_refusals=_count(doc, "data_refusals", d.data_refusals, 0),
         analysts=_names(doc, "analysts", d.analysts),
         min_rows=_count(doc, "min_rows", d.min_rows, 1),
         request_max_age_hours=_positive(doc, "request_max_age_hours", d.request_max_age_hours),

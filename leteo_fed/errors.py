@@ -6,9 +6,12 @@ from __future__ import annotations
 class LeteoError(Exception):
     """Base class: a user-facing problem (bad input, bad config, refused request)."""
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(self, message: str, *, field: str | None = None, rule: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+        # an owner's refusal rule (`bounds`, `rows`...): the only part of a problem with the
+        # site's data that may leave the site (`owner_agent.refusals`); the message stays there
+        self.rule = rule
 
 
 class ConfigError(LeteoError):

@@ -151,7 +151,7 @@ def _details(e: dict[str, Any]) -> str:
         who = f" for analyst {e['analyst']}" if e.get("analyst") else ""
         return f"{e.get('protocol')} on {', '.join(e.get('columns', []))}{budget}{who}"
     if kind == "decision":
-        return "accepted" if e.get("accepted") else f"declined: {e.get('reason')}"
+        return "accepted" if e.get("accepted") else f"declined: {_why(e)}"
     if kind == "sent":
         what = (
             f"{e.get('n_reports')} reports"
@@ -160,9 +160,14 @@ def _details(e: dict[str, Any]) -> str:
         )
         return f"{what}, {e.get('bytes')} bytes, {e.get('protocol')}{budget}"
     if kind == "failed":
-        return f"nothing sent: {e.get('reason')}"
+        return f"nothing sent: {_why(e)}"
     if kind == "result":
         return f"{e.get('state')}: {e.get('message')}"
     if kind == "withdrawn":
         return f"charge given back{budget}: {e.get('reason')}"
     return ""
+
+
+def _why(e: dict[str, Any]) -> str:
+    """The site's own reason: the detail that stayed here, else what the aggregator was told."""
+    return str(e.get("detail") or e.get("reason"))

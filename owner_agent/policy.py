@@ -1,8 +1,10 @@
 """The site's own rules for taking part, checked before anything is read.
 
 A refusal is a decline whose reason starts with the rule's name (`policy.columns: ...`), so the
-analyst, the aggregator's log and the site's audit log all say which rule applied. Repeated
-non-DP queries are counted from the audit log's `sent` events: what actually left the site.
+analyst, the aggregator's log and the site's audit log all say which rule applied. Its text is
+built from the round and the policy only. Non-DP releases are counted from the audit log's
+`sent` events (what actually left the site), refusals for the site's data from its `decision`
+and `failed` events (`owner_agent.refusals`).
 `policy.analysts` needs the analyst the round request was verified to come from
 (`owner_agent.authorization`); `policy.min_rows` is applied where the data is read
 (`owner_agent.site_data`), the first moment the row count is known.
@@ -23,9 +25,19 @@ def _allowed(names: tuple[str, ...], name: str) -> bool:
     return ANY in names or name in names
 
 
-def query_key(label: str, columns: list[str]) -> tuple[str, tuple[str, ...]]:
-    """A query: what is computed (protocol and method) over which columns (label included)."""
-    return label, tuple(sorted(columns))
+def release_owners(inv: Invitation) -> list[str] | None:
+    """The owners whose shares a round's total sums: known only when the quorum is every
+    invited owner (else the aggregator picks which shares are summed); None: unknown."""
+    invited = sorted(inv.invited)
+    return invited if invited and inv.min_owners >= len(invited) else None
+
+
+def release_facts(inv: Invitation) -> dict[str, Any]:
+    """What the audit log's `sent` event records for the differencing rule."""
+    return {
+        "owners": release_owners(inv),
+        "chosen_by_aggregator": inv.protocol.chosen_by_aggregator(inv.spec),
+    }
 
 
 def refusal(
@@ -33,6 +45,7 @@ def refusal(
     inv: Invitation,
     past: Callable[[], list[dict[str, Any]]],
     now: datetime | None = None,
+    analyst: str | None = None,
 ) -> str:
     """'' if the policy lets this site take part, else the rule and why. `past` gives the audit
     log's events; it is read only when a rule needs the site's history."""
@@ -55,11 +68,16 @@ def refusal(
             f"{max(others, 0)} other site(s); this site requires {policy.min_other_owners}"
         )
     charge = inv.protocol.charge(inv.spec, inv.dp)
-    if charge is None:  # a release without differential privacy
-        if not _allowed(policy.non_dp, inv.label):
-            return f"policy.non_dp: {inv.label} results must be differentially private here"
-        if policy.non_dp_repeats:
-            return _repeats(policy, inv, columns, past(), now)
+    if charge is None and not _allowed(policy.non_dp, inv.label):  # a release without DP
+        return f"policy.non_dp: {inv.label} results must be differentially private here"
+    history: list[dict[str, Any]] | None = None
+    if policy.data_refusals:
+        history = past()
+        reason = _data_refusals(policy, analyst, history, now)
+        if reason:
+            return reason
+    if charge is None and policy.non_dp_repeats:
+        return _differencing(policy, inv, columns, past() if history is None else history, now)
     return ""
 
 
@@ -89,40 +107,69 @@ def min_rows_refusal(minimum: int, rows: int) -> str:
     )
 
 
-def _repeats(
+def _recent(
+    policy: OwnerPolicy, past: list[dict[str, Any]], now: datetime | None
+) -> list[dict[str, Any]]:
+    """The audit events of the policy's window."""
+    since = (now or datetime.now(timezone.utc)) - timedelta(days=policy.non_dp_window_days)
+    out = []
+    for event in past:
+        try:
+            if datetime.fromisoformat(event["time"]) >= since:
+                out.append(event)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _differencing(
     policy: OwnerPolicy,
     inv: Invitation,
     columns: list[str],
     past: list[dict[str, Any]],
     now: datetime | None,
 ) -> str:
-    """Subset differencing: the same non-DP query run again (on other owner sets) would let the
-    aggregator subtract releases; allow it only `non_dp_repeats` times per window. Counted per
-    job (the rounds of one k-means job answer one signed request), this job excluded."""
-    label = inv.label
-    now = now or datetime.now(timezone.utc)
-    since = now - timedelta(days=policy.non_dp_window_days)
-    key = query_key(label, columns)
-    jobs = {e.get("round_id"): e.get("job_id") for e in past if e.get("event") == "invitation"}
-    answered: set[str] = set()
-    for i, event in enumerate(past):
+    """Differencing counted by what is released. Two non-DP totals that share a column, over
+    different sets of owners, can be subtracted to isolate the owners in one set and not the
+    other, whatever protocol, label, job or column set carried them. So every earlier non-DP
+    release (a `sent` event, one per round) that touches a column of this round counts, unless
+    both summed exactly the same known set of owners and neither depends on values the
+    aggregator chose (k-means centers after the first iteration, which can isolate one row).
+    This round is refused once `non_dp_repeats` such releases fall within the window."""
+    mine, owners = set(columns), release_owners(inv)
+    chosen = inv.protocol.chosen_by_aggregator(inv.spec)
+    count = 0
+    for event in _recent(policy, past, now):
         if event.get("event") != "sent" or event.get("epsilon") is not None:
             continue
-        if query_key(event.get("protocol", ""), list(event.get("columns", []))) != key:
+        if not mine & set(event.get("columns") or []):
             continue
-        try:
-            when = datetime.fromisoformat(event["time"])
-        except (KeyError, ValueError):
-            continue
-        round_id = str(event.get("round_id") or f"#{i}")  # no round id: a job of its own
-        job = str(jobs.get(round_id) or round_id)
-        if when >= since and job != inv.job_id:
-            answered.add(job)
-    count = len(answered)
+        theirs = event.get("owners")
+        same = owners is not None and theirs is not None and sorted(theirs) == owners
+        if chosen or event.get("chosen_by_aggregator") or not same:
+            count += 1
     if count >= policy.non_dp_repeats:
         return (
-            f"policy.non_dp_repeats: this site already answered the same non-DP {label} query "
-            f"on {', '.join(key[1])} {count} time(s) in the last "
-            f"{policy.non_dp_window_days:g} days (limit {policy.non_dp_repeats})"
+            "policy.non_dp_repeats: another non-DP release of these columns over a different "
+            f"set of owners would exceed this site's limit of {policy.non_dp_repeats} in "
+            f"{policy.non_dp_window_days:g} days"
+        )
+    return ""
+
+
+def _data_refusals(
+    policy: OwnerPolicy, analyst: str | None, past: list[dict[str, Any]], now: datetime | None
+) -> str:
+    """A refusal for the site's data says one bit about it (a value beyond a bound, too few
+    rows): an analyst gets at most `data_refusals` of them per window, then nothing more."""
+    count = sum(
+        1
+        for e in _recent(policy, past, now)
+        if e.get("data_dependent") and e.get("analyst") == analyst
+    )
+    if count >= policy.data_refusals:
+        return (
+            f"policy.data_refusals: this analyst's rounds met {policy.data_refusals} refusal(s) "
+            f"for this site's data in {policy.non_dp_window_days:g} days, the most it allows"
         )
     return ""

@@ -2,8 +2,9 @@
 
 Raw rows never leave this process. Per round it sends one share: the encoded statistics,
 packed and Paillier-encrypted under the CSP's public key (or, for LDP rounds, one perturbed
-report per record). Problems with the data (missing column, NaN, out-of-bound value) are
-reported to the aggregator as a decline naming the problem. Before anything is read, the
+report per record). A problem with the data (missing column, NaN, out-of-bound value) is
+reported to the aggregator as a decline naming the rule only; the detail stays in the site's
+audit log (`owner_agent.refusals`). Before anything is read, the
 analyst's signed request relayed with the round is verified and bound to the round
 (`owner_agent.authorization`), and the site's policy applied (`owner_agent.policy`). The protocol
 logic lives in `leteo_fed.protocols`; the check-charge-build-send sequence in
@@ -46,6 +47,7 @@ from owner_agent.audit import AuditLog, awaiting_results, describe_invitation, r
 from owner_agent.audit import read as audit_events
 from owner_agent.authorization import Authorization, SignedRequests, authorize, verify_request
 from owner_agent.policy import analyst_refusal
+from owner_agent.refusals import Refusal
 from owner_agent.shares import ReportUpload, ShareRunner, ShareUpload
 from owner_agent.site_data import LocalSite
 from owner_agent.uplink import AggregatorLink
@@ -272,15 +274,17 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     def _consider(self, request: pb.RoundSpec) -> tuple[str, Invitation | None]:
         """Decide on an invitation and record it ('' = accepted)."""
-        reason, inv, auth = self._accept(request)
+        refusal, inv, auth = self._accept(request)
         facts = describe_invitation(inv) if inv is not None else {"protocol": request.protocol}
         if auth is not None:
             facts.update(request_digest=auth.digest)
         self.audit.record("invitation", request.round_id, **facts)
-        self.audit.record("decision", request.round_id, accepted=not reason, reason=reason or None)
-        if reason or inv is None:
-            log.warning("round %s declined: %s", request.round_id, reason)
-            return reason or "declined", None
+        if refusal is not None or inv is None:
+            refusal = refusal or Refusal.said("declined")
+            self.audit.record("decision", request.round_id, accepted=False, **refusal.facts())
+            log.warning("round %s declined: %s", request.round_id, refusal.detail)
+            return refusal.public, None
+        self.audit.record("decision", request.round_id, accepted=True, reason=None)
         return "", inv
 
     def _start_share(self, inv: Invitation) -> None:
@@ -293,26 +297,28 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self._jobs[inv.round_id] = job
         job.start()
 
-    def _accept(self, request: pb.RoundSpec) -> tuple[str, Invitation | None, Authorization | None]:
+    def _accept(
+        self, request: pb.RoundSpec
+    ) -> tuple[Refusal | None, Invitation | None, Authorization | None]:
         """Cheap checks answered synchronously; the heavy work runs after the reply. The
         analyst's authorization comes first: nothing is read for an unauthorized round."""
         if request.round_id in self._jobs:
-            return f"round {request.round_id} was already accepted", None, None
+            return Refusal.said(f"round {request.round_id} was already accepted"), None, None
         try:
             # the round's key (fetched from the CSP by id if new: a rotation happened)
             bits = self.encryptor(request.key_id).public.bits if request.key_id else 0
             inv = invitation_from_proto(request, bits)
         except LeteoError as exc:
-            return str(exc), None, None
+            return Refusal.said(str(exc)), None, None
         try:
             auth = verify_request(inv.authorization, self._analysts_ca)
         except LeteoError as exc:
-            return str(exc), inv, None
+            return Refusal.said(str(exc)), inv, None
         self.audit.attach(inv.round_id, analyst=auth.analyst)
         policy = self.config.policy
         reason = analyst_refusal(policy, auth.analyst)
         if reason:
-            return reason, inv, auth
+            return Refusal.said(reason), inv, auth
         try:
             authorize(
                 inv,
@@ -324,11 +330,11 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 bits,
             )
         except LeteoError as exc:
-            return str(exc), inv, auth
-        reason = self.runner.precheck(inv)
-        if reason:
+            return Refusal.said(str(exc)), inv, auth
+        refusal = self.runner.precheck(inv, auth.analyst)
+        if refusal is not None:
             self.requests.release(inv.round_id)
-        return reason, inv, auth
+        return refusal, inv, auth
 
     def _run_share(self, inv: Invitation) -> None:
         self.runner.run(inv)

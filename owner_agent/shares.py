@@ -33,6 +33,8 @@ from leteo_fed.transport.statements import ciphertext_digest, sign_statement
 from owner_agent.audit import AuditLog
 from owner_agent.audit import read as audit_events
 from owner_agent.policy import refusal as policy_refusal
+from owner_agent.policy import release_facts
+from owner_agent.refusals import Refusal, from_error
 from owner_agent.site_data import LocalSite
 
 log = logging.getLogger("leteo.owner")
@@ -90,29 +92,34 @@ class ShareRunner:
 
     # ------------------------------------------------------------------ before accepting
 
-    def precheck(self, inv: Invitation) -> str:
-        """'' to accept; else why this site declines. Cheap: no data is read."""
-        site_id = self.site.site_id
+    def precheck(self, inv: Invitation, analyst: str | None = None) -> Refusal | None:
+        """None to accept; else why this site declines. Cheap: no row is read."""
         try:
-            ruled = policy_refusal(self.policy, inv, self._history)
+            ruled = policy_refusal(self.policy, inv, self._history, analyst=analyst)
             if ruled:
-                return ruled
+                return Refusal.said(ruled)
             if inv.encoding is not None:
                 public = self._encryptor(inv.key_id).public
                 if inv.key_id != public.key_id:
-                    return f"round key {inv.key_id} is not the CSP key {public.key_id}"
+                    return Refusal.said(
+                        f"round key {inv.key_id} is not the CSP key {public.key_id}"
+                    )
             inv.protocol.check(inv.spec, inv.encoding, inv.dp, self.site)
-            needed = inv.protocol.budget_needed(inv.spec, inv.dp)
-            if needed is not None:
-                reason = self._budget_reason(needed)
-                if reason:
-                    return reason
-            missing = self.site.missing_columns(inv.protocol.columns(inv.spec))
-            if missing:
-                return f"column '{missing[0]}' is not in {self.site.file_name} (site {site_id})"
         except LeteoError as exc:
-            return str(exc)
-        return ""
+            return Refusal.said(str(exc))
+        needed = inv.protocol.budget_needed(inv.spec, inv.dp)
+        if needed is not None:
+            reason = self._budget_reason(needed)
+            if reason:
+                return Refusal.rule("budget", reason)
+        try:
+            missing = self.site.missing_columns(inv.protocol.columns(inv.spec))
+        except LeteoError as exc:  # the data source itself (its path stays here)
+            return Refusal.rule("columns", str(exc))
+        if missing:
+            where = f"{self.site.file_name} (site {self.site.site_id})"
+            return Refusal.rule("columns", f"column '{missing[0]}' is not in {where}")
+        return None
 
     def _history(self) -> list[dict]:
         """What this site did before (the audit log), for the rules that count it."""
@@ -139,12 +146,16 @@ class ShareRunner:
         try:
             ledger = self._ledger() if charge is not None else None
             if ledger is not None and charge is not None:  # reserved before the data is touched
-                ledger.reserve(
-                    inv.round_id,
-                    inv.protocol.mechanism(inv.spec, inv.dp),
-                    charge,
-                    note=inv.protocol.describe(inv.spec, inv.dp),
-                )
+                try:
+                    ledger.reserve(
+                        inv.round_id,
+                        inv.protocol.mechanism(inv.spec, inv.dp),
+                        charge,
+                        note=inv.protocol.describe(inv.spec, inv.dp),
+                    )
+                except LeteoError as exc:
+                    self._decline(inv.round_id, Refusal.rule("budget", str(exc)))
+                    return
             try:
                 upload = self.build(inv)
             except BaseException:
@@ -164,9 +175,9 @@ class ShareRunner:
                     len(upload.ciphertexts),
                 )
             self._record_sent(inv, upload, charge)
-        except LeteoError as exc:
-            self._record("failed", inv.round_id, reason=str(exc))
-            self._uplink.decline(inv.round_id, str(exc))
+        except LeteoError as exc:  # met while reading the data: only the rule leaves the site
+            log.warning("round %s: %s", inv.round_id, exc)
+            self._decline(inv.round_id, from_error(exc))
         except grpc.RpcError as exc:
             # the upload may have partly left: the charge stays committed
             reason = f"upload refused: {rpc_error_message(exc)}"
@@ -176,9 +187,12 @@ class ShareRunner:
             self._uplink.decline(inv.round_id, reason)
         except Exception as exc:
             log.exception("round %s: computing the share crashed", inv.round_id)
-            reason = f"internal error at site: {type(exc).__name__}"
-            self._record("failed", inv.round_id, reason=reason)
-            self._uplink.decline(inv.round_id, reason)
+            self._decline(inv.round_id, from_error(exc))
+
+    def _decline(self, round_id: str, refusal: Refusal) -> None:
+        """Record the refusal with its detail; the aggregator receives its public text only."""
+        self._record("failed", round_id, **refusal.facts())
+        self._uplink.decline(round_id, refusal.public)
 
     def _record(self, event: str, round_id: str, **facts) -> None:
         if self._audit is not None:
@@ -191,6 +205,7 @@ class ShareRunner:
         facts = {
             "protocol": inv.label,
             "columns": inv.protocol.columns(inv.spec),
+            **release_facts(inv),
             "epsilon": charge.epsilon if charge is not None else None,
             "delta": charge.delta if charge is not None else None,
             "header_timings": dict(upload.timings),

@@ -81,7 +81,7 @@ class LocalSite:
         reason = min_rows_refusal(self.min_rows, rows)
         if reason:
             log.warning("site %s has %d rows, fewer than policy.min_rows", self.site_id, rows)
-            raise DataError(reason)
+            raise DataError(reason, rule="policy.min_rows")
 
     def spark_moments(
         self, features: Sequence[str], groupings: Sequence[moments.Grouping], value_bound: float

@@ -24,6 +24,7 @@ DEMO_POLICY: dict[str, Any] = {
     "non_dp": ["pca", "dca", "lda", "mdr", "kmeans", "weighted_stats"],  # what the demos run
     "non_dp_repeats": 1000,  # test suites rerun the same query many times
     "non_dp_window_days": 30,
+    "data_refusals": 1000,  # test suites probe bad data on purpose
 }
 
 

@@ -84,7 +84,7 @@ def encode_fixed(values: np.ndarray, scale_bits: int, bound: int, what: str) -> 
     arr = np.asarray(values, dtype=np.float64).ravel()
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise DataError(f"{what}: non-finite value at position {bad}")
+        raise DataError(f"{what}: non-finite value at position {bad}", rule="values")
     scaled = np.rint(np.ldexp(arr, scale_bits))  # exact power-of-two scaling, then round
     out = [int(v) for v in np.where(np.isfinite(scaled), scaled, 0.0).tolist()]
     for i in np.flatnonzero(~np.isfinite(scaled)).tolist():
@@ -94,7 +94,8 @@ def encode_fixed(values: np.ndarray, scale_bits: int, bound: int, what: str) -> 
     if worst > bound:
         raise EncodingError(
             f"{what}: encoded magnitude 2^{math.log2(worst):.1f} exceeds the declared bound "
-            f"2^{math.log2(bound):.1f}"
+            f"2^{math.log2(bound):.1f}",
+            rule="bounds",
         )
     return out
 
@@ -109,7 +110,8 @@ def pack(values: Sequence[int], layout: SlotLayout) -> list[int]:
             if not -offset <= v <= offset:
                 raise EncodingError(
                     f"value at position {start + j} exceeds the slot offset "
-                    f"(|v| = 2^{math.log2(abs(v)):.1f} > 2^{math.log2(offset):.1f})"
+                    f"(|v| = 2^{math.log2(abs(v)):.1f} > 2^{math.log2(offset):.1f})",
+                    rule="bounds",
                 )
             acc |= (v + offset) << (j * width)
         packed.append(acc)
@@ -200,7 +202,9 @@ def raise_column_problem(
     for name, count in zip(columns, bad_counts, strict=True):
         if count:
             raise DataError(
-                f"column '{name}' has {count} missing, NaN or infinite value(s)", field=name
+                f"column '{name}' has {count} missing, NaN or infinite value(s)",
+                field=name,
+                rule="values",
             )
     for name, top in zip(columns, max_abs, strict=True):
         if top is not None and top > bound:
@@ -208,4 +212,5 @@ def raise_column_problem(
                 f"column '{name}' has |x| = {top:.6g} above the round's value bound "
                 f"{bound:.6g}; raise the bound (--value-bound) or rescale the column",
                 field=name,
+                rule="bounds",
             )

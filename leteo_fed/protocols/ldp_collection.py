@@ -170,12 +170,14 @@ def mechanism_for(spec: LdpSpec):
 
 
 def encode_column(values: Sequence | np.ndarray, spec: LdpSpec) -> np.ndarray:
-    """Frequency: domain indices (refusing values outside the domain). Numeric: [-1, 1].
-    Geo: the points themselves, refusing any outside the public box."""
+    """Frequency: domain indices (refusing values outside the domain). Numeric: [-1, 1]. Geo:
+    the points themselves. A value beyond its public bounds or box is clipped to them, as the
+    mechanisms define their input (it biases an estimate toward the bound, never the privacy);
+    refusing it instead would tell the aggregator that the site holds such a value."""
     if is_multi(spec):
-        x = np.asarray(values, dtype=np.float64)
-        if not np.all(np.isfinite(x)):
-            raise DataError("the columns have missing or non-finite values", field=spec.column)
+        x = _finite(values, spec.column, "the columns have missing or non-finite values")
+        lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
+        x = np.clip(x, lo, hi)
         return np.column_stack(
             [
                 numeric.to_unit(x[:, j], spec.box_lower[j], spec.box_upper[j])
@@ -183,21 +185,8 @@ def encode_column(values: Sequence | np.ndarray, spec: LdpSpec) -> np.ndarray:
             ]
         )
     if spec.mechanism == GEO:
-        x = np.asarray(values, dtype=np.float64)
-        lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
-        if not np.all(np.isfinite(x)):
-            raise DataError(
-                "the point columns have missing or non-finite values", field=spec.column
-            )
-        outside = (x < lo) | (x > hi)
-        if outside.any():
-            j = int(np.flatnonzero(outside.any(axis=0))[0])
-            raise DataError(
-                f"column '{spec.columns[j]}' has {int(outside[:, j].sum())} value(s) outside the "
-                f"public box [{lo[j]:g}, {hi[j]:g}]",
-                field=spec.columns[j],
-            )
-        return x
+        x = _finite(values, spec.column, "the point columns have missing or non-finite values")
+        return np.clip(x, np.asarray(spec.box_lower), np.asarray(spec.box_upper))
     if is_frequency(spec.mechanism):
         index = {v: i for i, v in enumerate(spec.domain)}
         codes = np.fromiter((index.get(v, -1) for v in values), dtype=np.int64, count=len(values))
@@ -208,14 +197,18 @@ def encode_column(values: Sequence | np.ndarray, spec: LdpSpec) -> np.ndarray:
                 f"column '{spec.column}' has {bad.size} value(s) outside the declared domain, "
                 f"e.g. {', '.join(repr(v) for v in examples)}",
                 field=spec.column,
+                rule="classes",
             )
         return codes
+    x = _finite(values, spec.column, f"column '{spec.column}' has missing or non-finite values")
+    return numeric.to_unit(np.clip(x, spec.lower, spec.upper), spec.lower, spec.upper)
+
+
+def _finite(values: Sequence | np.ndarray, column: str, problem: str) -> np.ndarray:
     x = np.asarray(values, dtype=np.float64)
     if not np.all(np.isfinite(x)):
-        raise DataError(
-            f"column '{spec.column}' has missing or non-finite values", field=spec.column
-        )
-    return numeric.to_unit(x, spec.lower, spec.upper)
+        raise DataError(problem, field=column, rule="values")
+    return x
 
 
 def perturb_chunks(

@@ -65,6 +65,7 @@ def class_indices(labels: Sequence[str], grouping: Grouping) -> np.ndarray:
             f"column '{grouping.label_column}' has value(s) {shown} outside the round's classes "
             f"{list(grouping.classes)}",
             field=grouping.label_column,
+            rule="classes",
         )
     return np.fromiter((index[v] for v in arr), dtype=np.int64, count=len(arr))
 
@@ -112,7 +113,9 @@ def encode_moments(
     for v, m in zip(mom.v, mom.m, strict=True):
         v_enc = encode_fixed(v, scale_bits, bound, "per-class sum of x")
         if int(m.sum()) > max_rows:
-            raise EncodingError(f"row count {int(m.sum())} exceeds max_rows_per_owner {max_rows}")
+            raise EncodingError(
+                f"row count {int(m.sum())} exceeds max_rows_per_owner {max_rows}", rule="rows"
+            )
         for k in range(len(m)):
             out.extend(v_enc[k * d : (k + 1) * d])
             out.append(int(m[k]) << count_scale_bits)

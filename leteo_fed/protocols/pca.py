@@ -39,10 +39,11 @@ def validate_rows(x: np.ndarray, features: Sequence[str], enc: ShareEncoding) ->
     if x.ndim != 2 or x.shape[1] != len(features):
         raise DataError(f"expected a {len(features)}-column matrix, got shape {x.shape}")
     if x.shape[0] == 0:
-        raise DataError("the data source has no rows")
+        raise DataError("the data source has no rows", rule="rows")
     if x.shape[0] > enc.max_rows_per_owner:
         raise DataError(
-            f"{x.shape[0]} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}"
+            f"{x.shape[0]} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}",
+            rule="rows",
         )
     check_finite_and_bounded(x, features, enc.value_bound)
 
@@ -51,7 +52,7 @@ def clip_finite_rows(x: np.ndarray, features: Sequence[str], row_norm_bound: flo
     """DP rounds: any finite value is accepted and every row is clipped to L2 norm C."""
     check_finite_and_bounded(x, features, np.inf)
     if x.shape[0] == 0:
-        raise DataError("the data source has no rows")
+        raise DataError("the data source has no rows", rule="rows")
     return noise.clip_rows(x, row_norm_bound)
 
 

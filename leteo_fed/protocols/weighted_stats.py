@@ -155,7 +155,7 @@ def encode_sums(
 ) -> list[int]:
     s_w, s_wx, s_wxx, n = sums
     if n > max_rows:
-        raise EncodingError(f"row count {n} exceeds max_rows_per_owner {max_rows}")
+        raise EncodingError(f"row count {n} exceeds max_rows_per_owner {max_rows}", rule="rows")
     f, bound = enc.scale_bits, enc.data_bound
     values = encode_fixed(np.array([s_w]), f, bound, "total weight")
     values += encode_fixed(s_wx, f, bound, "weighted sum of x")
@@ -347,11 +347,15 @@ class WeightedStatsProtocol(FederatedProtocol):
         pca.validate_rows(x, features, enc)
         if spec.weight_column:
             w = table.matrix([spec.weight_column])[:, 0]
+            if dp is not None:  # DP rounds clip weights into [0, weight_bound], like rows
+                check_finite_and_bounded(w[:, None], [spec.weight_column], np.inf)
+                w = np.clip(w, 0.0, spec.weight_bound)
             check_finite_and_bounded(w[:, None], [spec.weight_column], spec.weight_bound)
             if np.any(w < 0):
                 raise DataError(
                     f"column '{spec.weight_column}' has negative weights",
                     field=spec.weight_column,
+                    rule="bounds",
                 )
         else:
             w = np.ones(len(x))

@@ -81,7 +81,11 @@ def test_every_site_logs_what_it_was_asked_and_what_left_it(tmp_path, capsys):
             assert sent["columns"] == NAMES and published["state"] == "COMPLETED"
         declined = events("site-3")
         assert [e["event"] for e in declined][:2] == ["invitation", "decision"]
-        assert declined[1]["accepted"] is False and "'pw'" in declined[1]["reason"]
+        decision = declined[1]
+        assert decision["accepted"] is False and "'pw'" in decision["detail"]
+        # the aggregator was told the rule only, not the site's file or which column
+        assert decision["reason"] == "columns: a column the round reads is not in this site's data"
+        assert result["declined"] == {"site-3": decision["reason"]}
         assert not any(e["event"] == "sent" for e in declined)
 
         assert main(["owner", "audit", "--config", str(config / "site-3.toml")]) == 0

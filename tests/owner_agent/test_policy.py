@@ -18,6 +18,7 @@ from leteo_fed.config import DataSourceConfig, OwnerPolicy, load_policy
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpRequest
+from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.transport.rounds import invitation_from_proto, spec_to_proto
 from owner_agent.policy import analyst_refusal, refusal
@@ -25,7 +26,10 @@ from owner_agent.site_data import LocalSite
 
 NAMES = ["sl", "sw", "pl", "pw"]
 # every rule open: each test closes the one it is about
-OPEN = OwnerPolicy(columns=("*",), min_other_owners=1, non_dp=("*",), non_dp_repeats=0)
+OPEN = OwnerPolicy(
+    columns=("*",), min_other_owners=1, non_dp=("*",), non_dp_repeats=0, data_refusals=0
+)
+INVITED = ["a", "b", "c"]
 
 
 def _invitation(min_owners: int = 3, dp: bool = False, method: str = "pca"):
@@ -35,14 +39,32 @@ def _invitation(min_owners: int = 3, dp: bool = False, method: str = "pca"):
         n_invited=3, min_owners=min_owners, dp=DpRequest(1.0, 1e-6, 10.0) if dp else None
     )
     plan = protocol.plan(MomentsRequest(method=method, features=tuple(NAMES)), common)
-    rnd = protocol.next_round(plan, protocol.start(plan, "r1", ["a", "b", "c"]), 1)
+    rnd = protocol.next_round(plan, protocol.start(plan, "r1", INVITED), 1)
     layout = rnd.share_encoding.layout(2048)
-    msg = spec_to_proto("r1", protocol, rnd, "key", 0.0, layout, min_owners)
+    msg = spec_to_proto("r1", protocol, rnd, "key", 0.0, layout, min_owners, invited=INVITED)
+    return invitation_from_proto(msg, 2048)
+
+
+def _kmeans_iteration(index: int):
+    """Iteration `index` of a non-DP k-means job of the three owners, quorum 3."""
+    protocol = registry.get("kmeans")
+    request = KmeansRequest(k=2, centers=(0.0,) * 4 + (1.0,) * 4, iterations=3, features=NAMES)
+    plan = protocol.plan(request, Common(n_invited=3, min_owners=3))
+    state = protocol.start(plan, "j", INVITED)
+    rnd = protocol.next_round(plan, state, index)
+    layout = rnd.share_encoding.layout(2048)
+    msg = spec_to_proto(f"j-it{index}", protocol, rnd, "key", 0.0, layout, 3, "j", None, INVITED)
     return invitation_from_proto(msg, 2048)
 
 
 def _sent(
-    label: str, columns: list[str], days_ago: float, epsilon=None, round_id: str = ""
+    label: str,
+    columns: list[str],
+    days_ago: float,
+    epsilon=None,
+    round_id: str = "",
+    owners: list[str] | None = INVITED,
+    chosen: bool = False,
 ) -> dict:
     when = datetime.now(timezone.utc) - timedelta(days=days_ago)
     return {
@@ -52,6 +74,8 @@ def _sent(
         "protocol": label,
         "columns": columns,
         "epsilon": epsilon,
+        "owners": owners,
+        "chosen_by_aggregator": chosen,
     }
 
 
@@ -138,40 +162,69 @@ def test_min_rows_refuses_a_small_site_where_its_data_is_read(tmp_path):
     assert ldp.reports(spec, enough, np.random.default_rng(0), {}).n_reports == 3
 
 
-def test_repeated_non_dp_queries_are_counted_in_the_window():
+def test_differencing_is_counted_by_released_columns_and_owner_sets():
+    """Any earlier non-DP release sharing a column, over another set of owners, counts:
+    whatever its label, column set or job. The same known set of owners releases nothing new."""
     policy = dataclasses.replace(OPEN, non_dp_repeats=1, non_dp_window_days=30)
-    inv = _invitation()
-    shuffled = list(reversed(NAMES))  # the same query, whatever the column order
-    assert refusal(policy, inv, lambda: [_sent("pca", shuffled, 40)]) == ""  # outside the window
-    assert refusal(policy, inv, lambda: [_sent("pca", NAMES, 1, epsilon=1.0)]) == ""  # a DP release
-    assert refusal(policy, inv, lambda: [_sent("lda", NAMES, 1)]) == ""  # another query
-    assert refusal(policy, inv, lambda: [_sent("pca", shuffled, 1)]).startswith(
-        "policy.non_dp_repeats"
+    inv = _invitation()  # owners a, b, c with a quorum of 3: the set summed is known
+    assert refusal(policy, inv, lambda: [_sent("pca", NAMES, 1)]) == ""  # the same owners
+    assert refusal(policy, inv, lambda: [_sent("lda", NAMES[:2], 1)]) == ""  # same owners again
+    pair = ["a", "b"]
+    for label, columns in [
+        ("pca", list(reversed(NAMES))),
+        ("lda", NAMES),  # another label
+        ("weighted_stats", NAMES[:1]),  # another protocol, one shared column
+        ("kmeans", [*NAMES, "age"]),  # a superset of the columns
+    ]:
+        past = [_sent(label, columns, 1, owners=pair)]
+        assert refusal(policy, inv, lambda p=past: p).startswith("policy.non_dp_repeats: "), label
+    unknown = [_sent("pca", NAMES, 1, owners=None)]  # its quorum was below its invited set
+    assert refusal(policy, inv, lambda: unknown).startswith("policy.non_dp_repeats: ")
+    assert refusal(policy, inv, lambda: [_sent("pca", ["age"], 1, owners=pair)]) == ""
+    assert refusal(policy, inv, lambda: [_sent("pca", NAMES, 40, owners=pair)]) == ""  # too old
+    dp_release = [_sent("pca", NAMES, 1, epsilon=1.0, owners=pair)]
+    assert refusal(policy, inv, lambda: dp_release) == ""
+    loose = _invitation(min_owners=2)  # quorum 2 of 3: which shares are summed is unknown
+    assert refusal(policy, loose, lambda: [_sent("pca", NAMES, 1)]).startswith(
+        "policy.non_dp_repeats: "
     )
     two = dataclasses.replace(policy, non_dp_repeats=2)
-    assert refusal(two, inv, lambda: [_sent("pca", NAMES, 1)]) == ""
+    assert refusal(two, inv, lambda: [_sent("pca", NAMES, 1, owners=pair)]) == ""
 
 
-def test_repeats_are_counted_per_job():
-    """The rounds of one job (k-means iterations) answer one signed request: they count once,
-    and the job being asked does not count against itself."""
-    policy = dataclasses.replace(OPEN, non_dp_repeats=1)
-    inv = _invitation()  # its job is r1
+def test_rounds_on_centers_the_aggregator_chose_count_as_releases():
+    """k-means iterations after the first use centers no owner can verify: each is a release
+    of its own, even over the same owners (centers around one outlier row isolate it)."""
+    policy = dataclasses.replace(OPEN, non_dp_repeats=2)
+    first, second = _kmeans_iteration(1), _kmeans_iteration(2)
+    it1 = _sent("kmeans", NAMES, 0, round_id="j-it1")
+    assert refusal(policy, first, lambda: []) == ""
+    assert refusal(policy, second, lambda: [it1]) == ""  # one release counted, limit 2
+    it2 = _sent("kmeans", NAMES, 0, round_id="j-it2", chosen=True)
+    assert refusal(policy, _kmeans_iteration(3), lambda: [it1, it2]).startswith(
+        "policy.non_dp_repeats: "
+    )
+    # a later PCA of the same owners counts the chosen-center round too
+    assert refusal(dataclasses.replace(policy, non_dp_repeats=1), _invitation(), lambda: [it2])
 
-    def invited(round_id: str, job_id: str) -> dict:
-        return {"event": "invitation", "round_id": round_id, "job_id": job_id}
 
-    same_job = [invited("r1", "r1"), _sent("pca", NAMES, 1, round_id="r1")]
-    assert refusal(policy, inv, lambda: same_job) == ""
-    other_job = [
-        invited("j-it1", "j"),
-        invited("j-it2", "j"),
-        _sent("pca", NAMES, 1, round_id="j-it1"),
-        _sent("pca", NAMES, 1, round_id="j-it2"),
-    ]
-    assert "1 time(s)" in refusal(policy, inv, lambda: other_job)
-    two = dataclasses.replace(policy, non_dp_repeats=2)
-    assert refusal(two, inv, lambda: other_job) == ""
+def test_refusals_for_the_sites_data_are_limited_per_analyst():
+    policy = dataclasses.replace(OPEN, data_refusals=2)
+    now = datetime.now(timezone.utc)
+
+    def refused(analyst: str | None, days_ago: float = 0) -> dict:
+        when = (now - timedelta(days=days_ago)).isoformat()
+        return {"time": when, "event": "failed", "data_dependent": True, "analyst": analyst}
+
+    inv = _invitation()
+    assert refusal(policy, inv, lambda: [refused("ana")], analyst="ana") == ""
+    twice = [refused("ana"), refused("ana")]
+    reason = refusal(policy, inv, lambda: twice, analyst="ana")
+    assert reason.startswith("policy.data_refusals: ")
+    assert refusal(policy, inv, lambda: twice, analyst="bob") == ""  # per analyst
+    old = [refused("ana", 40), refused("ana", 40)]
+    assert refusal(policy, inv, lambda: old, analyst="ana") == ""  # outside the window
+    assert refusal(policy, _invitation(dp=True), lambda: twice, analyst="ana") == reason  # DP too
 
 
 def test_the_policy_table_is_checked_key_by_key():
