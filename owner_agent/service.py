@@ -275,7 +275,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     def _consider(self, request: pb.RoundSpec) -> tuple[str, Invitation | None]:
         """Decide on an invitation and record it ('' = accepted)."""
         refusal, inv, auth = self._accept(request)
-        facts = describe_invitation(inv) if inv is not None else {"protocol": request.protocol}
+        facts: dict = {"protocol": request.protocol}
+        if inv is not None:
+            try:
+                facts = describe_invitation(inv)
+            except LeteoError as exc:  # a spec too malformed to describe is refused anyway
+                refusal = refusal or Refusal.said(str(exc))
         if auth is not None:
             facts.update(request_digest=auth.digest)
         self.audit.record("invitation", request.round_id, **facts)

@@ -21,6 +21,7 @@ from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
 from leteo_fed.transport.rounds import result_document
+from owner_agent.audit import read as audit_read
 
 pytestmark = pytest.mark.slow
 
@@ -173,7 +174,9 @@ def test_missing_column_fails_round_with_named_column(deployment, cancer):
     start = time.monotonic()
     with pytest.raises(RoundFailed) as err:
         client.run_round(params)
-    assert "no_such_column" in str(err.value) and "quorum not met" in str(err.value)
+    assert "columns: a column the round reads is not in this site's data" in str(
+        err.value
+    ) and "quorum not met" in str(err.value)
     assert (
         time.monotonic() - start < 15
     )  # declines end the round early, no waiting for the deadline
@@ -298,7 +301,7 @@ def test_federated_pca_equals_numpy(tmp_path, n_owners):
 
 def test_vanished_owner_process(tmp_path, cancer):
     """An owner killed before the round is reported unreachable; quorum decides the outcome.
-    An owner with NaN in its data declines, naming the column."""
+    An owner with NaN in its data declines, naming the rule (the column stays in its audit log)."""
     x, names = cancer
     parts = write_parts(x, names, 3, tmp_path / "data")
     # site-3's file gets a missing value in 'mean_area'
@@ -319,7 +322,16 @@ def test_vanished_owner_process(tmp_path, cancer):
                 RoundParams(features=names, components=2, min_owners=2, deadline_seconds=60)
             )
             assert result["owners"] == ["site-1", "site-2"]
-            assert "mean_area" in result["declined"]["site-3"]
+            # the aggregator learns the rule, not the column or the row: that stays at the site
+            why = "values: a value the round reads is missing or not a number"
+            assert result["declined"]["site-3"] == why
+            failed = [
+                e
+                for e in audit_read(cluster.workdir / "config" / "audit-site-3.jsonl")
+                if e["event"] == "failed"
+            ]
+            assert "column 'mean_area' has 1 missing" in failed[0]["detail"]
+            assert failed[0]["data_dependent"] is True
             from leteo_fed.data.sources import read_matrix
 
             pooled = np.vstack([read_matrix(str(p), names) for p in parts[:2]])
@@ -333,7 +345,7 @@ def test_vanished_owner_process(tmp_path, cancer):
                 )
             assert time.monotonic() - start < 20
             message = str(err.value)
-            assert "site-2: unreachable" in message and "mean_area" in message
+            assert "site-2: unreachable" in message and why in message
 
 
 def test_owners_started_before_their_peers(tmp_path, cancer):
