@@ -167,6 +167,12 @@ HONEST = {
         owners=SITES,
         min_owners=3,
     ),
+    "projection": lambda: request_to_proto(
+        "moments",
+        MomentsRequest(method="pca", features=tuple(NAMES), projection_only=True),
+        owners=SITES,
+        min_owners=3,
+    ),
     "kmeans-dp": lambda: request_to_proto(
         "kmeans",
         KmeansRequest(k=2, centers=(0.0,) * 4 + (1.0,) * 4, iterations=4, features=tuple(NAMES)),
@@ -194,6 +200,23 @@ def test_an_honest_round_is_authorized_and_names_its_analyst(name, pki, analysts
     auth = check(inv, analysts_ca)
     assert auth.analyst == "analyst"
     assert len(auth.digest) == 64
+
+
+def test_later_kmeans_iterations_take_the_aggregators_centers_within_bounds(pki, analysts_ca):
+    """Iteration 2's centers come from earlier results no owner can verify: any k x d centers
+    within the bound are accepted (and counted as a release by the policy); iteration 1's must
+    be the signed ones."""
+    signed = sign(HONEST["kmeans-dp"](), signer(pki, "analyst"))
+    first = relay(signed, job_id="km", index=1)
+    moved = pb.RoundSpec()
+    moved.CopyFrom(first.message)
+    moved.kmeans.centers[0] = 0.5
+    inv = invitation_from_proto(moved, 2048)
+    assert "'kmeans.centers'" in refusal(inv, analysts_ca)
+    moved.round_id, moved.kmeans.iteration = "km-it2", 2
+    check(invitation_from_proto(moved, 2048), analysts_ca)
+    del moved.kmeans.centers[-1]  # not k x d
+    assert "centers" in refusal(invitation_from_proto(moved, 2048), analysts_ca)
 
 
 def test_without_tls_the_binding_is_still_checked_but_nobody_is_named(pki):
