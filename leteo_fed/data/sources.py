@@ -81,7 +81,9 @@ def to_matrix(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
             or pa.types.is_floating(col.type)
             or pa.types.is_null(col.type)
         ):
-            raise DataError(f"column '{name}' is not numeric (type {col.type})", field=name)
+            raise DataError(
+                f"column '{name}' is not numeric (type {col.type})", field=name, rule="values"
+            )
         out[:, j] = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
     return out
 

@@ -447,6 +447,12 @@ def test_every_data_refusal_tells_the_aggregator_the_rule_and_nothing_else(env: 
     reason = declines(env, rnd.round_id, ["site-2"])["site-2"]
     assert_rule_only(env, reason, "values", "site-2", rnd.round_id, f"column '{GAP}' has 1 missing")
 
+    # values: a text column read as a feature
+    rnd = plan(env, pca([*cols[:2], LABEL], value_bound=1e4), signer=env.new_analyst())
+    agg.invite(rnd.spec, SITES)
+    for site, reason in declines(env, rnd.round_id, SITES).items():
+        assert_rule_only(env, reason, "values", site, rnd.round_id, "is not numeric")
+
     # classes: a label value the round's class list lacks (and an LDP domain that lacks it)
     lda = MomentsRequest(
         method="lda", features=tuple(cols), groupings=(LabelClasses(LABEL, ("benign", "other")),)
