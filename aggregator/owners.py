@@ -93,6 +93,8 @@ class OwnerDirectory:
         self._connections: dict[str, tuple[grpc.Channel, pb_grpc.OwnerAgentStub]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        # told the site whose stream ended: rounds waiting for it may close at once
+        self.on_disconnect: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------------ who is there
 
@@ -138,6 +140,13 @@ class OwnerDirectory:
     def sites(self) -> list[str]:
         with self._lock:
             return sorted(self._owners)
+
+    def is_gone(self, site: str) -> bool:
+        """Known not to be connected: an outbound owner without an open stream. (Nothing is
+        known of an inbound owner between calls: it never counts as gone.)"""
+        with self._lock:
+            owner = self._owners.get(site)
+            return owner is not None and owner.mode == OUTBOUND and owner.link is None
 
     def check_invited(self, invited: list[str], quorum: int) -> None:
         """Every invited owner is registered, and there are at least `quorum` of them."""
@@ -222,6 +231,11 @@ class OwnerDirectory:
                 return  # replaced by a newer stream already
             owner.link = None
         log.info("owner %s disconnected", link.site)
+        if self.on_disconnect is not None:
+            try:
+                self.on_disconnect(link.site)
+            except Exception:
+                log.exception("handling the disconnection of %s failed", link.site)
 
     def answer(self, site: str, round_id: str, reason: str) -> None:
         """An outbound owner's answer to an invitation ('' = accepted)."""

@@ -197,6 +197,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             share = rnd.intake.receive(caller.name, header, request_iterator, view)
         except BaseException:
             rnd.abort_share(caller.name)
+            self.engine.upload_failed(rnd)
             raise
         complete = rnd.accept(caller.name, share, timings)
         log.info(
@@ -267,6 +268,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             intake.declare(-declared)
             intake.discard(parts)  # spilled chunk files of this upload, never folded
             rnd.abort_share(caller.name)
+            self.engine.upload_failed(rnd)
             raise
         complete = rnd.accept(caller.name, parts, timings)
         log.info("round %s: %d reports from %s accepted", rnd.round_id, count, caller.name)

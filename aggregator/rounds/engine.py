@@ -50,6 +50,9 @@ RESTARTED = (
     "the aggregator restarted while round {round_id} was open; the shares sent to it were lost"
 )
 
+DISCONNECTED = "unreachable: disconnected during the round (the quorum was in without it)"
+GONE = "unreachable: disconnected since the job's previous round; not invited again"
+
 # the analyst's signed request (serialized pb.Signed) -> (protocol, request payload, the common
 # round fields for n invited owners, the pb.Signed): how a job is planned again after a restart
 Rebuild = Callable[[bytes], tuple[FederatedProtocol, Any, Callable[[int], Common], Any]]
@@ -133,6 +136,7 @@ class RoundEngine:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="round")
+        owners.on_disconnect = self.owner_gone
 
     # ------------------------------------------------------------------ lookups
 
@@ -333,8 +337,26 @@ class RoundEngine:
             job.authorization,
             rnd.invited,
         )
+        gone = self._gone_from_job(job, rnd)
         for site in rnd.invited:
+            if site in gone:  # not asked again: it would only make the round wait
+                self.decline(rnd, site, GONE)
+                continue
             self.owners.invite(site, spec, functools.partial(self._invited, rnd, site))
+
+    def _gone_from_job(self, job: Job, rnd: Round) -> set[str]:
+        """Owners that did not contribute to the job's previous round and are still known to
+        be disconnected: gone for good as far as this job is concerned."""
+        with job.lock:
+            earlier = [r for r in job.rounds if r is not rnd]
+        if not earlier:
+            return set()
+        last = earlier[-1]
+        return {
+            s
+            for s in rnd.invited
+            if s not in last.submitted and s in last.invited and self.owners.is_gone(s)
+        }
 
     def _invited(self, rnd: Round, site: str, reason: str) -> None:
         if reason:
@@ -344,10 +366,39 @@ class RoundEngine:
     def decline(self, rnd: Round, site: str, reason: str) -> None:
         if rnd.decline(site, reason):
             self._pool.submit(self.finalize, rnd)
+        else:
+            self._close_if_settled(rnd)
 
     def accepted(self, rnd: Round, complete: bool) -> None:
         if complete:
             self._pool.submit(self.finalize, rnd)
+        else:
+            self._close_if_settled(rnd)
+
+    def upload_failed(self, rnd: Round) -> None:
+        """A share broke off mid-upload (its owner may be gone): the round may be settled."""
+        self._close_if_settled(rnd)
+
+    def owner_gone(self, site: str) -> None:
+        """An outbound owner's stream ended: every open round that now only waits for owners
+        known to be gone closes at once instead of at its deadline."""
+        with self._lock:
+            rounds = [r for r in self._rounds.values() if r.state == OPEN and site in r.invited]
+        for rnd in rounds:
+            self._close_if_settled(rnd)
+
+    def _close_if_settled(self, rnd: Round) -> None:
+        owed = rnd.settled_without(self.owners.is_gone)
+        if not owed:
+            return
+        for site in owed:
+            rnd.decline(site, DISCONNECTED)
+        log.info(
+            "round %s: quorum in, %s disconnected: closing without waiting",
+            rnd.round_id,
+            ", ".join(owed),
+        )
+        self._pool.submit(self.finalize, rnd)
 
     def finalize(self, rnd: Round) -> None:
         """Close the round exactly once: quorum, reveal, the protocol's result, keep, publish."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +129,16 @@ class Round:
 
     def _all_resolved(self) -> bool:
         return all(s in self.submitted or s in self.declined for s in self.invited)
+
+    def settled_without(self, gone: Callable[[str], bool]) -> list[str]:
+        """The owners still owed, if the round can close now without them: its quorum is in,
+        no share is arriving, and each of them is `gone` (known to be disconnected). Empty when
+        waiting may still change the round."""
+        with self.lock:
+            if self.closing or self.receiving or len(self.submitted) < self.min_owners:
+                return []
+            owed = [s for s in self.invited if s not in self.submitted and s not in self.declined]
+        return owed if owed and all(gone(s) for s in owed) else []
 
     def claim_close(self) -> bool:
         """True for exactly one caller: the one that gets to finalize."""

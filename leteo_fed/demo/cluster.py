@@ -342,10 +342,11 @@ class LocalCluster:
             return ""
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
-    def kill(self, name: str) -> None:
-        """Abrupt loss of a party (SIGKILL), for failure tests."""
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Loss of a party, for failure tests: abrupt (SIGKILL, the default), or as an operator
+        stops it (SIGINT: Ctrl-C, SIGTERM)."""
         proc = self.procs.pop(name)
-        proc.kill()
+        proc.send_signal(sig)
         proc.wait()
 
     def stop(self, grace: float = 8.0) -> None:
