@@ -34,6 +34,8 @@ log = logging.getLogger("leteo.aggregator")
 
 ANSWER_MARGIN_SECONDS = 1.0  # GetRound answers this long before the caller's deadline
 MAX_TIMINGS = 32  # phase timings one upload may report
+DEFAULT_JOB_LISTING = 50  # jobs ListJobs returns when the caller names no limit
+MAX_JOB_LISTING = 1000
 
 
 def check_address(address: str) -> None:
@@ -311,6 +313,15 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         if wait:
             rnd.done.wait(wait)
         return round_status(rnd)
+
+    @rpc_method
+    def ListJobs(self, request, context):
+        caller = require_role(context, "analyst", "aggregator")
+        limit = request.limit or DEFAULT_JOB_LISTING
+        if limit > MAX_JOB_LISTING:
+            raise DataError(f"limit must be at most {MAX_JOB_LISTING}, got {limit}", field="limit")
+        everyone = caller.role == "aggregator"
+        return pb.JobList(jobs=self.engine.jobs_listing(None if everyone else caller.name, limit))
 
     @rpc_method
     def StartRound(self, signed, context):

@@ -391,6 +391,16 @@ class StateStore:
         )
         return [_job(r) for r in rows]
 
+    def recent_jobs(self, caller: str | None, limit: int) -> list[StoredJob]:
+        """The newest jobs first; only `caller`'s unless None."""
+        where, args = ("WHERE caller = ?", (caller,)) if caller is not None else ("", ())
+        rows = self._read(
+            f"SELECT {_JOB_COLUMNS} FROM jobs {where} ORDER BY created_unix DESC, rowid DESC "
+            "LIMIT ?",
+            (*args, limit),
+        )
+        return [_job(r) for r in rows]
+
     def job(self, job_id: str) -> StoredJob | None:
         rows = self._read(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,))
         return _job(rows[0]) if rows else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -20,6 +21,11 @@ from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
 from leteo_fed.transport.rounds import request_to_proto, result_document
 from leteo_fed.transport.signing import ROUND_REQUEST
+
+log = logging.getLogger("leteo.client")
+
+RECONNECT_PATIENCE_SECONDS = 180.0  # an aggregator restart resumes the job within this
+RECONNECT_POLL_SECONDS = 2.0
 
 
 class RoundFailed(LeteoError):
@@ -155,11 +161,22 @@ class LdpParams:
 
 
 class AnalystClient:
-    def __init__(self, aggregator: str, tls: TlsConfig) -> None:
+    def __init__(
+        self,
+        aggregator: str,
+        tls: TlsConfig,
+        on_job: Callable[[str], None] | None = None,
+        patience: float = RECONNECT_PATIENCE_SECONDS,
+    ) -> None:
+        """`on_job` is told a job's id as soon as the aggregator took it (before any waiting);
+        `patience`: how long waiting on a job rides through an unreachable aggregator (a
+        restart: the job resumes there) before giving up."""
         self._address = aggregator
         self._channel = tls.channel(aggregator, peer="aggregator")
         self._stub = pb_grpc.AggregatorStub(self._channel)
         self._signer = tls.signer()
+        self._on_job = on_job
+        self._patience = patience
 
     def close(self) -> None:
         self._channel.close()
@@ -219,7 +236,10 @@ class AnalystClient:
             signed = pb.Signed(body=body)
         else:
             signed = self._signer.sign(body, ROUND_REQUEST)
-        return self._call(self._stub.StartRound, signed, 30)
+        status = self._call(self._stub.StartRound, signed, 30)
+        if self._on_job is not None:
+            self._on_job(status.round_id)
+        return status
 
     def start_round(self, params: RoundParams) -> pb.RoundStatus:
         return self._start(params.to_proto())
@@ -231,15 +251,40 @@ class AnalystClient:
         on_tick: Callable[[pb.RoundStatus], None] | None = None,
     ) -> pb.RoundStatus:
         end = time.monotonic() + timeout
+        unreachable_since: float | None = None
         while True:
             wait = max(0.0, min(1.0, end - time.monotonic()))
-            status = self._call(
-                self._stub.GetRound, pb.RoundQuery(round_id=round_id, wait_seconds=wait), wait + 30
-            )
+            try:
+                status = self._call(
+                    self._stub.GetRound,
+                    pb.RoundQuery(round_id=round_id, wait_seconds=wait),
+                    wait + 30,
+                )
+            except PeerUnavailable as exc:
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                if now - unreachable_since > self._patience:
+                    raise PeerUnavailable(
+                        f"{exc} (for {now - unreachable_since:.0f} s); the job {round_id} may "
+                        f"still complete: fetch it with `leteo-fed result {round_id}`"
+                    ) from exc
+                log.warning("aggregator unreachable (%s); waiting for job %s", exc, round_id)
+                end += RECONNECT_POLL_SECONDS  # the time it is down does not count against it
+                time.sleep(RECONNECT_POLL_SECONDS)
+                continue
+            unreachable_since = None
             if status.state != "OPEN" or time.monotonic() >= end:
                 return status
             if on_tick:
                 on_tick(status)
+
+    def job(self, job_id: str) -> pb.RoundStatus:
+        """A job's (or round's) status now, kept across aggregator restarts."""
+        return self._call(self._stub.GetRound, pb.RoundQuery(round_id=job_id), 30)
+
+    def jobs(self, limit: int = 50) -> list[pb.JobSummary]:
+        """This analyst's most recent jobs at the aggregator, newest first."""
+        return list(self._call(self._stub.ListJobs, pb.ListJobsRequest(limit=limit), 30).jobs)
 
     def run_round(
         self,
@@ -283,10 +328,16 @@ class AnalystClient:
         return self._result(self.start_ldp(params), params.deadline_seconds, on_tick)
 
     def _result(self, status: pb.RoundStatus, deadline: float, on_tick) -> dict:
-        final = self.wait(status.round_id, deadline + 60, on_tick)
-        if final.state != "COMPLETED":
-            raise RoundFailed(f"round {final.round_id} {final.state.lower()}: {final.message}")
-        doc = result_document(final)
-        if doc is None:
-            raise RoundFailed(f"round {final.round_id} completed without a result")
-        return doc
+        return result_of(self.wait(status.round_id, deadline + 60, on_tick))
+
+
+def result_of(final: pb.RoundStatus) -> dict:
+    """The result document of an ended job; RoundFailed naming why there is none."""
+    if final.state == "OPEN":
+        raise RoundFailed(f"round {final.round_id} is still running: {final.message}")
+    if final.state != "COMPLETED":
+        raise RoundFailed(f"round {final.round_id} {final.state.lower()}: {final.message}")
+    doc = result_document(final)
+    if doc is None:
+        raise RoundFailed(f"round {final.round_id} completed without a result")
+    return doc

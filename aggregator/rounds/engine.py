@@ -74,6 +74,7 @@ class Job:
     rounds: list[Round] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
+    started_unix: float = field(default_factory=time.time)
 
     @property
     def label(self) -> str:
@@ -150,6 +151,47 @@ class RoundEngine:
         if rnd is None:
             raise NotFoundError(f"unknown round {round_id!r}")
         return rnd
+
+    def jobs_listing(self, caller: str | None, limit: int) -> list[pb.JobSummary]:
+        """The newest jobs first (only `caller`'s unless None): running ones as they stand,
+        the others as kept in the state (those from before a restart included)."""
+        with self._lock:
+            live = [j for j in self._jobs.values() if caller is None or j.caller == caller]
+        out = {}
+        for job in live:
+            status = job_status(job)
+            out[job.job_id] = pb.JobSummary(
+                job_id=job.job_id,
+                protocol=job.label,
+                analyst=job.caller,
+                state=status.state,
+                message=status.message,
+                started_unix=job.started_unix,
+                invited=list(status.invited),
+                submitted=list(status.submitted),
+            )
+        if self.store is not None:
+            try:
+                stored = self.store.recent_jobs(caller, limit)
+            except LeteoError:
+                log.exception("could not list the jobs kept in the state")
+                stored = []
+            for s in stored:
+                if s.job_id in out:
+                    continue
+                final = pb.RoundStatus.FromString(s.status_proto) if s.status_proto else None
+                out[s.job_id] = pb.JobSummary(
+                    job_id=s.job_id,
+                    protocol=s.label,
+                    analyst=s.caller,
+                    state=s.status,
+                    message=s.message,
+                    started_unix=s.created_unix,
+                    invited=s.invited,
+                    submitted=list(final.submitted) if final is not None else [],
+                )
+        newest = sorted(out.values(), key=lambda j: j.started_unix, reverse=True)
+        return newest[:limit]
 
     def stored_status(self, ident: str) -> pb.RoundStatus | None:
         """The kept final status of a job or round (those from before a restart included);

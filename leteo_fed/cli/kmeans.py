@@ -29,10 +29,10 @@ from leteo_fed.cli.options import (
     add_row_norm_bound,
     add_tls,
     add_value_bound,
+    analyst_client,
     bounds,
     csv_list,
     set_handler,
-    tls_config,
 )
 from leteo_fed.defaults import (
     DEMO_SEED,
@@ -252,7 +252,7 @@ def _initial_centers(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, An
 
 
 def _run_against_services(args: argparse.Namespace) -> int:
-    from leteo_fed.client import AnalystClient, KmeansParams
+    from leteo_fed.client import KmeansParams
     from leteo_fed.fileio import atomic_write_json
 
     centers, init = _initial_centers(args)
@@ -271,7 +271,7 @@ def _run_against_services(args: argparse.Namespace) -> int:
         dp_delta=args.delta,
         row_norm_bound=args.row_norm_bound,
     )
-    with AnalystClient(args.aggregator, tls_config(args)) as client:
+    with analyst_client(args) as client:
         result = client.run_kmeans(params)
     result["init"] = init
     out = Path(args.out) / "kmeans.json"

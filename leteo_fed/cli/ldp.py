@@ -18,10 +18,10 @@ from leteo_fed.cli.options import (
     add_demo_owners,
     add_out_folder,
     add_tls,
+    analyst_client,
     bounds,
     csv_list,
     set_handler,
-    tls_config,
 )
 from leteo_fed.defaults import MIN_QUORUM_LDP
 
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from leteo_fed.client import AnalystClient, LdpParams
+    from leteo_fed.client import LdpParams
     from leteo_fed.fileio import atomic_write_json
 
     params = LdpParams(
@@ -170,7 +170,7 @@ def _collect(args: argparse.Namespace) -> int:
         min_owners=args.min_owners,
         consistency=args.consistency,
     )
-    with AnalystClient(args.aggregator, tls_config(args)) as client:
+    with analyst_client(args) as client:
         result = client.run_ldp(params)
     atomic_write_json(Path(args.out) / "ldp.json", result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n")}))

@@ -20,6 +20,7 @@ from leteo_fed.cli import (
     anonymize,
     bench,
     dp_kmeans,
+    jobs,
     kmeans,
     ldp,
     rounds,
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     kmeans.add_parsers(sub, demo)  # kmeans; demo kmeans
     dp_kmeans.add_parser(sub)
     weighted_stats.add_parser(sub)  # stats
+    jobs.add_parsers(sub)  # jobs, result
     return parser
 
 

@@ -9,7 +9,9 @@ is built lazily, when a command runs.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +27,7 @@ from leteo_fed.defaults import (
 )
 
 if TYPE_CHECKING:
+    from leteo_fed.client import AnalystClient
     from leteo_fed.transport.grpc_io import TlsConfig
 
 Container = argparse._ActionsContainer  # a parser or an argument group
@@ -69,9 +72,9 @@ def add_tls(p: argparse.ArgumentParser, default_name: str, role: str) -> None:
     g.add_argument(
         "--tls-dir",
         type=Path,
-        default=Path("certs"),
+        default=Path(os.environ.get("LETEO_TLS_DIR") or "certs"),
         help="folder with ca.crt, the *-ca.crt authorities, NAME.crt and NAME.key from "
-        "`leteo-fed certs` (default: ./certs)",
+        "`leteo-fed certs` (default: $LETEO_TLS_DIR, else ./certs)",
     )
     g.add_argument(
         "--name",
@@ -99,7 +102,23 @@ def tls_config(args: argparse.Namespace) -> TlsConfig:
 
 
 def add_aggregator_address(p: Container) -> None:
-    p.add_argument("--aggregator", default=DEFAULT_AGGREGATOR_ADDRESS, help="aggregator address")
+    default = os.environ.get("LETEO_AGGREGATOR") or DEFAULT_AGGREGATOR_ADDRESS
+    p.add_argument(
+        "--aggregator",
+        default=default,
+        help=f"aggregator address host:port (default: $LETEO_AGGREGATOR, else {default})",
+    )
+
+
+def analyst_client(args: argparse.Namespace) -> AnalystClient:
+    """The analyst's client for a command: it prints the job id the moment the aggregator took
+    the job (first, before any waiting), and rides through an aggregator restart."""
+    from leteo_fed.client import AnalystClient
+
+    def announce(job_id: str) -> None:
+        print(f"job {job_id}", file=sys.stderr, flush=True)
+
+    return AnalystClient(args.aggregator, tls_config(args), on_job=announce)
 
 
 def add_features(p: Container) -> None:

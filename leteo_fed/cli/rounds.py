@@ -27,9 +27,9 @@ from leteo_fed.cli.options import (
     add_quorum,
     add_tls,
     add_value_bound,
+    analyst_client,
     csv_list,
     set_handler,
-    tls_config,
 )
 from leteo_fed.defaults import DEMO_SEED, PCA_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
@@ -214,7 +214,7 @@ def _groupings(args: argparse.Namespace) -> tuple:
 
 
 def _run_round(args: argparse.Namespace) -> int:
-    from leteo_fed.client import AnalystClient, RoundParams
+    from leteo_fed.client import RoundParams
     from leteo_fed.fileio import atomic_write_json
 
     params = RoundParams(
@@ -235,7 +235,7 @@ def _run_round(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
-    with AnalystClient(args.aggregator, tls_config(args)) as client:
+    with analyst_client(args) as client:
         result = client.run_round(params)
     out = Path(args.out) / f"{args.command}.json"
     atomic_write_json(out, result)

@@ -17,8 +17,8 @@ from leteo_fed.cli.options import (
     add_quorum,
     add_tls,
     add_value_bound,
+    analyst_client,
     set_handler,
-    tls_config,
 )
 
 DEFAULT_OUT = Path("out/stats.json")
@@ -57,7 +57,7 @@ def add_parser(sub: SubParsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from leteo_fed.client import AnalystClient, CommonParams
+    from leteo_fed.client import CommonParams
     from leteo_fed.fileio import atomic_write_json
     from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
-    with AnalystClient(args.aggregator, tls_config(args)) as client:
+    with analyst_client(args) as client:
         result = client.run_protocol("weighted_stats", request, common)
     atomic_write_json(args.out, result)
     summary = ("round_id", "owners", "n_rows", "means", "variances")

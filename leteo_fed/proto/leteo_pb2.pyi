@@ -1225,6 +1225,38 @@ class RoundQuery(_message.Message):
     wait_seconds: float
     def __init__(self, round_id: _Optional[str] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
 
+class ListJobsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class JobSummary(_message.Message):
+    __slots__ = ("job_id", "protocol", "analyst", "state", "message", "started_unix", "invited", "submitted")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    ANALYST_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    INVITED_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    protocol: str
+    analyst: str
+    state: str
+    message: str
+    started_unix: float
+    invited: _containers.RepeatedScalarFieldContainer[str]
+    submitted: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., protocol: _Optional[str] = ..., analyst: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., started_unix: _Optional[float] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JobList(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
+
 class RoundStatus(_message.Message):
     __slots__ = ("round_id", "protocol", "state", "message", "invited", "submitted", "missing", "result")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]

@@ -383,6 +383,11 @@ class AggregatorStub:
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.RoundQuery.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/leteo.v1.Aggregator/ListJobs',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.JobList.FromString,
+                _registered_method=True)
 
 
 class AggregatorServicer:
@@ -455,6 +460,13 @@ class AggregatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """The caller's most recent jobs, newest first (an aggregator identity sees every job).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AggregatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -507,6 +519,11 @@ def add_AggregatorServicer_to_server(servicer, server):
                     servicer.GetRound,
                     request_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundQuery.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.ListJobsRequest.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.JobList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -779,6 +796,33 @@ class Aggregator:
             '/leteo.v1.Aggregator/GetRound',
             leteo_dot_v1_dot_leteo__pb2.RoundQuery.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.Aggregator/ListJobs',
+            leteo_dot_v1_dot_leteo__pb2.ListJobsRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.JobList.FromString,
             options,
             channel_credentials,
             insecure,

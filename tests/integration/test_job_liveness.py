@@ -8,14 +8,18 @@ for it either.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 from integration_helpers import write_parts
-from sklearn.datasets import load_iris
+from sklearn.datasets import load_digits, load_iris
 
 from leteo_fed.client import AnalystClient, KmeansParams
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
@@ -83,3 +87,96 @@ def test_an_owner_stopped_mid_job_costs_no_deadline(cluster):
     # from the first iteration that completed after the stop on, site-3 is not summed
     assert its[-1]["contributors"] == ["site-1", "site-2"]
     print(f"job finished {elapsed:.2f} s after site-3 stopped (deadline {DEADLINE:.0f} s)")
+
+
+# ------------------------------------------------------------------ the analyst's command
+
+
+def _cli(*args: str, env: dict[str, str], **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "leteo_fed", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def test_the_analysts_command_rides_through_an_aggregator_restart(tmp_path):
+    """`leteo-fed kmeans` prints its job id first; the aggregator is killed (SIGKILL) in the
+    middle of the job and started again on its state dir; the command still exits 0 with the
+    result, and `leteo-fed result JOB_ID` writes the same file, `leteo-fed jobs` lists it.
+    The aggregator address and certificates come from LETEO_AGGREGATOR and LETEO_TLS_DIR."""
+    digits = load_digits()
+    names = [f"px{i}" for i in range(digits.data.shape[1])]
+    parts = write_parts(digits.data, names, 3, tmp_path / "data", seed=21)
+    owners = [OwnerSpec(site, part) for site, part in zip(SITES, parts, strict=True)]
+    with LocalCluster(tmp_path / "run", owners) as cluster:
+        AnalystClient(
+            cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
+        ).wait_for_owners(3)
+        env = {
+            **os.environ,
+            "LETEO_AGGREGATOR": cluster.addresses["aggregator"],
+            "LETEO_TLS_DIR": str(cluster.certs),
+        }
+        out = tmp_path / "out"
+        proc = _cli(
+            "kmeans",
+            "--features",
+            ",".join(names),
+            "--k",
+            "10",
+            "--rounds",
+            "60",
+            "--init-bounds",
+            "0,16",
+            "--value-bound",
+            "16",
+            "--min-owners",
+            "3",
+            "--deadline",
+            "60",
+            "--out",
+            str(out),
+            env=env,
+        )
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith("job kmeans-"), first
+        job_id = first.split()[1]
+        client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        while True:  # a few iterations in
+            status = client.wait(job_id, 0.05)
+            at = re.search(r"iteration (\d+) of", status.message)
+            if (at is not None and int(at.group(1)) >= 3) or status.state != "OPEN":
+                break
+        client.close()
+        assert status.state == "OPEN", status.message
+        cluster.kill("aggregator")
+        time.sleep(1.0)
+        cluster.start_aggregator()
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        assert "aggregator unreachable" in stderr  # it waited, and said so
+        written = json.loads((out / "kmeans.json").read_text())
+        assert all(it["round_id"].startswith(job_id) for it in written["iterations"])
+        # the iteration the kill interrupted was run again under a new attempt id
+        assert any(it["round_id"].endswith("-r2") for it in written["iterations"]), written
+
+        again = _cli("result", job_id, "--out", str(tmp_path / "again"), env=env)
+        stdout, stderr = again.communicate(timeout=60)
+        assert again.returncode == 0, stderr
+        fetched = json.loads((tmp_path / "again" / "kmeans.json").read_text())
+        # all but the command's own note of how it drew the initial centers
+        assert fetched == {k: v for k, v in written.items() if k != "init"}
+        listing = _cli("jobs", "--json", env=env)
+        stdout, stderr = listing.communicate(timeout=60)
+        assert listing.returncode == 0, stderr
+        jobs = {j["job_id"]: j for j in map(json.loads, stdout.splitlines())}
+        assert jobs[job_id]["state"] == "COMPLETED" and jobs[job_id]["protocol"] == "kmeans"
+        assert jobs[job_id]["analyst"] == "analyst"
+        unknown = _cli("result", "kmeans-000000000000", "--out", str(tmp_path / "x"), env=env)
+        _, stderr = unknown.communicate(timeout=60)
+        assert unknown.returncode != 0 and "kmeans-000000000000" in stderr
