@@ -10,6 +10,9 @@ from __future__ import annotations
 DEFAULT_DEADLINE_SECONDS = 120.0  # a round (or one k-means iteration) closes after this
 MAX_DEADLINE_SECONDS = 24 * 3600.0
 MIN_QUORUM = 2  # one encrypted share alone would reveal that owner's statistics
+# the quorum when the analyst names none: the owners' default policy (min_other_owners = 2)
+# hides each site among at least two others; fewer invited owners: all of them
+DEFAULT_QUORUM = 3
 MIN_QUORUM_LDP = 1  # every LDP report is private on its own
 DEFAULT_DP_DELTA = 1e-6
 MAX_DP_DELTA = 1e-2

@@ -21,6 +21,7 @@ from leteo_fed.defaults import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_DP_DELTA,
     DEFAULT_KEY_BITS,
+    DEFAULT_QUORUM,
     DEFAULT_VALUE_BOUND,
     DEMO_OWNERS,
     MIN_QUORUM,
@@ -132,8 +133,9 @@ def add_quorum(p: Container, what: str) -> None:
     p.add_argument(
         "--min-owners",
         type=int,
-        default=MIN_QUORUM,
-        help=f"{what} (>= {MIN_QUORUM}; default: {MIN_QUORUM})",
+        default=0,
+        help=f"{what} (>= {MIN_QUORUM}; default: {DEFAULT_QUORUM}, or every invited owner if "
+        f"fewer: what the owners' default policy asks)",
     )
 
 

@@ -63,7 +63,12 @@ class Common:
     dp: DpRequest | None = None
 
     def quorum(self, minimum: int = defaults.MIN_QUORUM) -> int:
-        q = self.min_owners or minimum
+        """The request's quorum; without one, DEFAULT_QUORUM (what the owners' default policy
+        asks), or every invited owner if fewer are invited (never below `minimum`)."""
+        default = minimum  # LDP: every report is private on its own
+        if minimum >= defaults.MIN_QUORUM:  # a secure sum
+            default = max(minimum, min(defaults.DEFAULT_QUORUM, self.n_invited))
+        q = self.min_owners or default
         if q < minimum:
             why = "a single share would be revealed" if minimum >= 2 else "no owner"
             raise DataError(f"min_owners must be at least {minimum}: {why}", field="min_owners")

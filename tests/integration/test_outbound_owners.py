@@ -8,6 +8,7 @@ result it missed reaches it when it reconnects, recorded once.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -109,14 +110,22 @@ def test_an_owner_away_longer_than_the_timeout_is_named_and_gets_the_result_when
     assert "site-3" in final.missing
 
     # site-1 misses the result of a round it sent its share to: it is killed after sending,
-    # before the round closes (site-3, away, holds the round open until its invitation times out)
-    status = client.start_round(RoundParams(features=names, owners=tuple(SITES), min_owners=2))
-    end = time.monotonic() + 30
-    while "site-1" not in client.wait(status.round_id, 0).submitted:
-        assert time.monotonic() < end
-        time.sleep(0.05)
-    cluster.kill("site-1")
-    final = client.wait(status.round_id, 60)
+    # before the round closes. site-3, back but frozen (SIGSTOP: still connected, so not known
+    # to be gone), holds the round open until its invitation times out
+    cluster.start_owner(owners[2])
+    wait_connected(cluster, "site-3", True)
+    frozen = cluster.procs["site-3"]
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        status = client.start_round(RoundParams(features=names, owners=tuple(SITES), min_owners=2))
+        end = time.monotonic() + 30
+        while "site-1" not in client.wait(status.round_id, 0).submitted:
+            assert time.monotonic() < end
+            time.sleep(0.05)
+        cluster.kill("site-1")
+        final = client.wait(status.round_id, 60)
+    finally:
+        frozen.send_signal(signal.SIGCONT)
     assert final.state == "COMPLETED", final.message
     assert not any(
         e["event"] == "result" and e["round_id"] == status.round_id
