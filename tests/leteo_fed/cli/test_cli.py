@@ -290,7 +290,7 @@ def test_defaults_in_help_come_from_one_place():
 
     args = build_parser().parse_args(["pca", "--features", "a"])
     assert args.deadline == defaults.DEFAULT_DEADLINE_SECONDS
-    assert args.min_owners == defaults.MIN_QUORUM
+    assert args.min_owners == 0  # the protocol's default: DEFAULT_QUORUM, capped by the invited
     assert args.aggregator == defaults.DEFAULT_AGGREGATOR_ADDRESS
     args = build_parser().parse_args(["kmeans", "--features", "a"])
     assert args.deadline == defaults.DEFAULT_DEADLINE_SECONDS

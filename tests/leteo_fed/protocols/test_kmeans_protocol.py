@@ -271,7 +271,9 @@ def plan_kmeans(msg: pb.RoundRequest, n_invited: int):
 def test_plan_refuses_bad_jobs_naming_the_field():
     good = {"features": ["a", "b"], "k": 2, "centers": [0, 0, 1, 1]}
     plan = plan_kmeans(_request(**good), 3)
-    assert plan.iterations == km.DEFAULT_ITERATIONS and plan.dp is None and plan.min_owners == 2
+    assert plan.iterations == km.DEFAULT_ITERATIONS and plan.dp is None
+    assert plan.min_owners == 3  # the default quorum, what the owners' default policy asks
+    assert plan_kmeans(_request(**good), 2).min_owners == 2  # every invited owner if fewer
     assert plan.encoding.scale_bits == km.DEFAULT_SCALE_BITS
     cases = [
         ({"k": 0}, "kmeans.k"),
