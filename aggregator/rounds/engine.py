@@ -75,6 +75,7 @@ class Job:
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
     started_unix: float = field(default_factory=time.time)
+    previous: str = ""  # how the job's last completed round ended (its Step message)
 
     @property
     def label(self) -> str:
@@ -98,8 +99,34 @@ class Job:
 def job_status(job: Job) -> pb.RoundStatus:
     submitted = job.submitted()
     with job.lock:
-        return status_proto(
+        status = status_proto(
             job.job_id, job.label, job.status, job.message, job.invited, submitted, job.result
+        )
+        current = job.rounds[-1] if job.rounds else None
+        previous = job.previous
+    if current is not None:
+        status.progress.CopyFrom(_progress(job, current, previous))
+    return status
+
+
+def _progress(job: Job, rnd: Round, previous: str) -> pb.JobProgress:
+    with rnd.lock:
+        if rnd.state != OPEN:
+            phase = rnd.state.lower()
+        else:
+            phase = "decrypting" if rnd.closing else "collecting"
+        return pb.JobProgress(
+            round_id=rnd.round_id,
+            round=rnd.index,
+            rounds=job.protocol.max_rounds(job.plan),
+            phase=phase,
+            invited=list(rnd.invited),
+            accepted=sorted(rnd.accepted),
+            declined=dict(rnd.declined),
+            submitted=sorted(rnd.submitted),
+            quorum=rnd.min_owners,
+            elapsed_seconds=time.time() - job.started_unix,
+            previous=previous,
         )
 
 
@@ -281,6 +308,7 @@ class RoundEngine:
                     break
                 with job.lock:
                     job.message = step.message or job.message
+                    job.previous = step.message
                 if self._closing.is_set():
                     raise PeerUnavailable("the aggregator is shutting down")
                 index += 1
@@ -338,6 +366,7 @@ class RoundEngine:
             job.plan.min_owners,
             intake,
             job,
+            index=index,
         )
         with self._lock:
             self._rounds[round_id] = rnd
@@ -401,6 +430,9 @@ class RoundEngine:
         }
 
     def _invited(self, rnd: Round, site: str, reason: str) -> None:
+        if not reason:
+            with rnd.lock:
+                rnd.accepted.add(site)
         if reason:
             log.warning("round %s: %s cannot take part: %s", rnd.round_id, site, reason)
             self.decline(rnd, site, reason)

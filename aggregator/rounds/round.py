@@ -56,6 +56,7 @@ class Round:
     state: str = OPEN
     message: str = ""
     declined: dict[str, str] = field(default_factory=dict)
+    accepted: set[str] = field(default_factory=set)  # owners that accepted the invitation
     receiving: set[str] = field(default_factory=set)
     submitted: dict[str, dict[str, float]] = field(default_factory=dict)
     result: Any = None  # the protocol's result dataclass
@@ -63,6 +64,7 @@ class Round:
     closing: bool = False
     invited_at: float = 0.0  # time.perf_counter() when the invitations went out
     stored: pb.RoundStatus | None = None  # a round from before a restart: its kept status
+    index: int = 1  # the round's place in its job (k-means: the iteration)
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
 

@@ -34,6 +34,7 @@ from leteo_fed.cli.options import (
     csv_list,
     set_handler,
 )
+from leteo_fed.cli.progress import ProgressPrinter
 from leteo_fed.defaults import (
     DEMO_SEED,
     KMEANS_DEFAULT_ITERATIONS,
@@ -271,8 +272,10 @@ def _run_against_services(args: argparse.Namespace) -> int:
         dp_delta=args.delta,
         row_norm_bound=args.row_norm_bound,
     )
+    progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_kmeans(params)
+        result = client.run_kmeans(params, on_tick=progress.tick)
+    progress.done()
     result["init"] = init
     out = Path(args.out) / "kmeans.json"
     atomic_write_json(out, result)

@@ -23,6 +23,7 @@ from leteo_fed.cli.options import (
     csv_list,
     set_handler,
 )
+from leteo_fed.cli.progress import ProgressPrinter
 from leteo_fed.defaults import MIN_QUORUM_LDP
 
 LDP_MECHANISMS = ["grr", "sue", "oue", "she", "the", "olh", "laplace", "duchi", "pm", "hm"]
@@ -170,8 +171,10 @@ def _collect(args: argparse.Namespace) -> int:
         min_owners=args.min_owners,
         consistency=args.consistency,
     )
+    progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_ldp(params)
+        result = client.run_ldp(params, on_tick=progress.tick)
+    progress.done()
     atomic_write_json(Path(args.out) / "ldp.json", result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n")}))
     return 0

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from leteo_fed.proto import leteo_pb2 as pb
+if TYPE_CHECKING:  # the CLI imports no gRPC or protobuf before a command runs
+    from leteo_fed.proto import leteo_pb2 as pb
 
 
 def describe(status: pb.RoundStatus) -> str:
@@ -27,8 +28,8 @@ def describe(status: pb.RoundStatus) -> str:
         f"shares {len(p.submitted)}/{p.quorum} needed",
     ]
     line = ", ".join(parts)
-    if status.message:
-        line += f" | {status.message}"
+    if p.previous:
+        line += f" | {p.previous}"
     return line
 
 

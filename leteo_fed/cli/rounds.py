@@ -31,6 +31,7 @@ from leteo_fed.cli.options import (
     csv_list,
     set_handler,
 )
+from leteo_fed.cli.progress import ProgressPrinter
 from leteo_fed.defaults import DEMO_SEED, PCA_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
@@ -235,8 +236,10 @@ def _run_round(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
+    progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_round(params)
+        result = client.run_round(params, on_tick=progress.tick)
+    progress.done()
     out = Path(args.out) / f"{args.command}.json"
     atomic_write_json(out, result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))

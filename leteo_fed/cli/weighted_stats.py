@@ -20,6 +20,7 @@ from leteo_fed.cli.options import (
     analyst_client,
     set_handler,
 )
+from leteo_fed.cli.progress import ProgressPrinter
 
 DEFAULT_OUT = Path("out/stats.json")
 
@@ -76,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
+    progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_protocol("weighted_stats", request, common)
+        result = client.run_protocol("weighted_stats", request, common, on_tick=progress.tick)
+    progress.done()
     atomic_write_json(args.out, result)
     summary = ("round_id", "owners", "n_rows", "means", "variances")
     print(json.dumps({k: result[k] for k in summary}))

@@ -1258,7 +1258,7 @@ class JobList(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
 
 class RoundStatus(_message.Message):
-    __slots__ = ("round_id", "protocol", "state", "message", "invited", "submitted", "missing", "result")
+    __slots__ = ("round_id", "protocol", "state", "message", "invited", "submitted", "missing", "result", "progress")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -1267,6 +1267,7 @@ class RoundStatus(_message.Message):
     SUBMITTED_FIELD_NUMBER: _ClassVar[int]
     MISSING_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     state: str
@@ -1275,7 +1276,41 @@ class RoundStatus(_message.Message):
     submitted: _containers.RepeatedScalarFieldContainer[str]
     missing: _containers.RepeatedScalarFieldContainer[str]
     result: RoundResult
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., result: _Optional[_Union[RoundResult, _Mapping]] = ...) -> None: ...
+    progress: JobProgress
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., result: _Optional[_Union[RoundResult, _Mapping]] = ..., progress: _Optional[_Union[JobProgress, _Mapping]] = ...) -> None: ...
+
+class JobProgress(_message.Message):
+    __slots__ = ("round_id", "round", "rounds", "phase", "invited", "accepted", "declined", "submitted", "quorum", "elapsed_seconds", "previous")
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    INVITED_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    round: int
+    rounds: int
+    phase: str
+    invited: _containers.RepeatedScalarFieldContainer[str]
+    accepted: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    submitted: _containers.RepeatedScalarFieldContainer[str]
+    quorum: int
+    elapsed_seconds: float
+    previous: str
+    def __init__(self, round_id: _Optional[str] = ..., round: _Optional[int] = ..., rounds: _Optional[int] = ..., phase: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., accepted: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., submitted: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., elapsed_seconds: _Optional[float] = ..., previous: _Optional[str] = ...) -> None: ...
 
 class CspRoundRequest(_message.Message):
     __slots__ = ("round_id", "key_id", "n_ciphertexts", "mode")
