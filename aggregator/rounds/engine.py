@@ -50,6 +50,8 @@ RESTARTED = (
     "the aggregator restarted while round {round_id} was open; the shares sent to it were lost"
 )
 
+MAX_CSP_RETRIES = 3  # rounds of one job run again after the CSP was unreachable
+CSP_POLL_SECONDS = 1.0
 DISCONNECTED = "unreachable: disconnected during the round (the quorum was in without it)"
 GONE = "unreachable: disconnected since the job's previous round; not invited again"
 
@@ -76,6 +78,7 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     started_unix: float = field(default_factory=time.time)
     previous: str = ""  # how the job's last completed round ended (its Step message)
+    csp_retries: int = 0  # rounds run again because the CSP was unreachable
 
     @property
     def label(self) -> str:
@@ -293,13 +296,16 @@ class RoundEngine:
         """Run the job's rounds from round `index` (`rnd`, or opened here when None) on."""
         try:
             if rnd is None:
-                rnd = self._open_next(job, index)
+                rnd = self._open_retrying(job, index)
             while True:
                 self._invite_all(rnd)
                 wait = job.plan.deadline_seconds + defaults.CSP_TIMEOUT_SECONDS + 60
                 if not rnd.done.wait(wait):
                     raise ProtocolError(f"round {rnd.round_id} did not finish")
                 if rnd.state != COMPLETED or rnd.step is None:
+                    if rnd.csp_unreachable and self._await_csp(job, rnd.message):
+                        rnd = self._open_retrying(job, index)  # the same round, a new attempt
+                        continue
                     self._end(job, FAILED, job.protocol.failure(job.plan, index, rnd.message))
                     log.warning("job %s failed: %s", job.job_id, job.message)
                     return
@@ -312,7 +318,7 @@ class RoundEngine:
                 if self._closing.is_set():
                     raise PeerUnavailable("the aggregator is shutting down")
                 index += 1
-                rnd = self._open_next(job, index)
+                rnd = self._open_retrying(job, index)
             message = step.message or rnd.message
             self._end(job, COMPLETED, message, job.protocol.job_result(job.plan, job.state, step))
             log.info("job %s completed: %s", job.job_id, job.message)
@@ -322,6 +328,44 @@ class RoundEngine:
         except Exception as exc:  # a bug must still end the job, never leave it hanging
             log.exception("job %s crashed", job.job_id)
             self._end(job, FAILED, f"internal error: {type(exc).__name__}")
+
+    def _open_retrying(self, job: Job, index: int) -> Round:
+        """Open round `index`; if the CSP cannot be reached, wait for it (`_await_csp`) and
+        open it again under a new attempt."""
+        while True:
+            try:
+                return self._open_next(job, index)
+            except PeerUnavailable as exc:
+                if not self._await_csp(job, str(exc)):
+                    raise
+
+    def _await_csp(self, job: Job, why: str) -> bool:
+        """The CSP was unreachable: wait for it up to one round deadline, at most
+        MAX_CSP_RETRIES times per job. True once it answers again; the job's next round then
+        opens under a new attempt id (owners and the CSP take each round id once; a share
+        charged in the failed attempt comes back to its owner when the CSP attests it never
+        decrypted it, as after any failure)."""
+        if job.csp_retries >= MAX_CSP_RETRIES or self._closing.is_set():
+            return False
+        job.csp_retries += 1
+        log.warning("job %s: %s; waiting for the CSP to come back", job.job_id, why)
+        end = time.monotonic() + job.plan.deadline_seconds
+        while not self._closing.is_set():
+            try:
+                self.secure_sum.public_key()
+                break
+            except LeteoError:
+                if time.monotonic() >= end:
+                    return False
+                self._closing.wait(CSP_POLL_SECONDS)
+        else:
+            return False
+        if self.store is not None:
+            job.attempt = self.store.next_attempt(job.job_id)
+        else:
+            job.attempt += 1
+        log.info("job %s: the CSP answers again; attempt %d", job.job_id, job.attempt)
+        return True
 
     def _end(self, job: Job, status: str, message: str, result: Any = None) -> None:
         """Keep the job's final status, then end it (whoever waits for the job finds it kept).
@@ -343,10 +387,10 @@ class RoundEngine:
 
     def _open(self, job: Job, index: int) -> Round:
         plan: RoundPlan = job.protocol.next_round(job.plan, job.state, index)
-        round_id = job.job_id
+        # owners and the CSP refuse a round id they have seen: a resumed job's rounds differ
+        again = f"-r{job.attempt}" if job.attempt > 1 else ""
+        round_id = job.job_id + again
         if job.protocol.multi_round:
-            # owners and the CSP refuse a round id they have seen: a resumed job's rounds differ
-            again = f"-r{job.attempt}" if job.attempt > 1 else ""
             round_id = f"{job.job_id}-it{index}{again}"
         deadline = time.time() + job.plan.deadline_seconds
         if job.protocol.kind == REPORTS:
@@ -491,6 +535,10 @@ class RoundEngine:
                 state, result = COMPLETED, step.result
                 message = f"{len(rnd.submitted)} share(s) aggregated"
                 log.info("round %s completed with %d owners", rnd.round_id, len(rnd.submitted))
+        except PeerUnavailable as exc:  # the CSP is down: the job may run the round again
+            rnd.csp_unreachable = True
+            message = str(exc)
+            log.error("round %s failed: %s", rnd.round_id, exc)
         except LeteoError as exc:
             message = str(exc)
             log.error("round %s failed: %s", rnd.round_id, exc)

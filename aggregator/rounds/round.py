@@ -65,6 +65,7 @@ class Round:
     invited_at: float = 0.0  # time.perf_counter() when the invitations went out
     stored: pb.RoundStatus | None = None  # a round from before a restart: its kept status
     index: int = 1  # the round's place in its job (k-means: the iteration)
+    csp_unreachable: bool = False  # it failed because the CSP could not be reached
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
 

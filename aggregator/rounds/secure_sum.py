@@ -264,6 +264,12 @@ class SecureSum:
             reply = rpc(requests(), timeout=defaults.CSP_TIMEOUT_SECONDS)
             return list(reply) if chunk_type is pb.DecryptChunk else reply
         except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:  # e.g. a restart lost the opening
+                raise PeerUnavailable(
+                    f"{what} failed: {rpc_error_message(exc)} (the CSP restarted?)"
+                ) from exc
+            if exc.code() in CSP_REFUSALS:  # the CSP is up and said no: not an outage
+                raise ProtocolError(f"{what} refused: {rpc_error_message(exc)}") from exc
             raise PeerUnavailable(f"{what} failed: {rpc_error_message(exc)}") from exc
 
     def project(

@@ -75,10 +75,11 @@ def spec_differences(expected: Message, received: Message, prefix: str = "") -> 
 
 
 def round_index(round_id: str, job_id: str, protocol: FederatedProtocol) -> int:
-    """Which round of its job `round_id` is: a single-round job's round id is its job id; a
-    multi-round job's is `<job>-it<index>`, or `<job>-it<index>-r<attempt>` once resumed."""
+    """Which round of its job `round_id` is: a single-round job's round id is its job id (or
+    `<job>-r<attempt>` when run again); a multi-round job's is `<job>-it<index>`, or
+    `<job>-it<index>-r<attempt>` once resumed."""
     if not protocol.multi_round:
-        if round_id != job_id:
+        if re.fullmatch(re.escape(job_id) + r"(-r[1-9][0-9]{0,5})?", round_id) is None:
             raise SpecMismatch(f"round id {round_id!r} is not its job id {job_id!r}")
         return 1
     found = re.fullmatch(re.escape(job_id) + r"-it([1-9][0-9]{0,5})(-r[1-9][0-9]{0,5})?", round_id)

@@ -183,3 +183,43 @@ def test_the_analysts_command_rides_through_an_aggregator_restart(tmp_path):
         unknown = _cli("result", "kmeans-000000000000", "--out", str(tmp_path / "x"), env=env)
         _, stderr = unknown.communicate(timeout=60)
         assert unknown.returncode != 0 and "kmeans-000000000000" in stderr
+
+
+def test_a_job_rides_through_a_csp_restart(tmp_path):
+    """The CSP is killed (SIGKILL) in the middle of a k-means job and started again on its key
+    folder: the round that could not be decrypted is run again under a new attempt once the
+    CSP answers, and the job completes."""
+    digits = load_digits()
+    names = [f"px{i}" for i in range(digits.data.shape[1])]
+    parts = write_parts(digits.data, names, 3, tmp_path / "data", seed=22)
+    owners = [OwnerSpec(site, part) for site, part in zip(SITES, parts, strict=True)]
+    with LocalCluster(tmp_path / "run", owners) as cluster:
+        client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        client.wait_for_owners(3)
+        centers = km.random_centers(10, np.zeros(64), np.full(64, 16.0), 64, seed=1)
+        params = KmeansParams(
+            features=names,
+            k=10,
+            centers=centers.tolist(),
+            iterations=60,
+            value_bound=16.0,
+            deadline_seconds=60.0,
+        )
+        job_id = client.start_kmeans(params).round_id
+        while True:
+            status = client.wait(job_id, 0.05)
+            at = re.search(r"iteration (\d+) of", status.message)
+            if (at is not None and int(at.group(1)) >= 3) or status.state != "OPEN":
+                break
+        assert status.state == "OPEN", status.message
+        cluster.kill("csp")
+        time.sleep(2.0)
+        cluster.start_csp()
+        final = client.wait(job_id, 300)
+        client.close()
+        assert final.state == "COMPLETED", final.message
+        doc = result_document(final)
+        assert doc is not None
+        rounds = [it["round_id"] for it in doc["iterations"]]
+        assert any(r.endswith("-r2") for r in rounds), rounds
+        assert all(it["contributors"] == list(SITES) for it in doc["iterations"])
