@@ -264,7 +264,10 @@ class SecureSum:
             reply = rpc(requests(), timeout=defaults.CSP_TIMEOUT_SECONDS)
             return list(reply) if chunk_type is pb.DecryptChunk else reply
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:  # e.g. a restart lost the opening
+            lost = exc.code() == grpc.StatusCode.NOT_FOUND and "never opened" in (
+                exc.details() or ""
+            )
+            if lost:  # a restarted CSP no longer knows the round's opening
                 raise PeerUnavailable(
                     f"{what} failed: {rpc_error_message(exc)} (the CSP restarted?)"
                 ) from exc

@@ -143,14 +143,24 @@ def calibrate_mu(
     The returned mu always satisfies skellam_epsilon(mu, ...) <= epsilon. Each of n_min owners
     then adds Skellam(mu / n_min) (`owner_noise`).
     """
-    return Skellam.calibrate(
-        Budget(epsilon, delta),
-        Sensitivity(l1_sensitivity, l2_sensitivity),
-        compositions=compositions,
-        method=method,
-        alphas=alphas,
-        rel_tol=rel_tol,
-    ).mu
+    try:
+        return Skellam.calibrate(
+            Budget(epsilon, delta),
+            Sensitivity(l1_sensitivity, l2_sensitivity),
+            compositions=compositions,
+            method=method,
+            alphas=alphas,
+            rel_tol=rel_tol,
+        ).mu
+    except ConfigError as exc:
+        if "needs mu" not in str(exc):
+            raise
+        raise DataError(
+            f"{exc}: the noise this release needs is too large to sample. Lower "
+            "--row-norm-bound (rescale the features so that rows have norms near it), lower "
+            "--scale-bits, or raise --dp-epsilon",
+            field="row_norm_bound",
+        ) from exc
 
 
 def gaussian_analytic_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:

@@ -344,3 +344,14 @@ def test_add_owner_noise_is_one_share_of_skellam() -> None:
     assert abs(z.var(ddof=1) - 2 * m) < 5 * math.sqrt((2 * m + 8 * m * m) / n)
     with pytest.raises(ConfigError):
         add_owner_noise([1, 2], SimpleNamespace(mu=0.0, quorum=3))  # an owner never adds nothing
+
+
+def test_noise_too_large_to_sample_names_the_flags_that_fix_it():
+    """A sensitivity no epsilon can cover with samplable noise: the analyst is told which flag
+    to change, not only that mu would exceed 1e18."""
+    with pytest.raises(DataError) as err:
+        calibrate_mu(1.0, 1e-6, 1e12, 1e12)
+    assert "needs mu > 1e+18" in str(err.value)
+    for flag in ("--row-norm-bound", "--scale-bits", "--dp-epsilon"):
+        assert flag in str(err.value)
+    assert err.value.field == "row_norm_bound"
