@@ -70,10 +70,10 @@ class RoundParams:
             rho_prime=self.rho_prime,
             projection_only=self.projection_only,
         )
-        return request_to_proto("moments", request, **_common(self))
+        return request_to_proto("moments", request, **common_fields(self))
 
 
-def _common(params) -> dict:
+def common_fields(params) -> dict:
     """The request fields outside the payload, from any of the params classes."""
     out = {
         "owners": tuple(params.owners),
@@ -126,7 +126,7 @@ class KmeansParams:
             tolerance=self.tolerance,
             features=tuple(self.features),
         )
-        return request_to_proto("kmeans", request, **_common(self))
+        return request_to_proto("kmeans", request, **common_fields(self))
 
 
 @dataclass
@@ -157,7 +157,7 @@ class LdpParams:
             box_lower=tuple(self.box[0]) if self.box is not None else (),
             box_upper=tuple(self.box[1]) if self.box is not None else (),
         )
-        return request_to_proto("ldp", request, **_common(self))
+        return request_to_proto("ldp", request, **common_fields(self))
 
 
 class AnalystClient:
@@ -315,7 +315,7 @@ class AnalystClient:
         on_tick: Callable[[pb.RoundStatus], None] | None = None,
     ) -> dict:
         """Any registered protocol: its request dataclass plus the common round fields."""
-        msg = request_to_proto(protocol, request, **_common(common))
+        msg = request_to_proto(protocol, request, **common_fields(common))
         status = self._start(msg)
         return self._result(status, common.deadline_seconds, on_tick)
 

@@ -21,6 +21,7 @@ from leteo_fed.cli.options import (
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.errors import ConfigError
 
 DEFAULT_OUT = Path("out/stats.json")
 
@@ -42,7 +43,8 @@ def add_parser(sub: SubParsers) -> None:
         "--weight-bound",
         type=float,
         default=0.0,
-        help="public bound on every weight; larger weights are refused (default: 1)",
+        help="public bound on every weight; larger weights are refused (clipped to it in DP "
+        "rounds) (default: 1)",
     )
     add_quorum(p, "owners needed for a result")
     add_deadline(p, "round deadline in seconds")
@@ -53,6 +55,18 @@ def add_parser(sub: SubParsers) -> None:
         "--out", type=Path, default=DEFAULT_OUT, help=f"JSON result (default: {DEFAULT_OUT})"
     )
     add_dp_flags(p)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --dp-epsilon: print the noise of every released sum and the expected error "
+        "of each mean and variance, then exit without contacting anyone (no budget is spent)",
+    )
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        help="for --dry-run: your estimate of the pooled row count (errors scale as 1/rows)",
+    )
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)
 
@@ -77,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
+    if args.dry_run:
+        return _dry_run(request, common, args.rows)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
         result = client.run_protocol("weighted_stats", request, common, on_tick=progress.tick)
@@ -85,4 +101,37 @@ def run(args: argparse.Namespace) -> int:
     summary = ("round_id", "owners", "n_rows", "means", "variances")
     print(json.dumps({k: result[k] for k in summary}))
     print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _dry_run(request, common, rows: int | None) -> int:
+    """Plan the round locally, exactly as the aggregator and the owners will, and print what
+    its noise does; nothing is sent."""
+    from leteo_fed.client import common_fields
+    from leteo_fed.defaults import DEFAULT_QUORUM
+    from leteo_fed.protocols.weighted_stats import noise_preview
+    from leteo_fed.transport.rounds import plan_request, request_to_proto
+
+    if common.dp_epsilon is None:
+        raise ConfigError("--dry-run previews the DP noise: give --dp-epsilon")
+    msg = request_to_proto("weighted_stats", request, **common_fields(common))
+    invited = len(common.owners) or max(common.min_owners, DEFAULT_QUORUM)
+    _, plan = plan_request(msg, invited)
+    doc = noise_preview(plan, rows)
+    print(json.dumps(doc))
+    sigma = doc["noise_std_per_sum"]
+    print(
+        f"each released sum carries noise of std {sigma:.4g} (epsilon {doc['epsilon']:g}, "
+        f"delta {doc['delta']:g}, rows clipped to {doc['row_norm_bound']:g})",
+        file=sys.stderr,
+    )
+    if rows is None:
+        print("give --rows N for the expected error of each mean and variance", file=sys.stderr)
+    else:
+        for f in plan.features:
+            print(
+                f"  {f}: mean +/- {doc['mean_std_error'][f]:.4g}, variance +/- "
+                f"{doc['variance_std_error'][f]:.4g} (1 std, for a column near 0)",
+                file=sys.stderr,
+            )
     return 0

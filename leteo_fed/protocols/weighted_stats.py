@@ -214,6 +214,52 @@ def statistics(totals: list[int], d: int, enc: ShareEncoding, noisy: bool) -> di
     return {"total_weight": float(s_w), "n_rows": max(n, 0), "means": means, "variances": variances}
 
 
+def noise_preview(
+    plan: WeightedStatsPlan,
+    rows: int | None = None,
+    mean_weight: float = 1.0,
+    means: list[float] | None = None,
+    variances: list[float] | None = None,
+) -> dict:
+    """What the noise of a DP round will do, from public parameters only (nothing is sent).
+
+    Every released sum (S_w, each S_wx and S_wxx, N) carries Skellam noise of standard
+    deviation sigma = sqrt(2 mu) / 2^f in real units (with the quorum's shares; n shares give
+    sqrt(n / quorum) times more). With S_w ~ rows x mean_weight, the delta method gives the
+    standard error of each column's mean, sigma sqrt(1 + m^2) / S_w, and of its variance,
+    sigma sqrt(1 + 4 m^2 + (m^2 - v)^2) / S_w, where m and v are the column's mean and variance:
+    the analyst's guesses if given, else 0 (the smallest error; a column far from 0 is noisier).
+    """
+    if plan.dp is None:
+        raise DataError("a preview is of DP noise: give --dp-epsilon", field="dp_epsilon")
+    d = len(plan.features)
+    sigma = plan.dp.noise_std(plan.dp.quorum, plan.encoding.scale_bits)
+    doc: dict = {
+        "epsilon": plan.dp.epsilon,
+        "delta": plan.dp.delta,
+        "row_norm_bound": plan.dp.row_norm_bound,
+        "quorum": plan.dp.quorum,
+        "noise_std_per_sum": sigma,
+        "noise_std_of_row_count": sigma,
+    }
+    if rows is None:
+        return doc
+    if not rows > 0 or not mean_weight > 0:
+        raise DataError("rows and the mean weight must be positive", field="rows")
+    s_w = rows * mean_weight
+    m = list(means) if means is not None else [0.0] * d
+    v = list(variances) if variances is not None else [0.0] * d
+    doc["assumed_total_weight"] = s_w
+    doc["mean_std_error"] = {
+        f: sigma * math.sqrt(1 + mj * mj) / s_w for f, mj in zip(plan.features, m, strict=True)
+    }
+    doc["variance_std_error"] = {
+        f: sigma * math.sqrt(1 + 4 * mj * mj + (mj * mj - vj) ** 2) / s_w
+        for f, mj, vj in zip(plan.features, m, v, strict=True)
+    }
+    return doc
+
+
 class WeightedStatsProtocol(FederatedProtocol):
     name = "weighted_stats"
     request_type = WeightedStatsRequest

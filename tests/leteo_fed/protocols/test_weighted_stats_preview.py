@@ -1,0 +1,76 @@
+"""`leteo-fed stats --dry-run`: the preview's expected errors are the errors a DP round has.
+
+Repeated releases through the protocol's own code: each of three owners encodes its sums
+(`local_sums`, `encode_sums`) and adds its Skellam share with `add_owner_noise`, exactly as an
+owner agent does; the totals are decoded by `statistics`, as the aggregator does. The standard
+deviation of the error of each mean and variance over the repetitions must match the preview
+(delta method, at the true means and variances) within 20%. 400 repetitions: the relative
+standard error of a standard deviation estimate is about 1/sqrt(2 x 400) = 3.5%, so 20% is more
+than five standard errors. Seeded data; the noise itself comes from the owners' sampler.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from leteo_fed.privacy.verify import add_owner_noise
+from leteo_fed.protocols import registry
+from leteo_fed.protocols.base import Common, DpRequest
+from leteo_fed.protocols.weighted_stats import (
+    WeightedStatsRequest,
+    encode_sums,
+    local_sums,
+    noise_preview,
+    statistics,
+)
+
+REPEATS = 400
+
+
+def test_the_preview_matches_the_measured_error_of_means_and_variances():
+    rng = np.random.default_rng(20)
+    x = np.column_stack([rng.normal(0.5, 1.0, 6000), rng.normal(-1.5, 0.7, 6000)])
+    x = x[np.linalg.norm(x, axis=1) <= 10.0]  # within the row norm bound: no clipping bias
+    protocol = registry.get("weighted_stats")
+    plan = protocol.plan(
+        WeightedStatsRequest(features=("a", "b")),
+        Common(n_invited=3, min_owners=3, dp=DpRequest(1.0, 1e-6, 10.0)),
+    )
+    enc = plan.encoding
+    parts = np.array_split(x, 3)
+    shares = [
+        encode_sums(local_sums(p, np.ones(len(p))), enc, enc.max_rows_per_owner) for p in parts
+    ]
+    exact = statistics([sum(v) for v in zip(*shares, strict=True)], 2, enc, noisy=False)
+    errors = {"means": [], "variances": []}
+    for _ in range(REPEATS):
+        noisy = [add_owner_noise(s, plan.dp) for s in shares]
+        got = statistics([sum(v) for v in zip(*noisy, strict=True)], 2, enc, noisy=True)
+        for key in errors:
+            errors[key].append(np.subtract(got[key], exact[key]))
+    preview = noise_preview(plan, rows=len(x), means=exact["means"], variances=exact["variances"])
+    for key, field in (("means", "mean_std_error"), ("variances", "variance_std_error")):
+        measured = np.std(np.array(errors[key]), axis=0)
+        predicted = np.array([preview[field][f] for f in ("a", "b")])
+        np.testing.assert_allclose(measured, predicted, rtol=0.2, err_msg=key)
+    # the noise of the sums themselves
+    sigma = preview["noise_std_per_sum"]
+    assert sigma == plan.dp.noise_std(plan.dp.quorum, enc.scale_bits)
+
+
+def test_stats_dry_run_prints_the_preview_and_contacts_nobody(capsys):
+    """No aggregator runs here: the command plans locally and exits 0; without DP it says what
+    to give instead."""
+    import json
+
+    from leteo_fed.cli.main import main
+
+    argv = ["stats", "--features", "a,b", "--aggregator", "127.0.0.1:1", "--insecure"]
+    dp = ["--dp-epsilon", "1", "--row-norm-bound", "10"]
+    assert main([*argv, *dp, "--dry-run", "--rows", "5000"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert set(doc["mean_std_error"]) == {"a", "b"} and doc["quorum"] == 3
+    assert "mean +/-" in err
+    assert main([*argv, "--dry-run"]) == 2
+    assert "give --dp-epsilon" in capsys.readouterr().err
