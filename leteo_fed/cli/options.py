@@ -111,6 +111,22 @@ def add_aggregator_address(p: Container) -> None:
     )
 
 
+def add_dry_run(p: Container, what: str) -> None:
+    """`--dry-run` and `--rows`: see the DP noise before paying for it."""
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"with --dp-epsilon: print the noise of every released value and the expected "
+        f"error of {what}, then exit without contacting anyone (no budget is spent)",
+    )
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        help="for --dry-run: your estimate of the pooled row count (errors scale as 1/rows)",
+    )
+
+
 def analyst_client(args: argparse.Namespace) -> AnalystClient:
     """The analyst's client for a command: it prints the job id the moment the aggregator took
     the job (first, before any waiting), and rides through an aggregator restart."""

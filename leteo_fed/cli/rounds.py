@@ -21,6 +21,7 @@ from leteo_fed.cli.options import (
     add_demo_key_flags,
     add_demo_owners,
     add_dp_flags,
+    add_dry_run,
     add_features,
     add_out_folder,
     add_owner_filter,
@@ -49,6 +50,7 @@ def add_parsers(sub: SubParsers) -> None:
     )
     _add_round_args(p, Path("out/pca"))
     _add_standardize(p)
+    add_dry_run(p, "each eigenvalue")
     set_handler(p, run)
 
     p = sub.add_parser(
@@ -237,6 +239,8 @@ def _run_round(args: argparse.Namespace) -> int:
         row_norm_bound=args.row_norm_bound,
     )
     progress = ProgressPrinter()
+    if getattr(args, "dry_run", False):
+        return _dry_run(params, args.rows)
     with analyst_client(args) as client:
         result = client.run_round(params, on_tick=progress.tick)
     progress.done()
@@ -244,6 +248,36 @@ def _run_round(args: argparse.Namespace) -> int:
     atomic_write_json(out, result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))
     print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _dry_run(params, rows: int | None) -> int:
+    """Plan the PCA round locally, exactly as the aggregator and the owners will, and print
+    what its noise does to each eigenvalue; nothing is sent."""
+    from leteo_fed.defaults import DEFAULT_QUORUM
+    from leteo_fed.protocols.moments_round import pca_noise_preview
+    from leteo_fed.transport.rounds import plan_request
+
+    if params.dp_epsilon is None:
+        raise ConfigError("--dry-run previews the DP noise: give --dp-epsilon")
+    invited = len(params.owners) or max(params.min_owners, DEFAULT_QUORUM)
+    _, plan = plan_request(params.to_proto(), invited)
+    doc = pca_noise_preview(plan, rows)
+    print(json.dumps(doc))
+    print(
+        f"each released value carries noise of std {doc['noise_std_per_value']:.4g} (epsilon "
+        f"{doc['epsilon']:g}, delta {doc['delta']:g}, rows clipped to {doc['row_norm_bound']:g})",
+        file=sys.stderr,
+    )
+    if rows is None:
+        print("give --rows N for the expected error of each eigenvalue", file=sys.stderr)
+    else:
+        for i, err in enumerate(doc["eigenvalue_std_error"], start=1):
+            print(
+                f"  eigenvalue {i}: +/- {err:.4g} (1 std, for centered data and a small "
+                "eigenvalue; larger ones and data far from 0 are noisier)",
+                file=sys.stderr,
+            )
     return 0
 
 

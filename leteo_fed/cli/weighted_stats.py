@@ -12,6 +12,7 @@ from leteo_fed.cli.options import (
     add_aggregator_address,
     add_deadline,
     add_dp_flags,
+    add_dry_run,
     add_features,
     add_owner_filter,
     add_quorum,
@@ -55,18 +56,7 @@ def add_parser(sub: SubParsers) -> None:
         "--out", type=Path, default=DEFAULT_OUT, help=f"JSON result (default: {DEFAULT_OUT})"
     )
     add_dp_flags(p)
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="with --dp-epsilon: print the noise of every released sum and the expected error "
-        "of each mean and variance, then exit without contacting anyone (no budget is spent)",
-    )
-    p.add_argument(
-        "--rows",
-        type=int,
-        default=None,
-        help="for --dry-run: your estimate of the pooled row count (errors scale as 1/rows)",
-    )
+    add_dry_run(p, "each mean and variance")
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -232,6 +233,57 @@ def _ridge_value(value: float | None, name: str, non_negative: bool) -> float | 
 
 def _declared(spec: MomentsSpec) -> list[Grouping]:
     return [Grouping(g.label_column, tuple(g.classes)) for g in spec.groupings]
+
+
+def pca_noise_preview(
+    plan: MomentsPlan,
+    rows: int | None = None,
+    eigenvalues: Sequence[float] | None = None,
+    components: Sequence[Sequence[float]] | None = None,
+    mean: Sequence[float] | None = None,
+) -> dict:
+    """What the noise of a DP PCA round will do, from public parameters only.
+
+    Every released value (R = sum x x^T, V = sum x, the row count Q) carries Skellam noise of
+    standard deviation sigma = sqrt(2 mu) / 2^f in real units (with the quorum's shares). To
+    first order an eigenvalue lambda of the covariance (R - V V^T / Q) / (Q - 1), with unit
+    eigenvector u and pooled mean m, has standard error
+    sigma sqrt(2 - sum u_i^4 + 4 (u.m)^2 + ((u.m)^2 - lambda)^2) / (rows - 1):
+    the analyst's guesses of the eigenpairs and mean if given, else a spread eigenvector, a mean
+    of 0 and lambda of 0 (the smallest error; data far from 0 is noisier).
+    """
+    if plan.dp is None:
+        raise DataError("a preview is of DP noise: give --dp-epsilon", field="dp_epsilon")
+    if plan.label != pca.PROTOCOL or plan.projection_only:
+        raise DataError("the noise preview covers PCA rounds (not projection-only)")
+    d = len(plan.features)
+    sigma = plan.dp.noise_std(plan.dp.quorum, plan.encoding.scale_bits)
+    doc: dict = {
+        "epsilon": plan.dp.epsilon,
+        "delta": plan.dp.delta,
+        "row_norm_bound": plan.dp.row_norm_bound,
+        "quorum": plan.dp.quorum,
+        "noise_std_per_value": sigma,
+    }
+    if rows is None:
+        return doc
+    if rows < 2:
+        raise DataError("rows must be at least 2", field="rows")
+    k = plan.components or d
+    lams = list(eigenvalues) if eigenvalues is not None else [0.0] * k
+    vecs = (
+        np.asarray(components, dtype=np.float64)
+        if components is not None
+        else np.full((k, d), 1 / math.sqrt(d))
+    )
+    m = np.asarray(mean, dtype=np.float64) if mean is not None else np.zeros(d)
+    errors = []
+    for lam, u in zip(lams, vecs, strict=True):
+        um = float(u @ m)
+        spread = 2.0 - float(np.sum(u**4))
+        errors.append(sigma * math.sqrt(spread + 4 * um * um + (um * um - lam) ** 2) / (rows - 1))
+    doc["eigenvalue_std_error"] = errors
+    return doc
 
 
 class MomentsProtocol(FederatedProtocol):
