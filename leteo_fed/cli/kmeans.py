@@ -22,6 +22,7 @@ from leteo_fed.cli.options import (
     add_demo_insecure,
     add_demo_key_flags,
     add_demo_owners,
+    add_dry_run,
     add_features,
     add_out_folder,
     add_owner_filter,
@@ -99,6 +100,7 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
         help=f"fixed-point fraction bits (default: {KMEANS_DEFAULT_SCALE_BITS}; "
         f"DP {KMEANS_DP_DEFAULT_SCALE_BITS})",
     )
+    add_dry_run(p, "each new center per iteration")
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)
 
@@ -272,6 +274,8 @@ def _run_against_services(args: argparse.Namespace) -> int:
         dp_delta=args.delta,
         row_norm_bound=args.row_norm_bound,
     )
+    if args.dry_run:
+        return _dry_run(params, args.rows)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
         result = client.run_kmeans(params, on_tick=progress.tick)
@@ -282,4 +286,36 @@ def _run_against_services(args: argparse.Namespace) -> int:
     keys = ("job_id", "owners", "iterations_run", "converged", "centers")
     print(json.dumps({k: result[k] for k in keys}))
     print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _dry_run(params, rows: int | None) -> int:
+    """Plan the job locally, exactly as the aggregator and the owners will, and print what the
+    noise of each iteration does to the centers; nothing is sent."""
+    from leteo_fed.defaults import DEFAULT_QUORUM
+    from leteo_fed.protocols.kmeans_round import kmeans_noise_preview
+    from leteo_fed.transport.rounds import plan_request
+
+    if params.dp_epsilon is None:
+        raise ConfigError("--dry-run previews the DP noise: give --epsilon")
+    invited = len(params.owners) or max(params.min_owners, DEFAULT_QUORUM)
+    _, plan = plan_request(params.to_proto(), invited)
+    doc = kmeans_noise_preview(plan, rows)
+    print(json.dumps(doc))
+    print(
+        f"each iteration (epsilon {doc['epsilon_per_iteration']:g} of {doc['epsilon']:g}) adds "
+        f"noise of std {doc['noise_std_per_sum']:.4g} to every cluster sum and "
+        f"{doc['noise_std_per_count_rows']:.4g} rows to every count",
+        file=sys.stderr,
+    )
+    if rows is None:
+        print("give --rows N for the expected error of each center", file=sys.stderr)
+    else:
+        err = doc["center_rms_error"][0]
+        print(
+            f"  each center moves by about {err:.4g} per iteration (RMS, for clusters of "
+            f"{rows / plan.k:.0f} rows near 0; smaller clusters and centers far from 0 are "
+            "noisier)",
+            file=sys.stderr,
+        )
     return 0

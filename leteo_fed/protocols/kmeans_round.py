@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -182,6 +183,48 @@ class KmeansState:
     converged: bool = False
     started: float = field(default_factory=time.perf_counter)
     opened: float = field(default_factory=time.perf_counter)
+
+
+def kmeans_noise_preview(
+    plan: KmeansPlan,
+    rows: int | None = None,
+    counts: Sequence[float] | None = None,
+    centers: np.ndarray | None = None,
+) -> dict:
+    """What the noise of a DP k-means iteration will do, from public parameters only.
+
+    Each iteration releases per-cluster sums (noise std sigma_s = sqrt(2 mu) / 2^f per
+    coordinate) and counts (sigma_n = sqrt(2 mu) / 2^f_count rows, then rounded to whole rows).
+    To first order a new center c_j = S_j / N_j moves by sqrt(d sigma_s^2 + |c_j|^2 sigma_n^2)
+    / N_j (root mean square, in the features' units): the analyst's guesses of the cluster sizes
+    and centers if given, else rows / k rows each and centers at 0 (the smallest error).
+    """
+    if plan.dp is None:
+        raise DataError("a preview is of DP noise: give --epsilon", field="dp_epsilon")
+    dp, enc = plan.dp, plan.encoding
+    d = len(plan.features)
+    sigma_s = kmeans.noise_std(dp.mu, dp.quorum, dp.quorum, enc.scale_bits)
+    sigma_n = kmeans.noise_std(dp.mu, dp.quorum, dp.quorum, enc.count_scale_bits)
+    doc: dict = {
+        "epsilon": plan.dp_total[0] if plan.dp_total else dp.epsilon,
+        "epsilon_per_iteration": dp.epsilon,
+        "iterations": plan.iterations,
+        "row_norm_bound": dp.row_norm_bound,
+        "quorum": dp.quorum,
+        "noise_std_per_sum": sigma_s,
+        "noise_std_per_count_rows": sigma_n,
+    }
+    if rows is None and counts is None:
+        return doc
+    n = list(counts) if counts is not None else [rows / plan.k] * plan.k  # type: ignore[operator]
+    c = np.asarray(centers, dtype=np.float64) if centers is not None else np.zeros((plan.k, d))
+    if any(v <= 0 for v in n):
+        raise DataError("every cluster needs a positive row count", field="rows")
+    doc["center_rms_error"] = [
+        math.sqrt(d * sigma_s**2 + float(cj @ cj) * sigma_n**2) / nj
+        for nj, cj in zip(n, c, strict=True)
+    ]
+    return doc
 
 
 class KmeansProtocol(FederatedProtocol):
