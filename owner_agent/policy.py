@@ -65,11 +65,15 @@ def refusal(
     if inv.protocol.kind != REPORTS and others < policy.min_other_owners:
         return (
             f"policy.min_other_owners: the round's quorum of {inv.min_owners} includes "
-            f"{max(others, 0)} other site(s); this site requires {policy.min_other_owners}"
+            f"{max(others, 0)} other site(s); this site requires {policy.min_other_owners} "
+            f"(--min-owners {policy.min_other_owners + 1} or more)"
         )
     charge = inv.protocol.charge(inv.spec, inv.dp)
     if charge is None and not _allowed(policy.non_dp, inv.label):  # a release without DP
-        return f"policy.non_dp: {inv.label} results must be differentially private here"
+        return (
+            f"policy.non_dp: {inv.label} results must be differentially private here "
+            "(add --dp-epsilon and --row-norm-bound)"
+        )
     history: list[dict[str, Any]] | None = None
     if policy.data_refusals:
         history = past()

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from leteo_fed.errors import LeteoError
 
 DATA_RULES = {
-    "bounds": "a value is beyond the round's bound",
+    "bounds": "a value is beyond the round's bound (raise --value-bound or rescale the column)",
     "values": "a value the round reads is missing or not a number",
     "rows": "the number of rows does not fit the round",
-    "classes": "a value is outside the round's declared classes or domain",
+    "classes": "a value is outside the round's declared classes or domain (list every class)",
     "columns": "a column the round reads is not in this site's data",
     "policy.min_rows": "this site takes part only with at least policy.min_rows rows in the data "
     "a round reads",

@@ -24,7 +24,7 @@ from leteo_fed.cli.options import (
 from leteo_fed.cli.progress import ProgressPrinter
 from leteo_fed.errors import ConfigError
 
-DEFAULT_OUT = Path("out/stats.json")
+DEFAULT_OUT = Path("out/stats")
 
 
 def add_parser(sub: SubParsers) -> None:
@@ -53,7 +53,10 @@ def add_parser(sub: SubParsers) -> None:
     p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
     add_owner_filter(p)
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"JSON result (default: {DEFAULT_OUT})"
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"output folder: writes OUT/stats.json (default: {DEFAULT_OUT})",
     )
     add_dp_flags(p)
     add_dry_run(p, "each mean and variance")
@@ -87,10 +90,11 @@ def run(args: argparse.Namespace) -> int:
     with analyst_client(args) as client:
         result = client.run_protocol("weighted_stats", request, common, on_tick=progress.tick)
     progress.done()
-    atomic_write_json(args.out, result)
+    out = Path(args.out) / "stats.json"
+    atomic_write_json(out, result)
     summary = ("round_id", "owners", "n_rows", "means", "variances")
     print(json.dumps({k: result[k] for k in summary}))
-    print(f"wrote {args.out}", file=sys.stderr)
+    print(f"wrote {out}", file=sys.stderr)
     return 0
 
 

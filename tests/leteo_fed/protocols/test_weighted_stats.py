@@ -140,7 +140,6 @@ def test_weighted_stats_through_the_services_and_the_cli(tmp_path):
         assert result["encoding"]["paillier_bits"] == 2048 and result["dp"] is None
 
         # the CLI, DP: every owner's ledger is charged once; the noise is announced
-        out = tmp_path / "stats.json"
         code = main(
             [
                 "stats",
@@ -161,11 +160,11 @@ def test_weighted_stats_through_the_services_and_the_cli(tmp_path):
                 "--row-norm-bound",
                 "10",
                 "--out",
-                str(out),
+                str(tmp_path),  # a folder, as for every command
             ]
         )
         assert code == 0
-        doc = json.loads(out.read_text())
+        doc = json.loads((tmp_path / "stats.json").read_text())
         assert doc["dp"]["epsilon"] == 8.0 and doc["dp"]["row_norm_bound"] == 10.0
         # the released total weight carries Skellam noise of the announced standard deviation
         # (near-Gaussian at this mu): within 6 of them of the truth
