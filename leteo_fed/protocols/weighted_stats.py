@@ -187,8 +187,14 @@ def _rational(value: int, scale_bits: int) -> Fraction:
     return Fraction(value, 1 << scale_bits)
 
 
-def statistics(totals: list[int], d: int, enc: ShareEncoding, noisy: bool) -> dict:
-    """Means and variances from the exact integer totals (exact rationals, rounded once)."""
+def statistics(
+    totals: list[int], d: int, enc: ShareEncoding, noisy: bool, noise_std: float = 0.0
+) -> dict:
+    """Means and variances from the exact integer totals (exact rationals, rounded once).
+
+    Noisy totals are post-processed (no privacy cost): a mean is projected onto [-C, C], and a
+    variance is kept at least its own standard error sigma sqrt(1 + 4 m^2 + m^4) / S_w (the
+    smallest variance the release can tell from 0; `noise_preview`), never 0 or negative."""
     if len(totals) != n_values(d):
         raise ProtocolError(f"expected {n_values(d)} totals, got {len(totals)}")
     f, cs = enc.scale_bits, enc.count_scale_bits
@@ -206,7 +212,9 @@ def statistics(totals: list[int], d: int, enc: ShareEncoding, noisy: bool) -> di
         if noisy:  # post-processing: project onto what clipped rows allow
             c = Fraction(enc.value_bound)
             mean = min(max(mean, -c), c)
-            var = max(var, Fraction(0))
+            m = float(mean)
+            floor = noise_std * math.sqrt(1 + 4 * m * m + m**4) / float(s_w)
+            var = max(var, Fraction(floor) if floor > 0 else Fraction(0))
         elif var < 0:
             raise ProtocolError(f"negative variance for column {j}: corrupted aggregate")
         means.append(float(mean))
@@ -310,7 +318,12 @@ class WeightedStatsProtocol(FederatedProtocol):
     def finish_round(self, plan: WeightedStatsPlan, state: None, outcome: Outcome) -> Step:
         start = time.perf_counter()
         noisy = plan.dp is not None
-        stats = statistics(outcome.require_totals(), len(plan.features), plan.encoding, noisy)
+        sigma = 0.0
+        if plan.dp is not None:
+            sigma = plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits)
+        stats = statistics(
+            outcome.require_totals(), len(plan.features), plan.encoding, noisy, sigma
+        )
         outcome.timings["statistics_seconds"] = time.perf_counter() - start
         names = list(plan.features)
         dp = None
@@ -320,7 +333,8 @@ class WeightedStatsProtocol(FederatedProtocol):
                 plan.dp,
                 plan.sensitivity,
                 noise_std_per_value=plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits),
-                post_processing="variances floored at 0, means projected onto [-C, C]",
+                post_processing="means projected onto [-C, C]; each variance kept at least its "
+                "own standard error (never 0 or negative)",
             )
         return Step(
             WeightedStatsResult(

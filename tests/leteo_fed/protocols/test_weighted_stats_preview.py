@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from leteo_fed.errors import DataError
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpRequest
@@ -74,3 +75,29 @@ def test_stats_dry_run_prints_the_preview_and_contacts_nobody(capsys):
     assert "mean +/-" in err
     assert main([*argv, "--dry-run"]) == 2
     assert "give --dp-epsilon" in capsys.readouterr().err
+
+
+def test_a_noisy_variance_is_never_zero_or_negative():
+    """A column with (almost) no spread and few rows: the noise can push the raw variance below
+    0; the release keeps it at its own standard error instead (post-processing)."""
+    protocol = registry.get("weighted_stats")
+    plan = protocol.plan(
+        WeightedStatsRequest(features=("a",)),
+        Common(n_invited=3, min_owners=3, dp=DpRequest(1.0, 1e-6, 10.0)),
+    )
+    enc = plan.encoding
+    x = np.full((30, 1), 2.0)  # variance exactly 0
+    shares = [
+        encode_sums(local_sums(p, np.ones(len(p))), enc, enc.max_rows_per_owner)
+        for p in np.array_split(x, 3)
+    ]
+    sigma = plan.dp.noise_std(3, enc.scale_bits)
+    got = []
+    for _ in range(50):
+        noisy = [add_owner_noise(s, plan.dp) for s in shares]
+        totals = [sum(v) for v in zip(*noisy, strict=True)]
+        try:
+            got.append(statistics(totals, 1, enc, noisy=True, noise_std=sigma)["variances"][0])
+        except DataError:  # a noisy total weight at or below 0: refused, as documented
+            continue
+    assert got and min(got) > 0
