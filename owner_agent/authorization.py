@@ -151,8 +151,10 @@ class SignedRequests:
                 invited[round_id] = (digest, e.get("epsilon") or 0.0, e.get("delta") or 0.0)
             elif e.get("event") == "decision" and e.get("accepted") and round_id in invited:
                 self._take(round_id, *invited[round_id])
-            elif e.get("event") == "withdrawn":
-                self.release(round_id)  # the CSP never decrypted it: the budget came back
+            elif e.get("event") == "withdrawn" or (
+                e.get("event") == "failed" and e.get("released")
+            ):
+                self.release(round_id)  # nothing was revealed: the budget came back
 
     def admit(
         self, auth: Authorization, inv: Invitation, allowed: Budget | None, charge: Budget | None
@@ -177,6 +179,12 @@ class SignedRequests:
                     f"{eps:g}, delta {delta:g}"
                 )
             self._take(inv.round_id, auth.digest, charge.epsilon, charge.delta)
+
+    def taken(self, digest: str) -> tuple[float, float]:
+        """(epsilon, delta) the request's rounds took at this site so far."""
+        with self._lock:
+            eps, delta = self._spent.get(digest, [0.0, 0.0])
+            return eps, delta
 
     def release(self, round_id: str) -> None:
         """A round declined after `admit` (its charge was never taken), or withdrawn (the

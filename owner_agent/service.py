@@ -97,6 +97,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         )
         self.results: dict[str, dict] = {}
         self.withdrawals = Withdrawals(ledger, self._csp, self.audit, self.requests.release)
+        for stale in self.withdrawals.release_stale():  # before any invitation reserves anew
+            self.requests.release(stale)
         self._result_lock = threading.Lock()
         events = audit_events(audit_path)
         self._awaiting = awaiting_results(events)
@@ -342,7 +344,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         return refusal, inv, auth
 
     def _run_share(self, inv: Invitation) -> None:
-        self.runner.run(inv)
+        if self.runner.run(inv):  # nothing left: the analyst's request gets the charge back
+            self.requests.release(inv.round_id)
         # a charged share whose round never yields a result gets its budget back (see
         # owner_agent/withdrawal.py) once the CSP attests it never decrypted the round
         self.withdrawals.watch(inv.round_id, inv.deadline_unix)

@@ -140,9 +140,12 @@ class ShareRunner:
 
     # ------------------------------------------------------------------ after accepting
 
-    def run(self, inv: Invitation) -> None:
-        """Reserve, build, commit, send; decline (naming the problem) if anything fails."""
+    def run(self, inv: Invitation) -> bool:
+        """Reserve, build, commit, send; decline (naming the problem) if anything fails. True
+        if the round's charge was given back (nothing left the site), so the analyst's request
+        gets it back too."""
         charge = inv.protocol.charge(inv.spec, inv.dp)
+        released = False
         try:
             ledger = self._ledger() if charge is not None else None
             if ledger is not None and charge is not None:  # reserved before the data is touched
@@ -154,11 +157,12 @@ class ShareRunner:
                         note=inv.protocol.describe(inv.spec, inv.dp),
                     )
                 except LeteoError as exc:
-                    self._decline(inv.round_id, Refusal.rule("budget", str(exc)))
-                    return
+                    self._decline(inv.round_id, Refusal.rule("budget", str(exc)), released=True)
+                    return True
             try:
                 upload = self.build(inv)
             except BaseException:
+                released = True
                 if ledger is not None:  # nothing left this site
                     ledger.release(inv.round_id, share_left_owner=False)
                 raise
@@ -177,7 +181,7 @@ class ShareRunner:
             self._record_sent(inv, upload, charge)
         except LeteoError as exc:  # met while reading the data: only the rule leaves the site
             log.warning("round %s: %s", inv.round_id, exc)
-            self._decline(inv.round_id, from_error(exc))
+            self._decline(inv.round_id, from_error(exc), released)
         except grpc.RpcError as exc:
             # the upload may have partly left: the charge stays committed
             reason = f"upload refused: {rpc_error_message(exc)}"
@@ -187,11 +191,15 @@ class ShareRunner:
             self._uplink.decline(inv.round_id, reason)
         except Exception as exc:
             log.exception("round %s: computing the share crashed", inv.round_id)
-            self._decline(inv.round_id, from_error(exc))
+            self._decline(inv.round_id, from_error(exc), released)
+        return released
 
-    def _decline(self, round_id: str, refusal: Refusal) -> None:
-        """Record the refusal with its detail; the aggregator receives its public text only."""
-        self._record("failed", round_id, **refusal.facts())
+    def _decline(self, round_id: str, refusal: Refusal, released: bool = False) -> None:
+        """Record the refusal with its detail (and whether the round's charge went back to the
+        budget: the audit log and the ledger agree); the aggregator receives its public text
+        only."""
+        facts = refusal.facts() | ({"released": True} if released else {})
+        self._record("failed", round_id, **facts)
         self._uplink.decline(round_id, refusal.public)
 
     def _record(self, event: str, round_id: str, **facts) -> None:

@@ -80,10 +80,32 @@ class Withdrawals:
                 target=self.withdraw, args=args, name=f"withdraw-{round_id}", daemon=True
             ).start()
 
+    def release_stale(self) -> list[str]:
+        """At start-up, before any invitation is taken: a reservation left by an earlier run
+        of this agent was never committed, so its share never started to leave the site (the
+        charge is committed before the upload begins): it goes back to the budget, and the
+        audit log says so. Returns the rounds released."""
+        if self._ledger is None:
+            return []
+        stale = [s for s in self._ledger.history() if s.state == "reserved"]
+        for spend in stale:
+            self._ledger.release(spend.round_id, share_left_owner=False)
+            self._audit.record(
+                "failed",
+                spend.round_id,
+                reason="the agent stopped before the share left the site; the reserved charge "
+                f"(epsilon {spend.epsilon:g}) went back to the budget",
+                released=True,
+            )
+            log.info("round %s: reserved charge released at start-up", spend.round_id)
+        return [s.round_id for s in stale]
+
     def reconcile(self, events: list[dict[str, Any]], now: float | None = None) -> None:
-        """At start-up: charged rounds of an earlier run of this agent that never reported a
-        result are watched again (their timers died with the process), or asked about now if
-        their time is up. The audit log says what was sent and when each round's deadline was."""
+        """At start-up: every charge of an earlier run of this agent that is committed in the
+        ledger but never met a completed result (sent, or whose upload broke off, or whose
+        process died between the commit and the `sent` record) is watched again (its timer
+        died with the process), or asked about now if its time is up: the ledger, not the
+        audit log, says what was charged; the audit log says when each round's deadline was."""
         deadlines: dict[str, float] = {}
         finished: set[str] = set()
         for e in events:
@@ -92,14 +114,12 @@ class Withdrawals:
                 deadlines[round_id] = float(e["deadline_unix"])
             elif (kind == "result" and e.get("state") == "COMPLETED") or kind == "withdrawn":
                 finished.add(round_id)
-        sent = {
-            e.get("round_id", "")
-            for e in events
-            if e.get("event") == "sent" and e.get("epsilon") is not None
-        }
-        for round_id in sorted(sent - finished):
-            if round_id in deadlines and self._charged(round_id):
-                self.watch(round_id, deadlines[round_id], now)
+        if self._ledger is None:
+            return
+        committed = {s.round_id for s in self._ledger.history() if s.state == "committed"}
+        for round_id in sorted(committed - finished):
+            # no deadline on record: the round is long over or never was; ask the CSP now
+            self.watch(round_id, deadlines.get(round_id, 0.0), now)
 
     def withdraw(self, round_id: str, why: str) -> str:
         """Ask the CSP to close the round; withdraw the charge if it never decrypted it."""

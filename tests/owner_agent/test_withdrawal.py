@@ -101,3 +101,39 @@ def test_a_restarted_owner_asks_about_charged_rounds_left_without_a_result(parts
         assert time.monotonic() < end, csp.asked
         time.sleep(0.02)
     assert sorted(csp.asked) == ["r1", "r3"] and state(ledger, "r2") == "committed"
+
+
+def test_a_restart_gives_back_a_reservation_whose_share_never_left(tmp_path) -> None:
+    """The agent died between reserving a DP round's charge and committing it (the commit
+    comes before any byte leaves): at the next start the reservation goes back to the budget,
+    the audit log records it, and the analyst's request gets its budget back too."""
+    from owner_agent.audit import read
+    from owner_agent.authorization import SignedRequests
+
+    ledger = PrivacyLedger(tmp_path / "ledger.json", 3.0, 1e-4)
+    audit = AuditLog(tmp_path / "audit.jsonl", "site-1")
+    audit.record("invitation", "r9", request_digest="d", job_id="r9", epsilon=1.0, delta=1e-6)
+    audit.record("decision", "r9", accepted=True)
+    ledger.reserve("r9", "skellam", Budget(1.0, 1e-6))
+    assert ledger.remaining().epsilon == 2.0
+    before = SignedRequests(read(audit.path))
+    assert before.taken("d")[0] == 1.0  # the request's budget counted the round
+    released = Withdrawals(ledger, Csp(), audit).release_stale()
+    assert released == ["r9"] and state(ledger, "r9") == "released"
+    assert ledger.remaining().epsilon == 3.0
+    events = read(audit.path)
+    assert events[-1]["event"] == "failed" and events[-1]["released"] is True
+    assert SignedRequests(events).taken("d")[0] == 0.0  # rebuilt from the log: given back
+
+
+def test_a_charge_committed_without_a_sent_record_is_asked_about(parts) -> None:
+    """The agent died between committing the charge and recording `sent` (or its upload broke
+    off): the ledger, not the audit log, says what was charged; the CSP is asked."""
+    ledger, audit, _ = parts  # r1 committed, nothing in the audit log
+    csp = Csp("withdrawn")
+    Withdrawals(ledger, csp, audit).reconcile([], now=time.time())
+    end = time.monotonic() + 5
+    while state(ledger, "r1") != "withdrawn":
+        assert time.monotonic() < end, csp.asked
+        time.sleep(0.02)
+    assert csp.asked == ["r1"]
