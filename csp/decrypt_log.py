@@ -19,6 +19,7 @@ from leteo_fed.errors import DuplicateError
 
 FILE_NAME = "decrypted-rounds.jsonl"
 CLAIMED, DECRYPTED, REFUSED, WITHDRAWN = "claimed", "decrypted", "refused", "withdrawn"
+NOT_INCLUDED = "not_included"  # decrypted, but without the asking owner's share
 
 
 class DecryptLog:
@@ -26,11 +27,14 @@ class DecryptLog:
         self.path = path
         self._lock = threading.Lock()
         self._state: dict[str, str] = {}
+        self._contributors: dict[str, frozenset[str]] = {}  # decrypted round -> its signers
         if path is not None and path.exists():
             for line in path.read_text().splitlines():
                 if line.strip():
                     record = json.loads(line)
                     self._state[record["round_id"]] = record.get("state", CLAIMED)
+                    if "contributors" in record:
+                        self._contributors[record["round_id"]] = frozenset(record["contributors"])
 
     def __contains__(self, round_id: str) -> bool:
         with self._lock:
@@ -50,23 +54,37 @@ class DecryptLog:
                 )
             self._append(round_id, CLAIMED, mode=mode)
 
-    def settle(self, round_id: str, decrypted: bool, reason: str = "") -> None:
-        """How a claimed round ended: decrypted, or refused before any decryption."""
+    def settle(
+        self, round_id: str, decrypted: bool, reason: str = "", contributors: list[str] = ()
+    ) -> None:
+        """How a claimed round ended: decrypted (by the shares of `contributors`), or refused
+        before any decryption."""
         with self._lock:
-            self._append(round_id, DECRYPTED if decrypted else REFUSED, reason=reason)
+            if decrypted and contributors:
+                self._contributors[round_id] = frozenset(contributors)
+                self._append(round_id, DECRYPTED, contributors=sorted(contributors))
+            elif decrypted:  # who contributed is not known: no owner is told it was left out
+                self._append(round_id, DECRYPTED)
+            else:
+                self._append(round_id, REFUSED, reason=reason)
 
     def withdraw(self, round_id: str, by: str) -> str:
         """An owner closes a round for good: 'withdrawn' if it was never decrypted (and now
-        never will be), else its state ('decrypted', or 'claimed' while decryption runs)."""
+        never will be), 'not_included' if it was decrypted without `by`'s share (it is decrypted
+        once: that share never will be), else its state ('decrypted', or 'claimed' while
+        decryption runs)."""
         with self._lock:
             state = self._state.get(round_id)
+            signers = self._contributors.get(round_id)
+            if state == DECRYPTED and signers is not None and by not in signers:
+                return NOT_INCLUDED
             if state in (DECRYPTED, CLAIMED):
                 return state
             if state is None:
                 self._append(round_id, WITHDRAWN, by=by)
             return WITHDRAWN
 
-    def _append(self, round_id: str, state: str, **facts: str) -> None:
+    def _append(self, round_id: str, state: str, **facts: object) -> None:
         self._state[round_id] = state
         if self.path is None:
             return

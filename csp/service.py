@@ -252,7 +252,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         summed = self._verified_sum(round_id, entry, request_iterator)
         start = time.perf_counter()
         plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
-        self._decrypted.settle(round_id, decrypted=True)
+        self._decrypted.settle(round_id, decrypted=True, contributors=summed.contributors)
         seconds = time.perf_counter() - start
         log.info(
             "round %s: decrypted %d masked ciphertexts in %.3f s",
@@ -295,7 +295,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
                 f"{len(summed.ciphertexts)} ciphertexts do not hold {n_values} values"
             )
         plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
-        self._decrypted.settle(head.round_id, decrypted=True)
+        self._decrypted.settle(head.round_id, decrypted=True, contributors=summed.contributors)
         if len(head.mask_sums) != len(plaintexts):
             raise ProtocolError(
                 f"{len(head.mask_sums)} mask sums for {len(plaintexts)} ciphertexts"

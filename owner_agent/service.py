@@ -383,11 +383,16 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             self.results[status.round_id] = doc
             self._received.add(status.round_id)
             self._awaiting.pop(status.round_id, None)
-        self.audit.record("result", status.round_id, state=status.state, message=status.message)
+        included = not status.submitted or self.config.site_id in status.submitted
+        self.audit.record(
+            "result", status.round_id, state=status.state, message=status.message, included=included
+        )
         if self.config.results_dir is not None:
             atomic_write_json(Path(self.config.results_dir) / f"{status.round_id}.json", doc)
         log.info("round %s result received: %s", status.round_id, status.state)
-        self.withdrawals.result(status.round_id, status.state, wait=self.link is not None)
+        self.withdrawals.result(
+            status.round_id, status.state, wait=self.link is not None, included=included
+        )
 
     # ------------------------------------------------------------------ uplink to the aggregator
 

@@ -27,6 +27,8 @@ from owner_agent.audit import AuditLog
 log = logging.getLogger("leteo.owner")
 
 WITHDRAWN = "withdrawn"
+NOT_INCLUDED = "not_included"  # the CSP decrypted the round without this site's share
+GIVEN_BACK = (WITHDRAWN, NOT_INCLUDED)
 
 
 class Withdrawals:
@@ -64,15 +66,19 @@ class Withdrawals:
             self._timers[round_id] = timer
         timer.start()
 
-    def result(self, round_id: str, state: str, wait: bool = False) -> None:
-        """The aggregator published the round's end: a failure triggers the withdrawal now
-        (before returning if `wait`: the next invitation then sees the budget back)."""
+    def result(self, round_id: str, state: str, wait: bool = False, included: bool = True) -> None:
+        """The aggregator published the round's end: a failure, or a result this site's share
+        is not part of (`included` False: it is not among the owners summed), triggers the
+        withdrawal now (before returning if `wait`: the next invitation then sees the budget
+        back). The CSP's word decides, never the aggregator's."""
         with self._lock:
             timer = self._timers.pop(round_id, None)
         if timer is not None:
             timer.cancel()
-        if state != "COMPLETED" and self._charged(round_id):
-            args = (round_id, f"the round ended {state.lower() or 'without a result'}")
+        if (state != "COMPLETED" or not included) and self._charged(round_id):
+            how = state.lower() or "without a result"
+            how += "" if included else " without this site's share"
+            args = (round_id, f"the round ended {how}")
             if wait:
                 self.withdraw(*args)
                 return
@@ -112,7 +118,9 @@ class Withdrawals:
             kind, round_id = e.get("event"), e.get("round_id", "")
             if kind == "invitation" and e.get("deadline_unix") is not None:
                 deadlines[round_id] = float(e["deadline_unix"])
-            elif (kind == "result" and e.get("state") == "COMPLETED") or kind == "withdrawn":
+            elif kind == "withdrawn" or (
+                kind == "result" and e.get("state") == "COMPLETED" and e.get("included", True)
+            ):
                 finished.add(round_id)
         if self._ledger is None:
             return
@@ -138,7 +146,7 @@ class Withdrawals:
                 rpc_error_message(exc),
             )
             return ""
-        if reply.state != WITHDRAWN:
+        if reply.state not in GIVEN_BACK:
             log.info("round %s: the CSP says it was %s; the charge stays", round_id, reply.state)
             return reply.state
         spend = self._ledger.withdraw(round_id)
@@ -149,7 +157,12 @@ class Withdrawals:
             round_id,
             epsilon=spend.epsilon,
             delta=spend.delta,
-            reason=f"{why}; the CSP attests it never decrypted the round and has closed it",
+            reason=f"{why}; the CSP attests "
+            + (
+                "it never decrypted the round and has closed it"
+                if reply.state == WITHDRAWN
+                else "it decrypted the round without this site's share"
+            ),
         )
         log.info(
             "round %s: charge of epsilon %g withdrawn (the CSP never decrypted the round)",

@@ -45,7 +45,12 @@ def test_outcomes_and_withdrawals_survive_a_restart(tmp_path) -> None:
     assert log.withdraw("never-seen", "site-2") == "withdrawn"  # closed before it was opened
     log.claim("running", "blinded")
     assert log.withdraw("running", "site-1") == "claimed"  # a decryption may be under way
+    log.claim("two", "blinded")
+    log.settle("two", decrypted=True, contributors=["site-1", "site-2"])
+    assert log.withdraw("two", "site-1") == "decrypted"  # its share was summed
+    assert log.withdraw("two", "site-3") == "not_included"  # decrypted without it: budget back
     again = DecryptLog(path)
+    assert again.withdraw("two", "site-3") == "not_included"  # the signers are on disk
     assert again.state("ok") == "decrypted" and again.state("bad") == "refused"
     assert again.state("never-seen") == "withdrawn" and again.state("running") == "claimed"
     with pytest.raises(DuplicateError):  # a withdrawn round can never be decrypted

@@ -137,3 +137,17 @@ def test_a_charge_committed_without_a_sent_record_is_asked_about(parts) -> None:
         assert time.monotonic() < end, csp.asked
         time.sleep(0.02)
     assert csp.asked == ["r1"]
+
+
+def test_a_completed_round_without_this_sites_share_gives_the_charge_back(parts) -> None:
+    """The share arrived too late, or the aggregator summed others: the published result does
+    not list this site; the CSP, which recorded the decrypted round's signers, confirms it and
+    the charge comes back. A result that lists the site keeps it."""
+    ledger, audit, _ = parts
+    Withdrawals(ledger, Csp("not_included"), audit).result("r1", "COMPLETED", wait=True)
+    assert state(ledger, "r1") == "withdrawn"
+    ledger.reserve("r2", "skellam", Budget(0.5, 1e-6))
+    ledger.commit("r2")
+    csp = Csp("not_included")
+    Withdrawals(ledger, csp, audit).result("r2", "COMPLETED", wait=True, included=True)
+    assert state(ledger, "r2") == "committed" and csp.asked == []
