@@ -144,7 +144,9 @@ def test_a_completed_round_without_this_sites_share_gives_the_charge_back(parts)
     not list this site; the CSP, which recorded the decrypted round's signers, confirms it and
     the charge comes back. A result that lists the site keeps it."""
     ledger, audit, _ = parts
-    Withdrawals(ledger, Csp("not_included"), audit).result("r1", "COMPLETED", wait=True)
+    Withdrawals(ledger, Csp("not_included"), audit).result(
+        "r1", "COMPLETED", wait=True, included=False
+    )
     assert state(ledger, "r1") == "withdrawn"
     ledger.reserve("r2", "skellam", Budget(0.5, 1e-6))
     ledger.commit("r2")
