@@ -21,7 +21,7 @@ import pytest
 from integration_helpers import write_parts
 from sklearn.datasets import load_digits, load_iris
 
-from leteo_fed.client import AnalystClient, KmeansParams
+from leteo_fed.client import AnalystClient, KmeansParams, RoundParams
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.protocols import kmeans as km
 from leteo_fed.transport.rounds import result_document
@@ -223,3 +223,95 @@ def test_a_job_rides_through_a_csp_restart(tmp_path):
         rounds = [it["round_id"] for it in doc["iterations"]]
         assert any(r.endswith("-r2") for r in rounds), rounds
         assert all(it["contributors"] == list(SITES) for it in doc["iterations"])
+
+
+# ------------------------------------------------------------------ ledger and audit agree
+
+
+def _ledger(cluster: LocalCluster, site: str) -> dict[str, dict]:
+    path = cluster.workdir / "config" / "ledgers" / f"{site}.json"
+    if not path.exists():
+        return {}
+    return {s["round_id"]: s for s in json.loads(path.read_text())["spends"]}
+
+
+def _audit(cluster: LocalCluster, site: str, round_id: str) -> list[dict]:
+    path = cluster.workdir / "config" / f"audit-{site}.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in events if e["round_id"] == round_id]
+
+
+def _agree(spend: dict | None, events: list[dict], summed: bool) -> str:
+    """'' if the site's ledger entry for a round and its audit log tell the same story."""
+    kinds = [e["event"] for e in events]
+    if spend is None:
+        return "" if "sent" not in kinds else "sent, but nothing charged"
+    if spend["state"] == "reserved":
+        return "a reservation outlived the agent"
+    if spend["state"] == "released":
+        ok = "sent" not in kinds and any(e.get("released") for e in events)
+        return "" if ok else f"released, but the audit log says {kinds}"
+    if spend["state"] == "withdrawn":
+        return "" if "withdrawn" in kinds and not summed else f"withdrawn, audit {kinds}"
+    # committed: the CSP decrypted the round with this site's share
+    return "" if summed else f"committed, but the share was not summed (audit {kinds})"
+
+
+def test_ledger_and_audit_agree_whenever_an_owner_is_killed_in_a_dp_round(tmp_path):
+    """site-3 (with enough rows that reading them takes a moment) is killed (SIGKILL) at
+    several points of a DP round: right after accepting, while reading, after sending. Each
+    time it is started again and, once it has heard how the round ended, its ledger entry and
+    its audit log agree: nothing reserved is left, a charge stays only if the CSP summed its
+    share, and everything else is back in the budget with the audit log saying why."""
+    x = load_iris().data
+    parts = write_parts(x, NAMES, 2, tmp_path / "data", seed=23)
+    big = tmp_path / "data" / "part-big.csv"
+    rng = np.random.default_rng(23)
+    rows = x[rng.integers(0, len(x), 400_000)] + rng.normal(0, 0.01, (400_000, 4))
+    write_parts(rows, NAMES, 1, tmp_path / "big")[0].rename(big)
+    owners = [
+        OwnerSpec("site-1", parts[0]),
+        OwnerSpec("site-2", parts[1]),
+        OwnerSpec("site-3", big),
+    ]
+    with LocalCluster(tmp_path / "run", owners, privacy_budget=(100.0, 1e-2)) as cluster:
+        client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        client.wait_for_owners(3)
+        stories = []
+        for delay in (0.0, 0.2, 0.6, 3.0):
+            params = RoundParams(
+                features=NAMES,
+                min_owners=2,
+                deadline_seconds=60,
+                dp_epsilon=1.0,
+                row_norm_bound=10.0,
+            )
+            round_id = client.start_round(params).round_id
+            end = time.monotonic() + 30
+            while not any(e["event"] == "decision" for e in _audit(cluster, "site-3", round_id)):
+                assert time.monotonic() < end, "site-3 never decided"
+                time.sleep(0.01)
+            time.sleep(delay)
+            cluster.kill("site-3")
+            final = client.wait(round_id, 90)
+            assert final.state == "COMPLETED", final.message
+            summed = "site-3" in final.submitted
+            cluster.start_owner(owners[2])
+            client.wait_for_owners(3)
+            end = time.monotonic() + 60
+            while True:  # the restarted agent hears the result and settles its ledger
+                spend = _ledger(cluster, "site-3").get(round_id)
+                events = _audit(cluster, "site-3", round_id)
+                problem = _agree(spend, events, summed)
+                heard = any(e["event"] == "result" for e in events)
+                if not problem and (heard or spend is None or spend["state"] != "committed"):
+                    break
+                assert time.monotonic() < end, (delay, problem, spend, events)
+                time.sleep(0.1)
+            stories.append((delay, spend["state"] if spend else None, summed))
+        client.close()
+        ledger = _ledger(cluster, "site-3")
+        assert not [s for s in ledger.values() if s["state"] == "reserved"]
+        committed = sum(s["epsilon"] for s in ledger.values() if s["state"] == "committed")
+        assert committed == sum(1.0 for _, st, summed in stories if st == "committed" and summed)
+        print("kill delay, ledger state, share summed:", stories)
