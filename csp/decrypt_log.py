@@ -13,6 +13,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from leteo_fed.errors import DuplicateError
@@ -55,7 +56,7 @@ class DecryptLog:
             self._append(round_id, CLAIMED, mode=mode)
 
     def settle(
-        self, round_id: str, decrypted: bool, reason: str = "", contributors: list[str] = ()
+        self, round_id: str, decrypted: bool, reason: str = "", contributors: Sequence[str] = ()
     ) -> None:
         """How a claimed round ended: decrypted (by the shares of `contributors`), or refused
         before any decryption."""
