@@ -33,6 +33,7 @@ from leteo_fed.cli.options import (
     analyst_client,
     bounds,
     csv_list,
+    plan_for_preview,
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
@@ -292,14 +293,9 @@ def _run_against_services(args: argparse.Namespace) -> int:
 def _dry_run(params, rows: int | None) -> int:
     """Plan the job locally, exactly as the aggregator and the owners will, and print what the
     noise of each iteration does to the centers; nothing is sent."""
-    from leteo_fed.defaults import DEFAULT_QUORUM
     from leteo_fed.protocols.kmeans_round import kmeans_noise_preview
-    from leteo_fed.transport.rounds import plan_request
 
-    if params.dp_epsilon is None:
-        raise ConfigError("--dry-run previews the DP noise: give --epsilon")
-    invited = len(params.owners) or max(params.min_owners, DEFAULT_QUORUM)
-    _, plan = plan_request(params.to_proto(), invited)
+    plan = plan_for_preview(params.to_proto(), params.owners, params.min_owners, "--epsilon")
     doc = kmeans_noise_preview(plan, rows)
     print(json.dumps(doc))
     print(

@@ -12,9 +12,9 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from leteo_fed.defaults import (
     DEFAULT_AGGREGATOR_ADDRESS,
@@ -125,6 +125,19 @@ def add_dry_run(p: Container, what: str) -> None:
         default=None,
         help="for --dry-run: your estimate of the pooled row count (errors scale as 1/rows)",
     )
+
+
+def plan_for_preview(msg: Any, owners: Sequence[str], min_owners: int, epsilon_flag: str) -> Any:
+    """The plan of a request (`pb.RoundRequest`) made locally, exactly as the aggregator and
+    the owners will make it, for `--dry-run`: nothing is sent."""
+    from leteo_fed.defaults import DEFAULT_QUORUM
+    from leteo_fed.errors import ConfigError
+    from leteo_fed.transport.rounds import plan_request
+
+    if not msg.HasField("dp_epsilon"):
+        raise ConfigError(f"--dry-run previews the DP noise: give {epsilon_flag}")
+    invited = len(owners) or max(min_owners, DEFAULT_QUORUM)
+    return plan_request(msg, invited)[1]
 
 
 def analyst_client(args: argparse.Namespace) -> AnalystClient:

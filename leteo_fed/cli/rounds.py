@@ -30,6 +30,7 @@ from leteo_fed.cli.options import (
     add_value_bound,
     analyst_client,
     csv_list,
+    plan_for_preview,
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
@@ -254,14 +255,9 @@ def _run_round(args: argparse.Namespace) -> int:
 def _dry_run(params, rows: int | None) -> int:
     """Plan the PCA round locally, exactly as the aggregator and the owners will, and print
     what its noise does to each eigenvalue; nothing is sent."""
-    from leteo_fed.defaults import DEFAULT_QUORUM
     from leteo_fed.protocols.moments_round import pca_noise_preview
-    from leteo_fed.transport.rounds import plan_request
 
-    if params.dp_epsilon is None:
-        raise ConfigError("--dry-run previews the DP noise: give --dp-epsilon")
-    invited = len(params.owners) or max(params.min_owners, DEFAULT_QUORUM)
-    _, plan = plan_request(params.to_proto(), invited)
+    plan = plan_for_preview(params.to_proto(), params.owners, params.min_owners, "--dp-epsilon")
     doc = pca_noise_preview(plan, rows)
     print(json.dumps(doc))
     print(

@@ -19,10 +19,10 @@ from leteo_fed.cli.options import (
     add_tls,
     add_value_bound,
     analyst_client,
+    plan_for_preview,
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
-from leteo_fed.errors import ConfigError
 
 DEFAULT_OUT = Path("out/stats")
 
@@ -102,15 +102,11 @@ def _dry_run(request, common, rows: int | None) -> int:
     """Plan the round locally, exactly as the aggregator and the owners will, and print what
     its noise does; nothing is sent."""
     from leteo_fed.client import common_fields
-    from leteo_fed.defaults import DEFAULT_QUORUM
     from leteo_fed.protocols.weighted_stats import noise_preview
-    from leteo_fed.transport.rounds import plan_request, request_to_proto
+    from leteo_fed.transport.rounds import request_to_proto
 
-    if common.dp_epsilon is None:
-        raise ConfigError("--dry-run previews the DP noise: give --dp-epsilon")
     msg = request_to_proto("weighted_stats", request, **common_fields(common))
-    invited = len(common.owners) or max(common.min_owners, DEFAULT_QUORUM)
-    _, plan = plan_request(msg, invited)
+    plan = plan_for_preview(msg, common.owners, common.min_owners, "--dp-epsilon")
     doc = noise_preview(plan, rows)
     print(json.dumps(doc))
     sigma = doc["noise_std_per_sum"]

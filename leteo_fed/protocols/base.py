@@ -179,6 +179,20 @@ def owner_noise_bound(
     return noise.skellam_magnitude_bound(owner_mu, n_values)
 
 
+def preview_facts(dp: DpSpec | None, scale_bits: int) -> tuple[dict, float]:
+    """The public facts every noise preview starts with, and the noise std per released value
+    in real units (with the quorum's shares); DataError without DP."""
+    if dp is None:
+        raise DataError("a preview is of DP noise: give --dp-epsilon", field="dp_epsilon")
+    facts = {
+        "epsilon": dp.epsilon,
+        "delta": dp.delta,
+        "row_norm_bound": dp.row_norm_bound,
+        "quorum": dp.quorum,
+    }
+    return facts, dp.noise_std(dp.quorum, scale_bits)
+
+
 def clip_note(dp: DpSpec | None) -> str:
     """The ledger note's tail for a DP round."""
     return f", rows clipped to {dp.row_norm_bound:g}" if dp is not None else ""

@@ -41,6 +41,7 @@ from leteo_fed.protocols.base import (
     check_features,
     clip_note,
     dp_facts,
+    preview_facts,
     require_same_count_scale,
     skellam_plan,
 )
@@ -252,19 +253,11 @@ def pca_noise_preview(
     the analyst's guesses of the eigenpairs and mean if given, else a spread eigenvector, a mean
     of 0 and lambda of 0 (the smallest error; data far from 0 is noisier).
     """
-    if plan.dp is None:
-        raise DataError("a preview is of DP noise: give --dp-epsilon", field="dp_epsilon")
+    doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
     if plan.label != pca.PROTOCOL or plan.projection_only:
         raise DataError("the noise preview covers PCA rounds (not projection-only)")
     d = len(plan.features)
-    sigma = plan.dp.noise_std(plan.dp.quorum, plan.encoding.scale_bits)
-    doc: dict = {
-        "epsilon": plan.dp.epsilon,
-        "delta": plan.dp.delta,
-        "row_norm_bound": plan.dp.row_norm_bound,
-        "quorum": plan.dp.quorum,
-        "noise_std_per_value": sigma,
-    }
+    doc["noise_std_per_value"] = sigma
     if rows is None:
         return doc
     if rows < 2:

@@ -51,6 +51,7 @@ from leteo_fed.protocols.base import (
     check_features,
     clip_note,
     dp_facts,
+    preview_facts,
     require_same_count_scale,
     skellam_plan,
 )
@@ -238,18 +239,9 @@ def noise_preview(
     sigma sqrt(1 + 4 m^2 + (m^2 - v)^2) / S_w, where m and v are the column's mean and variance:
     the analyst's guesses if given, else 0 (the smallest error; a column far from 0 is noisier).
     """
-    if plan.dp is None:
-        raise DataError("a preview is of DP noise: give --dp-epsilon", field="dp_epsilon")
+    doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
     d = len(plan.features)
-    sigma = plan.dp.noise_std(plan.dp.quorum, plan.encoding.scale_bits)
-    doc: dict = {
-        "epsilon": plan.dp.epsilon,
-        "delta": plan.dp.delta,
-        "row_norm_bound": plan.dp.row_norm_bound,
-        "quorum": plan.dp.quorum,
-        "noise_std_per_sum": sigma,
-        "noise_std_of_row_count": sigma,
-    }
+    doc |= {"noise_std_per_sum": sigma, "noise_std_of_row_count": sigma}
     if rows is None:
         return doc
     if not rows > 0 or not mean_weight > 0:

@@ -27,6 +27,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from leteo_fed.errors import AccessDenied, LeteoError
+from leteo_fed.privacy.budget import Budget
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.base import FederatedProtocol, RoundPlan
 from leteo_fed.transport.rounds import (
@@ -96,6 +97,7 @@ class ExpectedRound:
     max_rounds: int  # how many the signed request allows its job
     deadline_seconds: float  # the longest a round of the job may stay open
     plan: RoundPlan  # the round as the owner rebuilt it
+    allowed: Budget | None  # the most the signed request lets its job charge this site
 
 
 def expected_spec(
@@ -106,7 +108,9 @@ def expected_spec(
     rotation, later centers) copied from `received`; SpecMismatch if it cannot be built."""
     try:
         protocol, payload = request_from_proto(request)
-        plan: Any = protocol.plan(payload, common_from_proto(request, len(received.invited)))
+        common = common_from_proto(request, len(received.invited))
+        plan: Any = protocol.plan(payload, common)
+        allowed = protocol.request_budget(payload, common.dp)
     except LeteoError as exc:
         raise SpecMismatch(f"the signed request plans no valid round: {exc}") from exc
     name = received.WhichOneof("payload")
@@ -141,7 +145,7 @@ def expected_spec(
         received.authorization if received.HasField("authorization") else None,
         list(received.invited),
     )
-    return spec, ExpectedRound(index, most, plan.deadline_seconds, rnd)
+    return spec, ExpectedRound(index, most, plan.deadline_seconds, rnd, allowed)
 
 
 def check_spec(

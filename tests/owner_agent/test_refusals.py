@@ -26,13 +26,12 @@ def _raised(call) -> LeteoError:
     return err.value
 
 
-def _public(exc: BaseException) -> Refusal:
+def _public(exc: LeteoError) -> Refusal:
+    """The refusal of a data problem: a rule's fixed sentence out, the error's text kept."""
     refusal = from_error(exc)
-    assert (
-        refusal.public
-        == f"{refusal.public.split(':')[0]}: {SENTENCES[refusal.public.split(':')[0]]}"
-    )
-    assert refusal.detail == (str(exc) if isinstance(exc, LeteoError) else refusal.detail)
+    rule = refusal.public.split(":")[0]
+    assert refusal.public == f"{rule}: {SENTENCES[rule]}"
+    assert refusal.detail == str(exc)
     return refusal
 
 
