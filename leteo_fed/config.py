@@ -48,6 +48,7 @@ from typing import Any
 
 import tomllib
 
+from leteo_fed.defaults import DEFAULT_MIN_ROWS
 from leteo_fed.errors import ConfigError
 from leteo_fed.transport.certs import Party, check_site_id
 from leteo_fed.transport.grpc_io import TlsConfig
@@ -91,7 +92,7 @@ class OwnerPolicy:
     non_dp_window_days: float = 30.0
     data_refusals: int = 3  # refusals for the site's data per analyst and window (0: no limit)
     analysts: tuple[str, ...] = (ANY,)  # analysts (certificate names) who may start rounds here
-    min_rows: int = 10  # this site takes part only with at least this many rows
+    min_rows: int = DEFAULT_MIN_ROWS  # this site takes part only with at least this many rows
     request_max_age_hours: float = 24.0  # an analyst's signed request is valid this long
 
 

@@ -14,6 +14,7 @@ MIN_QUORUM = 2  # one encrypted share alone would reveal that owner's statistics
 # hides each site among at least two others; fewer invited owners: all of them
 DEFAULT_QUORUM = 3
 MIN_QUORUM_LDP = 1  # every LDP report is private on its own
+DEFAULT_MIN_ROWS = 10  # owners' policy.min_rows: a site takes part only with this many rows
 DEFAULT_DP_DELTA = 1e-6
 MAX_DP_DELTA = 1e-2
 MAX_WAIT_SECONDS = 600.0  # GetRound blocks at most this long

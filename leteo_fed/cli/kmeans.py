@@ -13,6 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leteo_fed import extras
+from leteo_fed.cli.noise import (
+    add_noise_flags,
+    plan_for_preview,
+    print_preview,
+    print_verdict,
+    refuse_drowned_round,
+)
 from leteo_fed.cli.options import (
     DP_DELTA_DEFAULT,
     DP_GROUP_TITLE,
@@ -22,7 +29,6 @@ from leteo_fed.cli.options import (
     add_demo_insecure,
     add_demo_key_flags,
     add_demo_owners,
-    add_dry_run,
     add_features,
     add_out_folder,
     add_owner_filter,
@@ -33,7 +39,6 @@ from leteo_fed.cli.options import (
     analyst_client,
     bounds,
     csv_list,
-    plan_for_preview,
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
@@ -101,7 +106,7 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
         help=f"fixed-point fraction bits (default: {KMEANS_DEFAULT_SCALE_BITS}; "
         f"DP {KMEANS_DP_DEFAULT_SCALE_BITS})",
     )
-    add_dry_run(p, "each new center per iteration")
+    add_noise_flags(p, "each new center per iteration")
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)
 
@@ -275,8 +280,13 @@ def _run_against_services(args: argparse.Namespace) -> int:
         dp_delta=args.delta,
         row_norm_bound=args.row_norm_bound,
     )
-    if args.dry_run:
-        return _dry_run(params, args.rows)
+    if args.dry_run or params.dp_epsilon is not None:
+        from leteo_fed.protocols.kmeans_round import kmeans_noise_preview
+
+        plan = plan_for_preview(params.to_proto(), params.owners, params.min_owners, "--epsilon")
+        if args.dry_run:
+            return _dry_run(plan, args.rows)
+        refuse_drowned_round(plan, kmeans_noise_preview, args)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
         result = client.run_kmeans(params, on_tick=progress.tick)
@@ -290,14 +300,11 @@ def _run_against_services(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dry_run(params, rows: int | None) -> int:
-    """Plan the job locally, exactly as the aggregator and the owners will, and print what the
-    noise of each iteration does to the centers; nothing is sent."""
+def _dry_run(plan, rows: int | None) -> int:
+    """Print what the noise of each iteration does to the centers; nothing is sent."""
     from leteo_fed.protocols.kmeans_round import kmeans_noise_preview
 
-    plan = plan_for_preview(params.to_proto(), params.owners, params.min_owners, "--epsilon")
-    doc = kmeans_noise_preview(plan, rows)
-    print(json.dumps(doc))
+    doc = print_preview(plan, kmeans_noise_preview, rows)
     print(
         f"each iteration (epsilon {doc['epsilon_per_iteration']:g} of {doc['epsilon']:g}) adds "
         f"noise of std {doc['noise_std_per_sum']:.4g} to every cluster sum and "
@@ -314,4 +321,5 @@ def _dry_run(params, rows: int | None) -> int:
             "noisier)",
             file=sys.stderr,
         )
+    print_verdict(doc)
     return 0

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from leteo_fed import extras
+from leteo_fed.cli.noise import add_noise_flags, print_preview, print_verdict, refuse_drowned_round
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,
@@ -77,6 +79,7 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
         help=f"minimum number of owners (default: {MIN_QUORUM_LDP})",
     )
     add_out_folder(p, Path("out/ldp"))
+    add_noise_flags(p, "each frequency or the mean")
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)
 
@@ -171,10 +174,56 @@ def _collect(args: argparse.Namespace) -> int:
         min_owners=args.min_owners,
         consistency=args.consistency,
     )
+    preview = _noise_preview(params)
+    if args.dry_run:
+        return _dry_run(preview, args.rows)
+    refuse_drowned_round(None, preview, args)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
         result = client.run_ldp(params, on_tick=progress.tick)
     progress.done()
     atomic_write_json(Path(args.out) / "ldp.json", result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n")}))
+    return 0
+
+
+def _noise_preview(params):
+    """The collection's noise preview as a (plan, rows) -> document function: the public
+    parameters are checked exactly as the aggregator will check them."""
+    from leteo_fed.protocols.ldp_collection import LdpRequest, noise_preview, spec_from_request
+
+    spec = spec_from_request(
+        LdpRequest(
+            column=params.column,
+            mechanism=params.mechanism,
+            epsilon=params.epsilon,
+            domain=params.domain,
+            lower=params.lower,
+            upper=params.upper,
+            consistency=params.consistency,
+        )
+    )
+    quorum = max(params.min_owners, MIN_QUORUM_LDP)
+    return lambda _plan, rows: noise_preview(spec, rows, quorum)
+
+
+def _dry_run(preview, rows: int | None) -> int:
+    """Print the standard error of each estimate; nothing is sent."""
+    doc = print_preview(None, preview, rows)
+    print(
+        f"each report carries variance {doc['variance_per_report']:.4g} (epsilon "
+        f"{doc['epsilon']:g}, {doc['mechanism']})",
+        file=sys.stderr,
+    )
+    if rows is None:
+        print("give --rows N (the records collected) for each estimate's error", file=sys.stderr)
+    elif "frequency_std_error" in doc:
+        print(
+            f"  each frequency +/- {doc['frequency_std_error']:.4g} (1 std; "
+            f"+/- {doc['count_std_error']:.4g} records)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"  the mean +/- {doc['mean_std_error']:.4g} (1 std, at most)", file=sys.stderr)
+    print_verdict(doc)
     return 0

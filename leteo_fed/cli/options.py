@@ -12,9 +12,9 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from leteo_fed.defaults import (
     DEFAULT_AGGREGATOR_ADDRESS,
@@ -109,35 +109,6 @@ def add_aggregator_address(p: Container) -> None:
         default=default,
         help=f"aggregator address host:port (default: $LETEO_AGGREGATOR, else {default})",
     )
-
-
-def add_dry_run(p: Container, what: str) -> None:
-    """`--dry-run` and `--rows`: see the DP noise before paying for it."""
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help=f"with --dp-epsilon: print the noise of every released value and the expected "
-        f"error of {what}, then exit without contacting anyone (no budget is spent)",
-    )
-    p.add_argument(
-        "--rows",
-        type=int,
-        default=None,
-        help="for --dry-run: your estimate of the pooled row count (errors scale as 1/rows)",
-    )
-
-
-def plan_for_preview(msg: Any, owners: Sequence[str], min_owners: int, epsilon_flag: str) -> Any:
-    """The plan of a request (`pb.RoundRequest`) made locally, exactly as the aggregator and
-    the owners will make it, for `--dry-run`: nothing is sent."""
-    from leteo_fed.defaults import DEFAULT_QUORUM
-    from leteo_fed.errors import ConfigError
-    from leteo_fed.transport.rounds import plan_request
-
-    if not msg.HasField("dp_epsilon"):
-        raise ConfigError(f"--dry-run previews the DP noise: give {epsilon_flag}")
-    invited = len(owners) or max(min_owners, DEFAULT_QUORUM)
-    return plan_request(msg, invited)[1]
 
 
 def analyst_client(args: argparse.Namespace) -> AnalystClient:

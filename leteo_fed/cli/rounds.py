@@ -13,6 +13,13 @@ import sys
 from pathlib import Path
 
 from leteo_fed import extras
+from leteo_fed.cli.noise import (
+    add_noise_flags,
+    plan_for_preview,
+    print_preview,
+    print_verdict,
+    refuse_drowned_round,
+)
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,
@@ -21,7 +28,6 @@ from leteo_fed.cli.options import (
     add_demo_key_flags,
     add_demo_owners,
     add_dp_flags,
-    add_dry_run,
     add_features,
     add_out_folder,
     add_owner_filter,
@@ -30,7 +36,6 @@ from leteo_fed.cli.options import (
     add_value_bound,
     analyst_client,
     csv_list,
-    plan_for_preview,
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
@@ -51,7 +56,7 @@ def add_parsers(sub: SubParsers) -> None:
     )
     _add_round_args(p, Path("out/pca"))
     _add_standardize(p)
-    add_dry_run(p, "each eigenvalue")
+    add_noise_flags(p, "each eigenvalue")
     set_handler(p, run)
 
     p = sub.add_parser(
@@ -70,6 +75,7 @@ def add_parsers(sub: SubParsers) -> None:
     p.add_argument(
         "--privacy-classes", type=csv_list, default=None, help="MDR: the privacy label's classes"
     )
+    add_noise_flags(p, "each class mean")
     set_handler(p, run)
 
 
@@ -239,9 +245,14 @@ def _run_round(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
+    if args.dry_run or params.dp_epsilon is not None:
+        from leteo_fed.protocols.moments_round import moments_noise_preview
+
+        plan = plan_for_preview(params.to_proto(), params.owners, params.min_owners, "--dp-epsilon")
+        if args.dry_run:
+            return _dry_run(plan, args.rows)
+        refuse_drowned_round(plan, moments_noise_preview, args)
     progress = ProgressPrinter()
-    if getattr(args, "dry_run", False):
-        return _dry_run(params, args.rows)
     with analyst_client(args) as client:
         result = client.run_round(params, on_tick=progress.tick)
     progress.done()
@@ -252,28 +263,35 @@ def _run_round(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dry_run(params, rows: int | None) -> int:
-    """Plan the PCA round locally, exactly as the aggregator and the owners will, and print
-    what its noise does to each eigenvalue; nothing is sent."""
-    from leteo_fed.protocols.moments_round import pca_noise_preview
+def _dry_run(plan, rows: int | None) -> int:
+    """Print what the round's noise does to each eigenvalue (PCA) or class mean (DCA, LDA,
+    MDR); nothing is sent."""
+    from leteo_fed.protocols.moments_round import moments_noise_preview
 
-    plan = plan_for_preview(params.to_proto(), params.owners, params.min_owners, "--dp-epsilon")
-    doc = pca_noise_preview(plan, rows)
-    print(json.dumps(doc))
+    doc = print_preview(plan, moments_noise_preview, rows)
     print(
         f"each released value carries noise of std {doc['noise_std_per_value']:.4g} (epsilon "
         f"{doc['epsilon']:g}, delta {doc['delta']:g}, rows clipped to {doc['row_norm_bound']:g})",
         file=sys.stderr,
     )
     if rows is None:
-        print("give --rows N for the expected error of each eigenvalue", file=sys.stderr)
-    else:
+        print("give --rows N for the expected error of each result", file=sys.stderr)
+    elif "eigenvalue_std_error" in doc:
         for i, err in enumerate(doc["eigenvalue_std_error"], start=1):
             print(
                 f"  eigenvalue {i}: +/- {err:.4g} (1 std, for centered data and a small "
                 "eigenvalue; larger ones and data far from 0 are noisier)",
                 file=sys.stderr,
             )
+    else:
+        for label, errs in doc["class_mean_rms_error"].items():
+            for c, err in errs.items():
+                print(
+                    f"  mean of class {label}={c}: moves by about {err:.4g} (RMS distance, "
+                    "equal class sizes, a mean near 0)",
+                    file=sys.stderr,
+                )
+    print_verdict(doc)
     return 0
 
 

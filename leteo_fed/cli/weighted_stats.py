@@ -7,19 +7,24 @@ import json
 import sys
 from pathlib import Path
 
+from leteo_fed.cli.noise import (
+    add_noise_flags,
+    plan_for_preview,
+    print_preview,
+    print_verdict,
+    refuse_drowned_round,
+)
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,
     add_deadline,
     add_dp_flags,
-    add_dry_run,
     add_features,
     add_owner_filter,
     add_quorum,
     add_tls,
     add_value_bound,
     analyst_client,
-    plan_for_preview,
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
@@ -59,7 +64,7 @@ def add_parser(sub: SubParsers) -> None:
         help=f"output folder: writes OUT/stats.json (default: {DEFAULT_OUT})",
     )
     add_dp_flags(p)
-    add_dry_run(p, "each mean and variance")
+    add_noise_flags(p, "each mean and variance")
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)
 
@@ -84,8 +89,16 @@ def run(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
-    if args.dry_run:
-        return _dry_run(request, common, args.rows)
+    if args.dry_run or common.dp_epsilon is not None:
+        from leteo_fed.client import common_fields
+        from leteo_fed.protocols.weighted_stats import noise_preview
+        from leteo_fed.transport.rounds import request_to_proto
+
+        msg = request_to_proto("weighted_stats", request, **common_fields(common))
+        plan = plan_for_preview(msg, common.owners, common.min_owners, "--dp-epsilon")
+        if args.dry_run:
+            return _dry_run(plan, args.rows)
+        refuse_drowned_round(plan, noise_preview, args)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
         result = client.run_protocol("weighted_stats", request, common, on_tick=progress.tick)
@@ -98,17 +111,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dry_run(request, common, rows: int | None) -> int:
-    """Plan the round locally, exactly as the aggregator and the owners will, and print what
-    its noise does; nothing is sent."""
-    from leteo_fed.client import common_fields
+def _dry_run(plan, rows: int | None) -> int:
+    """Print what the round's noise does to each mean and variance; nothing is sent."""
     from leteo_fed.protocols.weighted_stats import noise_preview
-    from leteo_fed.transport.rounds import request_to_proto
 
-    msg = request_to_proto("weighted_stats", request, **common_fields(common))
-    plan = plan_for_preview(msg, common.owners, common.min_owners, "--dp-epsilon")
-    doc = noise_preview(plan, rows)
-    print(json.dumps(doc))
+    doc = print_preview(plan, noise_preview, rows)
     sigma = doc["noise_std_per_sum"]
     print(
         f"each released sum carries noise of std {sigma:.4g} (epsilon {doc['epsilon']:g}, "
@@ -124,4 +131,5 @@ def _dry_run(request, common, rows: int | None) -> int:
                 f"{doc['variance_std_error'][f]:.4g} (1 std, for a column near 0)",
                 file=sys.stderr,
             )
+    print_verdict(doc)
     return 0

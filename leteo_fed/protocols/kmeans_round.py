@@ -22,6 +22,7 @@ from leteo_fed.encoding.share import ShareEncoding, require_bound
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.budget import Budget
+from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.protocols import kmeans, pca, registry
 from leteo_fed.protocols.base import (
     Common,
@@ -224,6 +225,12 @@ def kmeans_noise_preview(
         math.sqrt(d * sigma_s**2 + float(cj @ cj) * sigma_n**2) / nj
         for nj, cj in zip(n, c, strict=True)
     ]
+    smallest = int(np.argmin(n))  # rows clipped to C: a center lies within C of 0
+    checks = [
+        SignalCheck("rows per cluster", sigma_n, float(n[smallest])),
+        SignalCheck("center", doc["center_rms_error"][smallest], dp.row_norm_bound),
+    ]
+    doc["signal_checks"] = [chk.to_dict() for chk in checks]
     return doc
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.ldp import frequency, geo, numeric
 from leteo_fed.privacy.budget import check_epsilon
+from leteo_fed.privacy.noise_gate import LOCAL_FIXES, SignalCheck
 
 GEO = "geo"  # n-dimensional Laplace (planar for 2 columns): perturbed points, e.g. for clustering
 MECHANISMS = (*frequency.FREQUENCY_MECHANISMS, *numeric.NUMERIC_MECHANISMS, GEO)
@@ -164,6 +165,46 @@ def mechanism_for(spec: LdpSpec):
     if spec.mechanism == GEO:
         return None
     return numeric.make_numeric(spec.mechanism, spec.epsilon)
+
+
+def noise_preview(spec: LdpSpec, rows: int | None = None, quorum: int = 1) -> dict:
+    """What the local noise does to the estimates, from public parameters only.
+
+    A frequency oracle's estimate of a value's share f has variance Var*/n (q*(1-q*)/(p*-q*)^2
+    per report, dropping the n_i term: exact for rare values, a slight overestimate otherwise);
+    a numeric mechanism's mean has at most its worst-case report variance / n, times the half
+    range squared once mapped back from [-1, 1]. n is the number of reports (one per row).
+    """
+    mech = mechanism_for(spec)
+    if mech is None or is_multi(spec):
+        raise DataError("the noise preview covers one-column LDP collections", field="mechanism")
+    doc: dict = {
+        "mechanism": spec.mechanism,
+        "epsilon": spec.epsilon,
+        "quorum": quorum,
+        "fixes": list(LOCAL_FIXES),
+    }
+    if is_frequency(spec.mechanism):
+        per_report = mech.theoretical_variance_per_user()
+        doc["variance_per_report"] = per_report
+        if rows is None:
+            return doc
+        std = math.sqrt(per_report / rows)
+        doc["frequency_std_error"] = std
+        doc["count_std_error"] = std * rows
+        checks = [SignalCheck("frequency of a value", std, 1.0)]
+    else:
+        half = (spec.upper - spec.lower) / 2  # numeric: the bounds are set
+        per_report = mech.worst_case_variance() * half * half
+        doc["variance_per_report"] = per_report
+        if rows is None:
+            return doc
+        std = math.sqrt(per_report / rows)
+        doc["mean_std_error"] = std
+        checks = [SignalCheck("mean", std, half)]
+    doc["rows"] = rows
+    doc["signal_checks"] = [c.to_dict() for c in checks]
+    return doc
 
 
 # ------------------------------------------------------------------ owner side

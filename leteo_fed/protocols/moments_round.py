@@ -27,6 +27,7 @@ from leteo_fed.encoding.share import (
 )
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.privacy.verify import verify_release
 from leteo_fed.protocols import discriminant, moments, pca, registry, rotation
 from leteo_fed.protocols.base import (
@@ -251,11 +252,13 @@ def pca_noise_preview(
     eigenvector u and pooled mean m, has standard error
     sigma sqrt(2 - sum u_i^4 + 4 (u.m)^2 + ((u.m)^2 - lambda)^2) / (rows - 1):
     the analyst's guesses of the eigenpairs and mean if given, else a spread eigenvector, a mean
-    of 0 and lambda of 0 (the smallest error; data far from 0 is noisier).
+    of 0 and lambda of 0 (the smallest error; data far from 0 is noisier). A projection-only
+    round releases the same moments in a secretly rotated frame, where a spread eigenvector is
+    the expected case: the same figures hold.
     """
     doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
-    if plan.label != pca.PROTOCOL or plan.projection_only:
-        raise DataError("the noise preview covers PCA rounds (not projection-only)")
+    if plan.label != pca.PROTOCOL:
+        raise DataError("a discriminant round's preview is discriminant_noise_preview")
     d = len(plan.features)
     doc["noise_std_per_value"] = sigma
     if rows is None:
@@ -276,7 +279,62 @@ def pca_noise_preview(
         spread = 2.0 - float(np.sum(u**4))
         errors.append(sigma * math.sqrt(spread + 4 * um * um + (um * um - lam) ** 2) / (rows - 1))
     doc["eigenvalue_std_error"] = errors
+    bound = plan.dp.row_norm_bound  # type: ignore[union-attr]  # preview_facts checked it
+    checks = [SignalCheck("row count", sigma, float(rows))]
+    if not plan.standardize:  # a covariance eigenvalue is at most E||x||^2 <= C^2
+        checks.append(SignalCheck("eigenvalue 1", errors[0], bound * bound))
+    doc["signal_checks"] = [c.to_dict() for c in checks]
     return doc
+
+
+def discriminant_noise_preview(
+    plan: MomentsPlan, rows: int | None = None, class_sizes: Sequence[float] | None = None
+) -> dict:
+    """What the noise of a DP DCA / LDA / MDR round will do, from public parameters only.
+
+    The round releases R = sum x x^T and, per declared class c, V_c = sum of its rows and its
+    row count N_c, each value with Skellam noise of standard deviation sigma (real units). The
+    scatter matrices are built from the class means V_c / N_c, which move (root mean square of
+    the distance, to first order, for a mean near 0) by sigma sqrt(d) / N_c: with the analyst's
+    guesses of the class sizes if given, else rows / classes each.
+    """
+    doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
+    if plan.label == pca.PROTOCOL:
+        raise DataError("a PCA round's preview is pca_noise_preview")
+    doc["noise_std_per_value"] = sigma
+    if rows is None and class_sizes is None:
+        return doc
+    d = len(plan.features)
+    bound = plan.dp.row_norm_bound  # type: ignore[union-attr]  # preview_facts checked it
+    doc["class_mean_rms_error"] = {}
+    checks = []
+    for i, g in enumerate(plan.groupings):
+        if i == 0 and class_sizes is not None:  # the guesses are for the utility label
+            sizes = [float(n) for n in class_sizes]
+        elif rows is not None:
+            sizes = [rows / len(g.classes)] * len(g.classes)
+        else:
+            raise DataError("give rows for the privacy label's classes", field="rows")
+        if len(sizes) != len(g.classes) or any(not n > 0 for n in sizes):
+            raise DataError(f"give one positive size per class of '{g.label_column}'", field="rows")
+        errs = {c: sigma * math.sqrt(d) / n for c, n in zip(g.classes, sizes, strict=True)}
+        doc["class_mean_rms_error"][g.label_column] = errs
+        smallest = min(zip(sizes, g.classes, strict=True))
+        checks.append(
+            SignalCheck(f"rows of class {g.label_column}={smallest[1]}", sigma, smallest[0])
+        )
+        checks.append(
+            SignalCheck(f"mean of class {g.label_column}={smallest[1]}", errs[smallest[1]], bound)
+        )
+    doc["signal_checks"] = [c.to_dict() for c in checks]
+    return doc
+
+
+def moments_noise_preview(plan: MomentsPlan, rows: int | None = None) -> dict:
+    """The preview of the plan's method: PCA or discriminant analysis."""
+    if plan.label == pca.PROTOCOL:
+        return pca_noise_preview(plan, rows)
+    return discriminant_noise_preview(plan, rows)
 
 
 class MomentsProtocol(FederatedProtocol):

@@ -38,6 +38,7 @@ from leteo_fed.encoding.share import (
 )
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.privacy.verify import verify_release
 from leteo_fed.protocols import pca, registry
 from leteo_fed.protocols.base import (
@@ -257,6 +258,12 @@ def noise_preview(
         f: sigma * math.sqrt(1 + 4 * mj * mj + (mj * mj - vj) ** 2) / s_w
         for f, mj, vj in zip(plan.features, m, v, strict=True)
     }
+    c = plan.dp.row_norm_bound  # type: ignore[union-attr]  # rows clipped to C: |x_j| <= C
+    checks = [SignalCheck("total weight", sigma, s_w)]
+    for f in plan.features:
+        checks.append(SignalCheck(f"mean of {f}", doc["mean_std_error"][f], c))
+        checks.append(SignalCheck(f"variance of {f}", doc["variance_std_error"][f], c * c))
+    doc["signal_checks"] = [chk.to_dict() for chk in checks]
     return doc
 
 

@@ -139,10 +139,37 @@ def test_weighted_stats_through_the_services_and_the_cli(tmp_path):
         assert result["n_rows"] == len(x) and result["owners"] == ["site-1", "site-2", "site-3"]
         assert result["encoding"]["paillier_bits"] == 2048 and result["dp"] is None
 
-        # the CLI, DP: every owner's ledger is charged once; the noise is announced
+        # the CLI, DP: a round the noise would bury (at the policy's fewest rows, 30, the
+        # total weight's noise exceeds it) is refused before anyone is invited: no charge
+        dp_stats = [
+            "stats",
+            "--aggregator",
+            cluster.addresses["aggregator"],
+            "--tls-dir",
+            str(cluster.certs),
+            "--features",
+            ",".join(names),
+            "--min-owners",
+            "3",
+            "--dp-epsilon",
+            "8",
+            "--row-norm-bound",
+            "10",
+            "--out",
+            str(tmp_path / "refused"),
+        ]
+        assert main(dp_stats) == 2
+        assert not (tmp_path / "refused").exists()
+        for i in range(1, 4):
+            path = cluster.workdir / "config" / "ledgers" / f"site-{i}.json"
+            assert not path.exists() or json.loads(path.read_text())["spends"] == []
+
+        # with the analyst's row estimate it passes: every owner's ledger is charged once
         code = main(
             [
                 "stats",
+                "--rows",
+                "6000",
                 "--aggregator",
                 cluster.addresses["aggregator"],
                 "--tls-dir",

@@ -1,0 +1,118 @@
+"""See the DP noise before paying for it: `--dry-run`, `--rows` and `--accept-noise`.
+
+Every DP command plans its round locally, exactly as the aggregator and the owners will, from
+public parameters only. `--dry-run` prints the noise of every released value and the expected
+error of the results, then exits without contacting anyone. A real round whose noise would
+exceed the largest value a released statistic can take is refused here, before anyone is
+invited and so before any site charges its budget, unless `--accept-noise` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from leteo_fed.cli.options import Container
+
+Preview = Callable[[Any, int | None], dict]  # (plan, rows) -> the protocol's preview document
+
+
+def add_noise_flags(p: Container, what: str) -> None:
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"with DP: print the noise of every released value and the expected error of "
+        f"{what}, then exit without contacting anyone (no budget is spent)",
+    )
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        help="your estimate of the pooled row count: for --dry-run's expected errors (they "
+        "scale as 1/rows) and for the noise check of a real DP round (default: the fewest rows "
+        "the owners' default policy admits)",
+    )
+    p.add_argument(
+        "--accept-noise",
+        action="store_true",
+        help="run a DP round even when its noise would exceed the largest value a released "
+        "statistic can take (refused otherwise, before any budget is spent)",
+    )
+
+
+def plan_for_preview(msg: Any, owners: Sequence[str], min_owners: int, epsilon_flag: str) -> Any:
+    """The plan of a request (`pb.RoundRequest`) made locally, exactly as the aggregator and
+    the owners will make it: nothing is sent."""
+    from leteo_fed.defaults import DEFAULT_QUORUM
+    from leteo_fed.errors import ConfigError
+    from leteo_fed.transport.rounds import plan_request
+
+    if not msg.HasField("dp_epsilon"):
+        raise ConfigError(f"--dry-run previews the DP noise: give {epsilon_flag}")
+    invited = len(owners) or max(min_owners, DEFAULT_QUORUM)
+    return plan_request(msg, invited)[1]
+
+
+def noise_check(plan: Any, preview: Preview, rows: int | None) -> dict:
+    """The check a real round meets: the statistics the noise buries at the analyst's row
+    estimate (or the policy's floor), and the message that refuses it."""
+    from leteo_fed.privacy.noise_gate import (
+        SECURE_SUM_FIXES,
+        SignalCheck,
+        drowned,
+        refusal,
+        rows_to_assume,
+    )
+
+    assumed, basis = rows_to_assume(rows, preview(plan, None)["quorum"])
+    doc = preview(plan, assumed)
+    fields = ("statistic", "expected_error", "largest_signal")
+    buried = drowned(SignalCheck(*(c[f] for f in fields)) for c in doc.get("signal_checks", ()))
+    fixes = doc.get("fixes") or SECURE_SUM_FIXES
+    return {
+        "rows": assumed,
+        "rows_basis": basis,
+        "refused_without_accept_noise": bool(buried),
+        "buried": [c.to_dict() for c in buried],
+        "message": refusal(buried, assumed, basis, fixes) if buried else "",
+    }
+
+
+def refuse_drowned_round(plan: Any, preview: Preview, args: argparse.Namespace) -> None:
+    """Before a real DP round: refuse it (ConfigError, exit 2) if its noise buries a released
+    statistic, unless --accept-noise; then say so and go on."""
+    from leteo_fed.errors import ConfigError
+
+    check = noise_check(plan, preview, args.rows)
+    if not check["refused_without_accept_noise"]:
+        return
+    if not args.accept_noise:
+        raise ConfigError(check["message"], field="accept_noise")
+    names = ", ".join(c["statistic"] for c in check["buried"])
+    print(
+        f"warning: --accept-noise: at {check['rows']} rows the noise buries {names}",
+        file=sys.stderr,
+    )
+
+
+def print_preview(plan: Any, preview: Preview, rows: int | None) -> dict:
+    """`--dry-run`: the preview as JSON on stdout, with the noise check a real round would
+    meet under `noise_check`; the command adds its own lines, then `print_verdict`."""
+    doc = preview(plan, rows)
+    doc["noise_check"] = noise_check(plan, preview, rows)
+    print(json.dumps(doc))
+    return doc
+
+
+def print_verdict(doc: dict) -> None:
+    check = doc["noise_check"]
+    if check["refused_without_accept_noise"]:
+        print(f"a real round would be {check['message']}", file=sys.stderr)
+    else:
+        print(
+            f"the noise check passes at {check['rows']} rows ({check['rows_basis']})",
+            file=sys.stderr,
+        )
