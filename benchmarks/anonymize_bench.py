@@ -430,7 +430,7 @@ class JobTool:
         """Wall time of ``python -m leteo_fed anonymize ... --engine E`` as a fresh process."""
         source, config, out = self.job_files(data, k)
         argv = ["anonymize", "--input", str(source), "--config", str(config)]
-        argv += ["--out", str(out.with_name("process.csv")), "--engine", self.engine]
+        argv += ["--out", str(out.with_name("process")), "--engine", self.engine]  # a folder
         t0 = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "leteo_fed", *argv], capture_output=True, text=True, timeout=900

@@ -1,7 +1,9 @@
 """`leteo-fed anonymize`: a generalized release of a dataset, checked on what was written.
 
 The job itself lives in :mod:`leteo_fed.anonymize.job`; it runs in process or on Spark (the
-[spark] extra), as --engine or the config say.
+[spark] extra), as --engine or the config say. This module maps the output folder --out DIR to
+the job's two paths: the release DIR/release.csv (or DIR/release.parquet, a Parquet folder, with
+--release-format parquet) and the report DIR/report.json.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from pathlib import Path
 
 from leteo_fed import extras
 from leteo_fed.cli.options import SubParsers, set_handler
+from leteo_fed.errors import ConfigError
+
+DEFAULT_OUT = "out/anonymize"
+RELEASE_NAME = "release"  # DIR/release.csv or DIR/release.parquet
+REPORT_NAME = "report.json"
 
 DESCRIPTION = """\
 Release a generalized copy of a dataset, in process or on Spark (same release either way):
@@ -27,9 +34,11 @@ Steps:
   1. drop direct identifiers, replace others by keyed HMAC-SHA256 pseudonyms;
   2. generalize the quasi-identifiers (Mondrian or TDS) until every equivalence class has
      >= k rows and meets the configured l-diversity / t-closeness on the sensitive columns;
-  3. write the release atomically (OUT.csv: one CSV file; otherwise a Parquet folder);
+  3. write the release atomically into the folder --out DIR: DIR/release.csv (one CSV file,
+     the default) or, with --release-format parquet, DIR/release.parquet (a Parquet folder);
   4. measure k, l, t, NCP/GCP, discernibility and average class size ON THE WRITTEN OUTPUT
-     into a JSON report; publish only if every configured model holds.
+     into the JSON report DIR/report.json; publish only if every configured model holds (an
+     existing release is replaced only then).
 
 Minimal config (paths relative to the TOML file; every key in docs/anonymization.md):
 
@@ -77,17 +86,17 @@ def add_parser(sub: SubParsers) -> None:
     )
     p.add_argument(
         "--out",
-        required=True,
-        metavar="PATH",
-        help="release: NAME.csv is one CSV file, any other name a Parquet folder; an existing "
-        "output is replaced only when the job succeeds",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output folder: writes DIR/{RELEASE_NAME}.csv (or .parquet) and DIR/{REPORT_NAME}; "
+        f"an existing release is replaced only when the job succeeds (default: {DEFAULT_OUT})",
     )
     p.add_argument(
-        "--report",
-        type=Path,
-        default=None,
-        metavar="FILE.json",
-        help="JSON report (default: beside --out, e.g. released.csv -> released.report.json)",
+        "--release-format",
+        choices=["csv", "parquet"],
+        default="csv",
+        help=f"csv: DIR/{RELEASE_NAME}.csv, one CSV file; parquet: DIR/{RELEASE_NAME}.parquet, "
+        "a Parquet folder (default: csv)",
     )
     p.add_argument(
         "--format",
@@ -108,18 +117,48 @@ def _score(value: float | None) -> str:
     return "inf" if value is None else f"{value:.4g}"
 
 
+def output_paths(out: str, release_format: str, input_path: str) -> tuple[Path, Path]:
+    """The release and report paths in the folder ``out``; refuses (ConfigError) an ``out`` that
+    is not a local folder or whose files would land on or inside the input."""
+    if "://" in out and not out.startswith("file://"):
+        raise ConfigError(f"--out must be a local folder, got {out!r}", field="out")
+    folder = Path(out.removeprefix("file://"))
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--out {folder} is a file; --out names a folder", field="out")
+    release = folder / f"{RELEASE_NAME}.{release_format}"
+    report = folder / REPORT_NAME
+    if "://" not in input_path or input_path.startswith("file://"):
+        data = Path(input_path.removeprefix("file://")).resolve()
+        where = folder.resolve()
+        target = where / release.name  # a Parquet release is a folder: nothing inside it either
+        if data in (target, where / REPORT_NAME) or target in data.parents:
+            raise ConfigError(
+                f"--out {folder} would overwrite the input {input_path}; write the release "
+                "somewhere else",
+                field="out",
+            )
+        if data == where or data in where.parents:
+            raise ConfigError(
+                f"--out {folder} is the input {input_path} or inside it; write the release "
+                "somewhere else",
+                field="out",
+            )
+    return release, report
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the job; print what was released and which privacy models hold on it."""
     if args.engine == "spark":
         extras.require("pyspark")  # before anything is read (auto asks once it has chosen)
     from leteo_fed.anonymize.job import AnonymizationFailed, run_job
 
+    release, report_file = output_paths(args.out, args.release_format, args.input)
     try:
         report = run_job(
             args.input,
             args.config,
-            args.out,
-            args.report,
+            release,
+            report_file,
             input_fmt=args.format,
             engine=args.engine,
         )

@@ -2,8 +2,9 @@
 
 `add_parser` adds the sub-command to the main parser; `run` executes it. Every parameter is
 checked before a row is read; errors are LeteoError subclasses, which the main entry point
-turns into one line and exit code 2. The result JSON is written last and atomically, so its
-presence means the run succeeded.
+turns into one line and exit code 2. The run writes into the folder --out (default
+out/dp-kmeans): dp_kmeans.png, then dp_kmeans.json, each atomically; the JSON comes last, so its
+presence means the run succeeded, and a refused run writes nothing.
 """
 
 from __future__ import annotations
@@ -54,24 +55,28 @@ domain, e.g. a 0-100 score, NEVER from the data), the feature names and the seed
 Points outside the bounds are clipped to them (eugkm, ldp). Rows with a missing or non-finite
 feature are dropped before anything else (a per-row filter; the number dropped is not shown).
 
-Output (--out FILE.json, written atomically): centers, k, method, epsilon, delta, features,
-bounds / radius, the budget split, noisy synopsis sizes and timings; FILE.png next to it shows
-the DP synopsis or core-set and the centers (first two features, or a PCA projection of the
-synopsis when d > 2). Both are DP outputs. The k-means loss on the private rows is NOT in the
-output unless --evaluate-loss is given: that number is not private and is for experiments.
+Output (the folder --out DIR, default out/dp-kmeans; each file written atomically):
+DIR/dp_kmeans.json holds centers, k, method, epsilon, delta, features, bounds / radius, the
+budget split, noisy synopsis sizes and timings; DIR/dp_kmeans.png shows the DP synopsis or
+core-set and the centers (first two features, or a PCA projection of the synopsis when d > 2).
+Both are DP outputs; a refused run writes nothing. The k-means loss on the private rows is NOT
+in the output unless --evaluate-loss is given: that number is not private and is for experiments.
 
 Examples:
   leteo-fed dp-kmeans --data scores.csv --k 4 --epsilon 1 --method eugkm --bounds 0,100 \\
-      --features math,reading --out out/centers.json
+      --features math,reading --out out/scores
   leteo-fed dp-kmeans --data hdfs:///pool/usage.parquet --k 8 --epsilon 1 --delta 1e-6 \\
-      --method lsh --radius 50 --center 20 --out out/usage.json
-  leteo-fed dp-kmeans --data z.csv --k 3 --epsilon 1 --method eugkm --bounds -3,3 --out z.json
+      --method lsh --radius 50 --center 20 --out out/usage
+  leteo-fed dp-kmeans --data z.csv --k 3 --epsilon 1 --method eugkm --bounds -3,3 --out out/z
 
 Exit codes: 0 done; 2 refused (bad parameter, missing or non-numeric feature, unreadable data),
 nothing written; 1 the run itself failed.
 """
 
 METHODS = ("eugkm", "lsh", "ldp")
+DEFAULT_OUT = Path("out/dp-kmeans")
+RESULT_JSON = "dp_kmeans.json"
+RESULT_PNG = "dp_kmeans.png"
 
 
 def _floats(text: str) -> list[float]:
@@ -155,7 +160,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="also compute the k-means loss on the raw rows: NOT differentially private",
     )
     p.add_argument(
-        "--out", type=Path, required=True, metavar="FILE.json", help="result JSON (+ FILE.png)"
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output folder: writes DIR/{RESULT_JSON} and DIR/{RESULT_PNG} (default: "
+        f"{DEFAULT_OUT})",
     )
     g = p.add_argument_group(
         "privacy ledger",
@@ -231,11 +241,23 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.n_public is not None and (args.method != "eugkm" or args.n_public < 1):
         raise ConfigError("--n-public must be >= 1 and applies to --method eugkm", field="n_public")
     _checks.check_seed(args.seed)
-    if args.out.suffix.lower() != ".json":
-        raise ConfigError("--out must name a .json file", field="out")
-    data = Path(args.data)
-    if "://" not in args.data and data.exists() and data.resolve() == args.out.resolve():
-        raise ConfigError("--out would overwrite the input", field="out")
+    _check_out(args.out, args.data)
+
+
+def _check_out(out: Path, data_arg: str) -> None:
+    """--out is a folder, and nothing written into it may land on or inside the input."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; --out names a folder", field="out")
+    data = Path(data_arg)
+    if "://" in data_arg or not data.exists():
+        return
+    data, folder = data.resolve(), out.resolve()
+    if data in (folder / RESULT_JSON, folder / RESULT_PNG):
+        raise ConfigError(f"--out {out} would overwrite the input {data_arg}", field="out")
+    if data == folder or data in folder.parents:
+        raise ConfigError(
+            f"--out {out} is the input {data_arg} or inside it; write somewhere else", field="out"
+        )
 
 
 def _per_feature(values: list[float], d: int, field: str) -> np.ndarray:
@@ -489,8 +511,8 @@ def _finish(
             "experiments only, do not publish",
         }
         result.timings["evaluate_loss_s"] = time.perf_counter() - t0
-    png = args.out.with_suffix(".png")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out_json, png = args.out / RESULT_JSON, args.out / RESULT_PNG
+    args.out.mkdir(parents=True, exist_ok=True)
     releasing()
     _plot(result, features, png)
     doc["plot"] = str(png)
@@ -500,10 +522,10 @@ def _finish(
         **result.timings,
         "total_s": time.perf_counter() - t_start,
     }
-    atomic_write_json(args.out, doc)
+    atomic_write_json(out_json, doc)
     summary = {k: doc[k] for k in ("method", "k", "epsilon", "delta", "features")}
     if args.evaluate_loss:
         summary["nonprivate_loss"] = doc["nonprivate_evaluation"]["loss"]
     print(json.dumps(summary))
-    print(f"wrote {args.out} and {png}", file=sys.stderr)
+    print(f"wrote {out_json} and {png}", file=sys.stderr)
     return 0

@@ -27,19 +27,19 @@ pytestmark = pytest.mark.spark
 MEASURED = ("rows", "classes", "privacy", "information_loss", "algorithm_stats", "identifiers")
 
 
-def _run_both(folder: Path, data: Path, config: Path, out_name: str) -> dict[str, Any]:
-    """Run both engines; returns per engine (report, output path)."""
+def _run_both(folder: Path, data: Path, config: Path, release_format: str) -> dict[str, Any]:
+    """Run both engines, each into its own --out folder; returns per engine (report, release)."""
     got = {}
     for engine in ("local", "spark"):
-        out = folder / engine / out_name
+        out = folder / engine / release_format
         rc, _, err = cli(
-            "--input", str(data), "--config", str(config), "--out", str(out), "--engine", engine
+            "--input", str(data), "--config", str(config), "--out", str(out),
+            "--release-format", release_format, "--engine", engine,
         )  # fmt: skip
         assert rc == 0, err
-        report_file = out.with_name(f"{out.stem if out.suffix else out.name}.report.json")
-        report = json.loads(report_file.read_text())
+        report = json.loads((out / "report.json").read_text())
         assert report["job"]["engine"]["used"] == engine
-        got[engine] = (report, out)
+        got[engine] = (report, out / f"release.{release_format}")
     return got
 
 
@@ -69,7 +69,7 @@ def spark_session() -> Any:
 def test_mondrian_with_l_t_and_pseudonyms_csv(spark_session: Any, tmp_path: Path) -> None:
     config = write_job(tmp_path)
     write_csv(tmp_path / "data.csv", rows(300, seed=11))
-    got = _run_both(tmp_path, tmp_path / "data.csv", config, "released.csv")
+    got = _run_both(tmp_path, tmp_path / "data.csv", config, "csv")
     local, spark = (got[e][1].read_bytes() for e in ("local", "spark"))
     assert local == spark
     assert b'"said ""hi"", then left"' in local and b",04" in local  # quoting, leading zero
@@ -113,7 +113,7 @@ def test_tds_with_suppression_csv_to_parquet(spark_session: Any, tmp_path: Path,
     config = tmp_path / "tds.toml"
     config.write_text(TDS.format(gain=gain))
     write_csv(tmp_path / "data.csv", rows(260, seed=5))
-    got = _run_both(tmp_path, tmp_path / "data.csv", config, "released")
+    got = _run_both(tmp_path, tmp_path / "data.csv", config, "parquet")
     table = _same_parquet(got)
     _same_reports(got)
     report = got["local"][0]
@@ -152,12 +152,12 @@ def test_parquet_input_with_typed_columns_and_awkward_text(
         '[[sensitive]]\ncolumn = "income"\nt_closeness = { t = 0.5 }\n'
         '[[sensitive]]\ncolumn = "score"\n'
     )
-    got = _run_both(tmp_path, tmp_path / "in.parquet", config, "released.csv")
+    got = _run_both(tmp_path, tmp_path / "in.parquet", config, "csv")
     local, spark = (got[e][1].read_bytes() for e in ("local", "spark"))
     assert local == spark
     assert b"1.23456789E8" in local and b"1.0E-5" in local and b'""' in local
     _same_reports(got)
-    got = _run_both(tmp_path, tmp_path / "in.parquet", config, "released")
+    got = _run_both(tmp_path, tmp_path / "in.parquet", config, "parquet")
     out = _same_parquet(got)
     assert out.schema.field("score").type == pa.float64()
     assert out.schema.field("day").type == pa.date32()
@@ -175,7 +175,7 @@ def test_csv_columns_keep_their_types_in_a_parquet_release(
         r["mixed"] = "n/a" if i == 3 else str(i)
     columns = [*data[0]]
     write_csv(tmp_path / "data.csv", data, columns)
-    got = _run_both(tmp_path, tmp_path / "data.csv", config, "released")
+    got = _run_both(tmp_path, tmp_path / "data.csv", config, "parquet")
     table = _same_parquet(got)
     types = {f.name: f.type for f in table.schema}
     assert types["visits"] == pa.int64() and types["ratio"] == pa.float64()

@@ -85,14 +85,13 @@ def run(spark: Any, tmp_path_factory: pytest.TempPathFactory, request: Any) -> R
         "--config",
         str(config),
         "--out",
-        str(folder / "released.csv"),
-        "--report",
-        str(folder / "report.json"),
+        str(folder / "out"),
     )
     assert rc == 0, err
-    released = _read_release(folder / "released.csv")
+    assert sorted(p.name for p in (folder / "out").iterdir()) == ["release.csv", "report.json"]
+    released = _read_release(folder / "out" / "release.csv")
     released["hours"] = released["hours"].astype(float)
-    report = json.loads((folder / "report.json").read_text())
+    report = json.loads((folder / "out" / "report.json").read_text())
     return Run(request.param, folder, rows, released, report, out, err)
 
 
@@ -112,8 +111,9 @@ def test_cli_prints_rounds_summary_and_report_path(run: Run) -> None:
     assert run.stderr.startswith(f"engine: {run.engine} (--engine {run.engine} was asked for)")
     assert run.report["job"]["engine"]["used"] == run.engine
     assert f"released {N} of {N} rows (0 suppressed)" in run.stdout
-    assert f"report: {run.folder / 'report.json'}" in run.stdout
-    assert _leftovers(run.folder) == []
+    assert f"wrote {run.folder / 'out' / 'release.csv'} (engine {run.engine})" in run.stdout
+    assert f"report: {run.folder / 'out' / 'report.json'}" in run.stdout
+    assert _leftovers(run.folder / "out") == []
 
 
 def test_rows_order_identifiers_and_untouched_columns(run: Run) -> None:
@@ -220,24 +220,27 @@ def test_parquet_in_parquet_out_replaces_old_output(
     rows = _rows(120, seed=5)
     pq.write_table(pa.table({c: [r[c] for r in rows] for c in COLUMNS}), tmp_path / "in.parquet")
     out = tmp_path / "released"
-    out.mkdir()
-    (out / "stale.txt").write_text("from an earlier run")
+    (out / "release.parquet").mkdir(parents=True)
+    (out / "release.parquet" / "stale.txt").write_text("from an earlier run")
+    (out / "notes.txt").write_text("not ours")
     rc, stdout, err = _cli(
         "--input", str(tmp_path / "in.parquet"), "--config", str(config), "--out", str(out),
-        "--engine", engine,
+        "--release-format", "parquet", "--engine", engine,
     )  # fmt: skip
     assert rc == 0, err
-    assert not (out / "stale.txt").exists()
-    table = pq.read_table(out)
+    assert not (out / "release.parquet" / "stale.txt").exists()
+    assert (out / "notes.txt").read_text() == "not ours"  # only the release is replaced
+    table = pq.read_table(out / "release.parquet")
     assert table.num_rows == 120 and "ssn" not in table.column_names
     assert table.column("name").to_pylist() == [
         hmac.new(KEY, r["name"].encode(), hashlib.sha256).hexdigest() for r in rows
     ]
     assert verify.k_anonymity(table, QIS).k >= 5
-    report = json.loads((tmp_path / "released.report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     assert report["job"]["output_format"] == "parquet"
+    assert report["job"]["output"] == str(out / "release.parquet")
     assert report["privacy"]["k_anonymity"]["achieved"] == verify.k_anonymity(table, QIS).k
-    assert _leftovers(tmp_path) == []
+    assert _leftovers(tmp_path) == [] and _leftovers(out) == []
 
 
 # ---------------------------------------------------------------------------- refusals
@@ -247,13 +250,13 @@ def _refused(
     folder: Path, config: Path, needle: str, data: str = "data.csv", engine: str = "auto"
 ) -> str:
     rc, out, err = _cli(
-        "--input", str(folder / data), "--config", str(config), "--out", str(folder / "out.csv"),
+        "--input", str(folder / data), "--config", str(config), "--out", str(folder / "out"),
         "--engine", engine,
     )  # fmt: skip
     assert rc == 2, (out, err)
     line = err.strip().splitlines()[-1]
     assert line.startswith("error: ") and needle in line, line
-    assert not (folder / "out.csv").exists() and not (folder / "out.report.json").exists()
+    assert not (folder / "out").exists()
     assert _leftovers(folder) == []
     return line
 
@@ -311,10 +314,28 @@ def test_text_in_a_numeric_quasi_identifier(spark: Any, tmp_path: Path, engine: 
 def test_missing_input_and_output_over_input(spark: Any, tmp_path: Path, engine: str) -> None:
     config = _write_job(tmp_path)
     _refused(tmp_path, config, "cannot read", data="nowhere.csv", engine=engine)
-    _write_csv(tmp_path / "out.csv", _rows(10))
-    rc, _, err = _cli("--input", str(tmp_path / "out.csv"), "--config", str(config), "--out", str(tmp_path / "out.csv"))  # fmt: skip
-    assert rc == 2 and "is the input" in err
-    assert len((tmp_path / "out.csv").read_text().splitlines()) == 11
+    out = tmp_path / "out"
+    out.mkdir()
+    _write_csv(out / "release.csv", _rows(10))
+    rc, _, err = _cli("--input", str(out / "release.csv"), "--config", str(config), "--out", str(out), "--engine", engine)  # fmt: skip
+    assert rc == 2 and "would overwrite the input" in err
+    assert len((out / "release.csv").read_text().splitlines()) == 11
+    assert sorted(p.name for p in out.iterdir()) == ["release.csv"]  # no report either
+    # a Parquet input in DIR/release.parquet, and an --out inside an input folder
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (out / "release.parquet").mkdir()
+    part = out / "release.parquet" / "part-0.parquet"
+    pq.write_table(pa.table({"age": [30] * 10}), part)
+    rc, _, err = _cli("--input", str(part), "--config", str(config), "--out", str(out), "--release-format", "parquet")  # fmt: skip
+    assert rc == 2 and "would overwrite the input" in err
+    rc, _, err = _cli("--input", str(out / "release.parquet"), "--config", str(config), "--out", str(out / "release.parquet" / "x"))  # fmt: skip
+    assert rc == 2 and "is the input" in err and "or inside it" in err
+    assert part.exists() and sorted(p.name for p in out.iterdir()) == ["release.csv", "release.parquet"]  # fmt: skip
+    assert [p.name for p in (out / "release.parquet").iterdir()] == ["part-0.parquet"]
+    rc, _, err = _cli("--input", str(out / "release.csv"), "--config", str(config), "--out", str(out / "release.csv"))  # fmt: skip
+    assert rc == 2 and "is a file; --out names a folder" in err
 
 
 def test_bad_toml(tmp_path: Path) -> None:
@@ -364,13 +385,17 @@ def test_release_missing_its_models_is_not_published(
         monkeypatch.setattr(local_job, "_anonymize", raw_local)
     config = _write_job(tmp_path)
     _write_csv(tmp_path / "data.csv", _rows(30))
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "release.csv").write_text("an earlier release\n")
     rc, _, err = _cli(
-        "--input", str(tmp_path / "data.csv"), "--config", str(config), "--out", str(tmp_path / "o.csv"),
+        "--input", str(tmp_path / "data.csv"), "--config", str(config), "--out", str(out),
         "--engine", engine,
     )  # fmt: skip
     assert rc == 1 and "k-anonymity" in err and "nothing published" in err
-    assert not (tmp_path / "o.csv").exists() and _leftovers(tmp_path) == []
-    report = json.loads((tmp_path / "o.report.json").read_text())
+    assert (out / "release.csv").read_text() == "an earlier release\n"  # kept: job failed
+    assert _leftovers(tmp_path) == [] and _leftovers(out) == []
+    report = json.loads((out / "report.json").read_text())
     assert report["job"]["published"] is False
     assert report["privacy"]["k_anonymity"]["holds"] is False
 

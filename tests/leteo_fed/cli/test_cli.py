@@ -304,10 +304,57 @@ def test_defaults_in_help_come_from_one_place():
     assert helps["value_bound"] == "declared max |x| (default: 1e6)"
 
 
+def test_central_jobs_write_into_an_out_folder_like_every_command():
+    """`dp-kmeans` and `anonymize` take `--out DIR` with a default, as the federated commands do;
+    the file names inside it are fixed and shown in the help."""
+    from pathlib import Path
+
+    from leteo_fed.cli.main import build_parser
+
+    parser = build_parser()
+    kmeans = parser.parse_args(["dp-kmeans", "--data", "x.csv", "--k", "2", "--epsilon", "1",
+                                "--method", "eugkm"])  # fmt: skip
+    assert kmeans.out == Path("out/dp-kmeans")
+    anonymize = parser.parse_args(["anonymize", "--input", "x.csv", "--config", "a.toml"])
+    assert (anonymize.out, anonymize.release_format) == ("out/anonymize", "csv")
+    assert not hasattr(anonymize, "report")
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    helps = {a.dest: a.help for a in commands["dp-kmeans"]._actions}
+    assert "DIR/dp_kmeans.json and DIR/dp_kmeans.png" in helps["out"]
+    helps = {a.dest: a.help for a in commands["anonymize"]._actions}
+    assert "DIR/release.csv (or .parquet) and DIR/report.json" in helps["out"]
+
+
+def test_anonymize_out_folder_paths(tmp_path):
+    from leteo_fed.cli.anonymize import output_paths
+    from leteo_fed.errors import ConfigError
+
+    assert output_paths(str(tmp_path / "o"), "csv", "in.csv") == (
+        tmp_path / "o" / "release.csv",
+        tmp_path / "o" / "report.json",
+    )
+    release, _ = output_paths(f"file://{tmp_path}/o", "parquet", "hdfs:///pool/in.parquet")
+    assert release == tmp_path / "o" / "release.parquet"
+    refused = [
+        ("hdfs:///pool/out", "csv", "in.csv", "must be a local folder"),
+        (str(tmp_path), "csv", str(tmp_path / "release.csv"), "would overwrite the input"),
+        (str(tmp_path), "csv", f"file://{tmp_path}/report.json", "would overwrite the input"),
+        (str(tmp_path), "parquet", str(tmp_path / "release.parquet" / "p.parquet"), "overwrite"),
+        (str(tmp_path / "in" / "o"), "csv", str(tmp_path / "in"), "is the input"),
+        (str(tmp_path), "csv", str(tmp_path), "or inside it"),
+    ]
+    for out, fmt, data, message in refused:
+        with pytest.raises(ConfigError, match=message):
+            output_paths(out, fmt, data)
+    assert output_paths(str(tmp_path), "csv", str(tmp_path / "release.parquet"))[0].name == (
+        "release.csv"
+    )  # the other format's name is not the release of this run
+
+
 LDP_SIMULATE = ["ldp", "simulate", "--data", "x.csv", "--column", "a", "--mechanism", "duchi"]
 LDP_SIMULATE += ["--epsilon", "1"]
 DP_KMEANS = ["dp-kmeans", "--data", "x.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm"]
-DP_KMEANS += ["--out", "o.json"]
+DP_KMEANS += ["--out", "o"]
 KMEANS = ["kmeans", "--features", "a,b", "--k", "2"]
 
 

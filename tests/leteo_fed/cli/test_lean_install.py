@@ -103,12 +103,12 @@ def test_serve_help_without_extras(service):
 @pytest.mark.parametrize(
     ("argv", "extra"),
     [
-        (["anonymize", "--input", "in.csv", "--config", "anon.toml", "--out", "o.csv",
+        (["anonymize", "--input", "in.csv", "--config", "anon.toml", "--out", "o",
           "--engine", "spark"], "spark"),
         (["dp-kmeans", "--data", "d.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm",
-          "--bounds", "0,1", "--out", "o.json", "--engine", "spark"], "spark"),
+          "--bounds", "0,1", "--out", "o", "--engine", "spark"], "spark"),
         (["dp-kmeans", "--data", "d.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm",
-          "--bounds", "0,1", "--out", "o.json"], "plots"),
+          "--bounds", "0,1", "--out", "o"], "plots"),
         (["demo", "pca", "--out", "o"], "plots"),
         (["bench", "pca", "--quick", "--out", "o.json"], "bench"),
     ],
@@ -145,7 +145,7 @@ def test_anonymize_in_process_needs_no_extra(tmp_path):
             import os
             os.chdir({str(tmp_path)!r})
             result = cli("anonymize", "--input", "in.csv", "--config", "job.toml",
-                         "--out", "out-{engine}.csv", "--engine", "{engine}")
+                         "--out", "out-{engine}", "--engine", "{engine}")
             print(json.dumps({{**result, "attempts": ATTEMPTS}}))
             """
         )
@@ -153,4 +153,5 @@ def test_anonymize_in_process_needs_no_extra(tmp_path):
         assert "(engine local)" in result["stdout"]
         # pyspark is never looked up; pyarrow probes for pandas by itself and carries on
         assert not [a for a in result["attempts"] if a["module"].startswith("pyspark")]
-        assert (tmp_path / f"out-{engine}.csv").read_text().startswith("id,age,edu\n")
+        assert (tmp_path / f"out-{engine}" / "release.csv").read_text().startswith("id,age,edu\n")
+        assert (tmp_path / f"out-{engine}" / "report.json").exists()

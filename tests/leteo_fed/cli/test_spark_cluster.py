@@ -206,8 +206,8 @@ def test_jobs_on_a_standalone_cluster_equal_the_local_engine(tmp_path: Path) -> 
 
     def runs(engine: str, out: Path) -> list[list[str]]:
         return [
-            [*anonymize, "--out", str(out / "release.csv"), "--engine", engine],
-            [*kmeans, "--out", str(out / "centers.json"), "--engine", engine],
+            [*anonymize, "--out", str(out / "release"), "--engine", engine],
+            [*kmeans, "--out", str(out / "centers"), "--engine", engine],
         ]
 
     local = _cli(_env(tmp_path), *runs("local", tmp_path / "local"))
@@ -220,15 +220,15 @@ def test_jobs_on_a_standalone_cluster_equal_the_local_engine(tmp_path: Path) -> 
         assert app["cores"] == 1
         assert list(cluster.work.rglob("stderr"))  # the executor ran in the worker
 
-    report = json.loads((shared / "release.report.json").read_text())
-    local_report = json.loads((tmp_path / "local" / "release.report.json").read_text())
+    report = json.loads((shared / "release" / "report.json").read_text())
+    local_report = json.loads((tmp_path / "local" / "release" / "report.json").read_text())
     assert report["job"]["engine"]["used"] == "spark"
-    assert (shared / "release.csv").read_bytes() == (
-        tmp_path / "local" / "release.csv"
+    assert (shared / "release" / "release.csv").read_bytes() == (
+        tmp_path / "local" / "release" / "release.csv"
     ).read_bytes()
     for section in ("rows", "classes", "privacy", "information_loss", "algorithm_stats"):
         assert report[section] == local_report[section], section
-    a = json.loads((tmp_path / "local" / "centers.json").read_text())
-    b = json.loads((shared / "centers.json").read_text())
+    a = json.loads((tmp_path / "local" / "centers" / "dp_kmeans.json").read_text())
+    b = json.loads((shared / "centers" / "dp_kmeans.json").read_text())
     assert (a["engine"]["used"], b["engine"]["used"]) == ("local", "spark")
     assert a["centers"] == b["centers"] and a["details"] == b["details"]

@@ -382,11 +382,12 @@ def test_cli_end_to_end(tmp_path: Path, spark) -> None:
     x = mixture(3_000, 2, 3, seed=21)
     data = tmp_path / "blobs.csv"
     _write_csv(data, x)
-    out = tmp_path / "res" / "centers.json"
+    out = tmp_path / "res" / "run"  # created, parents included
     argv = ["dp-kmeans", "--data", str(data), "--k", "3", "--epsilon", "2", "--method", "eugkm"]
     rc = main([*argv, "--bounds=-1,1", "--seed", "4", "--out", str(out), "--evaluate-loss"])
     assert rc == 0
-    doc = json.loads(out.read_text())
+    assert sorted(p.name for p in out.iterdir()) == ["dp_kmeans.json", "dp_kmeans.png"]
+    doc = json.loads((out / "dp_kmeans.json").read_text())
     assert doc["features"] == ["a", "b"]  # every numeric column; 'name' is text
     assert doc["method"] == "eugkm" and doc["k"] == 3 and doc["delta"] == 0.0
     assert np.array(doc["centers"]).shape == (3, 2)
@@ -397,13 +398,14 @@ def test_cli_end_to_end(tmp_path: Path, spark) -> None:
         kmeans_loss(x, np.array(doc["centers"])), rel=1e-9
     )
     assert doc["nonprivate_evaluation"]["loss"] < 3 * best + 1e-3
-    assert (tmp_path / "res" / "centers.png").stat().st_size > 1000
+    assert (out / "dp_kmeans.png").stat().st_size > 1000
+    assert doc["plot"] == str(out / "dp_kmeans.png")
     assert set(doc["timings"]) >= {"read_s", "fit_s", "total_s"}
 
-    out2 = tmp_path / "lsh.json"
-    lsh_args = ["--method", "lsh", "--radius", "1.5", "--features", "b,a", "--out", str(out2)]
-    assert main([*argv[:-2], *lsh_args]) == 0
-    doc2 = json.loads(out2.read_text())
+    lsh_args = ["--method", "lsh", "--radius", "1.5", "--features", "b,a", "--out", str(out)]
+    assert main([*argv[:-2], *lsh_args]) == 0  # a second run replaces the first one's files
+    assert sorted(p.name for p in out.iterdir()) == ["dp_kmeans.json", "dp_kmeans.png"]
+    doc2 = json.loads((out / "dp_kmeans.json").read_text())
     assert doc2["features"] == ["b", "a"] and doc2["delta"] == 1e-6
     assert "nonprivate_evaluation" not in doc2  # the default output never holds the loss
 
@@ -420,12 +422,13 @@ def test_cli_charges_a_ledger_and_refuses_an_overspend(tmp_path: Path, spark, ca
     ledger = tmp_path / "ledger.json"
     base = ["dp-kmeans", "--data", str(data), "--k", "2", "--method", "eugkm", "--bounds=-1,1"]
     charge = ["--ledger", str(ledger), "--ledger-epsilon", "1.5"]
-    out = tmp_path / "c1.json"
+    out = tmp_path / "c1"
     assert main([*base, "--epsilon", "1", *charge, "--out", str(out)]) == 0
+    assert (out / "dp_kmeans.json").exists()
     book = PrivacyLedger(ledger, 1.5, 0.0)
     assert book.spent() == (1.0, 0.0) and book.reserved() == (0.0, 0.0)
 
-    out2 = tmp_path / "c2.json"
+    out2 = tmp_path / "c2"
     assert main([*base, "--epsilon", "1", *charge, "--out", str(out2)]) == 2
     assert "would be exceeded" in capsys.readouterr().err
     assert not out2.exists()
@@ -450,11 +453,37 @@ def test_cli_refuses_bad_features(tmp_path: Path, spark, capsys, extra, message)
 
     data = tmp_path / "d.csv"
     _write_csv(data, mixture(50, 2, 2, 0))
-    out = tmp_path / "c.json"
+    out = tmp_path / "c"
     argv = ["dp-kmeans", "--data", str(data), "--k", "2", "--epsilon", "1", "--method", "eugkm"]
     assert main([*argv, "--bounds=-1,1", *extra, "--out", str(out)]) == 2
     assert message in capsys.readouterr().err
-    assert not out.exists() and not out.with_suffix(".png").exists()
+    assert not out.exists()  # not even the folder
+
+
+def test_cli_refuses_an_out_folder_on_or_around_the_input(tmp_path: Path, capsys) -> None:
+    """--out is a folder: its files may not replace the input, nor land in an input folder;
+    refused before anything is read or written."""
+    from leteo_fed.cli.main import main
+
+    res = tmp_path / "res"
+    res.mkdir()
+    data = res / "dp_kmeans.png"  # an odd name for a CSV, but the command must not clobber it
+    _write_csv(data, mixture(20, 2, 2, 0))
+    pool = tmp_path / "pool"  # a Parquet folder
+    pool.mkdir()
+    pacsv.write_csv(pa.table({"a": [0.0], "b": [1.0]}), pool / "part.csv")
+    base = ["dp-kmeans", "--k", "2", "--epsilon", "1", "--method", "eugkm", "--bounds=-1,1"]
+    cases = [
+        (["--data", str(data), "--format", "csv", "--out", str(res)], "would overwrite the input"),
+        (["--data", str(pool), "--out", str(pool)], "or inside it"),
+        (["--data", str(pool), "--out", str(pool / "res")], "or inside it"),
+        (["--data", str(pool), "--out", str(pool / "part.csv")], "is a file"),
+    ]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for argv, message in cases:
+        assert main([*base, *argv]) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
 @pytest.mark.parametrize(
@@ -471,7 +500,7 @@ def test_cli_refuses_bad_features(tmp_path: Path, spark, capsys, extra, message)
 def test_cli_refuses_parameters_in_a_separate_process(tmp_path: Path, extra, message) -> None:
     """As deployed: `python -m leteo_fed`, one readable line, exit 2, nothing written; refused
     before Spark starts (so these run without a JVM)."""
-    out = tmp_path / "c.json"
+    out = tmp_path / "c"
     argv = ["dp-kmeans", "--data", str(tmp_path / "none.csv"), "--k", "2", *extra]
     proc = subprocess.run(
         [sys.executable, "-m", "leteo_fed", *argv, "--out", str(out)],
@@ -493,7 +522,7 @@ def _cli_json(argv: list[str]) -> dict:
 
     out = Path(argv[argv.index("--out") + 1])
     assert main(argv) == 0
-    return json.loads(out.read_text())
+    return json.loads((out / "dp_kmeans.json").read_text())
 
 
 @pytest.mark.spark
@@ -517,8 +546,8 @@ def test_cli_engines_release_the_same_centers(tmp_path: Path, spark, fmt: str) -
         eug = [*base, "--method", "eugkm", "--bounds=-1,1", "--engine", engine, "--evaluate-loss"]
         lsh = [*base, "--method", "lsh", "--radius", "1.5", "--engine", engine]
         docs[engine] = (
-            _cli_json([*eug, "--out", str(tmp_path / f"e-{engine}.json")]),
-            _cli_json([*lsh, "--out", str(tmp_path / f"l-{engine}.json")]),
+            _cli_json([*eug, "--out", str(tmp_path / f"e-{engine}")]),
+            _cli_json([*lsh, "--out", str(tmp_path / f"l-{engine}")]),
         )
         assert docs[engine][0]["engine"]["used"] == engine
     (e_local, l_local), (e_spark, l_spark) = docs["local"], docs["spark"]
@@ -539,7 +568,7 @@ def test_cli_engines_refuse_bad_features_alike(tmp_path: Path, spark, capsys, en
 
     data = tmp_path / "d.csv"
     _write_csv(data, mixture(50, 2, 2, 0))
-    out = tmp_path / "c.json"
+    out = tmp_path / "c"
     argv = ["dp-kmeans", "--data", str(data), "--k", "2", "--epsilon", "1", "--method", "eugkm"]
     argv += ["--bounds=-1,1", "--engine", engine, "--out", str(out)]
     assert main([*argv, "--features", "name"]) == 2
