@@ -17,6 +17,10 @@ Example::
     format = "csv"                     # optional: csv | parquet (default: from the extension)
     label_column = "diagnosis"         # optional
     engine = "auto"                    # auto | numpy | spark
+    # or, instead of path/format, a database (the [sql] extra; numpy engine):
+    # url = "postgresql://leteo@db:5432/sis"   # or "sqlite:///site-1.db"; never a password
+    # query = "SELECT age, score FROM students"  # or: table = "students"
+    # password_env = "SIS_DB_PASSWORD"           # or: password_file = "secrets/sis" (chmod 600)
 
     [peers]
     aggregator = "aggregator:50052"
@@ -48,21 +52,28 @@ from typing import Any
 
 import tomllib
 
+from leteo_fed.data.sql import SqlSource, sql_source
 from leteo_fed.defaults import DEFAULT_MIN_ROWS
 from leteo_fed.errors import ConfigError
 from leteo_fed.transport.certs import Party, check_site_id
 from leteo_fed.transport.grpc_io import TlsConfig
 
 ENGINES = ("auto", "numpy", "spark")
+_SQL_KEYS = {"url", "query", "table", "password_env", "password_file"}
 SPARK_AUTO_BYTES = 512 * 1024 * 1024  # local files above this go through Spark under "auto"
 
 
 @dataclass(frozen=True)
 class DataSourceConfig:
-    path: str
+    path: str  # "" for a database source
     format: str | None = None
     label_column: str | None = None
     engine: str = "auto"
+    sql: SqlSource | None = None  # `url` and `query` / `table` (leteo_fed.data.sql)
+
+    def describe(self) -> str:
+        """Where the rows come from, for logs (a database URL carries no password)."""
+        return self.sql.describe() if self.sql is not None else self.path
 
 
 @dataclass(frozen=True)
@@ -207,6 +218,54 @@ def _require(table: dict[str, Any], key: str, where: str, kind: type = str) -> A
     return value
 
 
+_DATA_KEYS = {"path", "format", "label_column", "engine", *_SQL_KEYS}
+
+
+def load_data_source(data: dict[str, Any], base: Path) -> DataSourceConfig:
+    """The `[data]` table: a file (`path`) or a database (`url`), never both."""
+    unknown = sorted(set(data) - _DATA_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key 'data.{unknown[0]}'", field=f"data.{unknown[0]}")
+    engine = data.get("engine", "auto")
+    if engine not in ENGINES:
+        raise ConfigError(
+            f"'data.engine' must be one of {ENGINES}, got {engine!r}", field="data.engine"
+        )
+    label = data.get("label_column")
+    if label is not None and (not isinstance(label, str) or not label):
+        raise ConfigError("'data.label_column' must be a column name", field="data.label_column")
+    if "url" in data:
+        if "path" in data:
+            raise ConfigError(
+                "[data] reads a file ('data.path') or a database ('data.url'), not both",
+                field="data.url",
+            )
+        if "format" in data:
+            raise ConfigError(
+                "'data.format' is for files; a database source ('data.url') has none",
+                field="data.format",
+            )
+        if engine == "spark":
+            raise ConfigError(
+                "'data.engine' = \"spark\" cannot read 'data.url' yet: database sources are "
+                'read with the numpy engine (engine = "auto" or "numpy")',
+                field="data.engine",
+            )
+        return DataSourceConfig("", None, label, engine, sql_source(data, base))
+    for key in sorted(_SQL_KEYS & set(data)):
+        raise ConfigError(
+            f"'data.{key}' is for a database source, which needs 'data.url'", field=f"data.{key}"
+        )
+    if "path" not in data:
+        raise ConfigError(
+            "missing required key 'data.path' (a file; or 'data.url' for a database)",
+            field="data.path",
+        )
+    raw_path = _require(data, "path", "data.")
+    data_path = raw_path if "://" in raw_path else str((base / raw_path).resolve())
+    return DataSourceConfig(data_path, data.get("format"), label, engine)
+
+
 def load_owner_config(path: str | Path) -> OwnerConfig:
     path = Path(path)
     try:
@@ -235,15 +294,7 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
     if not isinstance(advertise, str):
         raise ConfigError("'advertise' must be a string host:port", field="advertise")
 
-    data = _require(doc, "data", "", dict)
-    engine = data.get("engine", "auto")
-    if engine not in ENGINES:
-        raise ConfigError(
-            f"'data.engine' must be one of {ENGINES}, got {engine!r}", field="data.engine"
-        )
-    raw_path = _require(data, "path", "data.")
-    data_path = raw_path if "://" in raw_path else str((base / raw_path).resolve())
-    source = DataSourceConfig(data_path, data.get("format"), data.get("label_column"), engine)
+    source = load_data_source(_require(doc, "data", "", dict), base)
 
     peers = _require(doc, "peers", "", dict)
     aggregator = _require(peers, "aggregator", "peers.")

@@ -17,6 +17,9 @@ EXTRA_OF = {
     "matplotlib": "plots",
     "sklearn": "bench",
     "phe": "bench",
+    "adbc_driver_manager": "sql",
+    "adbc_driver_postgresql": "sql",
+    "adbc_driver_sqlite": "sql",
 }
 
 

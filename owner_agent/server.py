@@ -29,7 +29,7 @@ def serve(config_path: Path) -> None:
         config.site_id,
         config.mode,
         where,
-        config.data.path,
+        config.data.describe(),
         config.aggregator,
         config.csp,
     )

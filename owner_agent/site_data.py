@@ -1,4 +1,5 @@
-"""The site's data as the protocols see it: one table read, or statistics computed with Spark.
+"""The site's data as the protocols see it: one table read (from a file or, with the [sql] extra,
+a database query), or statistics computed with Spark.
 
 `policy.min_rows` is enforced here, where every protocol's rows are read: the count is known
 exactly, before any statistic is computed, noised or encrypted, and no extra pass over the data
@@ -36,13 +37,24 @@ class TableView:
 
 
 class LocalSite:
-    """A site's configured data source (a local file, or any Spark-readable URI)."""
+    """A site's configured data source (a local file, any Spark-readable URI, or a database)."""
 
     def __init__(self, site_id: str, data: DataSourceConfig, min_rows: int = 1) -> None:
         self.site_id = site_id
         self.data = data
+        self.sql = data.sql  # a database source: read by this agent, numpy engine
         self.min_rows = min_rows  # policy.min_rows: fewer rows are never used
-        if (data.engine == "spark" or not self.is_local) and not extras.installed("pyspark"):
+        if self.sql is not None:
+            missing = [
+                p for p in ("adbc_driver_manager", self.sql.driver) if not extras.installed(p)
+            ]
+            if missing:
+                raise ConfigError(
+                    f"data.url {self.sql.describe()} is read with ADBC: {extras.hint('sql')} "
+                    f"(no module named {missing[0]!r})",
+                    field="data.url",
+                )
+        elif (data.engine == "spark" or not self.is_local) and not extras.installed("pyspark"):
             raise ConfigError(
                 f"data.path {data.path!r} with engine {data.engine!r} is read with Spark: "
                 f"{extras.hint('spark')}",
@@ -51,10 +63,13 @@ class LocalSite:
 
     @property
     def is_local(self) -> bool:
-        return sources.is_local(self.data.path)
+        """Read by this agent itself: a local file or a database (not a Spark URI)."""
+        return self.sql is not None or sources.is_local(self.data.path)
 
     @property
     def uses_spark(self) -> bool:
+        if self.sql is not None:
+            return False  # engine "spark" with a database is refused by the config
         if self.data.engine != "auto":
             return self.data.engine == "spark"
         if not self.is_local:
@@ -63,17 +78,26 @@ class LocalSite:
 
     @property
     def file_name(self) -> str:
+        if self.sql is not None:
+            return self.sql.describe()
         return Path(self.data.path).name
 
     def missing_columns(self, columns: Sequence[str]) -> list[str]:
-        """Columns a local file lacks (remote sources are checked when read)."""
-        if not self.is_local:
+        """Columns a local file or the database query lacks (its schema only: `LIMIT 0`);
+        remote files are checked when read."""
+        if self.sql is not None:
+            available = self.sql.column_names()
+        elif not self.is_local:
             return []
-        available = sources.column_names(self.data.path, self.data.format)
+        else:
+            available = sources.column_names(self.data.path, self.data.format)
         return [c for c in columns if c not in available]
 
     def read(self, columns: Sequence[str]) -> TableView:
-        table = sources.read_table(self.data.path, self.data.format, list(columns))
+        if self.sql is not None:
+            table = self.sql.read_table(list(columns))
+        else:
+            table = sources.read_table(self.data.path, self.data.format, list(columns))
         self._require_rows(table.num_rows)
         return TableView(table)
 

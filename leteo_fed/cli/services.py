@@ -342,7 +342,8 @@ def _add_owner(sub: SubParsers) -> None:
         "serve",
         help="run an owner agent",
         description="Serve an owner agent next to a site's data. All settings come from one TOML "
-        "file: site_id, listen, advertise, [data] path/format/label_column/engine, [peers] "
+        "file: site_id, listen, advertise, [data] path/format/label_column/engine (or url, "
+        "query/table, password_env/password_file for a database), [peers] "
         "aggregator/csp, [tls] dir or ca/cert/key. See docs/owner-config.md.",
     )
     p.add_argument("--config", type=Path, required=True, help="owner TOML config file")

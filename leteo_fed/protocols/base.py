@@ -354,7 +354,7 @@ class SiteData(Protocol):
 
     @property
     def is_local(self) -> bool:
-        """A local file (not a Spark URI)."""
+        """Read by the agent itself: a local file or a database (not a Spark URI)."""
         ...
 
     @property
