@@ -92,10 +92,14 @@ def free_port() -> int:
 @dataclass
 class OwnerSpec:
     site_id: str
-    data_path: Path
+    data_path: Path | None = None  # a CSV / Parquet file (or give `data`)
     engine: str = "numpy"
     label_column: str | None = None
     policy: str = ""  # the body of the owner's [policy] table (TOML), if any
+    # the body of the owner's [data] table (TOML) instead of data_path and engine, e.g. a
+    # database's url, query and password_env
+    data: str = ""
+    env: dict[str, str] = field(default_factory=dict)  # added to the owner process's environment
 
 
 @dataclass
@@ -139,11 +143,11 @@ class LocalCluster:
             else ["--tls-dir", str(self.certs), "--name", name]
         )
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         cmd = [sys.executable, "-m", "leteo_fed", "--log-level", self.log_level, *args]
-        env = {**os.environ, PARENT_ENV: str(os.getpid())}
+        env = {**os.environ, **(env or {}), PARENT_ENV: str(os.getpid())}
         self.procs[name] = subprocess.Popen(
             cmd,
             stdout=log,
@@ -238,13 +242,16 @@ class LocalCluster:
             port = free_port()
             self.addresses[owner.site_id] = f"127.0.0.1:{port}"
             lines += [f'listen = "127.0.0.1:{port}"', f'advertise = "127.0.0.1:{port}"']
-        lines += [
-            f'results_dir = "results/{owner.site_id}"',
-            "",
-            "[data]",
-            f'path = "{Path(owner.data_path).resolve()}"',
-            f'engine = "{owner.engine}"',
-        ]
+        lines += [f'results_dir = "results/{owner.site_id}"', "", "[data]"]
+        if owner.data:
+            lines.append(owner.data.strip())
+        elif owner.data_path is not None:
+            lines += [
+                f'path = "{Path(owner.data_path).resolve()}"',
+                f'engine = "{owner.engine}"',
+            ]
+        else:
+            raise ValueError(f"owner {owner.site_id} needs data_path or data")
         if owner.label_column:
             lines.append(f'label_column = "{owner.label_column}"')
         lines += [
@@ -273,7 +280,7 @@ class LocalCluster:
 
     def start_owner(self, owner: OwnerSpec) -> None:
         config = self.owner_config(owner)
-        self._spawn(owner.site_id, ["owner", "serve", "--config", str(config)])
+        self._spawn(owner.site_id, ["owner", "serve", "--config", str(config)], owner.env)
 
     def _health(self, name: str) -> bool:
         """The service answers Health (outbound owners, which serve no port, are checked in
