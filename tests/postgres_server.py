@@ -180,11 +180,16 @@ class PostgresServer:
         except OSError:  # PermissionError: a folder on the way is private
             pass
         install = self.bin_dir.parent
-        copy = self.root / "pginstall"
+        base = self.root / "pgcopy"
+        copy = base / "pgserver" / "pginstall"
         for part in ("bin", "lib", "share"):
             if (install / part).exists():
                 shutil.copytree(install / part, copy / part, symlinks=True)
-        subprocess.run(["chmod", "-R", "a+rX", str(copy)], check=True)
+        # pgserver's binaries find libpq through the rpath $ORIGIN/../../../pgserver.libs
+        libs = install.parent.parent / "pgserver.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, base / "pgserver.libs", symlinks=True)
+        subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
         return copy / "bin"
 
     def _launch(self, timeout: float) -> bool:
