@@ -159,8 +159,9 @@ class SqlSource:
                 return cur.fetch_arrow_table()
         except error as exc:
             message = str(exc).strip()
-            if password:
-                message = message.replace(password, "***")
+            if password:  # libpq does not echo it; should a driver ever do, it stays hidden
+                for form in (password, quote(password, safe="")):
+                    message = message.replace(form, "***")
             raise DataError(f"cannot read {self.describe()}: {message}") from exc
 
     def column_names(self) -> list[str]:
