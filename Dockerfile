@@ -19,11 +19,11 @@ RUN apt-get update \
 WORKDIR /src
 
 # Dependencies first, from pyproject.toml alone: this layer is rebuilt only when they change.
-# One image serves every party, so it carries the base and the spark, plots and bench extras
+# One image serves every party, so it carries the base and the spark, plots, bench and sql extras
 # (a site that installs with pip alone needs only the base).
 COPY pyproject.toml ./
 RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-print('\n'.join(p['dependencies'] + [r for x in ('spark', 'plots', 'bench') for r in p['optional-dependencies'][x]]))" \
+print('\n'.join(p['dependencies'] + [r for x in ('spark', 'plots', 'bench', 'sql') for r in p['optional-dependencies'][x]]))" \
         > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt

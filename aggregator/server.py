@@ -7,9 +7,12 @@ from pathlib import Path
 
 from aggregator.service import SPARK_REPORT_THRESHOLD, AggregatorService, add_to_server
 from leteo_fed import defaults
+from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, serve_until_signal
+from leteo_fed.transport.health import ServiceHealth
 
 log = logging.getLogger("leteo.aggregator")
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Aggregator"].full_name
 
 
 def serve(
@@ -19,15 +22,20 @@ def serve(
     transcript: Path | None = None,
     spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
     state_dir: Path | None = None,
+    health_listen: str | None = None,
 ) -> None:
     """`state_dir`: keep registrations, jobs and rounds there and pick up after a restart
-    (aggregator/state.py); None: in memory only."""
+    (aggregator/state.py); None: in memory only. `health_listen`: also answer grpc.health.v1
+    probes there, in plaintext (Health only)."""
     service = AggregatorService(
         tls, csp_address, tls.identity.name, transcript, spark_report_threshold, state_dir
     )
     # every connected outbound owner holds a serving thread with its stream
     server, port = make_server(tls, listen, workers=32 + defaults.MAX_CONNECTED_OWNERS)
     add_to_server(server, service)
+    health = ServiceHealth([SERVICE_NAME])
+    health.attach(server)
+    health.serve_probes(health_listen)
     if service.store is None:
         log.warning(
             "no --state-dir: registrations, jobs and results are kept in memory only; a "
@@ -37,4 +45,4 @@ def serve(
         log.info("state kept in %s", service.store.path)
         service.engine.recover()
     log.info("aggregator listening on %s (port %d); CSP at %s", listen, port, csp_address)
-    serve_until_signal(server, "aggregator", on_stop=service.close)
+    serve_until_signal(server, "aggregator", on_stop=service.close, health=health)

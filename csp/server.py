@@ -10,9 +10,12 @@ from csp.keys import KeyRing, open_or_create
 from csp.service import PARALLEL_MIN_PER_WORKER, CspService, add_to_server
 from leteo_fed.crypto.keystore import passphrase_from_env
 from leteo_fed.crypto.paillier import MIN_SECURE_BITS
+from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, serve_until_signal
+from leteo_fed.transport.health import ServiceHealth
 
 log = logging.getLogger("leteo.csp")
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CryptoServiceProvider"].full_name
 
 
 def load_key_ring(key_dir: Path, bits: int, allow_small: bool) -> KeyRing:
@@ -36,7 +39,9 @@ def serve(
     key_bits: int = MIN_SECURE_BITS,
     allow_small_key: bool = False,
     transcript: Path | None = None,
+    health_listen: str | None = None,
 ) -> None:
+    """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only)."""
     keys = load_key_ring(Path(key_dir), key_bits, allow_small_key)
     if keys.current().public.bits < MIN_SECURE_BITS:
         log.warning("INSECURE: %d-bit Paillier key, for tests only", keys.current().public.bits)
@@ -46,6 +51,11 @@ def serve(
     )
     server, port = make_server(tls, listen)
     add_to_server(server, service)
+    health = ServiceHealth([SERVICE_NAME])
+    health.attach(server)
+    health.serve_probes(health_listen)
+    # NOT_SERVING while the key folder holds no usable current key (e.g. all retired)
+    health.watch(lambda: keys.current() is not None, SERVICE_NAME)
     log.info("CSP %s listening on %s (port %d)", tls.identity.name, listen, port)
     threading.Thread(target=service.warm_up, name="decryption-workers", daemon=True).start()
-    serve_until_signal(server, "csp", on_stop=service.close)
+    serve_until_signal(server, "csp", on_stop=service.close, health=health)

@@ -6,19 +6,25 @@ import logging
 from pathlib import Path
 
 from leteo_fed.config import load_owner_config
+from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.transport.grpc_io import make_server, serve_until_signal
+from leteo_fed.transport.health import ServiceHealth
 from owner_agent.service import OwnerAgentService, add_to_server
 
 log = logging.getLogger("leteo.owner")
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["OwnerAgent"].full_name
 
 
-def serve(config_path: Path) -> None:
+def serve(config_path: Path, health_listen: str | None = None) -> None:
+    """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only)."""
     config = load_owner_config(config_path)
     service = OwnerAgentService(config)
+    health = ServiceHealth([SERVICE_NAME])
     server = None
     if config.listen:  # outbound mode: optional, Health only (probes on the site's own host)
         server, port = make_server(config.tls, config.listen)
         add_to_server(server, service)
+        health.attach(server)
         where = f"listening on {config.listen} (port {port})"
         if config.outbound:
             where += " for Health only"
@@ -33,5 +39,6 @@ def serve(config_path: Path) -> None:
         config.aggregator,
         config.csp,
     )
+    health.serve_probes(health_listen)
     service.start_background()
-    serve_until_signal(server, f"owner {config.site_id}", on_stop=service.stop)
+    serve_until_signal(server, f"owner {config.site_id}", on_stop=service.stop, health=health)

@@ -20,6 +20,7 @@ from leteo_fed.cli import (
     anonymize,
     bench,
     dp_kmeans,
+    health,
     jobs,
     kmeans,
     ldp,
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp_kmeans.add_parser(sub)
     weighted_stats.add_parser(sub)  # stats
     jobs.add_parsers(sub)  # jobs, result
+    health.add_parser(sub)
     return parser
 
 

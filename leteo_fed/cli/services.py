@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from leteo_fed.cli.health import add_health_listen
 from leteo_fed.cli.options import (
     SubParsers,
     add_tls,
@@ -206,6 +207,7 @@ def _add_csp(sub: SubParsers) -> None:
         help="append every decrypted (blinded) value to this file, for audits",
     )
     add_tls(p, "csp", "csp")
+    add_health_listen(p)
     set_handler(p, run)
     _add_csp_keys(actions)
 
@@ -333,6 +335,7 @@ def _add_aggregator(sub: SubParsers) -> None:
         "resumes k-means jobs (default: in memory only; a restart forgets everything)",
     )
     add_tls(p, "aggregator", "aggregator")
+    add_health_listen(p)
     set_handler(p, run)
 
 
@@ -347,6 +350,7 @@ def _add_owner(sub: SubParsers) -> None:
         "aggregator/csp, [tls] dir or ca/cert/key. See docs/owner-config.md.",
     )
     p.add_argument("--config", type=Path, required=True, help="owner TOML config file")
+    add_health_listen(p)
     set_handler(p, run)
     p = owner.add_parser(
         "audit",
@@ -393,6 +397,7 @@ def run(args: argparse.Namespace) -> int:
             args.key_bits,
             args.insecure_small_key,
             args.transcript,
+            args.health_listen,
         )
     elif args.command == "aggregator":
         from aggregator.server import serve as serve_aggregator
@@ -404,11 +409,12 @@ def run(args: argparse.Namespace) -> int:
             args.transcript,
             args.spark_report_threshold,
             args.state_dir,
+            args.health_listen,
         )
     else:
         from owner_agent.server import serve as serve_owner
 
-        serve_owner(args.config)
+        serve_owner(args.config, args.health_listen)
     return 0
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from cryptography import x509
@@ -39,6 +39,9 @@ from leteo_fed.errors import (
 from leteo_fed.transport.certs import Authorities, Party, read_identity
 from leteo_fed.transport.roles import ROLES, authority_of, ca_file
 from leteo_fed.transport.signing import Signer
+
+if TYPE_CHECKING:
+    from leteo_fed.transport.health import ServiceHealth
 
 log = logging.getLogger(__name__)
 
@@ -411,19 +414,41 @@ def make_server(tls: TlsConfig, listen: str, workers: int = 16) -> tuple[grpc.Se
     server = grpc.server(pool, options=SERVER_OPTIONS, interceptors=[_RefuseUndecodable()])
     if tls.insecure:
         log.warning(INSECURE_WARNING)
-        port = server.add_insecure_port(listen)
-    else:
-        port = server.add_secure_port(listen, tls.server_credentials())
+    credentials = None if tls.insecure else tls.server_credentials()
+    return server, bind(server, listen, credentials, "listen")
+
+
+def bind(
+    server: grpc.Server, listen: str, credentials: grpc.ServerCredentials | None, field: str
+) -> int:
+    """Add a port to `server`; an address in use or invalid is a ConfigError naming the flag
+    (gRPC raises or returns 0, depending on the version), never a traceback."""
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError:
+        port = 0
     if port == 0:
-        raise ConfigError(f"cannot listen on {listen}: address in use or invalid", field="listen")
-    return server, port
+        flag = "--" + field.replace("_", "-")
+        raise ConfigError(
+            f"cannot listen on {listen} ({flag}): the address is in use by another process or "
+            "is not a valid host:port",
+            field=field,
+        )
+    return port
 
 
 def serve_until_signal(
-    server: grpc.Server | None, name: str, on_stop: Callable[[], None] | None = None
+    server: grpc.Server | None,
+    name: str,
+    on_stop: Callable[[], None] | None = None,
+    health: ServiceHealth | None = None,
 ) -> None:
-    """Block until SIGINT/SIGTERM, then stop gracefully (in-flight calls get 5 s). Without a
-    server (an outbound-only owner) only `on_stop` runs."""
+    """Block until SIGINT/SIGTERM, then stop gracefully (in-flight calls get 5 s): health
+    probes hear NOT_SERVING first. Without a server (an outbound-only owner) only `on_stop`
+    runs."""
     import signal
 
     stopped = threading.Event()
@@ -437,8 +462,12 @@ def serve_until_signal(
     if server is not None:
         server.start()
     stopped.wait()
+    if health is not None:
+        health.drain()
     if on_stop:
         on_stop()
     if server is not None:
         server.stop(grace=5).wait()
+    if health is not None:
+        health.close()
     log.info("%s: stopped", name)

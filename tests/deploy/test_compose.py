@@ -379,10 +379,10 @@ def test_owner_config_matches_compose(services, site):
     svc = services[site]
     config = owner_config(svc)
     assert config.site_id == site
-    # outbound: the site connects out to the aggregator; it serves only loopback Health for
-    # its container's probe, and its service publishes and exposes no port
+    # outbound: the site connects out to the aggregator and serves no port (its probe port is
+    # the health-only loopback one), and its service publishes and exposes no port
     assert config.mode == "outbound"
-    assert split_address(config.listen)[0] == "127.0.0.1", "an outbound owner serves loopback only"
+    assert not config.listen, "an outbound owner serves no gRPC port"
     assert not svc.get("ports") and not svc.get("expose"), f"{site} must publish no port"
     assert split_address(config.aggregator) == ("aggregator", listen_port(services, "aggregator"))
     assert split_address(config.csp) == ("csp", listen_port(services, "csp"))
@@ -412,48 +412,41 @@ def test_owner_config_files_are_plain_toml():
             )
 
 
-def test_healthchecks_probe_the_listen_ports(services):
+def test_healthchecks_are_standard_grpc_health_probes_of_the_loopback_port(services):
+    """Every long-running service has a healthcheck, and it is `leteo-fed health` against the
+    health-only port the service opens on its container's loopback (LETEO_HEALTH_LISTEN)."""
+    from leteo_fed.cli.main import build_parser
+
     for name, svc in services.items():
-        check = svc.get("healthcheck")
-        if not check:
+        if svc.get("restart") == "no":  # one-shot jobs (certs, analyst)
             continue
-        test = check["test"]
-        assert test[:3] == ["CMD", "python", "-c"] and len(test) == 5, (
-            f"{name}: unexpected healthcheck {test!r}"
-        )
-        code, address = test[3], test[4]
-        port = (
-            split_address(owner_config(svc).listen)[1]
-            if name in owner_services(services)
-            else listen_port(services, name)
-        )
-        assert split_address(address) == ("127.0.0.1", port), f"{name}: probe does not hit its port"
-        compile(code, f"<{name} healthcheck>", "exec")
-        # a probe may use no certificate but the service's own (its folder holds no other)
-        party, _role, _paths = tls_identity(name, svc)
-        for used in re.findall(r"from_dir\('/certs', '([^']+)'", code):
-            assert used == party, f"{name}: the probe uses {used}'s certificate"
+        test = svc["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "leteo-fed", "health"], f"{name}: unexpected {test!r}"
+        probe = build_parser().parse_args(test[2:])
+        listen = svc["environment"]["LETEO_HEALTH_LISTEN"]
+        assert probe.address == listen, f"{name}: the probe does not hit its health port"
+        assert split_address(listen)[0] == "127.0.0.1", f"{name}: health port off loopback"
+        assert probe.tls_dir is None  # plaintext: the port serves Health only
 
 
-def test_aggregator_probe_is_a_health_call_with_its_own_certificate(services):
-    from leteo_fed.proto import leteo_pb2_grpc
+def test_the_health_probe_exits_0_only_while_serving():
+    """The compose probe against a real health-only port: 0 while SERVING, 1 when draining
+    or when nothing answers."""
+    from leteo_fed.demo.cluster import free_port
+    from leteo_fed.transport.health import ServiceHealth
 
-    code = services["aggregator"]["healthcheck"]["test"][3]
-    assert "TlsConfig.from_dir('/certs', 'aggregator', 'aggregator')" in code
-    assert "peer='aggregator'" in code
-    assert "AggregatorStub(ch).Health(" in code and hasattr(leteo_pb2_grpc, "AggregatorStub")
-
-
-def test_port_probe_checks_a_listening_port(services):
-    """The CSP's and the owners' probe: 0 while something listens, non-zero once it is gone."""
-    import socket
-
-    code = services["csp"]["healthcheck"]["test"][3]
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        address = f"127.0.0.1:{server.getsockname()[1]}"
-        probe = [sys.executable, "-c", code, address]
+    address = f"127.0.0.1:{free_port()}"
+    health = ServiceHealth(["leteo.v1.Aggregator"])
+    health.serve_probes(address)
+    probe = [sys.executable, "-m", "leteo_fed", "health", address, "--timeout", "2"]
+    try:
         assert subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
-    assert subprocess.run(probe, capture_output=True, timeout=30).returncode != 0
+        health.drain()
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 1 and "NOT_SERVING" in done.stdout
+    finally:
+        health.close()
+    assert subprocess.run(probe, capture_output=True, timeout=30).returncode == 1
 
 
 def test_analyst_features_exist_at_every_site(services):
