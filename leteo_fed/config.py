@@ -219,6 +219,35 @@ def _require(table: dict[str, Any], key: str, where: str, kind: type = str) -> A
 
 
 _DATA_KEYS = {"path", "format", "label_column", "engine", *_SQL_KEYS}
+_PRIVACY_KEYS = {"ledger", "epsilon_total", "delta_total"}
+# every key an owner's TOML may hold, per table ("" = the top level)
+OWNER_KEYS: dict[str, set[str]] = {
+    "": _TOP_KEYS,
+    "data": _DATA_KEYS,
+    "peers": {"aggregator", "csp"},
+    "tls": {"dir", "ca", "cert", "key", "insecure"},
+    "privacy": _PRIVACY_KEYS,
+    "policy": _POLICY_KEYS,
+    "crypto": {"randomizer"},
+}
+
+
+def unknown_keys(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, problem) for every key the owner's TOML should not hold, in every table, with the
+    closest known key when there is one: a typo is named as such, not as a bad value."""
+    import difflib
+
+    found = []
+    for table, known in OWNER_KEYS.items():
+        values = doc if not table else doc.get(table, {})
+        if not isinstance(values, dict):
+            continue
+        for key in sorted(set(values) - known):
+            name = f"{table}.{key}" if table else key
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            found.append((name, f"unknown key '{name}'{hint}"))
+    return found
 
 
 def load_data_source(data: dict[str, Any], base: Path) -> DataSourceConfig:
@@ -274,9 +303,10 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
         raise ConfigError(f"config file not found: {path}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
-    unknown = sorted(set(doc) - _TOP_KEYS)
+    unknown = unknown_keys(doc)
     if unknown:
-        raise ConfigError(f"{path}: unknown key '{unknown[0]}'", field=unknown[0])
+        problems = "; ".join(text for _, text in unknown)
+        raise ConfigError(f"{path}: {problems}", field=unknown[0][0])
     base = path.parent
 
     site_id = _require(doc, "site_id", "")

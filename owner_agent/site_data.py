@@ -35,6 +35,22 @@ class TableView:
     def labels(self, column: str) -> list[str]:
         return sources.label_strings(self._table, column)
 
+    @property
+    def num_rows(self) -> int:
+        return self._table.num_rows
+
+    def describe(self, column: str) -> tuple[str, int]:
+        """('numeric' or the column's type, its missing values: nulls and NaN)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        col = self._table.column(column)
+        missing = col.null_count
+        if pa.types.is_floating(col.type):
+            missing += int(pc.sum(pc.is_nan(col)).as_py() or 0)
+        numeric = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
+        return ("numeric" if numeric else f"text ({col.type})"), missing
+
 
 class LocalSite:
     """A site's configured data source (a local file, any Spark-readable URI, or a database)."""
@@ -82,15 +98,21 @@ class LocalSite:
             return self.sql.describe()
         return Path(self.data.path).name
 
-    def missing_columns(self, columns: Sequence[str]) -> list[str]:
-        """Columns a local file or the database query lacks (its schema only: `LIMIT 0`);
-        remote files are checked when read."""
+    def column_names(self) -> list[str]:
+        """The source's columns from its schema alone (a database: `LIMIT 0`); a remote file
+        (read by Spark) gives none here."""
         if self.sql is not None:
-            available = self.sql.column_names()
-        elif not self.is_local:
+            return self.sql.column_names()
+        if not self.is_local:
             return []
-        else:
-            available = sources.column_names(self.data.path, self.data.format)
+        return sources.column_names(self.data.path, self.data.format)
+
+    def missing_columns(self, columns: Sequence[str]) -> list[str]:
+        """Columns a local file or the database query lacks; remote files are checked when
+        read."""
+        if not self.is_local:
+            return []
+        available = self.column_names()
         return [c for c in columns if c not in available]
 
     def read(self, columns: Sequence[str]) -> TableView:

@@ -99,7 +99,11 @@ class TlsConfig:
         out = []
         for label, path in (("ca", self.ca), ("certificate", self.cert), ("key", self.key)):
             if path is None or not Path(path).is_file():
-                raise ConfigError(f"TLS {label} file not found: {path}", field=f"tls.{label}")
+                raise ConfigError(
+                    f"TLS {label} file not found: {path} (make certificates with `leteo-fed "
+                    "certs`, docs/certificates.md, or point --tls-dir / [tls] at them)",
+                    field=f"tls.{label}",
+                )
             out.append(Path(path).read_bytes())
         ca, cert, key = out
         identity = read_identity(cert)
