@@ -81,6 +81,7 @@ class PrivacyConfig:
     ledger: Path
     epsilon_total: float
     delta_total: float
+    period_days: float | None = None  # a new budget period starts once the current is this old
 
 
 ANY = "*"
@@ -219,7 +220,7 @@ def _require(table: dict[str, Any], key: str, where: str, kind: type = str) -> A
 
 
 _DATA_KEYS = {"path", "format", "label_column", "engine", *_SQL_KEYS}
-_PRIVACY_KEYS = {"ledger", "epsilon_total", "delta_total"}
+_PRIVACY_KEYS = {"ledger", "epsilon_total", "delta_total", "period_days"}
 # every key an owner's TOML may hold, per table ("" = the top level)
 OWNER_KEYS: dict[str, set[str]] = {
     "": _TOP_KEYS,
@@ -371,7 +372,20 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
             raise ConfigError(
                 "'privacy.delta_total' must be in [0, 1)", field="privacy.delta_total"
             )
-        privacy = PrivacyConfig(base / _require(p, "ledger", "privacy."), float(eps), float(delta))
+        period = p.get("period_days")
+        if period is not None and (
+            isinstance(period, bool) or not isinstance(period, (int, float)) or not period > 0
+        ):
+            raise ConfigError(
+                "'privacy.period_days' must be a positive number of days",
+                field="privacy.period_days",
+            )
+        privacy = PrivacyConfig(
+            base / _require(p, "ledger", "privacy."),
+            float(eps),
+            float(delta),
+            float(period) if period is not None else None,
+        )
     crypto = doc.get("crypto", {})
     if not isinstance(crypto, dict):
         raise ConfigError("'crypto' must be a table", field="crypto")

@@ -24,7 +24,7 @@ from typing import Any
 from leteo_fed.errors import ConfigError
 from leteo_fed.transport.rounds import Invitation
 
-EVENTS = ("invitation", "decision", "sent", "failed", "result", "withdrawn")
+EVENTS = ("invitation", "decision", "sent", "failed", "result", "withdrawn", "budget_period")
 
 
 def _now() -> str:
@@ -165,6 +165,12 @@ def _details(e: dict[str, Any]) -> str:
         return f"{e.get('state')}: {e.get('message')}"
     if kind == "withdrawn":
         return f"charge given back{budget}: {e.get('reason')}"
+    if kind == "budget_period":
+        return (
+            f"period {e.get('period')} closed ({e.get('reason')}): epsilon "
+            f"{e.get('epsilon_spent'):g}, delta {e.get('delta_spent'):g} spent; archived in "
+            f"{e.get('archive')}"
+        )
     return ""
 
 

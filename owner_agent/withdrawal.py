@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from leteo_fed import defaults
+from leteo_fed.errors import NotFoundError
 from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.transport.grpc_io import rpc_error_message
@@ -149,7 +150,11 @@ class Withdrawals:
         if reply.state not in GIVEN_BACK:
             log.info("round %s: the CSP says it was %s; the charge stays", round_id, reply.state)
             return reply.state
-        spend = self._ledger.withdraw(round_id)
+        try:
+            spend = self._ledger.withdraw(round_id)
+        except NotFoundError:  # its budget period was closed meanwhile: nothing to give back
+            log.info("round %s: charged in an earlier budget period; nothing to withdraw", round_id)
+            return reply.state
         if self._on_withdrawn is not None:
             self._on_withdrawn(round_id)
         self._audit.record(

@@ -57,6 +57,25 @@ def add_parsers(owner: SubParsers) -> None:
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     set_handler(p, run_check)
 
+    budget = owner.add_parser(
+        "budget",
+        help="this site's privacy budget: show it, or start a new budget period",
+        description="Show the privacy ledger's current period (spent, reserved, left), or "
+        "start a new budget period: the current ledger is archived read-only beside it and the "
+        "new period starts with nothing spent; the site's audit log records it. Renewing a "
+        "budget has a privacy cost: see docs/owner-config.md, 'Budget periods'.",
+    ).add_subparsers(dest="budget_action", required=True, metavar="ACTION")
+    for action, text in (
+        ("show", "the current period and what is left"),
+        ("new-period", "archive this period and start the next"),
+    ):
+        q = budget.add_parser(action, help=text, description=text)
+        q.add_argument("--config", type=Path, required=True, help="owner TOML config file")
+        q.add_argument("--json", action="store_true", help="print JSON")
+        if action == "new-period":
+            q.add_argument("--reason", default="started by hand", help="recorded in the audit log")
+        set_handler(q, run_budget)
+
 
 def run_init(args: argparse.Namespace) -> int:
     from leteo_fed.errors import ConfigError
@@ -106,3 +125,62 @@ def run_check(args: argparse.Namespace) -> int:
             mark = "warn" if f.warning else "ok"
             print(f"{mark:4}  {f.check:{width}}  {f.detail}")
     return 2 if bad else 0
+
+
+def run_budget(args: argparse.Namespace) -> int:
+    from leteo_fed.config import load_owner_config
+    from leteo_fed.errors import ConfigError
+    from owner_agent.budget_period import audit_log, open_ledger
+
+    config = load_owner_config(args.config)
+    ledger = open_ledger(config, audit_log(config))
+    if ledger is None:
+        raise ConfigError("this site has no [privacy] section: no budget", field="privacy")
+    closed_doc = None
+    if args.budget_action == "new-period":
+        closed = ledger.new_period(args.reason)
+        closed_doc = {
+            "closed_period": closed.period.number,
+            "started": closed.period.started,
+            "ended": closed.ended,
+            "epsilon_spent": closed.spent.epsilon,
+            "delta_spent": closed.spent.delta,
+            "archive": str(closed.archive),
+        }
+        if not args.json:
+            print(
+                f"period {closed.period.number} closed (epsilon {closed.spent.epsilon:g}, "
+                f"delta {closed.spent.delta:g} spent), archived read-only in {closed.archive}; "
+                f"period {closed.period.number + 1} starts with the whole budget",
+                file=sys.stderr,
+            )
+    period, spent, reserved, left = (
+        ledger.period(),
+        ledger.spent(),
+        ledger.reserved(),
+        ledger.remaining(),
+    )
+    doc = {
+        "period": period.number,
+        "started": period.started,
+        "period_days": config.privacy.period_days if config.privacy else None,
+        "epsilon_total": ledger.epsilon_total,
+        "delta_total": ledger.delta_total,
+        "epsilon_spent": spent.epsilon,
+        "delta_spent": spent.delta,
+        "epsilon_reserved": reserved.epsilon,
+        "epsilon_left": left.epsilon,
+        "delta_left": left.delta,
+        "ledger": str(ledger.path),
+        "closed": closed_doc,
+    }
+    if args.json:
+        print(json.dumps(doc))
+    else:
+        print(
+            f"period {period.number} since {period.started[:19]}: epsilon {spent.epsilon:g} "
+            f"spent, {reserved.epsilon:g} reserved, {left.epsilon:g} of "
+            f"{ledger.epsilon_total:g} left; delta {left.delta:g} of {ledger.delta_total:g} "
+            f"left ({ledger.path})"
+        )
+    return 0

@@ -27,6 +27,15 @@ and attests it never decrypted it: then `withdraw` restores the budget. `release
 caller say so (`share_left_owner=False`) and
 refuses otherwise. A round id is used at most once per ledger, released or not.
 
+Budget periods
+--------------
+A ledger counts one budget period (`period`: its number and when it started). `new_period`
+archives the current file beside it, read-only (`NAME.period-N.json`), and starts period N+1
+with nothing spent; with `period_days` a reservation or charge made once the period is that old
+starts the new period first. Never while a round is in flight (a reservation). Renewing a budget
+is a policy decision with a privacy cost: a person whose data is used in two periods is protected
+at twice the total (docs/owner-config.md, "Budget periods").
+
 Concurrency and durability
 --------------------------
 Every operation takes an exclusive `fcntl.flock` on "<file>.lock" next to the ledger, re-reads
@@ -49,7 +58,7 @@ import fcntl
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -87,6 +96,29 @@ class Spend:
         return Budget(self.epsilon, self.delta)
 
 
+@dataclass(frozen=True)
+class Period:
+    """A budget period: its number (from 1) and when it started (UTC, ISO 8601)."""
+
+    number: int
+    started: str
+
+    def age_days(self, now: datetime | None = None) -> float:
+        start = datetime.fromisoformat(self.started)
+        return ((now or datetime.now(timezone.utc)) - start).total_seconds() / 86400
+
+
+@dataclass(frozen=True)
+class ClosedPeriod:
+    """What `new_period` archived: the period, when it ended, what it spent, where it is."""
+
+    period: Period
+    ended: str
+    spent: Balance
+    archive: Path
+    reason: str
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
@@ -115,7 +147,24 @@ class PrivacyLedger:
     changed by a config edit).
     """
 
-    def __init__(self, path: str | os.PathLike[str], epsilon_total: float, delta_total: float):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        epsilon_total: float,
+        delta_total: float,
+        period_days: float | None = None,
+        on_new_period: Callable[[ClosedPeriod], None] | None = None,
+    ):
+        """`period_days`: start a new budget period once the current one is this old (checked
+        when budget is taken); `on_new_period` hears of every period closed (the audit log)."""
+        if period_days is not None and not (0 < period_days < math.inf):
+            raise ConfigError(
+                f"'privacy.period_days' must be a positive number, got {period_days!r}",
+                field="privacy.period_days",
+            )
+        self._period_days = period_days
+        self._on_new_period = on_new_period
+        self._period = Period(1, _now())
         try:
             # a total is a sum over many releases: not capped (see the module docstring)
             self._eps_total = check_epsilon(epsilon_total, "epsilon_total", capped=False)
@@ -186,6 +235,14 @@ class PrivacyLedger:
         raw = doc.get("spends")
         if not isinstance(raw, list):
             raise self._corrupt("'spends' must be a list")
+        first = raw[0].get("time") if raw and isinstance(raw[0], dict) else None
+        # a ledger written before periods existed: one period, since its first spend
+        period = doc.get("period", {"number": 1, "started": first or _now()})
+        try:
+            self._period = Period(int(period["number"]), _check_text(period["started"], "started"))
+            datetime.fromisoformat(self._period.started)
+        except (KeyError, TypeError, ValueError, DataError) as exc:
+            raise self._corrupt(f"'period' must hold a number and a start time ({exc})") from None
         spends, seen = [], set()
         for i, item in enumerate(raw):
             try:
@@ -220,6 +277,7 @@ class PrivacyLedger:
             "epsilon_total": self._eps_total,
             "delta_total": self._delta_total,
             "composition": "sequential",
+            "period": asdict(self._period),
             "spends": [asdict(s) for s in spends],
         }
         data = (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode()
@@ -259,10 +317,23 @@ class PrivacyLedger:
             return self._read()
 
     def can_afford(self, budget: Budget) -> bool:
-        """Advisory check (a later `charge`/`reserve` re-checks under the lock)."""
+        """Advisory check (a later `charge`/`reserve` re-checks under the lock); a period
+        that is due is renewed first, so the answer is about the budget a round would get."""
         amount = _check_request(budget)
+        self.renew_if_due()
         with self._locked():
             return self._overspend(self._read(), amount) is None
+
+    def renew_if_due(self) -> ClosedPeriod | None:
+        """With `period_days`: close the current period if it is that old (and no round is
+        in flight); the closed period, or None."""
+        if self._period_days is None:
+            return None
+        with self._locked():
+            _, closed = self._roll_if_due(self._read())
+        if closed is not None and self._on_new_period is not None:
+            self._on_new_period(closed)
+        return closed
 
     # ---------------------------------------------------------------- spending
 
@@ -281,38 +352,100 @@ class PrivacyLedger:
             )
         return "; ".join(problems) or None
 
+    # ---------------------------------------------------------------- periods
+
+    def period(self) -> Period:
+        with self._locked():
+            self._read()
+            return self._period
+
+    def new_period(self, reason: str = "asked for") -> ClosedPeriod:
+        """Archive this period's ledger read-only beside it and start the next one with
+        nothing spent. Refused (ProtocolError) while a round holds a reservation."""
+        with self._locked():
+            closed = self._close_period(self._read(), reason)
+        if self._on_new_period is not None:
+            self._on_new_period(closed)
+        return closed
+
+    def _close_period(self, spends: list[Spend], reason: str) -> ClosedPeriod:
+        """Under the lock, with the spends just read."""
+        busy = [s.round_id for s in spends if s.state == "reserved"]
+        if busy:
+            raise ProtocolError(
+                f"round {busy[0]!r} holds a reservation in {self._path}: a new budget period "
+                "starts once it has settled",
+                field="round_id",
+            )
+        period = self._period
+        archive = self._path.with_name(f"{self._path.stem}.period-{period.number}.json")
+        if archive.exists():
+            raise self._corrupt(f"{archive} exists already: period {period.number} was archived")
+        atomic_write_bytes(archive, self._path.read_bytes(), mode=0o400)
+        ended = _now()
+        self._period = Period(period.number + 1, ended)
+        self._write([])
+        spent = self._used(spends, ("committed",))
+        return ClosedPeriod(period, ended, spent, archive, reason)
+
+    def _roll_if_due(self, spends: list[Spend]) -> tuple[list[Spend], ClosedPeriod | None]:
+        """Under the lock: with `period_days`, a period that old is closed before budget is
+        taken (unless a round is in flight: then the next request closes it)."""
+        due = self._period_days is not None and self._period.age_days() >= self._period_days
+        if not due or any(s.state == "reserved" for s in spends):
+            return spends, None
+        closed = self._close_period(spends, f"privacy.period_days = {self._period_days:g}")
+        return [], closed
+
     def _add(self, round_id: str, mechanism: str, budget: Budget, note: str, state: str) -> Spend:
         round_id = _check_text(round_id, "round_id")
         mechanism = _check_text(mechanism, "mechanism")
         note = _check_text(note, "note", allow_empty=True)
         amount = _check_request(budget)
-        with self._locked():
-            spends = self._read()
-            if any(s.round_id == round_id for s in spends):
-                raise DuplicateError(
-                    f"round {round_id!r} already has an entry in privacy ledger {self._path}",
-                    field="round_id",
-                )
-            problem = self._overspend(spends, amount)
-            if problem:
-                raise BudgetExceeded(
-                    f"privacy budget of {self._path} would be exceeded by round {round_id!r} "
-                    f"({mechanism}): {problem}",
-                    field="epsilon" if "epsilon" in problem else "delta",
-                )
-            now = _now()
-            spend = Spend(
-                round_id=round_id,
-                mechanism=mechanism,
-                epsilon=amount.epsilon,
-                delta=amount.delta,
-                time=now,
-                note=note,
-                state=state,
-                settled=now if state == "committed" else None,
+        closed = None
+        try:
+            with self._locked():
+                spends, closed = self._roll_if_due(self._read())
+                return self._append(spends, round_id, mechanism, amount, note, state)
+        finally:
+            if closed is not None and self._on_new_period is not None:
+                self._on_new_period(closed)
+
+    def _append(
+        self,
+        spends: list[Spend],
+        round_id: str,
+        mechanism: str,
+        amount: Budget,
+        note: str,
+        state: str,
+    ) -> Spend:
+        """Under the lock: the new entry, if the budget allows it."""
+        if any(s.round_id == round_id for s in spends):
+            raise DuplicateError(
+                f"round {round_id!r} already has an entry in privacy ledger {self._path}",
+                field="round_id",
             )
-            self._write([*spends, spend])
-            return spend
+        problem = self._overspend(spends, amount)
+        if problem:
+            raise BudgetExceeded(
+                f"privacy budget of {self._path} would be exceeded by round {round_id!r} "
+                f"({mechanism}): {problem}",
+                field="epsilon" if "epsilon" in problem else "delta",
+            )
+        now = _now()
+        spend = Spend(
+            round_id=round_id,
+            mechanism=mechanism,
+            epsilon=amount.epsilon,
+            delta=amount.delta,
+            time=now,
+            note=note,
+            state=state,
+            settled=now if state == "committed" else None,
+        )
+        self._write([*spends, spend])
+        return spend
 
     def charge(self, round_id: str, mechanism: str, budget: Budget, note: str = "") -> Spend:
         """Record a spend at once (reserve + commit). Refuses, without writing: an overspend
@@ -368,6 +501,8 @@ class PrivacyLedger:
 
 __all__ = [
     "LEDGER_FORMAT",
+    "ClosedPeriod",
+    "Period",
     "REL_SLACK",
     "Balance",
     "Budget",
