@@ -23,10 +23,12 @@ def serve(
     spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
     state_dir: Path | None = None,
     health_listen: str | None = None,
+    metrics_listen: str | None = None,
 ) -> None:
     """`state_dir`: keep registrations, jobs and rounds there and pick up after a restart
     (aggregator/state.py); None: in memory only. `health_listen`: also answer grpc.health.v1
-    probes there, in plaintext (Health only)."""
+    probes there, in plaintext (Health only). `metrics_listen`: serve Prometheus metrics
+    there (docs/metrics.md)."""
     service = AggregatorService(
         tls, csp_address, tls.identity.name, transcript, spark_report_threshold, state_dir
     )
@@ -36,6 +38,7 @@ def serve(
     health = ServiceHealth([SERVICE_NAME])
     health.attach(server)
     health.serve_probes(health_listen)
+    service.metrics.serve(metrics_listen)
     if service.store is None:
         log.warning(
             "no --state-dir: registrations, jobs and results are kept in memory only; a "

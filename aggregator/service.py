@@ -7,6 +7,7 @@ in the protocol objects (`leteo_fed.protocols`); the round lifecycle in `aggrega
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from pathlib import Path
@@ -27,6 +28,7 @@ from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.certs import Party, check_site_id
 from leteo_fed.transport.grpc_io import TlsConfig, require_role, rpc_method, rpc_stream_method
 from leteo_fed.transport.messages import encoding_from_proto, reports_from_batch
+from leteo_fed.transport.metrics import AggregatorMetrics
 from leteo_fed.transport.rounds import check_round_id, common_from_proto, request_from_proto
 from leteo_fed.transport.signing import ROUND_REQUEST, verify
 
@@ -84,6 +86,20 @@ def timings_from_header(timings) -> dict[str, float]:
     return dict(timings)
 
 
+def _counting_refusals(method):
+    """An upload handler whose refusals are counted by reason (`leteo_shares_refused`)."""
+
+    @functools.wraps(method)
+    def wrapper(self, request_iterator, context):
+        try:
+            return method(self, request_iterator, context)
+        except BaseException as exc:
+            self.metrics.share_refused(exc)
+            raise
+
+    return wrapper
+
+
 class AggregatorService(pb_grpc.AggregatorServicer):
     def __init__(
         self,
@@ -100,6 +116,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         self._name = name
         self._tls = tls
         self.store = StateStore(state_dir) if state_dir is not None else None
+        self.metrics = AggregatorMetrics()
         self._csp_channel = tls.channel(csp_address, peer="csp")
         self.owners = OwnerDirectory(
             tls,
@@ -114,7 +131,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             owners_ca=tls.role_ca("owner"),
             store=self.store,
             rebuild=_rebuild,
+            metrics=self.metrics,
         )
+        self.metrics.watch_owners(lambda: sum(1 for o in self.owners.listing() if o.connected))
         if self.store is not None:
             self.owners.restore(self.store.owners())
 
@@ -191,6 +210,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         return caller, header, rnd, timings
 
     @rpc_method
+    @_counting_refusals
     def SubmitShare(self, request_iterator, context):
         caller, header, rnd, timings = self._open_upload(request_iterator, context, reports=False)
         try:
@@ -209,6 +229,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             len(rnd.submitted),
             len(rnd.invited),
         )
+        self.metrics.share_received(rnd.label)
         self.engine.accepted(rnd, complete)
         return pb.Ack(ok=True, message=f"share accepted for {rnd.round_id}")
 
@@ -236,6 +257,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             )
 
     @rpc_method
+    @_counting_refusals
     def SubmitReports(self, request_iterator, context):
         caller, header, rnd, timings = self._open_upload(request_iterator, context, reports=True)
         intake: ReportIntake = rnd.intake
@@ -274,6 +296,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             raise
         complete = rnd.accept(caller.name, parts, timings)
         log.info("round %s: %d reports from %s accepted", rnd.round_id, count, caller.name)
+        self.metrics.share_received(rnd.label, reports=count)
         self.engine.accepted(rnd, complete)
         return pb.Ack(ok=True, message=f"{count} reports accepted for {rnd.round_id}")
 

@@ -40,6 +40,7 @@ def serve(
     allow_small_key: bool = False,
     transcript: Path | None = None,
     health_listen: str | None = None,
+    metrics_listen: str | None = None,
 ) -> None:
     """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only)."""
     keys = load_key_ring(Path(key_dir), key_bits, allow_small_key)
@@ -54,6 +55,7 @@ def serve(
     health = ServiceHealth([SERVICE_NAME])
     health.attach(server)
     health.serve_probes(health_listen)
+    service.metrics.serve(metrics_listen)  # Prometheus metrics (docs/metrics.md)
     # NOT_SERVING while the key folder holds no usable current key (e.g. all retired)
     health.watch(lambda: keys.current() is not None, SERVICE_NAME)
     log.info("CSP %s listening on %s (port %d)", tls.identity.name, listen, port)

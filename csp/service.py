@@ -42,6 +42,7 @@ from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import discriminant, moments, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_method, rpc_stream_method
 from leteo_fed.transport.messages import BATCH_SIZE, encoding_from_proto, public_key_to_proto
+from leteo_fed.transport.metrics import CspMetrics
 from leteo_fed.transport.statements import RoundShares, check_digest, read_statement
 
 log = logging.getLogger("leteo.csp")
@@ -93,6 +94,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         self._transcript = transcript
         self._owners_ca = owners_ca  # None only in insecure mode
         self._decrypted = DecryptLog(state_dir / DECRYPT_LOG if state_dir is not None else None)
+        self.metrics = CspMetrics()
         current = self._keys.current().public
         log.info("CSP ready: current key %s (%d-bit Paillier)", current.key_id, current.bits)
 
@@ -141,6 +143,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             self._rounds[request.round_id] = _CspRound(
                 request.n_ciphertexts, time.time(), mode, key_id=request.key_id
             )
+        self.metrics.opened(mode)
         log.info(
             "round %s opened by %s: %d ciphertexts per share, key %s",
             request.round_id,
@@ -176,6 +179,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             return self._sum_shares(round_id, entry, request_iterator)
         except Exception as exc:
             self._decrypted.settle(round_id, decrypted=False, reason=str(exc))
+            self.metrics.refused(exc)
             raise
 
     def _sum_shares(self, round_id: str, entry: _CspRound, request_iterator) -> _Summed:
@@ -254,6 +258,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
         self._decrypted.settle(round_id, decrypted=True, contributors=summed.contributors)
         seconds = time.perf_counter() - start
+        self.metrics.decrypted("blinded", summed.verify_seconds, seconds)
         log.info(
             "round %s: decrypted %d masked ciphertexts in %.3f s",
             round_id,
@@ -294,8 +299,11 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             raise ProtocolError(
                 f"{len(summed.ciphertexts)} ciphertexts do not hold {n_values} values"
             )
+        decrypt_start = time.perf_counter()
         plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
         self._decrypted.settle(head.round_id, decrypted=True, contributors=summed.contributors)
+        decrypt_seconds = time.perf_counter() - decrypt_start
+        self.metrics.decrypted("projection", summed.verify_seconds, decrypt_seconds)
         if len(head.mask_sums) != len(plaintexts):
             raise ProtocolError(
                 f"{len(head.mask_sums)} mask sums for {len(plaintexts)} ciphertexts"

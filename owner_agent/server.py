@@ -15,7 +15,9 @@ log = logging.getLogger("leteo.owner")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["OwnerAgent"].full_name
 
 
-def serve(config_path: Path, health_listen: str | None = None) -> None:
+def serve(
+    config_path: Path, health_listen: str | None = None, metrics_listen: str | None = None
+) -> None:
     """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only)."""
     config = load_owner_config(config_path)
     service = OwnerAgentService(config)
@@ -40,5 +42,6 @@ def serve(config_path: Path, health_listen: str | None = None) -> None:
         config.csp,
     )
     health.serve_probes(health_listen)
+    service.metrics.serve(metrics_listen)  # Prometheus metrics (docs/metrics.md)
     service.start_background()
     serve_until_signal(server, f"owner {config.site_id}", on_stop=service.stop, health=health)

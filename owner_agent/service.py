@@ -37,6 +37,7 @@ from leteo_fed.transport.messages import (
     fetch_public_key,
     reports_to_batch,
 )
+from leteo_fed.transport.metrics import OwnerMetrics
 from leteo_fed.transport.rounds import (
     Invitation,
     check_round_id,
@@ -95,6 +96,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             config.policy,
             signer=config.tls.signer(),
         )
+        self.metrics = OwnerMetrics()
+        self.metrics.watch_ledger(ledger)  # the budget gauges read the ledger at each scrape
         self.results: dict[str, dict] = {}
         self.withdrawals = Withdrawals(ledger, self._csp, self.audit, self.requests.release)
         for stale in self.withdrawals.release_stale():  # before any invitation reserves anew
@@ -255,6 +258,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         if 0 < spec.deadline_unix < time.time():
             reason, inv = "the round's deadline passed before the invitation arrived", None
             log.warning("round %s: %s", spec.round_id, reason)
+            self.metrics.decided(False, reason)
         else:
             reason, inv = self._consider(spec)
         answer = pb.InviteAnswer(
@@ -290,8 +294,10 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             refusal = refusal or Refusal.said("declined")
             self.audit.record("decision", request.round_id, accepted=False, **refusal.facts())
             log.warning("round %s declined: %s", request.round_id, refusal.detail)
+            self.metrics.decided(False, refusal.public)
             return refusal.public, None
         self.audit.record("decision", request.round_id, accepted=True, reason=None)
+        self.metrics.decided(True)
         return "", inv
 
     def _start_share(self, inv: Invitation) -> None:
@@ -417,6 +423,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 yield pb.ShareChunk(batch=pb.CiphertextBatch(ciphertexts=chunk))
 
         self._aggregator.SubmitShare(chunks(), timeout=defaults.SHARE_UPLOAD_TIMEOUT_SECONDS)
+        self.metrics.uploaded(reports=False)
 
     def send_reports(self, inv: Invitation, upload: ReportUpload) -> None:
         header = pb.ReportHeader(
@@ -432,9 +439,11 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 yield pb.ReportChunk(batch=reports_to_batch(chunk))
 
         self._aggregator.SubmitReports(stream(), timeout=defaults.REPORT_UPLOAD_TIMEOUT_SECONDS)
+        self.metrics.uploaded(reports=True)
 
     def decline(self, round_id: str, reason: str) -> None:
         log.warning("round %s: declining: %s", round_id, reason)
+        self.metrics.refused(reason)
         try:
             self._aggregator.Decline(
                 pb.DeclineNotice(round_id=round_id, site_id=self.config.site_id, reason=reason),

@@ -42,6 +42,7 @@ from leteo_fed.protocols.base import (
     Step,
     encoding_facts,
 )
+from leteo_fed.transport.metrics import AggregatorMetrics
 
 log = logging.getLogger("leteo.aggregator")
 
@@ -148,10 +149,12 @@ class RoundEngine:
         owners_ca: bytes | None = None,
         store: StateStore | None = None,
         rebuild: Rebuild | None = None,
+        metrics: AggregatorMetrics | None = None,
     ) -> None:
         """`store`: where jobs and rounds are kept (None: in memory only, a restart forgets
         them); `rebuild`: how a kept request is planned again (multi-round jobs resume only
-        with it)."""
+        with it); `metrics`: where rounds and declines are counted (None: a registry of its
+        own)."""
         if spark_report_threshold < 0:
             raise ValueError(f"spark_report_threshold must be >= 0, got {spark_report_threshold}")
         self.owners = owners
@@ -161,6 +164,7 @@ class RoundEngine:
         self._publish = publish
         self.store = store
         self._rebuild = rebuild
+        self.metrics = metrics if metrics is not None else AggregatorMetrics()
         self._capture: list[Future] | None = None  # publications to wait for (recovery)
         self._jobs: dict[str, Job] = {}
         self._rounds: dict[str, Round] = {}
@@ -436,6 +440,7 @@ class RoundEngine:
 
         job: Job = rnd.job
         rnd.invited_at = time.perf_counter()
+        self.metrics.round_started(rnd.label)
         timer = threading.Timer(max(0.0, rnd.deadline - time.time()), self.finalize, args=(rnd,))
         timer.daemon = True
         timer.start()
@@ -482,6 +487,7 @@ class RoundEngine:
             self.decline(rnd, site, reason)
 
     def decline(self, rnd: Round, site: str, reason: str) -> None:
+        self.metrics.declined(reason)
         if rnd.decline(site, reason):
             self._pool.submit(self.finalize, rnd)
         else:
@@ -510,6 +516,7 @@ class RoundEngine:
         if not owed:
             return
         for site in owed:
+            self.metrics.declined(DISCONNECTED)
             rnd.decline(site, DISCONNECTED)
         log.info(
             "round %s: quorum in, %s disconnected: closing without waiting",
@@ -552,6 +559,9 @@ class RoundEngine:
         # state holds this one's end (and the protocol's state after it)
         self._record_end(job, rnd, state, message, result)
         rnd.finish(state, message, result)
+        self.metrics.round_ended(
+            rnd.label, state == COMPLETED, time.perf_counter() - rnd.invited_at
+        )
         self._publish(rnd)
         self._record_published(rnd.round_id)
 

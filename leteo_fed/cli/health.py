@@ -78,3 +78,14 @@ def add_health_listen(p: argparse.ArgumentParser) -> None:
         "only: for Kubernetes gRPC probes and `leteo-fed health`) on this address, e.g. "
         "127.0.0.1:8081 (default: $LETEO_HEALTH_LISTEN, else off)",
     )
+
+
+def add_metrics_listen(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics",
+        default=os.environ.get("LETEO_METRICS_LISTEN") or None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics (rounds, shares, declines, decryptions, budget; "
+        "docs/metrics.md) over plain HTTP at http://HOST:PORT/metrics, e.g. 127.0.0.1:9464 "
+        "(default: $LETEO_METRICS_LISTEN, else off)",
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from leteo_fed.cli.health import add_health_listen
+from leteo_fed.cli.health import add_health_listen, add_metrics_listen
 from leteo_fed.cli.options import (
     SubParsers,
     add_tls,
@@ -208,6 +208,7 @@ def _add_csp(sub: SubParsers) -> None:
     )
     add_tls(p, "csp", "csp")
     add_health_listen(p)
+    add_metrics_listen(p)
     set_handler(p, run)
     _add_csp_keys(actions)
 
@@ -336,6 +337,7 @@ def _add_aggregator(sub: SubParsers) -> None:
     )
     add_tls(p, "aggregator", "aggregator")
     add_health_listen(p)
+    add_metrics_listen(p)
     set_handler(p, run)
 
 
@@ -351,6 +353,7 @@ def _add_owner(sub: SubParsers) -> None:
     )
     p.add_argument("--config", type=Path, required=True, help="owner TOML config file")
     add_health_listen(p)
+    add_metrics_listen(p)
     set_handler(p, run)
     p = owner.add_parser(
         "audit",
@@ -398,6 +401,7 @@ def run(args: argparse.Namespace) -> int:
             args.insecure_small_key,
             args.transcript,
             args.health_listen,
+            args.metrics,
         )
     elif args.command == "aggregator":
         from aggregator.server import serve as serve_aggregator
@@ -410,11 +414,12 @@ def run(args: argparse.Namespace) -> int:
             args.spark_report_threshold,
             args.state_dir,
             args.health_listen,
+            args.metrics,
         )
     else:
         from owner_agent.server import serve as serve_owner
 
-        serve_owner(args.config, args.health_listen)
+        serve_owner(args.config, args.health_listen, args.metrics)
     return 0
 
 
