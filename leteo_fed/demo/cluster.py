@@ -113,6 +113,7 @@ class LocalCluster:
     extra_owner_ids: list[str] = field(default_factory=list)  # certificates only, no process
     privacy_budget: tuple[float, float] | None = (10.0, 1e-4)  # per-owner ledger (epsilon, delta)
     aggregator_args: list[str] = field(default_factory=list)  # appended to `aggregator serve`
+    csp_args: list[str] = field(default_factory=list)  # appended to `csp serve`
     # the caller serves the aggregator at addresses["aggregator"] itself (tests of a deviating
     # aggregator): start_services starts only the CSP; bring it up between prepare() and the owners
     external_aggregator: bool = False
@@ -230,7 +231,7 @@ class LocalCluster:
             csp_args.append("--insecure-small-key")
         if self.csp_transcript:
             csp_args += ["--transcript", str(self.workdir / "csp-transcript.jsonl")]
-        self._spawn("csp", csp_args + self._tls_args("csp"))
+        self._spawn("csp", csp_args + self._tls_args("csp") + self.csp_args)
 
     def owner_config(self, owner: OwnerSpec) -> Path:
         """The owner's TOML. Its [policy] is always explicit: the demo's permissive one
