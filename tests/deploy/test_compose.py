@@ -429,6 +429,20 @@ def test_healthchecks_are_standard_grpc_health_probes_of_the_loopback_port(servi
         assert probe.tls_dir is None  # plaintext: the port serves Health only
 
 
+def test_every_service_serves_metrics_on_its_loopback(services, monkeypatch):
+    """Every long-running service sets LETEO_METRICS_LISTEN (its own `environment` replaces the
+    anchor's, as the CSP's does): a loopback address its `serve` command takes as --metrics."""
+    for name, svc in services.items():
+        if svc.get("restart") == "no":  # one-shot jobs (certs, analyst)
+            continue
+        listen = svc["environment"].get("LETEO_METRICS_LISTEN")
+        assert listen, f"{name}: no LETEO_METRICS_LISTEN"
+        assert split_address(listen)[0] == "127.0.0.1", f"{name}: metrics port off loopback"
+        assert listen != svc["environment"]["LETEO_HEALTH_LISTEN"], f"{name}: one port twice"
+        monkeypatch.setenv("LETEO_METRICS_LISTEN", listen)
+        assert parse_cli(svc["command"]).metrics == listen, name
+
+
 def test_the_health_probe_exits_0_only_while_serving():
     """The compose probe against a real health-only port: 0 while SERVING, 1 when draining
     or when nothing answers."""
