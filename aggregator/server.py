@@ -8,6 +8,7 @@ from pathlib import Path
 from aggregator.service import SPARK_REPORT_THRESHOLD, AggregatorService, add_to_server
 from leteo_fed import defaults
 from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.transport.cert_check import check_certificate
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, serve_until_signal
 from leteo_fed.transport.health import ServiceHealth
 
@@ -29,6 +30,7 @@ def serve(
     (aggregator/state.py); None: in memory only. `health_listen`: also answer grpc.health.v1
     probes there, in plaintext (Health only). `metrics_listen`: serve Prometheus metrics
     there (docs/metrics.md)."""
+    check_certificate(tls)  # before any state is created: one line, not a failed handshake
     service = AggregatorService(
         tls, csp_address, tls.identity.name, transcript, spark_report_threshold, state_dir
     )

@@ -11,6 +11,7 @@ from csp.service import PARALLEL_MIN_PER_WORKER, CspService, add_to_server
 from leteo_fed.crypto.keystore import passphrase_from_env
 from leteo_fed.crypto.paillier import MIN_SECURE_BITS
 from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.transport.cert_check import check_certificate
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, serve_until_signal
 from leteo_fed.transport.health import ServiceHealth
 
@@ -42,7 +43,9 @@ def serve(
     health_listen: str | None = None,
     metrics_listen: str | None = None,
 ) -> None:
-    """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only)."""
+    """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only).
+    The certificate is checked first: a CSP that cannot serve makes no secret key."""
+    check_certificate(tls)
     keys = load_key_ring(Path(key_dir), key_bits, allow_small_key)
     if keys.current().public.bits < MIN_SECURE_BITS:
         log.warning("INSECURE: %d-bit Paillier key, for tests only", keys.current().public.bits)

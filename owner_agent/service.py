@@ -27,7 +27,6 @@ from leteo_fed.crypto.paillier import Encryptor
 from leteo_fed.crypto.parallel import EncryptionPool
 from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
-from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.grpc_io import require_role, rpc_error_message, rpc_method
@@ -47,6 +46,7 @@ from leteo_fed.transport.rounds import (
 from owner_agent.audit import AuditLog, awaiting_results, describe_invitation, results_received
 from owner_agent.audit import read as audit_events
 from owner_agent.authorization import Authorization, SignedRequests, authorize, verify_request
+from owner_agent.budget_period import open_ledger
 from owner_agent.policy import analyst_refusal
 from owner_agent.refusals import Refusal
 from owner_agent.shares import ReportUpload, ShareRunner, ShareUpload
@@ -75,15 +75,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self._key_lock = threading.Lock()
         self._stop = threading.Event()
         self._jobs: dict[str, threading.Thread] = {}
-        privacy = config.privacy
-        ledger = (
-            PrivacyLedger(privacy.ledger, privacy.epsilon_total, privacy.delta_total)
-            if privacy
-            else None
-        )
         self.site = LocalSite(config.site_id, config.data, config.policy.min_rows)
         audit_path = config.audit_log or Path(f"audit-{config.site_id}.jsonl")
         self.audit = AuditLog(audit_path, config.site_id)
+        ledger = open_ledger(config, self.audit)  # a closed budget period goes to the audit log
+        if ledger is not None:
+            ledger.renew_if_due()
         self._analysts_ca = config.tls.role_ca("analyst")  # None without TLS
         self.requests = SignedRequests(audit_events(audit_path))
         self.runner = ShareRunner(

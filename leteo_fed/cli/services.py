@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from leteo_fed.cli import owner_setup
 from leteo_fed.cli.health import add_health_listen, add_metrics_listen
 from leteo_fed.cli.options import (
     SubParsers,
@@ -366,6 +367,7 @@ def _add_owner(sub: SubParsers) -> None:
     p.add_argument("--config", type=Path, required=True, help="owner TOML config file")
     p.add_argument("--json", action="store_true", help="print the events as JSON lines")
     set_handler(p, run_audit)
+    owner_setup.add_parsers(owner)
 
 
 def run_audit(args: argparse.Namespace) -> int:

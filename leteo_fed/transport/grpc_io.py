@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 from cryptography import x509
@@ -39,9 +39,6 @@ from leteo_fed.errors import (
 from leteo_fed.transport.certs import Authorities, Party, read_identity
 from leteo_fed.transport.roles import ROLES, authority_of, ca_file
 from leteo_fed.transport.signing import Signer
-
-if TYPE_CHECKING:
-    from leteo_fed.transport.health import ServiceHealth
 
 log = logging.getLogger(__name__)
 
@@ -444,11 +441,19 @@ def bind(
     return port
 
 
+class Drains(Protocol):
+    """What a server's health (`transport.health.ServiceHealth`) does at shutdown."""
+
+    def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 def serve_until_signal(
     server: grpc.Server | None,
     name: str,
     on_stop: Callable[[], None] | None = None,
-    health: ServiceHealth | None = None,
+    health: Drains | None = None,
 ) -> None:
     """Block until SIGINT/SIGTERM, then stop gracefully (in-flight calls get 5 s): health
     probes hear NOT_SERVING first. Without a server (an outbound-only owner) only `on_stop`
