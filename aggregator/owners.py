@@ -72,6 +72,8 @@ class Owner:
     mode: str
     address: str = ""
     link: Link | None = None  # outbound, while connected
+    last_seen: float = field(default_factory=time.time)  # unix seconds: last registration,
+    # connection, disconnection or answer
 
 
 class OwnerDirectory:
@@ -81,12 +83,20 @@ class OwnerDirectory:
         max_connected: int = defaults.MAX_CONNECTED_OWNERS,
         final_status: Callable[[str], pb.RoundStatus | None] | None = None,
         on_register: Callable[[str, str, str], None] | None = None,
+        idle_seconds: float | None = None,
+        on_seen: Callable[[str, float], None] | None = None,
+        on_remove: Callable[[str], None] | None = None,
     ) -> None:
+        """`idle_seconds`: an owner not heard from for longer is not invited by default
+        (None: never); `on_seen` (site, unix time) and `on_remove` (site) keep the state."""
         self._tls = tls
         self._max_connected = max_connected
         # round id -> its final status if the round is over (answers OwnerHello.awaiting)
         self.final_status = final_status or (lambda _round_id: None)
         self._on_register = on_register  # (site, mode, address): persists registrations
+        self._idle_seconds = idle_seconds
+        self._on_seen = on_seen
+        self._on_remove = on_remove
         self._owners: dict[str, Owner] = {}
         self._pending: dict[tuple[str, str], Pending] = {}  # (site, round id)
         # inbound: one channel per address, kept open (and connected from registration on)
@@ -98,12 +108,19 @@ class OwnerDirectory:
 
     # ------------------------------------------------------------------ who is there
 
-    def restore(self, entries: list[tuple[str, str, str]]) -> None:
-        """Registrations kept from an earlier run (site, mode, address): inbound owners are
-        dialled again at once; outbound ones count as registered until they reconnect."""
+    def restore(
+        self, entries: list[tuple[str, str, str]], last_seen: dict[str, float] | None = None
+    ) -> None:
+        """Registrations kept from an earlier run (site, mode, address), with when each owner
+        was last heard from: inbound owners are dialled again at once; outbound ones count as
+        registered until they reconnect."""
+        seen = last_seen or {}
         for site, mode, address in entries:
             with self._lock:
-                self._owners.setdefault(site, Owner(site, mode, address))
+                owner = Owner(site, mode, address)
+                if site in seen:
+                    owner.last_seen = seen[site]
+                self._owners.setdefault(site, owner)
             if mode == INBOUND:
                 _start_connecting(self._connection(site)[1])
         if entries:
@@ -127,19 +144,71 @@ class OwnerDirectory:
     def listing(self) -> list[pb.OwnerRegistration]:
         with self._lock:
             owners = sorted(self._owners.values(), key=lambda o: o.site)
+            now = time.time()
             return [
                 pb.OwnerRegistration(
                     site_id=o.site,
                     address=o.address,
                     mode=o.mode,
                     connected=o.mode == INBOUND or o.link is not None,
+                    last_seen_unix=now if o.link is not None else o.last_seen,
+                    idle=self._idle(o, now),
                 )
                 for o in owners
             ]
 
-    def sites(self) -> list[str]:
+    def _idle(self, owner: Owner, now: float) -> bool:
+        """Not heard from for longer than `idle_seconds` (a connected owner never is)."""
+        if self._idle_seconds is None or owner.link is not None:
+            return False
+        return now - owner.last_seen > self._idle_seconds
+
+    def sites(self, include_idle: bool = False) -> list[str]:
+        """The owners a round invites when the analyst names none: idle ones left out."""
         with self._lock:
-            return sorted(self._owners)
+            now = time.time()
+            return sorted(
+                o.site for o in self._owners.values() if include_idle or not self._idle(o, now)
+            )
+
+    def seen(self, site: str) -> None:
+        """The owner was heard from (an answer, a disconnection): it is not idle."""
+        now = time.time()
+        with self._lock:
+            owner = self._owners.get(site)
+            if owner is None:
+                return
+            owner.last_seen = now
+        if self._on_seen is not None:
+            try:
+                self._on_seen(site, now)
+            except Exception:
+                log.exception("could not record when %s was last seen", site)
+
+    def remove(self, sites: list[str]) -> None:
+        """Forget owners (the operator's `aggregator owners remove`): no longer invited; an
+        open stream is closed (a running outbound owner registers again when it reconnects)."""
+        with self._lock:
+            unknown = [s for s in sites if s not in self._owners]
+            if unknown:
+                raise NotFoundError(f"owner(s) not registered: {', '.join(unknown)}")
+            removed = [self._owners.pop(s) for s in dict.fromkeys(sites)]
+            channels = []
+            for owner in removed:
+                if owner.mode == INBOUND and not any(
+                    o.address == owner.address for o in self._owners.values()
+                ):
+                    connection = self._connections.pop(owner.address, None)
+                    if connection is not None:
+                        channels.append(connection[0])
+        for owner in removed:
+            if owner.link is not None:
+                owner.link.close()
+            log.info("owner %s removed by the operator", owner.site)
+            if self._on_remove is not None:
+                self._on_remove(owner.site)
+        for channel in channels:
+            channel.close()
 
     def is_gone(self, site: str) -> bool:
         """Known not to be connected: an outbound owner without an open stream. (Nothing is
@@ -231,6 +300,7 @@ class OwnerDirectory:
                 return  # replaced by a newer stream already
             owner.link = None
         log.info("owner %s disconnected", link.site)
+        self.seen(link.site)
         if self.on_disconnect is not None:
             try:
                 self.on_disconnect(link.site)
@@ -247,6 +317,7 @@ class OwnerDirectory:
                 "(it timed out, was answered already, or never existed)"
             )
         pending.timer.cancel()
+        self.seen(site)
         _call(pending.done, reason, site)
 
     # ------------------------------------------------------------------ invitations, results
@@ -305,6 +376,7 @@ class OwnerDirectory:
             try:
                 reply = future.result()
                 reason = "" if reply.accepted else reply.reason or "declined"
+                self.seen(site)
             except grpc.RpcError as exc:
                 reason = f"unreachable: {rpc_error_message(exc)}"
             except grpc.FutureCancelledError:

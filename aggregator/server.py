@@ -25,6 +25,7 @@ def serve(
     state_dir: Path | None = None,
     health_listen: str | None = None,
     metrics_listen: str | None = None,
+    idle_owner_days: float | None = defaults.IDLE_OWNER_DAYS,
 ) -> None:
     """`state_dir`: keep registrations, jobs and rounds there and pick up after a restart
     (aggregator/state.py); None: in memory only. `health_listen`: also answer grpc.health.v1
@@ -32,7 +33,13 @@ def serve(
     there (docs/metrics.md)."""
     check_certificate(tls)  # before any state is created: one line, not a failed handshake
     service = AggregatorService(
-        tls, csp_address, tls.identity.name, transcript, spark_report_threshold, state_dir
+        tls,
+        csp_address,
+        tls.identity.name,
+        transcript,
+        spark_report_threshold,
+        state_dir,
+        idle_owner_days,
     )
     # every connected outbound owner holds a serving thread with its stream
     server, port = make_server(tls, listen, workers=32 + defaults.MAX_CONNECTED_OWNERS)

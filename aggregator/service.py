@@ -109,19 +109,25 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         transcript: Path | None = None,
         spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
         state_dir: Path | None = None,
+        idle_owner_days: float | None = defaults.IDLE_OWNER_DAYS,
     ) -> None:
         """`state_dir`: where registrations, jobs and rounds are kept across restarts (see
         aggregator/state.py); None keeps them in memory only. With a state dir, call
-        `engine.recover()` once at start-up."""
+        `engine.recover()` once at start-up. `idle_owner_days`: owners not heard from for
+        longer are not invited unless an analyst names them (None: always invited)."""
         self._name = name
         self._tls = tls
         self.store = StateStore(state_dir) if state_dir is not None else None
         self.metrics = AggregatorMetrics()
         self._csp_channel = tls.channel(csp_address, peer="csp")
+        store = self.store
         self.owners = OwnerDirectory(
             tls,
             final_status=self._final_status,
-            on_register=self.store.save_owner if self.store is not None else None,
+            on_register=store.save_owner if store is not None else None,
+            idle_seconds=idle_owner_days * 86400 if idle_owner_days else None,
+            on_seen=store.touch_owner if store is not None else None,
+            on_remove=store.delete_owner if store is not None else None,
         )
         self.engine = RoundEngine(
             self.owners,
@@ -135,7 +141,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         )
         self.metrics.watch_owners(lambda: sum(1 for o in self.owners.listing() if o.connected))
         if self.store is not None:
-            self.owners.restore(self.store.owners())
+            self.owners.restore(self.store.owners(), self.store.owners_last_seen())
 
     def public_key(self):
         return self.engine.secure_sum.public_key()
@@ -315,6 +321,15 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     @rpc_method
     def ListOwners(self, request, context):
         require_role(context, "analyst", "aggregator")
+        return pb.OwnerList(owners=self.owners.listing())
+
+    @rpc_method
+    def RemoveOwners(self, request, context):
+        require_role(context, "aggregator")  # the operator, with the aggregator's certificate
+        sites = list(request.site_ids)
+        if not sites or len(sites) > defaults.MAX_CONNECTED_OWNERS:
+            raise DataError("name between 1 and the most owners the aggregator serves")
+        self.owners.remove(sites)
         return pb.OwnerList(owners=self.owners.listing())
 
     @rpc_method

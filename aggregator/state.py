@@ -269,6 +269,20 @@ class StateStore:
                 (site_id, mode, address, time.time()),
             )
 
+    def touch_owner(self, site_id: str, when: float) -> None:
+        """When the owner was last heard from (`updated_unix`: its registration, later its
+        last answer or disconnection)."""
+        with self._tx() as db:
+            db.execute("UPDATE owners SET updated_unix = ? WHERE site_id = ?", (when, site_id))
+
+    def delete_owner(self, site_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM owners WHERE site_id = ?", (site_id,))
+
+    def owners_last_seen(self) -> dict[str, float]:
+        rows = self._read("SELECT site_id, updated_unix FROM owners")
+        return {s: float(t) for s, t in rows}
+
     def owners(self) -> list[tuple[str, str, str]]:
         """Every registration kept: (site_id, mode, address), sorted by site."""
         rows = self._read("SELECT site_id, mode, address FROM owners ORDER BY site_id")

@@ -203,9 +203,14 @@ class AnalystClient:
         return [(o.site_id, o.address) for o in self.owner_listing()]
 
     def owner_listing(self) -> list[pb.OwnerRegistration]:
-        """Every registered owner with how it is reached (inbound/outbound) and whether the
-        aggregator can reach it now."""
+        """Every registered owner with how it is reached (inbound/outbound), whether the
+        aggregator can reach it now, when it was last heard from and whether it is idle."""
         return list(self._call(self._stub.ListOwners, pb.ListOwnersRequest(), 10).owners)
+
+    def remove_owners(self, sites: list[str]) -> list[pb.OwnerRegistration]:
+        """The operator forgets sites (the aggregator's own certificate); the listing after."""
+        request = pb.RemoveOwnersRequest(site_ids=sites)
+        return list(self._call(self._stub.RemoveOwners, request, 10).owners)
 
     def wait_for_owners(
         self, count: int, timeout: float = 60.0, should_stop: Callable[[], bool] | None = None

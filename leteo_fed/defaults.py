@@ -45,6 +45,9 @@ CSP_MIN_CIPHERTEXTS_PER_WORKER = 32
 # ---------------------------------------------------------------- aggregator
 # outbound owners each hold one stream (one serving thread) open: the aggregator's capacity
 MAX_CONNECTED_OWNERS = 500
+# an owner not heard from for this long (a test site that went away) is no longer invited unless
+# an analyst names it; `aggregator owners` lists it as idle, `aggregator owners remove` forgets it
+IDLE_OWNER_DAYS = 7.0
 
 # ---------------------------------------------------------------- addresses and keys
 DEFAULT_CSP_ADDRESS = "127.0.0.1:50051"

@@ -251,7 +251,7 @@ class RoundEngine:
         authorization: Any = None,
     ) -> Job:
         """Plan the job (refusals raise before anything is opened) and run it in a thread."""
-        invited = list(owners) or self.owners.sites()
+        invited = list(owners) or self.owners.sites()  # idle owners only when named
         plan = protocol.plan(request, common_of(len(invited)))
         self.owners.check_invited(invited, plan.min_owners)
         job_id = f"{plan.label}-{uuid.uuid4().hex[:12]}"

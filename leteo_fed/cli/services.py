@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from leteo_fed.cli import owner_setup
+from leteo_fed.cli import operators, owner_setup
 from leteo_fed.cli.health import add_health_listen, add_metrics_listen
 from leteo_fed.cli.options import (
     SubParsers,
@@ -23,6 +23,7 @@ from leteo_fed.defaults import (
     DEFAULT_AGGREGATOR_ADDRESS,
     DEFAULT_CSP_ADDRESS,
     DEFAULT_KEY_BITS,
+    IDLE_OWNER_DAYS,
     SPARK_REPORT_THRESHOLD,
 )
 
@@ -297,7 +298,8 @@ def run_csp_keys(args: argparse.Namespace) -> int:
 
 
 def _add_aggregator(sub: SubParsers) -> None:
-    p = _serve_parser(sub, "aggregator", "the aggregator (data user)").add_parser(
+    actions = _serve_parser(sub, "aggregator", "the aggregator (data user)")
+    p = actions.add_parser(
         "serve",
         help="run the aggregator service",
         description="Serve the aggregator: owners register with it; the data user starts rounds "
@@ -336,10 +338,19 @@ def _add_aggregator(sub: SubParsers) -> None:
         "created 0700) so that a restart fails the rounds it interrupted, publishes them, and "
         "resumes k-means jobs (default: in memory only; a restart forgets everything)",
     )
+    p.add_argument(
+        "--idle-owner-days",
+        type=float,
+        default=IDLE_OWNER_DAYS,
+        metavar="DAYS",
+        help="owners not heard from for longer are no longer invited unless an analyst names "
+        f"them with --owners (0: always invited; default: {IDLE_OWNER_DAYS:g})",
+    )
     add_tls(p, "aggregator", "aggregator")
     add_health_listen(p)
     add_metrics_listen(p)
     set_handler(p, run)
+    operators.add_parsers(actions)  # aggregator owners [remove]
 
 
 def _add_owner(sub: SubParsers) -> None:
@@ -417,6 +428,7 @@ def run(args: argparse.Namespace) -> int:
             args.state_dir,
             args.health_listen,
             args.metrics,
+            args.idle_owner_days or None,
         )
     else:
         from owner_agent.server import serve as serve_owner

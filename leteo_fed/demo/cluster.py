@@ -355,7 +355,12 @@ class LocalCluster:
         stops it (SIGINT: Ctrl-C, SIGTERM)."""
         proc = self.procs.pop(name)
         proc.send_signal(sig)
-        proc.wait()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a stop that never came: a test must not hang
+            proc.kill()
+            proc.wait()
+            raise PeerUnavailable(f"{name} ignored signal {sig} for 30 s and was killed") from None
 
     def stop(self, grace: float = 8.0) -> None:
         for proc in self.procs.values():

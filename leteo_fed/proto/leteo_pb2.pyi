@@ -427,16 +427,26 @@ class DeclineNotice(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class OwnerRegistration(_message.Message):
-    __slots__ = ("site_id", "address", "mode", "connected")
+    __slots__ = ("site_id", "address", "mode", "connected", "last_seen_unix", "idle")
     SITE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_UNIX_FIELD_NUMBER: _ClassVar[int]
+    IDLE_FIELD_NUMBER: _ClassVar[int]
     site_id: str
     address: str
     mode: str
     connected: bool
-    def __init__(self, site_id: _Optional[str] = ..., address: _Optional[str] = ..., mode: _Optional[str] = ..., connected: _Optional[bool] = ...) -> None: ...
+    last_seen_unix: float
+    idle: bool
+    def __init__(self, site_id: _Optional[str] = ..., address: _Optional[str] = ..., mode: _Optional[str] = ..., connected: _Optional[bool] = ..., last_seen_unix: _Optional[float] = ..., idle: _Optional[bool] = ...) -> None: ...
+
+class RemoveOwnersRequest(_message.Message):
+    __slots__ = ("site_ids",)
+    SITE_IDS_FIELD_NUMBER: _ClassVar[int]
+    site_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, site_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class OwnerHello(_message.Message):
     __slots__ = ("site_id", "version", "awaiting")

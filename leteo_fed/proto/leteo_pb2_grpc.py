@@ -368,6 +368,11 @@ class AggregatorStub:
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.ListOwnersRequest.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.OwnerList.FromString,
                 _registered_method=True)
+        self.RemoveOwners = channel.unary_unary(
+                '/leteo.v1.Aggregator/RemoveOwners',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.RemoveOwnersRequest.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.OwnerList.FromString,
+                _registered_method=True)
         self.StartRound = channel.unary_unary(
                 '/leteo.v1.Aggregator/StartRound',
                 request_serializer=leteo_dot_v1_dot_leteo__pb2.Signed.SerializeToString,
@@ -439,6 +444,14 @@ class AggregatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RemoveOwners(self, request, context):
+        """The aggregator's operator (its own certificate) forgets sites that went away for good: they
+        are no longer invited (a site that is still running registers again when it reconnects).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StartRound(self, request, context):
         """Every protocol, LDP collection and k-means jobs included, starts here.
         The body of the Signed request is a RoundRequest signed by the analyst's certificate.
@@ -503,6 +516,11 @@ def add_AggregatorServicer_to_server(servicer, server):
             'ListOwners': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOwners,
                     request_deserializer=leteo_dot_v1_dot_leteo__pb2.ListOwnersRequest.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.OwnerList.SerializeToString,
+            ),
+            'RemoveOwners': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveOwners,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.RemoveOwnersRequest.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.OwnerList.SerializeToString,
             ),
             'StartRound': grpc.unary_unary_rpc_method_handler(
@@ -714,6 +732,33 @@ class Aggregator:
             target,
             '/leteo.v1.Aggregator/ListOwners',
             leteo_dot_v1_dot_leteo__pb2.ListOwnersRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.OwnerList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveOwners(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.Aggregator/RemoveOwners',
+            leteo_dot_v1_dot_leteo__pb2.RemoveOwnersRequest.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.OwnerList.FromString,
             options,
             channel_credentials,

@@ -470,7 +470,10 @@ def serve_until_signal(
     signal.signal(signal.SIGINT, _stop)
     if server is not None:
         server.start()
-    stopped.wait()
+    # a timed wait: a signal the kernel hands to another thread only runs its Python handler
+    # once the main thread wakes, and an untimed wait may never wake (a missed Ctrl-C)
+    while not stopped.wait(0.5):
+        pass
     if health is not None:
         health.drain()
     if on_stop:
