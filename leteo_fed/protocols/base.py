@@ -51,6 +51,9 @@ class DpRequest:
         return Budget(self.epsilon, self.delta)
 
 
+MAX_SCALE_BITS = 64  # fixed-point fraction bits any encoding accepts (encoding.share)
+
+
 @dataclass(frozen=True)
 class Common:
     """Round parameters every protocol shares (the request's fields outside its payload)."""
@@ -61,6 +64,15 @@ class Common:
     scale_bits: int = 0  # 0: the protocol's default
     value_bound: float = 0.0  # 0: the protocol's default
     dp: DpRequest | None = None
+
+    def __post_init__(self) -> None:
+        # checked here, before any protocol derives a bound or a sensitivity from it
+        if not 0 <= self.scale_bits <= MAX_SCALE_BITS:
+            raise DataError(
+                f"scale_bits must be in 0..{MAX_SCALE_BITS} (0: the protocol's default), got "
+                f"{self.scale_bits}",
+                field="scale_bits",
+            )
 
     def quorum(self, minimum: int = defaults.MIN_QUORUM) -> int:
         """The request's quorum; without one, DEFAULT_QUORUM (what the owners' default policy

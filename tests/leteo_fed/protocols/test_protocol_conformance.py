@@ -332,3 +332,14 @@ def test_the_stated_sensitivity_bounds_every_one_row_change(name, case):
     assert isinstance(sens, noise.Sensitivity)
     assert worst_l1 <= sens.l1 and worst_l2 <= sens.l2, (worst_l1, sens.l1, worst_l2, sens.l2)
     assert worst_l2 > 0
+
+
+@pytest.mark.parametrize("scale_bits", [-1, 65, 1100])
+def test_an_out_of_range_scale_is_refused_before_any_bound_is_derived(scale_bits):
+    """Found by the RPC fuzzer: a DP request with 1100 fraction bits overflowed a float while
+    the sensitivity was derived (an internal error); every protocol now refuses it by name."""
+    from leteo_fed.errors import DataError
+
+    with pytest.raises(DataError, match="scale_bits must be in 0..64") as err:
+        Common(n_invited=3, scale_bits=scale_bits, dp=DpRequest(1.0, 1e-6, 1.0))
+    assert err.value.field == "scale_bits"
