@@ -125,3 +125,15 @@ def test_a_port_in_use_is_one_line_and_exit_2(cluster, tmp_path):
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "(--health-listen)" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_owners_own_listener_answers_standard_health(tmp_path):
+    """An inbound owner's mTLS port (an outbound owner's optional `listen` serves the same):
+    the standard Health service and reflection, to a party holding a certificate."""
+    parts = write_parts(load_iris().data, NAMES, 1, tmp_path / "data", seed=5)
+    with LocalCluster(tmp_path / "run", [OwnerSpec("site-1", parts[0])], owner_mode="inbound") as c:
+        with c.tls("analyst", "analyst").channel(c.addresses["site-1"], peer="owner") as channel:
+            assert health.check(channel) == "SERVING"
+            assert health.check(channel, "leteo.v1.OwnerAgent") == "SERVING"
+            listed = set(ProtoReflectionDescriptorDatabase(channel).get_services())
+            assert "leteo.v1.OwnerAgent" in listed
