@@ -162,7 +162,8 @@ def test_the_analysts_command_rides_through_an_aggregator_restart(tmp_path):
         assert "aggregator unreachable" in stderr  # it waited, and said so
         # live progress, a line per change (stderr is not a terminal here)
         assert re.search(rf"{job_id} round \d+ of 60 (collecting|decrypting), owners", stderr)
-        assert "shares 3/3 needed" in stderr and "max center shift" in stderr
+        # shares against the quorum (which count a poll catches is timing: any of them)
+        assert re.search(r"shares [0-3]/3 needed", stderr) and "max center shift" in stderr
         written = json.loads((out / "kmeans.json").read_text())
         assert all(it["round_id"].startswith(job_id) for it in written["iterations"])
         # the iteration the kill interrupted was run again under a new attempt id
