@@ -44,8 +44,12 @@ def serve(
     metrics_listen: str | None = None,
 ) -> None:
     """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only).
-    The certificate is checked first: a CSP that cannot serve makes no secret key."""
+    The certificate and the port are checked first: a CSP that cannot serve makes no key."""
     check_certificate(tls)
+    server, port = make_server(tls, listen)  # a port in use: refused before any key is made
+    health = ServiceHealth([SERVICE_NAME])
+    health.set(False)  # NOT_SERVING until the key is ready (a new 2048-bit key takes a while)
+    health.serve_probes(health_listen)
     keys = load_key_ring(Path(key_dir), key_bits, allow_small_key)
     if keys.current().public.bits < MIN_SECURE_BITS:
         log.warning("INSECURE: %d-bit Paillier key, for tests only", keys.current().public.bits)
@@ -53,11 +57,8 @@ def serve(
     service = CspService(
         keys, tls.identity.name, transcript, owners_ca=tls.role_ca("owner"), state_dir=key_dir
     )
-    server, port = make_server(tls, listen)
     add_to_server(server, service)
-    health = ServiceHealth([SERVICE_NAME])
     health.attach(server)
-    health.serve_probes(health_listen)
     service.metrics.serve(metrics_listen)  # Prometheus metrics (docs/metrics.md)
     # NOT_SERVING while the key folder holds no usable current key (e.g. all retired)
     health.watch(lambda: keys.current() is not None, SERVICE_NAME)
