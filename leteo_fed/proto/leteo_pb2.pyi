@@ -260,8 +260,30 @@ class WeightedStatsSpec(_message.Message):
     weight_bound: float
     def __init__(self, features: _Optional[_Iterable[str]] = ..., weight_column: _Optional[str] = ..., weight_bound: _Optional[float] = ...) -> None: ...
 
+class LinregRequest(_message.Message):
+    __slots__ = ("features", "label_column", "ridge", "label_bound")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    RIDGE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_BOUND_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    label_column: str
+    ridge: float
+    label_bound: float
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., label_column: _Optional[str] = ..., ridge: _Optional[float] = ..., label_bound: _Optional[float] = ...) -> None: ...
+
+class LinregSpec(_message.Message):
+    __slots__ = ("features", "label_column", "label_bound")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    LABEL_BOUND_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    label_column: str
+    label_bound: float
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., label_column: _Optional[str] = ..., label_bound: _Optional[float] = ...) -> None: ...
+
 class RoundRequest(_message.Message):
-    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats")
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +298,7 @@ class RoundRequest(_message.Message):
     KMEANS_FIELD_NUMBER: _ClassVar[int]
     LDP_FIELD_NUMBER: _ClassVar[int]
     WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
+    LINREG_FIELD_NUMBER: _ClassVar[int]
     min_owners: int
     deadline_seconds: float
     scale_bits: int
@@ -290,10 +313,11 @@ class RoundRequest(_message.Message):
     kmeans: KmeansRequest
     ldp: LdpRequest
     weighted_stats: WeightedStatsRequest
-    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ...) -> None: ...
+    linreg: LinregRequest
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats")
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -310,6 +334,7 @@ class RoundSpec(_message.Message):
     KMEANS_FIELD_NUMBER: _ClassVar[int]
     LDP_FIELD_NUMBER: _ClassVar[int]
     WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
+    LINREG_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     encoding: Encoding
@@ -326,7 +351,8 @@ class RoundSpec(_message.Message):
     kmeans: KmeansIteration
     ldp: LdpSpec
     weighted_stats: WeightedStatsSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ...) -> None: ...
+    linreg: LinregSpec
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")
@@ -1203,8 +1229,120 @@ class WeightedStatsResult(_message.Message):
     dp: DpFacts
     def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., weight_column: _Optional[str] = ..., weight_bound: _Optional[float] = ..., n_rows: _Optional[int] = ..., total_weight: _Optional[float] = ..., means: _Optional[_Mapping[str, float]] = ..., variances: _Optional[_Mapping[str, float]] = ..., variance_definition: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
 
+class LinregResult(_message.Message):
+    __slots__ = ("protocol", "method", "features", "label_column", "ridge", "n_rows", "df_residual", "terms", "coefficients", "std_errors", "t_statistics", "p_values", "ci_level", "ci_lower", "ci_upper", "r_squared", "adj_r_squared", "residual_std_error", "label_bound", "noise_std_errors", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class CoefficientsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class StdErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class TStatisticsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class PValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class CiLowerEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class CiUpperEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class NoiseStdErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    RIDGE_FIELD_NUMBER: _ClassVar[int]
+    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DF_RESIDUAL_FIELD_NUMBER: _ClassVar[int]
+    TERMS_FIELD_NUMBER: _ClassVar[int]
+    COEFFICIENTS_FIELD_NUMBER: _ClassVar[int]
+    STD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    T_STATISTICS_FIELD_NUMBER: _ClassVar[int]
+    P_VALUES_FIELD_NUMBER: _ClassVar[int]
+    CI_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    CI_LOWER_FIELD_NUMBER: _ClassVar[int]
+    CI_UPPER_FIELD_NUMBER: _ClassVar[int]
+    R_SQUARED_FIELD_NUMBER: _ClassVar[int]
+    ADJ_R_SQUARED_FIELD_NUMBER: _ClassVar[int]
+    RESIDUAL_STD_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LABEL_BOUND_FIELD_NUMBER: _ClassVar[int]
+    NOISE_STD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    label_column: str
+    ridge: float
+    n_rows: int
+    df_residual: int
+    terms: _containers.RepeatedScalarFieldContainer[str]
+    coefficients: _containers.ScalarMap[str, float]
+    std_errors: _containers.ScalarMap[str, float]
+    t_statistics: _containers.ScalarMap[str, float]
+    p_values: _containers.ScalarMap[str, float]
+    ci_level: float
+    ci_lower: _containers.ScalarMap[str, float]
+    ci_upper: _containers.ScalarMap[str, float]
+    r_squared: float
+    adj_r_squared: float
+    residual_std_error: float
+    label_bound: float
+    noise_std_errors: _containers.ScalarMap[str, float]
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., label_column: _Optional[str] = ..., ridge: _Optional[float] = ..., n_rows: _Optional[int] = ..., df_residual: _Optional[int] = ..., terms: _Optional[_Iterable[str]] = ..., coefficients: _Optional[_Mapping[str, float]] = ..., std_errors: _Optional[_Mapping[str, float]] = ..., t_statistics: _Optional[_Mapping[str, float]] = ..., p_values: _Optional[_Mapping[str, float]] = ..., ci_level: _Optional[float] = ..., ci_lower: _Optional[_Mapping[str, float]] = ..., ci_upper: _Optional[_Mapping[str, float]] = ..., r_squared: _Optional[float] = ..., adj_r_squared: _Optional[float] = ..., residual_std_error: _Optional[float] = ..., label_bound: _Optional[float] = ..., noise_std_errors: _Optional[_Mapping[str, float]] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
+
 class RoundResult(_message.Message):
-    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats")
+    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg")
     PCA_FIELD_NUMBER: _ClassVar[int]
     DISCRIMINANT_FIELD_NUMBER: _ClassVar[int]
     PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -1215,6 +1353,7 @@ class RoundResult(_message.Message):
     LDP_MEANS_FIELD_NUMBER: _ClassVar[int]
     LDP_POINTS_FIELD_NUMBER: _ClassVar[int]
     WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
+    LINREG_FIELD_NUMBER: _ClassVar[int]
     pca: PcaResult
     discriminant: DiscriminantResult
     projection_only: ProjectionOnlyResult
@@ -1225,7 +1364,8 @@ class RoundResult(_message.Message):
     ldp_means: LdpMeansResult
     ldp_points: LdpPointsResult
     weighted_stats: WeightedStatsResult
-    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ...) -> None: ...
+    linreg: LinregResult
+    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")
