@@ -24,6 +24,7 @@ from sklearn.datasets import load_iris
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.protocols import crosstab as ct
 from leteo_fed.protocols import discriminant, kmeans, pca, registry
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import weighted_stats as ws
@@ -119,6 +120,22 @@ def _check_weighted(result: dict) -> None:
     np.testing.assert_allclose([result["variances"][n] for n in NAMES], var, rtol=1e-7)
 
 
+SL_EDGES = (4.0, 5.0, 6.0, 7.0, 8.0)
+SPECIES_DOMAIN = ("setosa", "versicolor", "virginica")
+
+
+def _check_crosstab(result: dict) -> None:
+    import pandas as pd
+
+    bins = pd.cut(IRIS.data[:, 0], SL_EDGES, right=False)
+    ref = pd.crosstab(SPECIES, bins, dropna=False).reindex(
+        index=list(SPECIES_DOMAIN), columns=bins.categories, fill_value=0
+    )
+    assert result["counts"] == ref.to_numpy().tolist()
+    assert result["categories"]["sl"] == ["[4, 5)", "[5, 6)", "[6, 7)", "[7, 8)"]
+    assert result["margins"]["species"] == [50, 50, 50] and result["n"] == 150
+
+
 def _big(column: str) -> Callable[[], MemorySite]:
     def make() -> MemorySite:
         site = iris_sites({"w": WEIGHTS})[0]
@@ -166,6 +183,19 @@ CASES: dict[str, list[Case]] = {
             _check_weighted,
             _big("pl"),
             common={"value_bound": 100.0},
+        )
+    ],
+    "crosstab": [
+        Case(
+            ct.CrosstabRequest(
+                columns=(
+                    ct.CrosstabColumn("species", domain=SPECIES_DOMAIN),
+                    ct.CrosstabColumn("sl", edges=SL_EDGES),
+                )
+            ),
+            iris_sites,
+            _check_crosstab,
+            _big("sl"),  # outside the edges: a non-DP round is refused (rule classes)
         )
     ],
     "ldp": [
