@@ -27,6 +27,7 @@ from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import crosstab as ct
 from leteo_fed.protocols import discriminant, kmeans, pca, registry
 from leteo_fed.protocols import ldp_collection as lc
+from leteo_fed.protocols import linreg as lr
 from leteo_fed.protocols import weighted_stats as ws
 from leteo_fed.protocols.base import REPORTS, Common, DpRequest, Outcome, encoding_facts
 from leteo_fed.protocols.kmeans_round import KmeansRequest
@@ -136,6 +137,17 @@ def _check_crosstab(result: dict) -> None:
     assert result["margins"]["species"] == [50, 50, 50] and result["n"] == 150
 
 
+def _check_linreg(result: dict) -> None:
+    import statsmodels.api as sm
+
+    ols = sm.OLS(IRIS.data[:, 3], sm.add_constant(IRIS.data[:, :3])).fit()
+    terms = result["terms"]
+    assert terms == ["intercept", *NAMES[:3]]
+    for name, ref in (("coefficients", ols.params), ("std_errors", ols.bse)):
+        np.testing.assert_allclose([result[name][t] for t in terms], ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(result["r_squared"], ols.rsquared, rtol=0, atol=1e-9)
+
+
 def _big(column: str) -> Callable[[], MemorySite]:
     def make() -> MemorySite:
         site = iris_sites({"w": WEIGHTS})[0]
@@ -196,6 +208,15 @@ CASES: dict[str, list[Case]] = {
             iris_sites,
             _check_crosstab,
             _big("sl"),  # outside the edges: a non-DP round is refused (rule classes)
+        )
+    ],
+    "linreg": [
+        Case(
+            lr.LinregRequest(features=tuple(NAMES[:3]), label_column="pw"),
+            iris_sites,
+            _check_linreg,
+            _big("pw"),
+            common={"value_bound": 100.0},
         )
     ],
     "ldp": [
