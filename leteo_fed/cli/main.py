@@ -19,6 +19,7 @@ from leteo_fed import __version__, extras
 from leteo_fed.cli import (
     anonymize,
     bench,
+    crosstab,
     dp_kmeans,
     health,
     jobs,
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     kmeans.add_parsers(sub, demo)  # kmeans; demo kmeans
     dp_kmeans.add_parser(sub)
     weighted_stats.add_parser(sub)  # stats
+    crosstab.add_parser(sub)
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)
     return parser
