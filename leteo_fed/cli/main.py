@@ -25,6 +25,7 @@ from leteo_fed.cli import (
     jobs,
     kmeans,
     ldp,
+    linreg,
     rounds,
     services,
     weighted_stats,
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     kmeans.add_parsers(sub, demo)  # kmeans; demo kmeans
     dp_kmeans.add_parser(sub)
     weighted_stats.add_parser(sub)  # stats
+    linreg.add_parser(sub)
     crosstab.add_parser(sub)
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)

@@ -1,0 +1,229 @@
+"""`leteo-fed linreg`: federated linear regression (OLS or ridge) against running services."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from leteo_fed import extras
+from leteo_fed.cli.noise import (
+    add_noise_flags,
+    plan_for_preview,
+    print_preview,
+    print_verdict,
+    refuse_drowned_round,
+)
+from leteo_fed.cli.options import (
+    SubParsers,
+    add_aggregator_address,
+    add_deadline,
+    add_dp_flags,
+    add_features,
+    add_out_folder,
+    add_owner_filter,
+    add_quorum,
+    add_tls,
+    add_value_bound,
+    analyst_client,
+    set_handler,
+)
+from leteo_fed.cli.progress import ProgressPrinter
+
+DEFAULT_OUT = Path("out/linreg")
+RESULT_JSON = "result.json"
+RESULT_PNG = "coefficients.png"
+
+DESCRIPTION = """\
+Linear regression of --label-column on --features, with an intercept, in one round: every owner
+sends its Paillier-encrypted moments of [x, y] (sum z z^T, sum z, its row count); the aggregator
+learns only the pooled moments and solves the normal equations: ordinary least squares, or
+ridge with --ridge L (the penalty on the coefficients, not the intercept). Writes
+OUT/result.json (coefficients, standard errors, t statistics, p-values, 95% confidence
+intervals, R^2) and OUT/coefficients.png (each coefficient with its confidence interval).
+
+With --dp-epsilon the release is (epsilon, delta)-DP: every owner clips its rows' features to
+--row-norm-bound (L2) and its labels to +/- --label-bound, and adds its share of Skellam noise.
+See docs/linear-regression.md.
+"""
+
+
+def add_parser(sub: SubParsers) -> None:
+    p = sub.add_parser(
+        "linreg",
+        help="linear regression (OLS or ridge) across the owners",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_aggregator_address(p)
+    add_features(p)
+    p.add_argument("--label-column", required=True, help="the column to predict (y)")
+    p.add_argument(
+        "--ridge",
+        type=float,
+        default=0.0,
+        metavar="L",
+        help="ridge penalty lambda >= 0 on the coefficients, not the intercept (default: 0, "
+        "ordinary least squares)",
+    )
+    add_quorum(p, "owners needed for a result")
+    add_deadline(p, "round deadline in seconds")
+    add_value_bound(p)
+    p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
+    add_owner_filter(p)
+    add_out_folder(p, DEFAULT_OUT)
+    p.add_argument(
+        "--no-plot",
+        action="store_true",
+        help=f"write no {RESULT_PNG} (the plot needs the [plots] extra)",
+    )
+    add_dp_flags(p)
+    p.add_argument(
+        "--label-bound",
+        type=float,
+        default=0.0,
+        help="DP: labels are clipped to [-B, B] (default: --row-norm-bound)",
+    )
+    add_noise_flags(p, "each coefficient")
+    add_tls(p, "analyst", "analyst")
+    set_handler(p, run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.no_plot and not args.dry_run:
+        extras.require("matplotlib")  # the coefficient plot, before any round is started
+    from leteo_fed.client import CommonParams
+    from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.protocols.linreg import LinregRequest
+
+    request = LinregRequest(
+        features=tuple(args.features),
+        label_column=args.label_column,
+        ridge=args.ridge,
+        label_bound=args.label_bound,
+    )
+    common = CommonParams(
+        min_owners=args.min_owners,
+        deadline_seconds=args.deadline,
+        owners=tuple(args.owners),
+        scale_bits=args.scale_bits,
+        value_bound=args.value_bound,
+        dp_epsilon=args.dp_epsilon,
+        dp_delta=args.dp_delta,
+        row_norm_bound=args.row_norm_bound,
+    )
+    if args.dry_run or common.dp_epsilon is not None:
+        from leteo_fed.client import common_fields
+        from leteo_fed.protocols.linreg import noise_preview
+        from leteo_fed.transport.rounds import request_to_proto
+
+        msg = request_to_proto("linreg", request, **common_fields(common))
+        plan = plan_for_preview(msg, common.owners, common.min_owners, "--dp-epsilon")
+        if args.dry_run:
+            return _dry_run(plan, args.rows)
+        refuse_drowned_round(plan, noise_preview, args)
+    progress = ProgressPrinter()
+    with analyst_client(args) as client:
+        result = client.run_protocol("linreg", request, common, on_tick=progress.tick)
+    progress.done()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / RESULT_JSON]
+    if not args.no_plot:
+        plot_coefficients(result, out / RESULT_PNG)
+        result["plot"] = str(out / RESULT_PNG)
+        written.append(out / RESULT_PNG)
+    atomic_write_json(out / RESULT_JSON, result)
+    summary = ("round_id", "owners", "n_rows", "coefficients", "std_errors", "r_squared")
+    print(json.dumps({k: result[k] for k in summary}))
+    print(f"wrote {' and '.join(str(p) for p in written)}", file=sys.stderr)
+    return 0
+
+
+def plot_coefficients(result: dict, path: Path) -> None:
+    """Each coefficient (not the intercept: another scale) with its confidence interval; a DP
+    release adds, lighter, the interval widened by the noise's own error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    features = list(result["features"])
+    coef = [result["coefficients"][f] for f in features]
+    lower = [coef[i] - result["ci_lower"][f] for i, f in enumerate(features)]
+    upper = [result["ci_upper"][f] - coef[i] for i, f in enumerate(features)]
+    rows = list(range(len(features)))[::-1]
+    fig, ax = plt.subplots(figsize=(6.4, 1.2 + 0.45 * len(features)))
+    noise = result.get("noise_std_errors")
+    if noise:
+        wide = [
+            math.hypot(result["std_errors"][f], noise[f])
+            * (result["ci_upper"][f] - result["ci_lower"][f])
+            / (2 * result["std_errors"][f])
+            if result["std_errors"][f] > 0
+            else 0.0
+            for f in features
+        ]
+        ax.errorbar(
+            coef,
+            rows,
+            xerr=wide,
+            fmt="none",
+            ecolor="tab:orange",
+            alpha=0.5,
+            elinewidth=6,
+            label="with the DP noise's error",
+        )
+    ax.errorbar(
+        coef,
+        rows,
+        xerr=[lower, upper],
+        fmt="o",
+        color="tab:blue",
+        capsize=4,
+        label=f"{result['ci_level']:.0%} confidence interval",
+    )
+    ax.axvline(0.0, color="0.6", lw=1, ls="--")
+    ax.set_yticks(rows)
+    ax.set_yticklabels(features)
+    ax.set_xlabel(f"coefficient (effect on {result['label_column']})")
+    what = "ridge" if result["method"] == "ridge" else "OLS"
+    dp = result.get("dp")
+    privacy = f", DP epsilon={dp['epsilon']:g}" if dp else ""
+    ax.set_title(
+        f"{what}: n={result['n_rows']}, R^2={result['r_squared']:.3f}, intercept="
+        f"{result['coefficients']['intercept']:.4g}{privacy}",
+        fontsize=9,
+    )
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def _dry_run(plan, rows: int | None) -> int:
+    """Print what the round's noise does to each coefficient; nothing is sent."""
+    from leteo_fed.protocols.linreg import noise_preview
+
+    doc = print_preview(plan, noise_preview, rows)
+    print(
+        f"each released moment carries noise of std {doc['noise_std_per_value']:.4g} (epsilon "
+        f"{doc['epsilon']:g}, delta {doc['delta']:g}, features clipped to "
+        f"{doc['row_norm_bound']:g}, labels to +/-{doc['label_bound']:g})",
+        file=sys.stderr,
+    )
+    if rows is None:
+        print("give --rows N for the expected error of each coefficient", file=sys.stderr)
+    else:
+        for term, err in doc["std_error"].items():
+            print(f"  {term}: +/- {err:.4g} (1 std, from the noise)", file=sys.stderr)
+        print(
+            "  (for features spread as far as the clipping allows, means and coefficients "
+            "near 0: less spread is noisier)",
+            file=sys.stderr,
+        )
+    print_verdict(doc)
+    return 0
