@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     with analyst_client(args) as client:
         result = client.run_protocol("linreg", request, common, on_tick=progress.tick)
     progress.done()
+    result = in_term_order(result)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / RESULT_JSON]
@@ -140,6 +141,16 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps({k: result[k] for k in summary}))
     print(f"wrote {' and '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
+
+
+def in_term_order(result: dict) -> dict:
+    """The result with every per-term map in the order of `terms` (the wire's maps have
+    none): the intercept, then the features as the request named them."""
+    terms = result["terms"]
+    return {
+        k: {t: v[t] for t in terms} if isinstance(v, dict) and set(v) == set(terms) else v
+        for k, v in result.items()
+    }
 
 
 def plot_coefficients(result: dict, path: Path) -> None:
@@ -157,7 +168,7 @@ def plot_coefficients(result: dict, path: Path) -> None:
     lower = [coef[i] - result["ci_lower"][f] for i, f in enumerate(features)]
     upper = [result["ci_upper"][f] - coef[i] for i, f in enumerate(features)]
     rows = list(range(len(features)))[::-1]
-    fig, ax = plt.subplots(figsize=(6.4, 1.2 + 0.45 * len(features)))
+    fig, ax = plt.subplots(figsize=(6.4, 1.9 + 0.45 * len(features)))
     noise = result.get("noise_std_errors")
     if noise:
         wide = [
@@ -176,7 +187,7 @@ def plot_coefficients(result: dict, path: Path) -> None:
             ecolor="tab:orange",
             alpha=0.5,
             elinewidth=6,
-            label="with the DP noise's error",
+            label=f"{result['ci_level']:.0%} interval with the DP noise's error",
         )
     ax.errorbar(
         coef,
@@ -199,7 +210,7 @@ def plot_coefficients(result: dict, path: Path) -> None:
         f"{result['coefficients']['intercept']:.4g}{privacy}",
         fontsize=9,
     )
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, fontsize=8)
     fig.tight_layout()
     atomic_save_figure(fig, path)
 

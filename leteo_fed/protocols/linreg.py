@@ -76,6 +76,9 @@ DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
 # of its entries: a symmetric noise matrix has spectral norm ~ 2 sqrt(d) times that, so an
 # eigenvalue below the floor is one the noise alone could have made from 0
 FLOOR_FACTOR = 2.0
+# X'X (plus the ridge) whose smallest eigenvalue is below d x this x its largest is singular to
+# working precision: the fit would be rounding error, so it is refused
+COLLINEAR_RCOND = 16 * float(np.finfo(np.float64).eps)
 
 
 @dataclass(frozen=True)
@@ -225,12 +228,15 @@ def fit_from_scatter(
     elif not s_yy > 0:
         raise DataError("the label is constant over the pooled rows: nothing to regress")
     a = s_xx + ridge * np.eye(d)
+    evals = np.linalg.eigvalsh(a)
     try:
+        if not evals[0] > evals[-1] * d * COLLINEAR_RCOND:
+            raise np.linalg.LinAlgError
         chol = np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
         raise DataError(
-            "the features are collinear (or one is constant): X'X is singular; drop a "
-            "feature or give a ridge penalty"
+            "the features are collinear (or one is constant): X'X is singular to working "
+            "precision; drop a feature or give a ridge penalty"
         ) from None
     chol_inv = np.linalg.inv(chol)
     a_inv = chol_inv.T @ chol_inv
