@@ -85,7 +85,7 @@ def add_parser(sub: SubParsers) -> None:
         default=[],
         metavar="COL=E1,E2,...",
         help="a numeric column and its increasing bin edges: bins [E1, E2), [E2, E3), ...; "
-        "-inf and inf may be the outer edges",
+        "a value outside [E1, Elast) refuses a non-DP round and is dropped in a DP one",
     )
     add_quorum(p, "owners needed for a result")
     add_deadline(p, "round deadline in seconds")

@@ -2,8 +2,8 @@
 
 Each column is categorical, over a public domain (its values, compared as the text the owner
 reads: 1 and 1.0 both read '1'), or numeric, binned by public edges e_0 < ... < e_k into the
-left-closed bins [e_i, e_i+1) (a value equal to the last edge is in none; -inf and inf may be
-the outer edges). The grid is the product of the columns' categories, at most MAX_CELLS cells.
+left-closed bins [e_i, e_i+1) (a value equal to the last edge is in none; edges are finite,
+so the result is plain JSON). The grid is the product of the columns' categories, at most MAX_CELLS cells.
 
 Owner n sends one count per cell of the WHOLE grid, zeros included, in row-major order (the
 last column varies fastest): its share never says which categories the site holds. A missing
@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -69,8 +69,8 @@ MAX_CELLS = 10_000  # one encrypted count per cell and owner
 DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS  # noise resolution 2^-16 of a count
 ROW_NORM = 1.0  # a row is a one-hot vector over the cells: its L2 norm is 1, nothing to clip
 BINS = (
-    "numeric values fall into left-closed bins [e_i, e_i+1); a value equal to the last edge is "
-    "in none (give inf as the last edge for an open-ended bin)"
+    "numeric values fall into left-closed bins [e_i, e_i+1); a value below the first edge, at "
+    "the last edge or above it is in none"
 )
 OUTSIDE_REFUSED = (
     "refused: a site with a value outside a domain or the edges declines the round (rule "
@@ -161,7 +161,7 @@ class CrosstabPlan:
 
 
 def edge_text(value: float) -> str:
-    """An edge as labels write it: 18, 0.5, -inf, 1e+20 (the shortest text that reads back)."""
+    """An edge as labels write it: 18, 0.5, 1e+20 (the shortest text that reads back)."""
     text = repr(float(value))
     return text[:-2] if text.endswith(".0") else text
 
@@ -171,7 +171,7 @@ def edge_text(value: float) -> str:
 
 def check_columns(columns: tuple[CrosstabColumn, ...]) -> tuple[CrosstabColumn, ...]:
     """1 to 3 distinct named columns, each a non-empty domain of distinct non-empty values or
-    at least 2 strictly increasing edges (not NaN), and at most MAX_CELLS cells."""
+    at least 2 strictly increasing finite edges, and at most MAX_CELLS cells."""
     if not columns or len(columns) > MAX_COLUMNS:
         raise DataError(
             f"a cross-tabulation counts 1 to {MAX_COLUMNS} columns, got {len(columns)}",
@@ -195,12 +195,12 @@ def check_columns(columns: tuple[CrosstabColumn, ...]) -> tuple[CrosstabColumn, 
         edges = tuple(float(v) for v in c.edges)
         if edges and (
             len(edges) < 2
-            or any(math.isnan(v) for v in edges)
+            or not all(math.isfinite(v) for v in edges)
             or any(b <= a for a, b in zip(edges, edges[1:], strict=False))
         ):
             raise DataError(
                 f"the edges of column '{c.name}' must be at least 2 strictly increasing "
-                f"numbers (-inf and inf may be the outer ones)",
+                "finite numbers",
                 field="columns",
             )
         out.append(CrosstabColumn(c.name, tuple(c.domain), edges))
@@ -256,22 +256,24 @@ def sensitivity(scale_bits: int) -> noise.Sensitivity:
 def cell_indices(
     table: SiteTable, columns: tuple[CrosstabColumn, ...], drop_outside: bool
 ) -> tuple[np.ndarray, int]:
-    """The flat cell index of every row inside the grid (row-major) and the rows read; rows
-    outside the grid are refused (DataError, rule classes) or, with `drop_outside` (DP), left
-    out."""
-    per_column = []
-    for c in columns:
-        per_column.append(_column_index(table, c, drop_outside))
+    """The flat cell index of every row inside the grid (row-major) and the rows read. A missing
+    value refuses the round (rule values, checked in every column first); rows outside the grid
+    are refused (rule classes) or, with `drop_outside` (DP), left out."""
+    read = [_read_column(table, c) for c in columns]
+    per_column = [_category_index(values, c) for values, c in zip(read, columns, strict=True)]
+    if not drop_outside:
+        for (_, ok), values, c in zip(per_column, read, columns, strict=True):
+            if not ok.all():
+                _refuse_outside(values, ok, c)
     inside = np.logical_and.reduce([ok for _, ok in per_column])
     kept = [idx[inside] for idx, _ in per_column]
     flat = np.ravel_multi_index(kept, grid_shape(columns)).astype(np.int64)
     return flat, len(inside)
 
 
-def _column_index(
-    table: SiteTable, c: CrosstabColumn, drop_outside: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """(category index per row, whether the row is inside the column's categories)."""
+def _read_column(table: SiteTable, c: CrosstabColumn) -> Any:
+    """A numeric column's finite values, or a categorical column's labels (the text the owner
+    reads); DataError (rule values) for a missing, NaN, infinite or non-numeric value."""
     if c.is_numeric:
         x = table.matrix([c.name])[:, 0]
         bad = int((~np.isfinite(x)).sum())
@@ -281,36 +283,44 @@ def _column_index(
                 field=c.name,
                 rule="values",
             )
-        edges = np.asarray(c.edges, dtype=np.float64)
-        idx = np.searchsorted(edges, x, side="right") - 1  # e_i <= x < e_i+1
-        ok = (idx >= 0) & (idx < c.size)
-        if not drop_outside and not ok.all():
-            lo, hi = float(x.min()), float(x.max())
-            raise DataError(
-                f"column '{c.name}' has {int((~ok).sum())} value(s) outside the round's edges "
-                f"[{edge_text(edges[0])}, {edge_text(edges[-1])}) (values from {lo:.6g} to "
-                f"{hi:.6g})",
-                field=c.name,
-                rule="classes",
-            )
-        return np.where(ok, idx, 0), ok
+        return x
     try:
-        labels = table.labels(c.name)
+        return table.labels(c.name)
     except DataError as exc:  # a missing value
         raise DataError(str(exc), field=c.name, rule="values") from exc
-    index = {v: i for i, v in enumerate(c.domain)}
-    idx = np.fromiter((index.get(v, -1) for v in labels), dtype=np.int64, count=len(labels))
-    ok = idx >= 0
-    if not drop_outside and not ok.all():
-        unknown = sorted({str(v) for v in labels if v not in index})
-        shown = ", ".join(repr(u) for u in unknown[:5])
+
+
+def _category_index(values: Any, c: CrosstabColumn) -> tuple[np.ndarray, np.ndarray]:
+    """(category index per row, 0 outside; whether the row is inside the column's categories).
+    Bins are left-closed: e_i <= x < e_i+1."""
+    if c.is_numeric:
+        idx = np.searchsorted(np.asarray(c.edges, dtype=np.float64), values, side="right") - 1
+    else:
+        index = {v: i for i, v in enumerate(c.domain)}
+        idx = np.fromiter((index.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+    ok = (idx >= 0) & (idx < c.size)
+    return np.where(ok, idx, 0), ok
+
+
+def _refuse_outside(values: Any, ok: np.ndarray, c: CrosstabColumn) -> None:
+    """A non-DP round: every value must be in a declared category (the detail stays at the
+    site; the aggregator reads the rule only)."""
+    if c.is_numeric:
+        x = np.asarray(values)
         raise DataError(
-            f"column '{c.name}' has value(s) {shown} outside the round's domain "
-            f"{list(c.domain)[:20]}",
+            f"column '{c.name}' has {int((~ok).sum())} value(s) outside the round's edges "
+            f"[{edge_text(c.edges[0])}, {edge_text(c.edges[-1])}) (values from "
+            f"{float(x.min()):.6g} to {float(x.max()):.6g})",
             field=c.name,
             rule="classes",
         )
-    return np.where(ok, idx, 0), ok
+    unknown = sorted({str(v) for v, inside in zip(values, ok, strict=True) if not inside})
+    shown = ", ".join(repr(u) for u in unknown[:5])
+    raise DataError(
+        f"column '{c.name}' has value(s) {shown} outside the round's domain {list(c.domain)[:20]}",
+        field=c.name,
+        rule="classes",
+    )
 
 
 def local_counts(cells: np.ndarray, n_cells: int) -> np.ndarray:
