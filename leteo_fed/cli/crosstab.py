@@ -1,5 +1,5 @@
 """`leteo-fed crosstab`: counts of 1 to 3 columns over public domains and bins, against running
-services; writes OUT/result.json and OUT/crosstab.png (the [plots] extra)."""
+services; writes OUT/result.json and OUT/crosstab.png (the [plots] extra; or --no-plot)."""
 
 from __future__ import annotations
 
@@ -104,6 +104,11 @@ def add_parser(sub: SubParsers) -> None:
         help=f"output folder: writes OUT/{RESULT_FILE} and OUT/{PLOT_FILE} (default: "
         f"{DEFAULT_OUT})",
     )
+    p.add_argument(
+        "--no-plot",
+        action="store_true",
+        help=f"write no {PLOT_FILE} (the plot needs the [plots] extra)",
+    )
     g = p.add_argument_group(DP_GROUP_TITLE)
     g.add_argument(
         "--dp-epsilon", type=float, default=None, help="release the counts (epsilon, delta)-DP"
@@ -153,6 +158,9 @@ def build_request(
 
 def run(args: argparse.Namespace) -> int:
     from leteo_fed import extras
+
+    if not args.no_plot and not args.dry_run:
+        extras.require("matplotlib")  # the bar chart, before any round is started
     from leteo_fed.client import CommonParams
     from leteo_fed.fileio import atomic_write_json
 
@@ -188,11 +196,9 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_json(out / RESULT_FILE, result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "columns", "n", "margins")}))
     print(f"wrote {out / RESULT_FILE}", file=sys.stderr)
-    if extras.installed("matplotlib"):
+    if not args.no_plot:
         plot_counts(result, out / PLOT_FILE)
         print(f"wrote {out / PLOT_FILE}", file=sys.stderr)
-    else:
-        print(f"no plot: {extras.hint('plots')}", file=sys.stderr)
     return 0
 
 

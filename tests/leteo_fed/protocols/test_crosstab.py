@@ -377,6 +377,7 @@ def test_dry_run_prints_the_noise_of_every_cell_and_contacts_nobody(capsys):
 
 def test_a_buried_dp_table_is_refused_before_contacting_anyone(capsys, monkeypatch):
     """Many cells at the policy's fewest rows: the row count's noise exceeds it."""
+    from leteo_fed import extras as cli_extras
     from leteo_fed.cli import crosstab as cli
     from leteo_fed.cli.main import main
 
@@ -397,6 +398,13 @@ def test_a_buried_dp_table_is_refused_before_contacting_anyone(capsys, monkeypat
         main([*argv, "--accept-noise"])
     with pytest.raises(Contacted):
         main([*argv, "--rows", "100000"])
+    # the plot's extra is checked before any round: refused without it, unless --no-plot
+    real = cli_extras.installed
+    monkeypatch.setattr(cli_extras, "installed", lambda p: p != "matplotlib" and real(p))
+    assert main([*argv, "--rows", "100000"]) == 2
+    assert "[plots]" in capsys.readouterr().err
+    with pytest.raises(Contacted):
+        main([*argv, "--rows", "100000", "--no-plot"])
 
 
 def test_the_plot_is_a_png(tmp_path):
@@ -471,6 +479,7 @@ def test_crosstab_through_the_services_and_the_cli(tmp_path):
         dp_grid += ["--domain", f"region={','.join(REGIONS)}"]
         out = tmp_path / "dp"
         argv = [*base, *dp_grid, "--dp-epsilon", "2", "--rows", "2400", "--out", str(out)]
+        argv.append("--no-plot")
         assert main(argv) == 0
         doc = json.loads((out / "result.json").read_text())
         exact = reference(pooled, ["age", "region"]).to_numpy()
@@ -481,7 +490,7 @@ def test_crosstab_through_the_services_and_the_cli(tmp_path):
         assert doc["margins"]["age"] == got.sum(axis=1).tolist()
         assert doc["margins"]["region"] == got.sum(axis=0).tolist()
         assert np.abs(got - exact).max() <= 6 * sigma + 1
-        assert (out / "crosstab.png").exists()
+        assert not (out / "crosstab.png").exists()
         for i in range(1, 4):
             path = cluster.workdir / "config" / "ledgers" / f"site-{i}.json"
             ledger = json.loads(path.read_text())
