@@ -71,6 +71,7 @@ from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.encoding.packing import masks_from_seed, new_mask_seed, pack
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import pca
+from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import REPORT_DTYPES, LdpRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
@@ -194,6 +195,16 @@ def base_requests(owners: tuple[str, ...] = SINKS) -> dict[str, pb.RoundRequest]
         "weighted": request_to_proto(
             "weighted_stats", WeightedStatsRequest(features=("a", "b"), weight_column="c"), **common
         ),
+        "crosstab": request_to_proto(
+            "crosstab",
+            CrosstabRequest(
+                columns=(
+                    CrosstabColumn("label", domain=("x", "y", "z")),
+                    CrosstabColumn("a", edges=(-1.0, 0.0, 1.0)),
+                )
+            ),
+            **common,
+        ),
     }
 
 
@@ -202,6 +213,7 @@ PAYLOAD_TYPES = {
     "kmeans": pb.KmeansRequest,
     "ldp": pb.LdpRequest,
     "weighted_stats": pb.WeightedStatsRequest,
+    "crosstab": pb.CrosstabRequest,
 }
 
 
@@ -962,7 +974,7 @@ def owner_specs(env: Env) -> st.SearchStrategy[pb.RoundSpec]:
         changes = {
             name: strategy
             for name, strategy in fields_of(pb.RoundSpec, 2).items()
-            if name not in ("moments", "kmeans", "ldp", "weighted_stats")
+            if name not in ("moments", "kmeans", "ldp", "weighted_stats", "crosstab")
         }
         changes.update(
             round_id=st.one_of(st.sampled_from(NASTY_TEXT), names, st.just("pca-0123456789ab")),

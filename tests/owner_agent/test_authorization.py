@@ -15,6 +15,7 @@ import pytest
 from leteo_fed.errors import LeteoError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import registry
+from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
@@ -190,6 +191,18 @@ HONEST = {
         owners=SITES,
         min_owners=3,
         **dp(),
+    ),
+    "crosstab-dp": lambda: request_to_proto(
+        "crosstab",
+        CrosstabRequest(
+            columns=(
+                CrosstabColumn("species", domain=("a", "b", "c")),
+                CrosstabColumn(NAMES[0], edges=(0.0, 1.0, 2.0)),
+            )
+        ),
+        owners=SITES,
+        min_owners=3,
+        **dp(row_norm_bound=1.0),
     ),
 }
 
