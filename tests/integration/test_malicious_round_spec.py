@@ -37,6 +37,7 @@ from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
+from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.certs import Party, issue_from
@@ -337,6 +338,11 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             "weighted_stats",
             WeightedStatsRequest(features=tuple(cols), weight_column=WEIGHT, weight_bound=4.0),
         ),
+        "linreg": request(  # DP: the spec's label bound is set
+            "linreg",
+            LinregRequest(features=tuple(cols[:3]), label_column=cols[3], label_bound=2.0),
+            **dp(),
+        ),
         "ldp": request(
             "ldp",
             LdpRequest(column=LABEL, mechanism="oue", epsilon=1.0, domain=CLASSES),
@@ -505,6 +511,14 @@ def test_in_dp_rounds_values_beyond_a_public_bound_are_clipped_not_refused(env: 
             request(
                 "weighted_stats",
                 WeightedStatsRequest(features=tuple(cols), weight_column=WEIGHT, weight_bound=0.7),
+                **tight,
+            ),
+        ),
+        plan(  # features beyond the row norm bound, labels beyond the label bound
+            env,
+            request(
+                "linreg",
+                LinregRequest(features=tuple(cols[:2]), label_column=cols[2], label_bound=0.5),
                 **tight,
             ),
         ),
