@@ -66,12 +66,12 @@ class Contacted(Exception):
 
 @pytest.fixture
 def no_aggregator(monkeypatch):
-    from leteo_fed.cli import kmeans, ldp, rounds, weighted_stats
+    from leteo_fed.cli import crosstab, kmeans, ldp, rounds, weighted_stats
 
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, weighted_stats, ldp):
+    for module in (rounds, kmeans, weighted_stats, ldp, crosstab):
         monkeypatch.setattr(module, "analyst_client", client)
 
 
@@ -97,6 +97,11 @@ def no_aggregator(monkeypatch):
             ["ldp", "collect", "--column", "c", "--mechanism", "pm", "--epsilon", "0.1"]
             + ["--bounds", "0,10", "--rows", "50"],
             "mean",
+        ),
+        (  # a 10 x 10 table at the policy's fewest rows (30): the row count sums 100 cells' noise
+            ["crosstab", "--columns", "a,b", "--edges", "a=0,1,2,3,4,5,6,7,8,9,10", "--no-plot"]
+            + ["--edges", "b=0,1,2,3,4,5,6,7,8,9,10", "--dp-epsilon", "1"],
+            "row count",
         ),
     ],
 )
