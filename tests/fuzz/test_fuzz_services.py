@@ -74,6 +74,7 @@ from leteo_fed.protocols import pca
 from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import REPORT_DTYPES, LdpRequest
+from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
@@ -205,6 +206,16 @@ def base_requests(owners: tuple[str, ...] = SINKS) -> dict[str, pb.RoundRequest]
             ),
             **common,
         ),
+        "linreg": request_to_proto(
+            "linreg", LinregRequest(features=("a", "b"), label_column="c", ridge=1.0), **common
+        ),
+        "linreg-dp": request_to_proto(
+            "linreg",
+            LinregRequest(features=("a", "b"), label_column="c", label_bound=5.0),
+            dp_epsilon=1.0,
+            row_norm_bound=10.0,
+            **common,
+        ),
     }
 
 
@@ -214,6 +225,7 @@ PAYLOAD_TYPES = {
     "ldp": pb.LdpRequest,
     "weighted_stats": pb.WeightedStatsRequest,
     "crosstab": pb.CrosstabRequest,
+    "linreg": pb.LinregRequest,
 }
 
 
@@ -974,7 +986,7 @@ def owner_specs(env: Env) -> st.SearchStrategy[pb.RoundSpec]:
         changes = {
             name: strategy
             for name, strategy in fields_of(pb.RoundSpec, 2).items()
-            if name not in ("moments", "kmeans", "ldp", "weighted_stats", "crosstab")
+            if name not in ("moments", "kmeans", "ldp", "weighted_stats", "crosstab", "linreg")
         }
         changes.update(
             round_id=st.one_of(st.sampled_from(NASTY_TEXT), names, st.just("pca-0123456789ab")),
