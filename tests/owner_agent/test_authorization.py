@@ -18,6 +18,7 @@ from leteo_fed.protocols import registry
 from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
+from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.certs import create_pki
@@ -203,6 +204,13 @@ HONEST = {
         owners=SITES,
         min_owners=3,
         **dp(row_norm_bound=1.0),
+    ),
+    "linreg-dp": lambda: request_to_proto(
+        "linreg",
+        LinregRequest(features=tuple(NAMES[:-1]), label_column=NAMES[-1], ridge=2.0),
+        owners=SITES,
+        min_owners=3,
+        **dp(),
     ),
 }
 
