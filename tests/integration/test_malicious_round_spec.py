@@ -35,6 +35,7 @@ from sklearn.datasets import load_breast_cancer
 
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
@@ -343,6 +344,15 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             LinregRequest(features=tuple(cols[:3]), label_column=cols[3], label_bound=2.0),
             **dp(),
         ),
+        "crosstab": request(  # columns[0] categorical: its edges are changed by adding one
+            "crosstab",
+            CrosstabRequest(
+                columns=(
+                    CrosstabColumn(LABEL, domain=CLASSES),
+                    CrosstabColumn(cols[0], edges=(0.0, 10.0, 20.0, 1000.0)),
+                )
+            ),
+        ),
         "ldp": request(
             "ldp",
             LdpRequest(column=LABEL, mechanism="oue", epsilon=1.0, domain=CLASSES),
@@ -472,6 +482,17 @@ def test_every_data_refusal_tells_the_aggregator_the_rule_and_nothing_else(env: 
     agg.invite(rnd.spec, SITES)
     for site, reason in declines(env, rnd.round_id, SITES).items():
         assert_rule_only(env, reason, "classes", site, rnd.round_id, "'malignant'")
+    # classes: a crosstab's domain that lacks a value, and edges that leave values out (every
+    # feature of the data set is >= 0, almost none below 1e-9)
+    for column, detail in (
+        (CrosstabColumn(LABEL, domain=("benign", "other")), "'malignant'"),
+        (CrosstabColumn(cols[0], edges=(0.0, 1e-9)), "outside the round's edges"),
+    ):
+        table = CrosstabRequest(columns=(column,))
+        rnd = plan(env, request("crosstab", table), signer=env.new_analyst())
+        agg.invite(rnd.spec, SITES)
+        for site, reason in declines(env, rnd.round_id, SITES).items():
+            assert_rule_only(env, reason, "classes", site, rnd.round_id, detail)
 
     # columns: a column no site has (the refusal used to name the site's file)
     rnd = plan(env, pca([*cols[:2], "no_such_column"]), signer=env.new_analyst())
@@ -500,7 +521,8 @@ def test_every_data_refusal_tells_the_aggregator_the_rule_and_nothing_else(env: 
 
 def test_in_dp_rounds_values_beyond_a_public_bound_are_clipped_not_refused(env: Env):
     """Rows beyond row_norm_bound, weights beyond weight_bound, LDP values beyond the public
-    range: the mechanism clips them, so there is no refusal to read."""
+    range: the mechanism clips them (a crosstab drops rows outside its grid), so there is no
+    refusal to read."""
     agg = env.agg
     cols = env.fresh()
     tight = {"dp_epsilon": 0.5, "dp_delta": 1e-6, "row_norm_bound": 1.0}
@@ -519,6 +541,19 @@ def test_in_dp_rounds_values_beyond_a_public_bound_are_clipped_not_refused(env: 
             request(
                 "linreg",
                 LinregRequest(features=tuple(cols[:2]), label_column=cols[2], label_bound=0.5),
+                **tight,
+            ),
+        ),
+        plan(  # a label outside the domain, values outside the edges: dropped, not refused
+            env,
+            request(
+                "crosstab",
+                CrosstabRequest(
+                    columns=(
+                        CrosstabColumn(LABEL, domain=("benign", "other")),
+                        CrosstabColumn(cols[0], edges=(0.0, 1e-9)),  # ~every value
+                    )
+                ),
                 **tight,
             ),
         ),
