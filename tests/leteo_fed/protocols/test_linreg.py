@@ -367,3 +367,46 @@ def test_linreg_through_the_services_and_the_cli(tmp_path):
             path = cluster.workdir / "config" / "ledgers" / f"site-{i}.json"
             ledger = json.loads(path.read_text())
             assert [e["epsilon"] for e in ledger["spends"]] == [8.0]
+
+
+@pytest.mark.spark
+def test_a_spark_site_sends_the_share_the_numpy_path_sends(tmp_path):
+    """An owner with `engine = "spark"` computes the moments of [x, y] with Spark
+    (`spark_moments`, as for PCA): the fit equals statsmodels' as with the NumPy path."""
+    from leteo_fed.data.spark_stats import spark_local_moments
+
+    parts = [_data(n) for n in (200, 300)]
+    paths = []
+    for i, (x, y) in enumerate(parts):
+        path = tmp_path / f"site-{i}.csv"
+        pacsv.write_csv(pa.table({**{k: x[:, j] for j, k in enumerate(NAMES)}, "y": y}), path)
+        paths.append(path)
+
+    @dataclass
+    class SparkSite(Site):
+        path: str = ""
+        uses_spark: bool = True
+
+        def read(self, columns) -> Table:
+            raise AssertionError("a non-DP round on a Spark site reads no table")
+
+        def spark_moments(self, features, groupings, value_bound):
+            return spark_local_moments(self.path, list(features), [ALL_ROWS], None, value_bound)
+
+    request = lr.LinregRequest(features=NAMES, label_column="y")
+    plan = lr.PROTOCOL.plan(request, Common(n_invited=2, min_owners=2, value_bound=100.0))
+    rnd = lr.PROTOCOL.next_round(plan, None, 1)
+    enc = rnd.share_encoding
+    shares = []
+    for (x, y), path in zip(parts, paths, strict=True):
+        numpy_share = lr.PROTOCOL.share_values(rnd.spec, enc, None, Site(x, y), {})
+        site = SparkSite(x, y, path=str(path))
+        shares.append(lr.PROTOCOL.share_values(rnd.spec, enc, None, site, {}))
+        # another summation order: the encoded sums differ by a few units of 2^-32 at most
+        assert max(abs(a - b) for a, b in zip(shares[-1], numpy_share, strict=True)) <= 64
+    fit = lr.fit_from_totals(_secure_sum(shares, enc), 3, enc, 0.0, False)
+    x = np.vstack([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    ols = sm.OLS(y, sm.add_constant(x)).fit()
+    np.testing.assert_allclose(np.r_[fit.intercept, fit.coefficients], ols.params, atol=1e-8)
+    np.testing.assert_allclose(fit.std_errors, ols.bse, atol=1e-8)
