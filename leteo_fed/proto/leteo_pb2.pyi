@@ -304,8 +304,34 @@ class CrosstabSpec(_message.Message):
     columns: _containers.RepeatedCompositeFieldContainer[CrosstabColumn]
     def __init__(self, columns: _Optional[_Iterable[_Union[CrosstabColumn, _Mapping]]] = ...) -> None: ...
 
+class QuantilesRequest(_message.Message):
+    __slots__ = ("features", "lower", "upper", "percentiles", "bins")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    PERCENTILES_FIELD_NUMBER: _ClassVar[int]
+    BINS_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    lower: float
+    upper: float
+    percentiles: _containers.RepeatedScalarFieldContainer[float]
+    bins: int
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., percentiles: _Optional[_Iterable[float]] = ..., bins: _Optional[int] = ...) -> None: ...
+
+class QuantilesSpec(_message.Message):
+    __slots__ = ("features", "lower", "upper", "bins")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    BINS_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    lower: float
+    upper: float
+    bins: int
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., bins: _Optional[int] = ...) -> None: ...
+
 class RoundRequest(_message.Message):
-    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab")
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -322,6 +348,7 @@ class RoundRequest(_message.Message):
     WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
     LINREG_FIELD_NUMBER: _ClassVar[int]
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
+    QUANTILES_FIELD_NUMBER: _ClassVar[int]
     min_owners: int
     deadline_seconds: float
     scale_bits: int
@@ -338,10 +365,11 @@ class RoundRequest(_message.Message):
     weighted_stats: WeightedStatsRequest
     linreg: LinregRequest
     crosstab: CrosstabRequest
-    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ...) -> None: ...
+    quantiles: QuantilesRequest
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab")
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -360,6 +388,7 @@ class RoundSpec(_message.Message):
     WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
     LINREG_FIELD_NUMBER: _ClassVar[int]
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
+    QUANTILES_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     encoding: Encoding
@@ -378,7 +407,8 @@ class RoundSpec(_message.Message):
     weighted_stats: WeightedStatsSpec
     linreg: LinregSpec
     crosstab: CrosstabSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ...) -> None: ...
+    quantiles: QuantilesSpec
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")
@@ -1445,8 +1475,87 @@ class CrosstabResult(_message.Message):
     dp: DpFacts
     def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., columns: _Optional[_Iterable[str]] = ..., categories: _Optional[_Mapping[str, CrosstabLabels]] = ..., edges: _Optional[_Mapping[str, Vector]] = ..., counts: _Optional[_Iterable[_Union[CrosstabCounts, _Mapping]]] = ..., margins: _Optional[_Mapping[str, CrosstabCounts]] = ..., n: _Optional[int] = ..., cells: _Optional[int] = ..., bins: _Optional[str] = ..., outside: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
 
+class QuantilesResult(_message.Message):
+    __slots__ = ("protocol", "method", "features", "lower", "upper", "bins", "bin_width", "percentiles", "quantiles", "rank_error", "histogram", "n", "interpolation", "outside", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class QuantilesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Vector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+    class RankErrorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Vector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+    class HistogramEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Vector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+    class NEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    BINS_FIELD_NUMBER: _ClassVar[int]
+    BIN_WIDTH_FIELD_NUMBER: _ClassVar[int]
+    PERCENTILES_FIELD_NUMBER: _ClassVar[int]
+    QUANTILES_FIELD_NUMBER: _ClassVar[int]
+    RANK_ERROR_FIELD_NUMBER: _ClassVar[int]
+    HISTOGRAM_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    INTERPOLATION_FIELD_NUMBER: _ClassVar[int]
+    OUTSIDE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    lower: float
+    upper: float
+    bins: int
+    bin_width: float
+    percentiles: _containers.RepeatedScalarFieldContainer[float]
+    quantiles: _containers.MessageMap[str, Vector]
+    rank_error: _containers.MessageMap[str, Vector]
+    histogram: _containers.MessageMap[str, Vector]
+    n: _containers.ScalarMap[str, float]
+    interpolation: str
+    outside: str
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., bins: _Optional[int] = ..., bin_width: _Optional[float] = ..., percentiles: _Optional[_Iterable[float]] = ..., quantiles: _Optional[_Mapping[str, Vector]] = ..., rank_error: _Optional[_Mapping[str, Vector]] = ..., histogram: _Optional[_Mapping[str, Vector]] = ..., n: _Optional[_Mapping[str, float]] = ..., interpolation: _Optional[str] = ..., outside: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
+
 class RoundResult(_message.Message):
-    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab")
+    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles")
     PCA_FIELD_NUMBER: _ClassVar[int]
     DISCRIMINANT_FIELD_NUMBER: _ClassVar[int]
     PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -1459,6 +1568,7 @@ class RoundResult(_message.Message):
     WEIGHTED_STATS_FIELD_NUMBER: _ClassVar[int]
     LINREG_FIELD_NUMBER: _ClassVar[int]
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
+    QUANTILES_FIELD_NUMBER: _ClassVar[int]
     pca: PcaResult
     discriminant: DiscriminantResult
     projection_only: ProjectionOnlyResult
@@ -1471,7 +1581,8 @@ class RoundResult(_message.Message):
     weighted_stats: WeightedStatsResult
     linreg: LinregResult
     crosstab: CrosstabResult
-    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ...) -> None: ...
+    quantiles: QuantilesResult
+    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")
