@@ -28,6 +28,7 @@ from leteo_fed.protocols import crosstab as ct
 from leteo_fed.protocols import discriminant, kmeans, pca, registry
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import linreg as lr
+from leteo_fed.protocols import quantiles as qt
 from leteo_fed.protocols import weighted_stats as ws
 from leteo_fed.protocols.base import REPORTS, Common, DpRequest, Outcome, encoding_facts
 from leteo_fed.protocols.kmeans_round import KmeansRequest
@@ -148,6 +149,18 @@ def _check_linreg(result: dict) -> None:
     np.testing.assert_allclose(result["r_squared"], ols.rsquared, rtol=0, atol=1e-9)
 
 
+QT_PERCENTILES = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 100.0)
+
+
+def _check_quantiles(result: dict) -> None:
+    width = result["bin_width"]
+    assert width == 8.0 / 16
+    for j, name in enumerate(("sl", "pl")):
+        ref = np.percentile(IRIS.data[:, [0, 2][j]], QT_PERCENTILES)
+        assert np.all(np.abs(np.array(result["quantiles"][name]) - ref) <= width), name
+        assert result["n"][name] == 150 and result["rank_error"][name] == [0.0] * 7
+
+
 def _big(column: str) -> Callable[[], MemorySite]:
     def make() -> MemorySite:
         site = iris_sites({"w": WEIGHTS})[0]
@@ -208,6 +221,16 @@ CASES: dict[str, list[Case]] = {
             iris_sites,
             _check_crosstab,
             _big("sl"),  # outside the edges: a non-DP round is refused (rule classes)
+        )
+    ],
+    "quantiles": [
+        Case(
+            qt.QuantilesRequest(
+                features=("sl", "pl"), lower=0.0, upper=8.0, percentiles=QT_PERCENTILES, bins=16
+            ),
+            iris_sites,
+            _check_quantiles,
+            _big("sl"),  # outside the bounds: a non-DP round is refused (rule values)
         )
     ],
     "linreg": [

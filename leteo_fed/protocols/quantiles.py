@@ -1,0 +1,565 @@
+"""Federated percentiles of numeric columns over public bounds, from a dyadic-tree histogram.
+
+Per feature, [lower, upper] is cut into B = 2^h equal leaf bins of width w = (upper - lower) / B,
+left-closed, the last one closed: x falls into bin min(floor((x - lower) / w), B - 1). The
+tree over the leaves has h + 1 levels (level l: 2^l nodes, the root at level 0, the leaves at
+level h), 2B - 1 nodes per feature.
+
+Without DP, owner n sends only the B leaf counts of every feature (the aggregator reveals the
+exact pooled histogram: the inner nodes would add nothing); a value outside [lower, upper] or a
+missing one refuses the round (rule `values`). With DP, owner n sends every node of every tree
+(level-major, root first), values clamped to the bounds (refusing would reveal them); a missing
+value still refuses (rule `values`).
+
+Sensitivity (DP): one row adds 1 to exactly one node per level of each feature's tree, so
+removing it changes h + 1 coordinates of each of the d trees by F = 2^scale_bits each:
+L1 = d (h + 1) F, L2 = sqrt(d (h + 1)) F (checked by brute force in the tests).
+
+Post-processing (no privacy cost): per feature, the noisy tree y is made consistent by the
+least-squares estimate of Hay et al. 2010 (every node has the same noise variance: a bottom-up
+pass z_v = ((2^i - 2^(i-1)) y_v + (2^(i-1) - 1) sum z_children) / (2^i - 1) at height i, then a
+top-down pass hbar_v = z_v + (hbar_parent - z_v - z_sibling) / 2), then the leaves are projected
+in least squares onto the non-negative histograms with the consistent root as their total.
+
+Percentiles: the histogram's values are spread uniformly inside each bin; the m-th smallest
+value (0-based) is read at rank m + 1/2 of the cumulative counts, and percentile p at
+k = p (n - 1) / 100 is the linear interpolation between the values of ranks floor(k) and ceil(k)
+(numpy.percentile's default rule 'linear' on the histogram's order statistics). Each order
+statistic is read inside the bin holding the true one, so without DP every percentile is
+within one bin width of `numpy.percentile` on the pooled rows.
+
+Rank error (DP): the count below a percentile that falls in leaf j is the prefix count of
+leaves 0..j-1, a sum of popcount(j) tree nodes (one per set bit of j), plus a part of leaf j;
+each node carries noise of std sigma, so the rank's noise std is at most
+sigma sqrt(popcount(j) + 1) <= sigma sqrt(h + 1) (the least-squares consistency only lowers
+it). `rank_error` reports this bound per feature and percentile, in rows (0 without DP).
+
+Every party learns: the owners nothing; the CSP masked plaintexts only; the aggregator the
+pooled leaf counts (non-DP) or the pooled noisy tree (DP), never one site's. Single-round, so
+one DP release costs each owner the round's (epsilon, delta) once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from leteo_fed import defaults
+from leteo_fed.encoding.share import (
+    DEFAULT_MAX_OWNERS,
+    DEFAULT_MAX_ROWS_PER_OWNER,
+    ShareEncoding,
+    check_parameters,
+    require_bound,
+)
+from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.noise_gate import SignalCheck
+from leteo_fed.privacy.verify import verify_release
+from leteo_fed.protocols import registry
+from leteo_fed.protocols.base import (
+    Common,
+    DpRequest,
+    DpSpec,
+    FederatedProtocol,
+    Outcome,
+    RoundPlan,
+    SiteData,
+    Step,
+    check_features,
+    dp_facts,
+    preview_facts,
+    require_same_count_scale,
+    skellam_plan,
+)
+from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
+
+METHOD = "dyadic-tree-histogram"
+DEFAULT_BINS = 64
+MAX_BINS = 4096  # 2^12 leaves: 8191 tree nodes per feature
+MAX_VALUES = 65_536  # encrypted counts per owner share (features x nodes)
+MAX_PERCENTILES = 99
+DEFAULT_PERCENTILES = (10.0, 25.0, 50.0, 75.0, 90.0)
+DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS
+ROW_NORM = 1.0  # a row is one count per tree level: nothing to clip
+INTERPOLATION = (
+    "values spread uniformly inside each bin; the m-th smallest value (0-based) is read at "
+    "cumulative count m + 1/2; percentile p is numpy's 'linear' rule on these: the "
+    "interpolation between ranks floor(k) and ceil(k), k = p (n - 1) / 100"
+)
+OUTSIDE_REFUSED = (
+    "refused: a site with a value outside [lower, upper], or a missing one, declines the round "
+    "(rule values)"
+)
+OUTSIDE_CLAMPED = (
+    "clamped: in a DP round a value below lower counts in the first bin, one above upper in "
+    "the last; a missing value declines the round (rule values)"
+)
+FIXES = (
+    "raise --dp-epsilon",
+    "use fewer --bins: a prefix count sums up to log2(bins) + 1 noisy nodes",
+    "ask for fewer --features: the noise grows with sqrt(features)",
+    "give --rows N if the pooled row count is larger",
+)
+
+
+@dataclass(frozen=True)
+class QuantilesRequest:
+    features: tuple[str, ...] = ()
+    lower: float = 0.0
+    upper: float = 0.0
+    percentiles: tuple[float, ...] = ()
+    bins: int = 0
+
+
+@dataclass(frozen=True)
+class QuantilesSpec:
+    features: tuple[str, ...]
+    lower: float
+    upper: float
+    bins: int
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class QuantilesResult(RoundFacts, Result):
+    wire: ClassVar[str] = "quantiles"
+    protocol: str
+    method: str
+    features: list[str]
+    lower: float
+    upper: float
+    bins: int
+    bin_width: float
+    percentiles: list[float]
+    quantiles: dict[str, list[float]]
+    rank_error: dict[str, list[float]]
+    histogram: dict[str, list[float]]
+    n: dict[str, float]
+    interpolation: str
+    outside: str
+    dp: DpFacts | None = None
+
+
+@dataclass(frozen=True)
+class QuantilesPlan:
+    features: tuple[str, ...]
+    lower: float
+    upper: float
+    bins: int
+    percentiles: tuple[float, ...]
+    min_owners: int
+    deadline_seconds: float
+    encoding: ShareEncoding
+    dp: DpSpec | None = None
+    sensitivity: noise.Sensitivity | None = None
+    label: str = "quantiles"
+
+    @property
+    def levels(self) -> int:
+        return levels(self.bins)
+
+    @property
+    def n_values(self) -> int:
+        return n_values(len(self.features), self.bins, self.dp is not None)
+
+
+def levels(bins: int) -> int:
+    """h: B = 2^h leaves."""
+    return bins.bit_length() - 1
+
+
+def n_values(features: int, bins: int, tree: bool) -> int:
+    """Values in one share: the leaves (non-DP) or every node (DP) of each feature's tree."""
+    return features * (2 * bins - 1 if tree else bins)
+
+
+# ------------------------------------------------------------------ parameters
+
+
+def check_bounds(lower: float, upper: float) -> tuple[float, float]:
+    lo, hi = float(lower), float(upper)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise DataError(
+            f"the bounds must be finite with lower < upper, got [{lo}, {hi}]", field="bounds"
+        )
+    return lo, hi
+
+
+def check_bins(bins: int, features: int, tree: bool) -> int:
+    b = int(bins) or DEFAULT_BINS
+    if b < 2 or b > MAX_BINS or b & (b - 1):
+        raise DataError(f"bins must be a power of two in 2..{MAX_BINS}, got {bins}", field="bins")
+    if n_values(features, b, tree) > MAX_VALUES:
+        raise DataError(
+            f"{features} feature(s) x {b} bins need {n_values(features, b, tree)} counts per "
+            f"share; at most {MAX_VALUES}: use fewer bins or features",
+            field="bins",
+        )
+    return b
+
+
+def check_percentiles(percentiles: tuple[float, ...]) -> tuple[float, ...]:
+    ps = tuple(float(p) for p in percentiles) or DEFAULT_PERCENTILES
+    if len(ps) > MAX_PERCENTILES or not all(math.isfinite(p) and 0 <= p <= 100 for p in ps):
+        raise DataError(
+            f"percentiles must be 1 to {MAX_PERCENTILES} numbers in [0, 100]",
+            field="percentiles",
+        )
+    return ps
+
+
+def encoding(
+    scale_bits: int = 0,
+    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
+    max_owners: int = DEFAULT_MAX_OWNERS,
+    noise_bound: int = 0,
+) -> ShareEncoding:
+    """Counts at 2^scale_bits (0: whole counts; DP: finer noise); a node of one owner counts at
+    most its rows."""
+    check_parameters(scale_bits, ROW_NORM, max_rows_per_owner, max_owners, scale_bits)
+    return ShareEncoding(
+        scale_bits=scale_bits,
+        value_bound=ROW_NORM,
+        data_bound=data_bound(max_rows_per_owner, scale_bits),
+        max_rows_per_owner=max_rows_per_owner,
+        max_owners=max_owners,
+        count_scale_bits=scale_bits,
+        noise_bound=noise_bound,
+    )
+
+
+def data_bound(max_rows: int, scale_bits: int) -> int:
+    return max(max_rows, 1) << scale_bits
+
+
+def sensitivity(scale_bits: int, features: int, bins: int) -> noise.Sensitivity:
+    """One row is one count in one node per level of each of the d trees: removing it changes
+    d (h + 1) coordinates by F = 2^scale_bits each: L1 = d (h + 1) F, L2 = sqrt(d (h + 1)) F."""
+    f = float(2**scale_bits)
+    touched = features * (levels(bins) + 1)
+    return noise.Sensitivity(l1=touched * f, l2=math.sqrt(touched) * f)
+
+
+# ------------------------------------------------------------------ owner side
+
+
+def leaf_index(x: np.ndarray, lower: float, upper: float, bins: int) -> np.ndarray:
+    """The leaf of every value in [lower, upper]: left-closed bins, the last one closed."""
+    idx = np.floor((x - lower) / (upper - lower) * bins).astype(np.int64)
+    return np.clip(idx, 0, bins - 1)
+
+
+def read_features(site: SiteData, spec: QuantilesSpec, clamp: bool) -> np.ndarray:
+    """The rows x features matrix: a missing value refuses (rule values); a value outside the
+    bounds refuses (rule values) or, with `clamp` (DP), is clamped to them."""
+    x = site.read(list(spec.features)).matrix(list(spec.features))
+    for j, name in enumerate(spec.features):
+        bad = int((~np.isfinite(x[:, j])).sum())
+        if bad:
+            raise DataError(
+                f"column '{name}' has {bad} missing, NaN or infinite value(s)",
+                field=name,
+                rule="values",
+            )
+    if clamp:
+        return np.clip(x, spec.lower, spec.upper)
+    outside = (x < spec.lower) | (x > spec.upper)
+    if outside.any():
+        j = int(np.nonzero(outside.any(axis=0))[0][0])
+        raise DataError(
+            f"column '{spec.features[j]}' has {int(outside[:, j].sum())} value(s) outside the "
+            f"round's bounds [{spec.lower:g}, {spec.upper:g}] (values from "
+            f"{float(x[:, j].min()):.6g} to {float(x[:, j].max()):.6g})",
+            field=spec.features[j],
+            rule="values",
+        )
+    return x
+
+
+def leaf_counts(x: np.ndarray, spec: QuantilesSpec) -> np.ndarray:
+    """features x bins counts."""
+    return np.stack(
+        [
+            np.bincount(leaf_index(x[:, j], spec.lower, spec.upper, spec.bins), minlength=spec.bins)
+            for j in range(x.shape[1])
+        ]
+    ).astype(np.int64)
+
+
+def tree_counts(leaves: np.ndarray) -> np.ndarray:
+    """Every node of the tree over `leaves` (length 2^h), level-major, the root first."""
+    levels_ = [np.asarray(leaves)]
+    while len(levels_[-1]) > 1:
+        last = levels_[-1]
+        levels_.append(last[0::2] + last[1::2])
+    return np.concatenate(levels_[::-1])
+
+
+def encode_counts(counts: np.ndarray, enc: ShareEncoding) -> list[int]:
+    values = [int(v) << enc.count_scale_bits for v in counts]
+    if any(v < 0 or v > enc.data_bound for v in values):
+        raise EncodingError("a count exceeds the declared bound", rule="rows")
+    return values
+
+
+# ------------------------------------------------------------------ aggregator side
+
+
+def consistent_tree(y: np.ndarray) -> np.ndarray:
+    """Hay et al. 2010: the least-squares consistent tree (every parent the sum of its two
+    children) nearest to the noisy tree y (level-major, root first, equal noise variance)."""
+    y = np.asarray(y, dtype=np.float64)
+    h = levels((len(y) + 1) // 2)
+    start = [2**level - 1 for level in range(h + 2)]
+    z = y.copy()
+    for level in range(h - 1, -1, -1):  # bottom-up: height i = h - level + 1
+        i = h - level + 1
+        a, b = start[level], start[level + 1]
+        children = z[b : start[level + 2]]
+        kids = children[0::2] + children[1::2]
+        z[a:b] = ((2**i - 2 ** (i - 1)) * y[a:b] + (2 ** (i - 1) - 1) * kids) / (2**i - 1)
+    out = z.copy()
+    for level in range(1, h + 1):  # top-down
+        a, b = start[level], start[level + 1]
+        parent = np.repeat(out[start[level - 1] : a], 2)
+        pair = np.repeat(z[a:b][0::2] + z[a:b][1::2], 2)
+        out[a:b] = z[a:b] + (parent - pair) / 2
+    return out
+
+
+def nonnegative_leaves(tree: np.ndarray, bins: int) -> np.ndarray:
+    """The leaves of a consistent tree projected in least squares onto the non-negative
+    histograms whose total is the (non-negative) root."""
+    from leteo_fed.protocols.crosstab import nonnegative_projection
+
+    return nonnegative_projection(tree[bins - 1 :], max(float(tree[0]), 0.0))
+
+
+def order_values(counts: np.ndarray, ranks: np.ndarray, lower: float, width: float) -> np.ndarray:
+    """The value at each cumulative count t of the histogram, values spread uniformly in a
+    bin (t clamped to the non-empty bins)."""
+    c = np.asarray(counts, dtype=np.float64)
+    cum = np.cumsum(c)
+    nonempty = np.nonzero(c > 0)[0]
+    first, last = int(nonempty[0]), int(nonempty[-1])
+    j = np.clip(np.searchsorted(cum, ranks, side="right"), first, last)
+    before = cum[j] - c[j]
+    frac = np.clip((ranks - before) / c[j], 0.0, 1.0)
+    return lower + width * (j + frac)
+
+
+def percentiles_from_histogram(
+    counts: np.ndarray, percentiles: tuple[float, ...], lower: float, upper: float
+) -> np.ndarray:
+    """numpy.percentile's 'linear' rule on the histogram's order statistics (module doc); the
+    bounds' midpoint for an empty histogram."""
+    c = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    n = float(c.sum())
+    if not n > 0:
+        return np.full(len(percentiles), (lower + upper) / 2)
+    width = (upper - lower) / len(c)
+    k = np.asarray(percentiles, dtype=np.float64) / 100 * max(n - 1, 0.0)
+    lo_k, hi_k = np.floor(k), np.ceil(k)
+    a = order_values(c, lo_k + 0.5, lower, width)
+    b = order_values(c, hi_k + 0.5, lower, width)
+    return a + (k - lo_k) * (b - a)
+
+
+def rank_nodes(counts: np.ndarray, quantiles: np.ndarray, lower: float, upper: float) -> list[int]:
+    """Noisy tree nodes in the count below each quantile: popcount(j) + 1 for leaf j."""
+    bins = len(counts)
+    j = leaf_index(np.asarray(quantiles, dtype=np.float64), lower, upper, bins)
+    return [int(v).bit_count() + 1 for v in j]
+
+
+def noise_preview(plan: QuantilesPlan, rows: int | None = None) -> dict:
+    """What the noise of a DP round does to the ranks, from public parameters only: every tree
+    node carries noise of std sigma (with the quorum's shares); the count below a percentile
+    sums at most h + 1 nodes (sigma sqrt(h + 1)), checked against the row count."""
+    doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
+    h = plan.levels
+    worst = sigma * math.sqrt(h + 1)
+    doc |= {
+        "features": len(plan.features),
+        "bins": plan.bins,
+        "tree_levels": h + 1,
+        "bin_width": (plan.upper - plan.lower) / plan.bins,
+        "noise_std_per_node": sigma,
+        "rank_error_at_most": worst,
+        "fixes": list(FIXES),
+    }
+    if rows is None:
+        return doc
+    if not rows > 0:
+        raise DataError("rows must be positive", field="rows")
+    doc["assumed_rows"] = rows
+    doc["rank_error_at_most_percent"] = 100 * worst / rows
+    checks = [
+        SignalCheck("the count below each percentile", worst, rows),
+        SignalCheck("each leaf count", sigma, rows),
+    ]
+    doc["signal_checks"] = [chk.to_dict() for chk in checks]
+    return doc
+
+
+class QuantilesProtocol(FederatedProtocol):
+    name = "quantiles"
+    request_type = QuantilesRequest
+    spec_type = QuantilesSpec
+
+    # ---------------------------------------------------------------- aggregator side
+
+    def plan(self, request: QuantilesRequest, common: Common) -> QuantilesPlan:
+        features = check_features(tuple(request.features), "summarize")
+        lower, upper = check_bounds(request.lower, request.upper)
+        bins = check_bins(request.bins, len(features), common.dp is not None)
+        percentiles = check_percentiles(tuple(request.percentiles))
+        if common.value_bound:
+            raise DataError(
+                "quantiles take no value_bound: give the public bounds lower and upper",
+                field="value_bound",
+            )
+        min_owners, deadline = common.quorum(), common.deadline()
+        max_owners = common.n_invited
+        dp, sens = None, None
+        if common.dp is None:
+            enc = encoding(common.scale_bits, max_owners=max_owners)
+        else:
+            f = common.scale_bits or DP_DEFAULT_SCALE_BITS
+            sens = sensitivity(f, len(features), bins)
+            one = DpRequest(common.dp.epsilon, common.dp.delta, ROW_NORM)
+            dp, noise_bound = skellam_plan(
+                one, sens, min_owners, n_values(len(features), bins, True)
+            )
+            enc = encoding(f, max_owners=max_owners, noise_bound=noise_bound)
+        return QuantilesPlan(
+            features, lower, upper, bins, percentiles, min_owners, deadline, enc, dp, sens
+        )
+
+    def next_round(self, plan: QuantilesPlan, state: None, index: int) -> RoundPlan:
+        spec = QuantilesSpec(plan.features, plan.lower, plan.upper, plan.bins)
+        return RoundPlan(
+            spec, plan.label, plan.encoding, plan.n_values, plan.dp, dimension=len(plan.features)
+        )
+
+    def finish_round(self, plan: QuantilesPlan, state: None, outcome: Outcome) -> Step:
+        start = time.perf_counter()
+        totals = outcome.require_totals()
+        if len(totals) != plan.n_values:
+            raise ProtocolError(f"expected {plan.n_values} counts, got {len(totals)}")
+        s = plan.encoding.count_scale_bits
+        b = plan.bins
+        width = (plan.upper - plan.lower) / b
+        noisy = plan.dp is not None
+        sigma = plan.dp.noise_std(outcome.n_owners, s) if plan.dp is not None else 0.0
+        hist, quants, errors, n = {}, {}, {}, {}
+        for j, name in enumerate(plan.features):
+            if noisy:
+                y = np.array(
+                    [t / (1 << s) for t in totals[j * (2 * b - 1) : (j + 1) * (2 * b - 1)]]
+                )
+                leaves = nonnegative_leaves(consistent_tree(y), b)
+            else:
+                part = totals[j * b : (j + 1) * b]
+                if any(t < 0 or t % (1 << s) for t in part):
+                    raise ProtocolError(
+                        "a count total is negative or not a whole count: corrupted aggregate"
+                    )
+                leaves = np.array([t >> s for t in part], dtype=np.float64)
+            q = percentiles_from_histogram(leaves, plan.percentiles, plan.lower, plan.upper)
+            hist[name] = [float(v) for v in leaves]
+            quants[name] = [float(v) for v in q]
+            nodes = rank_nodes(leaves, q, plan.lower, plan.upper)
+            errors[name] = [sigma * math.sqrt(k) for k in nodes]
+            n[name] = float(leaves.sum())
+        outcome.timings["statistics_seconds"] = time.perf_counter() - start
+        dp = None
+        if plan.dp is not None and plan.sensitivity is not None:
+            dp = dp_facts(
+                "distributed Skellam noise on every node of each feature's dyadic tree",
+                plan.dp,
+                plan.sensitivity,
+                noise_std_per_value=sigma,
+                post_processing="least-squares consistent tree (Hay et al. 2010), then the "
+                "leaves projected onto the non-negative histograms with the root as total",
+                note="noise_std_per_value is per tree node, in counts; row_norm_bound is 1: a "
+                "row is one count per tree level",
+            )
+        return Step(
+            QuantilesResult(
+                protocol=self.name,
+                method=METHOD,
+                features=list(plan.features),
+                lower=plan.lower,
+                upper=plan.upper,
+                bins=b,
+                bin_width=width,
+                percentiles=list(plan.percentiles),
+                quantiles=quants,
+                rank_error=errors,
+                histogram=hist,
+                n=n,
+                interpolation=INTERPOLATION,
+                outside=OUTSIDE_CLAMPED if noisy else OUTSIDE_REFUSED,
+                **outcome.facts(),
+                dp=dp,
+            )
+        )
+
+    # ---------------------------------------------------------------- owner side
+
+    def columns(self, spec: QuantilesSpec) -> list[str]:
+        return list(spec.features)
+
+    def request_columns(self, request: QuantilesRequest) -> list[str]:
+        return list(request.features)
+
+    def check(
+        self, spec: QuantilesSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
+    ) -> None:
+        if enc is None or enc.rotation_dimension:
+            raise ProtocolError("a quantiles round needs a plain encoding")
+        features = check_features(tuple(spec.features), "summarize")
+        check_bounds(spec.lower, spec.upper)
+        if int(spec.bins) != check_bins(spec.bins, len(features), dp is not None):
+            raise ProtocolError("the round's bins are not a power of two")
+        require_same_count_scale(enc)
+        require_bound(enc, data_bound(enc.max_rows_per_owner, enc.count_scale_bits))
+        if dp is not None:
+            verify_release(
+                dp,
+                sensitivity(enc.count_scale_bits, len(features), spec.bins),
+                n_values(len(features), spec.bins, True),
+                enc.noise_bound,
+            )
+
+    def describe(self, spec: QuantilesSpec, dp: DpSpec | None) -> str:
+        return f"quantiles of {', '.join(spec.features)} ({spec.bins} bins)"
+
+    def share_values(
+        self,
+        spec: QuantilesSpec,
+        enc: ShareEncoding,
+        dp: DpSpec | None,
+        site: SiteData,
+        timings: dict[str, float],
+    ) -> list[int]:
+        start = time.perf_counter()
+        x = read_features(site, spec, clamp=dp is not None)
+        if len(x) > enc.max_rows_per_owner:
+            raise DataError(
+                f"{len(x)} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}",
+                rule="rows",
+            )
+        leaves = leaf_counts(x, spec)
+        counts = np.concatenate([tree_counts(r) for r in leaves]) if dp is not None else leaves
+        timings["statistics_seconds"] = time.perf_counter() - start
+        return encode_counts(np.ravel(counts), enc)
+
+
+PROTOCOL = registry.register(QuantilesProtocol())
