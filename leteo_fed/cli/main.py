@@ -26,6 +26,7 @@ from leteo_fed.cli import (
     kmeans,
     ldp,
     linreg,
+    quantiles,
     rounds,
     services,
     weighted_stats,
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     weighted_stats.add_parser(sub)  # stats
     linreg.add_parser(sub)
     crosstab.add_parser(sub)
+    quantiles.add_parser(sub)
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)
     return parser

@@ -22,7 +22,17 @@ DEMO_POLICY: dict[str, Any] = {
     "min_other_owners": 1,  # test clusters of two owners run rounds with a quorum of 2
     "min_rows": 1,
     # what the demos (and test clusters) run without DP
-    "non_dp": ["pca", "dca", "lda", "mdr", "kmeans", "weighted_stats", "crosstab", "linreg"],
+    "non_dp": [
+        "pca",
+        "dca",
+        "lda",
+        "mdr",
+        "kmeans",
+        "weighted_stats",
+        "crosstab",
+        "linreg",
+        "quantiles",
+    ],
     "non_dp_repeats": 1000,  # test suites rerun the same query many times
     "non_dp_window_days": 30,
     "data_refusals": 1000,  # test suites probe bad data on purpose

@@ -66,12 +66,12 @@ class Contacted(Exception):
 
 @pytest.fixture
 def no_aggregator(monkeypatch):
-    from leteo_fed.cli import crosstab, kmeans, ldp, rounds, weighted_stats
+    from leteo_fed.cli import crosstab, kmeans, ldp, quantiles, rounds, weighted_stats
 
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, weighted_stats, ldp, crosstab):
+    for module in (rounds, kmeans, weighted_stats, ldp, crosstab, quantiles):
         monkeypatch.setattr(module, "analyst_client", client)
 
 
@@ -102,6 +102,11 @@ def no_aggregator(monkeypatch):
             ["crosstab", "--columns", "a,b", "--edges", "a=0,1,2,3,4,5,6,7,8,9,10", "--no-plot"]
             + ["--edges", "b=0,1,2,3,4,5,6,7,8,9,10", "--dp-epsilon", "1"],
             "row count",
+        ),
+        (  # 1024 bins, two features at the policy's fewest rows (30): a rank sums 11 nodes
+            ["quantiles", "--features", "a,b", "--bounds", "0,1", "--bins", "1024", "--no-plot"]
+            + ["--dp-epsilon", "1"],
+            "the count below each percentile",
         ),
     ],
 )
