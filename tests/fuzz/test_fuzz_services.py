@@ -76,6 +76,7 @@ from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import REPORT_DTYPES, LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
 from leteo_fed.transport.rounds import (
@@ -209,6 +210,18 @@ def base_requests(owners: tuple[str, ...] = SINKS) -> dict[str, pb.RoundRequest]
         "linreg": request_to_proto(
             "linreg", LinregRequest(features=("a", "b"), label_column="c", ridge=1.0), **common
         ),
+        "quantiles": request_to_proto(
+            "quantiles",
+            QuantilesRequest(features=("a", "b"), lower=-5.0, upper=5.0, bins=8),
+            **common,
+        ),
+        "quantiles-dp": request_to_proto(
+            "quantiles",
+            QuantilesRequest(features=("a",), lower=-5.0, upper=5.0, percentiles=(50.0,), bins=16),
+            dp_epsilon=1.0,
+            row_norm_bound=1.0,
+            **common,
+        ),
         "linreg-dp": request_to_proto(
             "linreg",
             LinregRequest(features=("a", "b"), label_column="c", label_bound=5.0),
@@ -226,6 +239,7 @@ PAYLOAD_TYPES = {
     "weighted_stats": pb.WeightedStatsRequest,
     "crosstab": pb.CrosstabRequest,
     "linreg": pb.LinregRequest,
+    "quantiles": pb.QuantilesRequest,
 }
 
 
@@ -986,7 +1000,8 @@ def owner_specs(env: Env) -> st.SearchStrategy[pb.RoundSpec]:
         changes = {
             name: strategy
             for name, strategy in fields_of(pb.RoundSpec, 2).items()
-            if name not in ("moments", "kmeans", "ldp", "weighted_stats", "crosstab", "linreg")
+            if name
+            not in ("moments", "kmeans", "ldp", "weighted_stats", "crosstab", "linreg", "quantiles")
         }
         changes.update(
             round_id=st.one_of(st.sampled_from(NASTY_TEXT), names, st.just("pca-0123456789ab")),
@@ -1212,7 +1227,7 @@ def test_too_many_features_are_refused_before_any_work(env: Env) -> None:
     (minutes of CPU on two cores, every other call timing out meanwhile) before the CSP
     refused the round; its spec could not have been sent anyway (200 MB, gRPC takes 64). The
     planner refuses more than MAX_FEATURES columns (`protocols.base.check_features`)."""
-    for kind in ("projection", "pca", "kmeans", "weighted"):
+    for kind in ("projection", "pca", "kmeans", "weighted", "quantiles"):
         request = base_requests()[kind]
         payload = getattr(request, request.WhichOneof("payload"))
         payload.ClearField("features")

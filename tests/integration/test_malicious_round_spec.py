@@ -40,6 +40,7 @@ from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.certs import Party, issue_from
 from leteo_fed.transport.rounds import request_to_proto
@@ -353,6 +354,10 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
                 )
             ),
         ),
+        "quantiles": request(  # bounds covering every feature of the data set
+            "quantiles",
+            QuantilesRequest(features=tuple(cols[:2]), lower=0.0, upper=5000.0, bins=16),
+        ),
         "ldp": request(
             "ldp",
             LdpRequest(column=LABEL, mechanism="oue", epsilon=1.0, domain=CLASSES),
@@ -493,6 +498,12 @@ def test_every_data_refusal_tells_the_aggregator_the_rule_and_nothing_else(env: 
         agg.invite(rnd.spec, SITES)
         for site, reason in declines(env, rnd.round_id, SITES).items():
             assert_rule_only(env, reason, "classes", site, rnd.round_id, detail)
+    # values: quantiles' bounds that leave values out (non-DP: refused, not clamped)
+    narrow = QuantilesRequest(features=(cols[0],), lower=0.0, upper=1e-9, bins=4)
+    rnd = plan(env, request("quantiles", narrow), signer=env.new_analyst())
+    agg.invite(rnd.spec, SITES)
+    for site, reason in declines(env, rnd.round_id, SITES).items():
+        assert_rule_only(env, reason, "values", site, rnd.round_id, "outside the round's bounds")
 
     # columns: a column no site has (the refusal used to name the site's file)
     rnd = plan(env, pca([*cols[:2], "no_such_column"]), signer=env.new_analyst())
@@ -521,8 +532,8 @@ def test_every_data_refusal_tells_the_aggregator_the_rule_and_nothing_else(env: 
 
 def test_in_dp_rounds_values_beyond_a_public_bound_are_clipped_not_refused(env: Env):
     """Rows beyond row_norm_bound, weights beyond weight_bound, LDP values beyond the public
-    range: the mechanism clips them (a crosstab drops rows outside its grid), so there is no
-    refusal to read."""
+    range: the mechanism clips them (a crosstab drops rows outside its grid, quantiles clamp
+    values to their bounds), so there is no refusal to read."""
     agg = env.agg
     cols = env.fresh()
     tight = {"dp_epsilon": 0.5, "dp_delta": 1e-6, "row_norm_bound": 1.0}
@@ -554,6 +565,14 @@ def test_in_dp_rounds_values_beyond_a_public_bound_are_clipped_not_refused(env: 
                         CrosstabColumn(cols[0], edges=(0.0, 1e-9)),  # ~every value
                     )
                 ),
+                **tight,
+            ),
+        ),
+        plan(  # values above the upper bound: clamped into the last bin, not refused
+            env,
+            request(
+                "quantiles",
+                QuantilesRequest(features=(cols[0],), lower=0.0, upper=1e-9, bins=4),
                 **tight,
             ),
         ),

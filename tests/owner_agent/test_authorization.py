@@ -20,6 +20,7 @@ from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
@@ -201,6 +202,13 @@ HONEST = {
                 CrosstabColumn(NAMES[0], edges=(0.0, 1.0, 2.0)),
             )
         ),
+        owners=SITES,
+        min_owners=3,
+        **dp(row_norm_bound=1.0),
+    ),
+    "quantiles-dp": lambda: request_to_proto(
+        "quantiles",
+        QuantilesRequest(features=tuple(NAMES[:2]), lower=-10.0, upper=10.0, bins=32),
         owners=SITES,
         min_owners=3,
         **dp(row_norm_bound=1.0),
