@@ -43,10 +43,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.protocols import discriminant, pca
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 
 DATASETS = {
     "breast_cancer": load_breast_cancer,
@@ -148,16 +149,20 @@ def federated_rounds(
             timings["startup_s"] = time.perf_counter() - start
 
             def run(method: str, names: list[str], components: int) -> dict:
-                params = RoundParams(
-                    features=names,
-                    method=method,
-                    components=components,
-                    min_owners=args.owners,
-                    deadline_seconds=600.0,
-                    groupings=() if method == "pca" else ((LABEL, classes),),
+                params = (
+                    MomentsRequest(
+                        features=tuple(names),
+                        method=method,
+                        components=components,
+                        groupings=tuple(
+                            LabelClasses(c, tuple(k))
+                            for c, k in (() if method == "pca" else ((LABEL, classes),))
+                        ),
+                    ),
+                    RoundOptions(min_owners=args.owners, deadline_seconds=600.0),
                 )
                 t0 = time.perf_counter()
-                result = client.run_round(params)
+                result = client.run(*params).to_dict()
                 timings[f"{method}_{names[0][0]}_round_s"] = time.perf_counter() - t0
                 return result
 

@@ -68,13 +68,14 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
+from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions, round_request
 from leteo_fed.data.adult import ADULT_MEMBER, DEFAULT_CACHE_DIR, locate_wheel, read_adult
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.errors import DataError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.privacy.distributed_noise import clip_rows
 from leteo_fed.protocols import discriminant, pca
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.transport.rounds import plan_request
 
 # Public per-feature bounds (not derived from the data): value / bound, clipped to [0, 1].
@@ -286,20 +287,23 @@ def run(args: argparse.Namespace, root: Path) -> dict:
                 if eps is not None:
                     dp = {"dp_epsilon": eps, "dp_delta": args.delta}
                     dp["row_norm_bound"] = ROW_NORM_BOUND
-                return RoundParams(
-                    features=FEATURES,
-                    method=method,
-                    components=2 if method == "pca" else 1,
-                    min_owners=args.owners,
-                    deadline_seconds=300.0,
-                    groupings=() if method == "pca" else ((args.label, classes),),
-                    rho=rho,
-                    **dp,
+                return (
+                    MomentsRequest(
+                        features=tuple(FEATURES),
+                        method=method,
+                        components=2 if method == "pca" else 1,
+                        groupings=tuple(
+                            LabelClasses(c, tuple(k))
+                            for c, k in (() if method == "pca" else ((args.label, classes),))
+                        ),
+                        rho=rho,
+                    ),
+                    RoundOptions(min_owners=args.owners, deadline_seconds=300.0, **dp),
                 )
 
-            def round_(params: RoundParams) -> tuple[dict, float]:
+            def round_(params: tuple[MomentsRequest, RoundOptions]) -> tuple[dict, float]:
                 start = time.perf_counter()
-                result = client.run_round(params)
+                result = client.run(*params).to_dict()
                 return result, time.perf_counter() - start
 
             base_pca, t_pca = round_(params_for("pca", None))
@@ -383,7 +387,7 @@ def run(args: argparse.Namespace, root: Path) -> dict:
     return report
 
 
-def noise_ridge(params: RoundParams, owners: int, multiple: float) -> dict:
+def noise_ridge(params: tuple[MomentsRequest, RoundOptions], owners: int, multiple: float) -> dict:
     """A DCA ridge sized to the DP noise, from public parameters only, before the round.
 
     The aggregator's own planner gives the per-value noise std sigma (a function of epsilon,
@@ -392,9 +396,10 @@ def noise_ridge(params: RoundParams, owners: int, multiple: float) -> dict:
     sigma keeps S_W + rho I positive definite with high probability. The default DCA ridge,
     0.02 lambda_max(S_W), does not depend on the noise.
     """
-    _, plan = plan_request(params.to_proto(), owners)
+    request, options = params
+    _, plan = plan_request(round_request(request, options), owners)
     sigma = plan.dp.noise_std(owners, plan.encoding.scale_bits)
-    d = len(params.features)
+    d = len(request.features)
     return {
         "rho": multiple * math.sqrt(d) * sigma,
         "planned_noise_std": sigma,

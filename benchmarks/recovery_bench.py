@@ -78,10 +78,11 @@ import pyarrow.csv as pacsv
 from sklearn.datasets import load_iris
 
 import leteo_fed
-from leteo_fed.client import AnalystClient, KmeansParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.errors import PeerUnavailable
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.transport.rounds import result_document
 
 NAMES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
@@ -182,20 +183,27 @@ def analyst(cluster: LocalCluster) -> AnalystClient:
     return AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
 
 
-def params(iterations: int, deadline: float, min_owners: int) -> KmeansParams:
+Job = tuple[KmeansRequest, RoundOptions]  # what the analyst asks, and how
+
+
+def params(iterations: int, deadline: float, min_owners: int) -> Job:
     lo, hi = CENTER_BOX
     centers = km.random_centers(K, np.full(4, lo), np.full(4, hi), 4, seed=CENTER_SEED)
-    return KmeansParams(
-        features=NAMES,
-        k=K,
-        centers=centers.tolist(),
-        iterations=iterations,
-        tolerance=0.0,
-        min_owners=min_owners,
-        deadline_seconds=deadline,
-        dp_epsilon=EPSILON_PER_ITERATION * iterations,
-        dp_delta=DELTA,
-        row_norm_bound=ROW_NORM,
+    return (
+        KmeansRequest(
+            features=tuple(NAMES),
+            k=K,
+            centers=tuple(float(v) for row in centers.tolist() for v in row),
+            iterations=iterations,
+            tolerance=0.0,
+        ),
+        RoundOptions(
+            min_owners=min_owners,
+            deadline_seconds=deadline,
+            dp_epsilon=EPSILON_PER_ITERATION * iterations,
+            dp_delta=DELTA,
+            row_norm_bound=ROW_NORM,
+        ),
     )
 
 
@@ -300,16 +308,14 @@ def audit_events(cluster: LocalCluster, site: str, round_id: str) -> list[str]:
     return [e["event"] for e in events if e.get("round_id") == round_id]
 
 
-def api_job(
-    cluster: LocalCluster, p: KmeansParams, cap: float, fault=None, after_accept: str = ""
-) -> dict:
+def api_job(cluster: LocalCluster, p: Job, cap: float, fault=None, after_accept: str = "") -> dict:
     """Start a job through the analyst API; `fault(cluster)` runs once iteration 3 is open
     (with `after_accept` = a site: once that site's audit log records its decision on
     iteration 3). Wall times from StartRound; the wait is capped at `cap` s from the start."""
     load = os.getloadavg()[0]
     client = analyst(cluster)
     t0 = time.monotonic()
-    job_id = client.start_kmeans(p).round_id
+    job_id = client.start(*p).round_id
     run: dict = {"job_id": job_id, "load_1min": round(load, 2), "cap_seconds": cap}
     if fault is not None:
         if after_accept:  # no RPC between the decision and the signal
@@ -365,8 +371,9 @@ def api_job(
 class Cli:
     """`python -m leteo_fed kmeans` as a subprocess; stderr lines kept with their times."""
 
-    def __init__(self, cluster: LocalCluster, p: KmeansParams, out: Path) -> None:
+    def __init__(self, cluster: LocalCluster, p: Job, out: Path) -> None:
         lo, hi = CENTER_BOX
+        request, options = p
         args = [
             "kmeans",
             "--aggregator",
@@ -374,21 +381,21 @@ class Cli:
             "--tls-dir",
             str(cluster.certs),
             "--features",
-            ",".join(p.features),
+            ",".join(request.features),
             "--k",
-            str(p.k),
+            str(request.k),
             "--rounds",
-            str(p.iterations),
+            str(request.iterations),
             "--init-bounds",
             f"{lo:g},{hi:g}",
             "--init-seed",
             str(CENTER_SEED),
             "--min-owners",
-            str(p.min_owners),
+            str(options.min_owners),
             "--deadline",
-            f"{p.deadline_seconds:g}",
+            f"{options.deadline_seconds:g}",
             "--epsilon",
-            f"{p.dp_epsilon:g}",
+            f"{options.dp_epsilon:g}",
             "--delta",
             f"{DELTA:g}",
             "--row-norm-bound",
@@ -497,7 +504,7 @@ def job_end_at_aggregator(cluster: LocalCluster, job_id: str, t0: float, cap: fl
     return out
 
 
-def cli_job(cluster: LocalCluster, p: KmeansParams, out: Path, cap: float, restart: bool) -> dict:
+def cli_job(cluster: LocalCluster, p: Job, out: Path, cap: float, restart: bool) -> dict:
     load = os.getloadavg()[0]
     known = known_jobs(cluster)
     cli = Cli(cluster, p, out)
@@ -524,7 +531,7 @@ def cli_job(cluster: LocalCluster, p: KmeansParams, out: Path, cap: float, resta
 # ------------------------------------------------------------------ scenarios
 
 
-def warm_up(cluster: LocalCluster, p: KmeansParams, cap: float) -> dict:
+def warm_up(cluster: LocalCluster, p: Job, cap: float) -> dict:
     """One untimed job first: the first job of a fresh deployment pays one-off costs."""
     note("warm-up job")
     run = api_job(cluster, p, cap)

@@ -79,7 +79,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from leteo_fed.client import AnalystClient, KmeansParams, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec, check_stop, stop_on_signals
 from leteo_fed.errors import PeerUnavailable
 from leteo_fed.fileio import atomic_write_json
@@ -87,6 +87,8 @@ from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import kmeans as km
 from leteo_fed.protocols import pca
+from leteo_fed.protocols.kmeans_round import KmeansRequest
+from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.transport.statements import sign_statement
 
 OWNER_COUNTS = (10, 50, 100)
@@ -426,14 +428,10 @@ def run_scale(
             # PCA: every component, quorum n
             cpu = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}  # before the round
             start = time.perf_counter()
-            doc = client.run_round(
-                RoundParams(
-                    features=names,
-                    components=features,
-                    min_owners=n_owners,
-                    deadline_seconds=deadline_s,
-                )
-            )
+            doc = client.run(
+                MomentsRequest(features=tuple(names), components=features),
+                RoundOptions(min_owners=n_owners, deadline_seconds=deadline_s),
+            ).to_dict()
             round_s = time.perf_counter() - start
             fig = round_figures(
                 cluster,
@@ -456,16 +454,15 @@ def run_scale(
             # k-means: one Lloyd iteration, k = 3, quorum n
             cpu = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}  # before the round
             start = time.perf_counter()
-            job = client.run_kmeans(
-                KmeansParams(
-                    features=names,
+            job = client.run(
+                KmeansRequest(
+                    features=tuple(names),
                     k=K,
-                    centers=init.tolist(),
+                    centers=tuple(float(v) for row in init.tolist() for v in row),
                     iterations=1,
-                    min_owners=n_owners,
-                    deadline_seconds=deadline_s,
-                )
-            )
+                ),
+                RoundOptions(min_owners=n_owners, deadline_seconds=deadline_s),
+            ).to_dict()
             round_s = time.perf_counter() - start
             it = job["iterations"][0]
             fig = round_figures(

@@ -1,4 +1,13 @@
-"""The data user's client: start a round at the aggregator and wait for its outcome."""
+"""The analyst's client: one API for every protocol.
+
+    with AnalystClient("localhost:50051", tls) as client:
+        result = client.run(MomentsRequest(method="pca", features=("x", "y"), components=1),
+                            RoundOptions(min_owners=2))
+    result.eigenvalues, result.to_dict(), result.to_pandas()
+
+`request` is the protocol's own request dataclass (the registry finds the protocol by its type);
+`RoundOptions` holds the fields every protocol shares. See docs/python-api.md.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +24,11 @@ from leteo_fed import defaults
 from leteo_fed.errors import LeteoError, PeerUnavailable
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.protocols.kmeans_round import KmeansRequest
-from leteo_fed.protocols.ldp_collection import LdpRequest
-from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols import registry
+from leteo_fed.protocols.base import FederatedProtocol
+from leteo_fed.protocols.results import Result
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
-from leteo_fed.transport.rounds import request_to_proto, result_document
+from leteo_fed.transport.rounds import request_to_proto, result_from_proto
 from leteo_fed.transport.signing import ROUND_REQUEST
 
 log = logging.getLogger("leteo.client")
@@ -40,124 +49,47 @@ class RpcRefused(LeteoError):
         self.code = code
 
 
-@dataclass
-class RoundParams:
-    features: list[str]
-    method: str = "pca"
-    components: int = 0
-    min_owners: int = 0
+@dataclass(frozen=True)
+class RoundOptions:
+    """The round fields every protocol shares (outside its request dataclass): who is asked,
+    the quorum, the deadline (per round; a k-means job has one round per iteration), the
+    fixed-point encoding and an optional DP release."""
+
+    min_owners: int = 0  # 0: the protocol's default quorum
     deadline_seconds: float = defaults.DEFAULT_DEADLINE_SECONDS
-    standardize: bool = False
-    scale_bits: int = 0
-    value_bound: float = 0.0
-    owners: tuple[str, ...] = ()
-    groupings: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (label column, classes)
-    rho: float | None = None
-    rho_prime: float | None = None
-    projection_only: bool = False
-    dp_epsilon: float | None = None
-    dp_delta: float | None = None
-    row_norm_bound: float | None = None
-
-    def to_proto(self) -> pb.RoundRequest:
-        request = MomentsRequest(
-            method=self.method,
-            features=tuple(self.features),
-            components=self.components,
-            standardize=self.standardize,
-            groupings=tuple(LabelClasses(c, tuple(k)) for c, k in self.groupings),
-            rho=self.rho,
-            rho_prime=self.rho_prime,
-            projection_only=self.projection_only,
-        )
-        return request_to_proto("moments", request, **common_fields(self))
-
-
-def common_fields(params) -> dict:
-    """The request fields outside the payload, from any of the params classes."""
-    out = {
-        "owners": tuple(params.owners),
-        "min_owners": params.min_owners,
-        "deadline_seconds": params.deadline_seconds,
-    }
-    for name in ("scale_bits", "value_bound", "dp_epsilon", "dp_delta", "row_norm_bound"):
-        if hasattr(params, name):
-            out[name] = getattr(params, name)
-    return out
-
-
-@dataclass
-class CommonParams:
-    """The round fields outside a protocol's payload."""
-
-    min_owners: int = 0
-    deadline_seconds: float = defaults.DEFAULT_DEADLINE_SECONDS
-    owners: tuple[str, ...] = ()
-    scale_bits: int = 0
-    value_bound: float = 0.0
-    dp_epsilon: float | None = None
+    owners: tuple[str, ...] = ()  # empty: every registered owner
+    scale_bits: int = 0  # 0: the protocol's default
+    value_bound: float = 0.0  # 0: the protocol's default
+    dp_epsilon: float | None = None  # None: no DP (k-means: the whole job's budget)
     dp_delta: float | None = None
     row_norm_bound: float | None = None
 
 
-@dataclass
-class KmeansParams:
-    """A federated k-means job: the aggregator runs one round per iteration."""
-
-    features: list[str]
-    k: int
-    centers: list[list[float]]  # initial centers, k x d
-    iterations: int = 10  # maximum number of iterations T
-    tolerance: float = 0.0  # stop once no center moves more than this (L2)
-    min_owners: int = 0
-    deadline_seconds: float = defaults.DEFAULT_DEADLINE_SECONDS  # per iteration
-    scale_bits: int = 0
-    value_bound: float = 0.0
-    owners: tuple[str, ...] = ()
-    dp_epsilon: float | None = None  # the whole job's budget, split evenly over the iterations
-    dp_delta: float | None = None
-    row_norm_bound: float | None = None
-
-    def to_proto(self) -> pb.RoundRequest:
-        request = KmeansRequest(
-            k=self.k,
-            centers=tuple(float(v) for row in self.centers for v in row),
-            iterations=self.iterations,
-            tolerance=self.tolerance,
-            features=tuple(self.features),
-        )
-        return request_to_proto("kmeans", request, **common_fields(self))
+def protocol_of(request: Any) -> FederatedProtocol:
+    """The registered protocol whose request dataclass `request` is."""
+    return registry.for_request(request)
 
 
-@dataclass
-class LdpParams:
-    column: str
-    mechanism: str
-    epsilon: float
-    domain: tuple[str, ...] = ()
-    lower: float | None = None
-    upper: float | None = None
-    min_owners: int = 0
-    deadline_seconds: float = defaults.DEFAULT_DEADLINE_SECONDS
-    owners: tuple[str, ...] = ()
-    consistency: bool = False
-    columns: tuple[str, ...] = ()  # geo: the point's coordinates
-    box: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # geo: public (lower, upper)
+def output_file(request: Any) -> str:
+    """The file the CLI writes the result of `request` to (pca.json, kmeans.json, ...)."""
+    return protocol_of(request).output_file(request)
 
-    def to_proto(self) -> pb.RoundRequest:
-        request = LdpRequest(
-            column=self.column,
-            mechanism=self.mechanism,
-            epsilon=self.epsilon,
-            domain=tuple(self.domain),
-            lower=self.lower,
-            upper=self.upper,
-            consistency=self.consistency,
-            columns=tuple(self.columns),
-            box_lower=tuple(self.box[0]) if self.box is not None else (),
-            box_upper=tuple(self.box[1]) if self.box is not None else (),
-        )
-        return request_to_proto("ldp", request, **common_fields(self))
+
+def round_request(request: Any, options: RoundOptions | None = None) -> pb.RoundRequest:
+    """The RoundRequest (unsigned) asking for `request` with `options`."""
+    o = options or RoundOptions()
+    return request_to_proto(
+        protocol_of(request).name,
+        request,
+        owners=tuple(o.owners),
+        min_owners=o.min_owners,
+        deadline_seconds=o.deadline_seconds,
+        scale_bits=o.scale_bits,
+        value_bound=o.value_bound,
+        dp_epsilon=o.dp_epsilon,
+        dp_delta=o.dp_delta,
+        row_norm_bound=o.row_norm_bound,
+    )
 
 
 class AnalystClient:
@@ -246,8 +178,10 @@ class AnalystClient:
             self._on_job(status.round_id)
         return status
 
-    def start_round(self, params: RoundParams) -> pb.RoundStatus:
-        return self._start(params.to_proto())
+    def start(self, request: Any, options: RoundOptions | None = None) -> pb.RoundStatus:
+        """Start the job `request` asks for (any protocol's request dataclass); its status,
+        whose `round_id` is the job id."""
+        return self._start(round_request(request, options))
 
     def wait(
         self,
@@ -291,58 +225,32 @@ class AnalystClient:
         """This analyst's most recent jobs at the aggregator, newest first."""
         return list(self._call(self._stub.ListJobs, pb.ListJobsRequest(limit=limit), 30).jobs)
 
-    def run_round(
+    def run(
         self,
-        params: RoundParams,
-        on_tick: Callable[[pb.RoundStatus], None] | None = None,
-    ) -> dict:
-        status = self.start_round(params)
-        return self._result(status, params.deadline_seconds, on_tick)
-
-    def start_kmeans(self, params: KmeansParams) -> pb.RoundStatus:
-        return self._start(params.to_proto())
-
-    def run_kmeans(
-        self,
-        params: KmeansParams,
-        on_tick: Callable[[pb.RoundStatus], None] | None = None,
-    ) -> dict:
-        """Start a k-means job and wait for its result (every iteration may use its deadline)."""
-        status = self.start_kmeans(params)
-        budget = (params.iterations or 10) * (params.deadline_seconds + 30)
-        return self._result(status, budget, on_tick)
-
-    def run_protocol(
-        self,
-        protocol: str,
         request: Any,
-        common: CommonParams,
+        options: RoundOptions | None = None,
         on_tick: Callable[[pb.RoundStatus], None] | None = None,
-    ) -> dict:
-        """Any registered protocol: its request dataclass plus the common round fields."""
-        msg = request_to_proto(protocol, request, **common_fields(common))
-        status = self._start(msg)
-        return self._result(status, common.deadline_seconds, on_tick)
+    ) -> Result:
+        """Run the job `request` asks for and wait for its typed result (RoundFailed if it
+        ends without one). The protocol says how long the job may take (k-means: every
+        iteration may use its deadline)."""
+        o = options or RoundOptions()
+        status = self.start(request, o)
+        timeout = protocol_of(request).job_timeout(request, o.deadline_seconds)
+        return job_result(self.wait(status.round_id, timeout + 60, on_tick))
 
-    def start_ldp(self, params: LdpParams) -> pb.RoundStatus:
-        return self._start(params.to_proto())
-
-    def run_ldp(
-        self, params: LdpParams, on_tick: Callable[[pb.RoundStatus], None] | None = None
-    ) -> dict:
-        return self._result(self.start_ldp(params), params.deadline_seconds, on_tick)
-
-    def _result(self, status: pb.RoundStatus, deadline: float, on_tick) -> dict:
-        return result_of(self.wait(status.round_id, deadline + 60, on_tick))
+    def result_of(self, job_id: str) -> Result:
+        """The typed result of a job that ended (RoundFailed if it is running or failed)."""
+        return job_result(self.job(job_id))
 
 
-def result_of(final: pb.RoundStatus) -> dict:
-    """The result document of an ended job; RoundFailed naming why there is none."""
+def job_result(final: pb.RoundStatus) -> Result:
+    """The typed result of an ended job; RoundFailed naming why there is none."""
     if final.state == "OPEN":
         raise RoundFailed(f"round {final.round_id} is still running: {final.message}")
     if final.state != "COMPLETED":
         raise RoundFailed(f"round {final.round_id} {final.state.lower()}: {final.message}")
-    doc = result_document(final)
-    if doc is None:
+    if not final.HasField("result"):
         raise RoundFailed(f"round {final.round_id} completed without a result")
-    return doc
+    result: Result = result_from_proto(final.result)
+    return result

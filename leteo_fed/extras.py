@@ -49,3 +49,11 @@ def explain(exc: ModuleNotFoundError) -> str | None:
     """The install hint for an import of an extra's package that failed mid-run, else None."""
     top = (exc.name or "").partition(".")[0]
     return f"{hint(EXTRA_OF[top])} (no module named {exc.name!r})" if top in EXTRA_OF else None
+
+
+def pandas():  # -> the pandas module (untyped: pandas is optional)
+    """pandas, imported on first use (MissingExtra naming the extra without it)."""
+    require("pandas")
+    import pandas
+
+    return pandas

@@ -161,12 +161,12 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the bar chart, before any round is started
-    from leteo_fed.client import CommonParams
+    from leteo_fed.client import RoundOptions
     from leteo_fed.fileio import atomic_write_json
 
     request = build_request(args.columns, args.domain, args.edges)
     dp = args.dp_epsilon is not None
-    common = CommonParams(
+    options = RoundOptions(
         min_owners=args.min_owners,
         deadline_seconds=args.deadline,
         owners=tuple(args.owners),
@@ -176,21 +176,21 @@ def run(args: argparse.Namespace) -> int:
         row_norm_bound=1.0 if dp else None,  # a row is one count in one cell
     )
     # planned locally first: a bad grid is refused before anyone is contacted
-    from leteo_fed.client import common_fields
+    from leteo_fed.client import round_request
     from leteo_fed.protocols.crosstab import noise_preview
-    from leteo_fed.transport.rounds import plan_request, request_to_proto
+    from leteo_fed.transport.rounds import plan_request
 
-    msg = request_to_proto("crosstab", request, **common_fields(common))
+    msg = round_request(request, options)
     if args.dry_run or dp:
-        plan = plan_for_preview(msg, common.owners, common.min_owners, "--dp-epsilon")
+        plan = plan_for_preview(msg, options.owners, options.min_owners, "--dp-epsilon")
         if args.dry_run:
             return _dry_run(plan, args.rows)
         refuse_drowned_round(plan, noise_preview, args)
     else:
-        plan_request(msg, len(common.owners) or max(common.min_owners, DEFAULT_QUORUM))
+        plan_request(msg, len(options.owners) or max(options.min_owners, DEFAULT_QUORUM))
     progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_protocol("crosstab", request, common, on_tick=progress.tick)
+        result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
     out = Path(args.out)
     atomic_write_json(out / RESULT_FILE, result)
@@ -219,24 +219,6 @@ def _dry_run(plan: Any, rows: int | None) -> int:
         print("give --rows N to check the noise against your row count", file=sys.stderr)
     print_verdict(doc)
     return 0
-
-
-def to_pandas(result: dict) -> Any:
-    """The result's counts as a pandas DataFrame laid out like `pandas.crosstab`: rows are the
-    first column's categories, columns the product of the others' (a MultiIndex for two), or
-    one column `count` for a single column. Needs pandas."""
-    import pandas as pd
-
-    names = result["columns"]
-    cats = result["categories"]
-    index = pd.Index(cats[names[0]], name=names[0])
-    if len(names) == 1:
-        return pd.DataFrame(result["counts"], index=index, columns=pd.Index(["count"]))
-    if len(names) == 2:
-        columns = pd.Index(cats[names[1]], name=names[1])
-    else:
-        columns = pd.MultiIndex.from_product([cats[n] for n in names[1:]], names=names[1:])
-    return pd.DataFrame(result["counts"], index=index, columns=columns)
 
 
 def plot_counts(result: dict, path: Path) -> None:

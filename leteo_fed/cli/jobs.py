@@ -16,18 +16,6 @@ from pathlib import Path
 from leteo_fed.cli.options import SubParsers, add_aggregator_address, add_tls, analyst_client
 
 # the file each command writes into its --out folder, by the job's label
-RESULT_FILES = {
-    "pca": "pca.json",
-    "dca": "dca.json",
-    "lda": "dca.json",
-    "mdr": "dca.json",
-    "kmeans": "kmeans.json",
-    "weighted_stats": "stats.json",
-    "linreg": "result.json",
-    "crosstab": "result.json",
-    "quantiles": "result.json",
-    "ldp": "ldp.json",
-}
 DEFAULT_RESULTS = Path("out")
 
 
@@ -100,15 +88,26 @@ def list_jobs(args: argparse.Namespace) -> int:
 
 
 def fetch_result(args: argparse.Namespace) -> int:
-    from leteo_fed.client import result_of
+    from leteo_fed.client import job_result
     from leteo_fed.fileio import atomic_write_json
 
     with analyst_client(args) as client:
         status = client.job(args.job_id)
-    result = result_of(status)
-    name = RESULT_FILES.get(status.protocol, f"{status.protocol or 'result'}.json")
+    result = job_result(status).to_dict()
+    name = result_file(status.protocol)
     out = Path(args.out) / name
     atomic_write_json(out, result)
     print(json.dumps({"job_id": args.job_id, "state": status.state, "file": str(out)}))
     print(f"wrote {out}", file=sys.stderr)
     return 0
+
+
+def result_file(label: str) -> str:
+    """The file a job's result goes to, as its protocol names it (pca.json, kmeans.json, ...)."""
+    from leteo_fed.protocols import registry
+
+    for protocol in registry.all_protocols():
+        name = protocol.result_file(label)
+        if name is not None:
+            return name
+    return f"{label or 'result'}.json"

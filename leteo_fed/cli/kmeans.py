@@ -261,38 +261,42 @@ def _initial_centers(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, An
 
 
 def _run_against_services(args: argparse.Namespace) -> int:
-    from leteo_fed.client import KmeansParams
+    from leteo_fed.client import RoundOptions, output_file, round_request
     from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.protocols.kmeans_round import KmeansRequest
 
     centers, init = _initial_centers(args)
-    params = KmeansParams(
-        features=args.features,
+    request = KmeansRequest(
+        features=tuple(args.features),
         k=centers.shape[0],
-        centers=centers.tolist(),
+        centers=tuple(float(v) for row in centers.tolist() for v in row),
         iterations=args.rounds,
         tolerance=args.tolerance,
+    )
+    options = RoundOptions(
         min_owners=args.min_owners,
-        deadline_seconds=args.deadline,
+        deadline_seconds=args.deadline,  # per iteration
         scale_bits=args.scale_bits,
         value_bound=args.value_bound,
         owners=tuple(args.owners),
-        dp_epsilon=args.epsilon,
+        dp_epsilon=args.epsilon,  # the whole job's budget, split evenly over the iterations
         dp_delta=args.delta,
         row_norm_bound=args.row_norm_bound,
     )
-    if args.dry_run or params.dp_epsilon is not None:
+    if args.dry_run or options.dp_epsilon is not None:
         from leteo_fed.protocols.kmeans_round import kmeans_noise_preview
 
-        plan = plan_for_preview(params.to_proto(), params.owners, params.min_owners, "--epsilon")
+        msg = round_request(request, options)
+        plan = plan_for_preview(msg, options.owners, options.min_owners, "--epsilon")
         if args.dry_run:
             return _dry_run(plan, args.rows)
         refuse_drowned_round(plan, kmeans_noise_preview, args)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_kmeans(params, on_tick=progress.tick)
+        result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
     result["init"] = init
-    out = Path(args.out) / "kmeans.json"
+    out = Path(args.out) / output_file(request)
     atomic_write_json(out, result)
     keys = ("job_id", "owners", "iterations_run", "converged", "centers")
     print(json.dumps({k: result[k] for k in keys}))

@@ -161,49 +161,40 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from leteo_fed.client import LdpParams
+    from leteo_fed.client import RoundOptions, output_file
     from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.protocols.ldp_collection import LdpRequest
 
-    params = LdpParams(
+    request = LdpRequest(
         column=args.column,
         mechanism=args.mechanism,
         epsilon=args.epsilon,
         domain=tuple(args.domain or ()),
         lower=args.bounds[0] if args.bounds else None,
         upper=args.bounds[1] if args.bounds else None,
-        min_owners=args.min_owners,
         consistency=args.consistency,
     )
-    preview = _noise_preview(params)
+    options = RoundOptions(min_owners=args.min_owners)
+    preview = _noise_preview(request, options)
     if args.dry_run:
         return _dry_run(preview, args.rows)
     refuse_drowned_round(None, preview, args)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_ldp(params, on_tick=progress.tick)
+        result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
-    atomic_write_json(Path(args.out) / "ldp.json", result)
+    atomic_write_json(Path(args.out) / output_file(request), result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n")}))
     return 0
 
 
-def _noise_preview(params):
+def _noise_preview(request, options):
     """The collection's noise preview as a (plan, rows) -> document function: the public
     parameters are checked exactly as the aggregator will check them."""
-    from leteo_fed.protocols.ldp_collection import LdpRequest, noise_preview, spec_from_request
+    from leteo_fed.protocols.ldp_collection import noise_preview, spec_from_request
 
-    spec = spec_from_request(
-        LdpRequest(
-            column=params.column,
-            mechanism=params.mechanism,
-            epsilon=params.epsilon,
-            domain=params.domain,
-            lower=params.lower,
-            upper=params.upper,
-            consistency=params.consistency,
-        )
-    )
-    quorum = max(params.min_owners, MIN_QUORUM_LDP)
+    spec = spec_from_request(request)
+    quorum = max(options.min_owners, MIN_QUORUM_LDP)
     return lambda _plan, rows: noise_preview(spec, rows, quorum)
 
 

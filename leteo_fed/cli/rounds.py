@@ -224,39 +224,43 @@ def _groupings(args: argparse.Namespace) -> tuple:
 
 
 def _run_round(args: argparse.Namespace) -> int:
-    from leteo_fed.client import RoundParams
+    from leteo_fed.client import RoundOptions, output_file, round_request
     from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 
-    params = RoundParams(
-        features=args.features,
+    request = MomentsRequest(
+        features=tuple(args.features),
         method=getattr(args, "method", "pca"),
         components=args.components,
-        min_owners=args.min_owners,
-        deadline_seconds=args.deadline,
         standardize=getattr(args, "standardize", False),
-        scale_bits=args.scale_bits,
-        value_bound=args.value_bound,
-        owners=tuple(args.owners),
-        groupings=_groupings(args),
+        groupings=tuple(LabelClasses(c, tuple(k)) for c, k in _groupings(args)),
         rho=getattr(args, "rho", None),
         rho_prime=getattr(args, "rho_prime", None),
         projection_only=args.projection_only,
+    )
+    options = RoundOptions(
+        min_owners=args.min_owners,
+        deadline_seconds=args.deadline,
+        scale_bits=args.scale_bits,
+        value_bound=args.value_bound,
+        owners=tuple(args.owners),
         dp_epsilon=args.dp_epsilon,
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
-    if args.dry_run or params.dp_epsilon is not None:
+    if args.dry_run or options.dp_epsilon is not None:
         from leteo_fed.protocols.moments_round import moments_noise_preview
 
-        plan = plan_for_preview(params.to_proto(), params.owners, params.min_owners, "--dp-epsilon")
+        msg = round_request(request, options)
+        plan = plan_for_preview(msg, options.owners, options.min_owners, "--dp-epsilon")
         if args.dry_run:
             return _dry_run(plan, args.rows)
         refuse_drowned_round(plan, moments_noise_preview, args)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_round(params, on_tick=progress.tick)
+        result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
-    out = Path(args.out) / f"{args.command}.json"
+    out = Path(args.out) / output_file(request)
     atomic_write_json(out, result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))
     print(f"wrote {out}", file=sys.stderr)

@@ -70,7 +70,7 @@ def add_parser(sub: SubParsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from leteo_fed.client import CommonParams
+    from leteo_fed.client import RoundOptions, output_file
     from leteo_fed.fileio import atomic_write_json
     from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         weight_column=args.weight_column,
         weight_bound=args.weight_bound,
     )
-    common = CommonParams(
+    options = RoundOptions(
         min_owners=args.min_owners,
         deadline_seconds=args.deadline,
         owners=tuple(args.owners),
@@ -89,21 +89,20 @@ def run(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
-    if args.dry_run or common.dp_epsilon is not None:
-        from leteo_fed.client import common_fields
+    if args.dry_run or options.dp_epsilon is not None:
+        from leteo_fed.client import round_request
         from leteo_fed.protocols.weighted_stats import noise_preview
-        from leteo_fed.transport.rounds import request_to_proto
 
-        msg = request_to_proto("weighted_stats", request, **common_fields(common))
-        plan = plan_for_preview(msg, common.owners, common.min_owners, "--dp-epsilon")
+        msg = round_request(request, options)
+        plan = plan_for_preview(msg, options.owners, options.min_owners, "--dp-epsilon")
         if args.dry_run:
             return _dry_run(plan, args.rows)
         refuse_drowned_round(plan, noise_preview, args)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_protocol("weighted_stats", request, common, on_tick=progress.tick)
+        result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
-    out = Path(args.out) / "stats.json"
+    out = Path(args.out) / output_file(request)
     atomic_write_json(out, result)
     summary = ("round_id", "owners", "n_rows", "means", "variances")
     print(json.dumps({k: result[k] for k in summary}))

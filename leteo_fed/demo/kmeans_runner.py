@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from leteo_fed.client import KmeansParams
+from leteo_fed.client import RoundOptions
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import (
     LocalCluster,
@@ -29,6 +29,7 @@ from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols.kmeans_round import KmeansRequest
 
 # Published ranges of the iris features (scikit-learn's description of the data set): public
 # knowledge, so uniform initial centers in this box cost no privacy.
@@ -164,12 +165,14 @@ def run_kmeans_demo(opts: KmeansDemoOptions) -> dict:
         startup,
     ):
         timings["startup_seconds"] = startup
-        params = KmeansParams(
-            features=features,
+        request = KmeansRequest(
+            features=tuple(features),
             k=k,
-            centers=init.tolist(),
+            centers=tuple(float(v) for row in init.tolist() for v in row),
             iterations=opts.rounds,
             tolerance=opts.tolerance,
+        )
+        options = RoundOptions(
             min_owners=opts.owners,
             deadline_seconds=opts.deadline,
             value_bound=opts.value_bound,
@@ -187,7 +190,7 @@ def run_kmeans_demo(opts: KmeansDemoOptions) -> dict:
 
         say(f"starting the k-means job ({opts.key_bits}-bit Paillier)")
         start = time.perf_counter()
-        result = client.run_kmeans(params, on_tick=tick)
+        result = client.run(request, options, on_tick=tick).to_dict()
         timings["job_seconds"] = time.perf_counter() - start
         say(f"job {result['job_id']} completed: {result['iterations_run']} iteration(s)")
     check_stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from leteo_fed.client import LdpParams
+from leteo_fed.client import RoundOptions
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import (
     LocalCluster,
@@ -22,6 +22,7 @@ from leteo_fed.demo.runner import Progress, analyst_session, natural_order, writ
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.protocols import ldp_collection
+from leteo_fed.protocols.ldp_collection import LdpRequest
 
 
 @dataclass
@@ -115,17 +116,19 @@ def run_demo(opts: LdpOptions) -> dict:
     ]
     cluster = LocalCluster(workdir, owners, insecure=opts.insecure)
     with analyst_session(cluster, opts.owners, say, "each with a privacy ledger") as (client, _):
-        params = LdpParams(
-            column=spec.column,
-            mechanism=spec.mechanism,
-            epsilon=spec.epsilon,
-            domain=tuple(spec.domain),
-            lower=request.lower if not frequency else None,
-            upper=request.upper if not frequency else None,
-            min_owners=opts.owners,
-            consistency=opts.consistency,
+        params = (
+            LdpRequest(
+                column=spec.column,
+                mechanism=spec.mechanism,
+                epsilon=spec.epsilon,
+                domain=tuple(spec.domain),
+                lower=request.lower if not frequency else None,
+                upper=request.upper if not frequency else None,
+                consistency=opts.consistency,
+            ),
+            RoundOptions(min_owners=opts.owners),
         )
-        result = client.run_ldp(params)
+        result = client.run(*params).to_dict()
         say(f"round {result['round_id']}: {result['n']} reports from {', '.join(result['owners'])}")
     check_stop()
     result.update(_truth(values, spec, frequency))

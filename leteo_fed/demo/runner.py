@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import (
     STOP_REQUESTED,
@@ -26,6 +26,7 @@ from leteo_fed.demo.cluster import (
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.protocols import discriminant
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.pca import reference_pca
 
 
@@ -197,18 +198,20 @@ def run_demo(opts: DemoOptions) -> dict:
             f"({opts.key_bits}-bit Paillier)"
         )
         start = time.perf_counter()
-        params = RoundParams(
-            features=features,
+        request = MomentsRequest(
+            features=tuple(features),
             method=opts.method,
             components=components,
-            min_owners=opts.owners,
-            deadline_seconds=300.0,
             standardize=opts.standardize,
-            value_bound=opts.value_bound,
-            groupings=tuple(groupings),
+            groupings=tuple(LabelClasses(c, tuple(k)) for c, k in groupings),
             rho=opts.rho,
             rho_prime=opts.rho_prime,
             projection_only=opts.projection_only,
+        )
+        options = RoundOptions(
+            min_owners=opts.owners,
+            deadline_seconds=300.0,
+            value_bound=opts.value_bound,
             dp_epsilon=opts.dp_epsilon,
             dp_delta=opts.dp_delta,
             row_norm_bound=opts.row_norm_bound,
@@ -218,7 +221,7 @@ def run_demo(opts: DemoOptions) -> dict:
             check_stop()
             say(f"round {status.round_id}: {len(status.submitted)}/{len(status.invited)} shares in")
 
-        result = client.run_round(params, on_tick=tick)
+        result = client.run(request, options, on_tick=tick).to_dict()
         timings["round_seconds"] = time.perf_counter() - start
         say(f"round {result['round_id']} completed with owners {', '.join(result['owners'])}")
     check_stop()  # interrupted while stopping: write nothing

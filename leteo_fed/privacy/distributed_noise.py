@@ -1,7 +1,7 @@
 """Distributed integer noise for (epsilon, delta)-DP aggregates: owners' Skellam shares.
 
 Every owner adds Skellam(mu / n_min) to every integer coordinate of its share, where n_min is the
-round's quorum (`owner_noise`). Sums of independent Skellams are Skellam with the rates added,
+round's quorum (`Skellam(mu).owner_share(n_min)`). Sums of independent Skellams are Skellam with the rates added,
 so the aggregate of n >= n_min shares carries exactly Skellam(mu * n / n_min) noise: at least the
 calibrated mu, never less. No party sees the un-noised aggregate: the aggregator only holds
 ciphertexts and the CSP only masked plaintexts (docs/dp-release.md). A round with fewer than
@@ -23,7 +23,6 @@ from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.mechanisms import (
     CONVERSIONS,
     DEFAULT_ALPHAS,
-    Gaussian,
     Sensitivity,
     Skellam,
     new_rng,
@@ -33,33 +32,7 @@ from leteo_fed.privacy.mechanisms._params import positive_finite as _positive_fi
 from leteo_fed.privacy.mechanisms._params import positive_int as _positive_int
 
 # --------------------------------------------------------------------------------------------
-# sampling
-
-
-def sample_skellam(
-    mu: float, size: int | tuple[int, ...], rng: np.random.Generator | None = None
-) -> np.ndarray:
-    """Independent Skellam(mu) = Poisson(mu) - Poisson(mu) variables (mean 0, variance 2 mu).
-
-    Returns int64. mu == 0 gives zeros. `rng` defaults to a freshly, cryptographically seeded
-    generator (`new_rng`); pass one only for reproducible tests.
-    """
-    return Skellam(mu).sample(size, rng)
-
-
-def owner_noise(
-    mu: float,
-    quorum: int,
-    size: int | tuple[int, ...],
-    rng: np.random.Generator | None = None,
-) -> np.ndarray:
-    """One owner's noise share: Skellam(mu / quorum) per coordinate.
-
-    `mu` is the calibrated aggregate parameter (`calibrate_mu`), `quorum` the minimum number of
-    owners whose shares a round needs before it is released. With n >= quorum shares the aggregate
-    noise is exactly Skellam(mu * n / quorum).
-    """
-    return Skellam(mu).owner_share(quorum).sample(size, rng)
+# the aggregate noise
 
 
 def effective_mu(mu: float, quorum: int, n_submitted: int) -> float:
@@ -93,39 +66,6 @@ def skellam_magnitude_bound(mu: float, n_coords: int, failure_prob: float = 2.0*
 # accounting
 
 
-def skellam_rdp(
-    alpha: float | np.ndarray, mu: float, l1_sensitivity: float, l2_sensitivity: float
-) -> float | np.ndarray:
-    """Agarwal-Kairouz-Liu (NeurIPS 2021) RDP bound of Skellam(mu) noise, integer alpha > 1
-    (`Skellam.rdp`)."""
-    return Skellam(mu).rdp(alpha, Sensitivity(l1_sensitivity, l2_sensitivity))
-
-
-def gaussian_rdp(alpha: float | np.ndarray, sigma: float, l2_sensitivity: float):
-    """RDP of the Gaussian mechanism (Mironov 2017, Prop. 7): alpha D2^2 / (2 sigma^2)."""
-    return Gaussian(sigma).rdp(alpha, l2_sensitivity)
-
-
-def skellam_epsilon(
-    mu: float,
-    delta: float,
-    l1_sensitivity: float,
-    l2_sensitivity: float,
-    *,
-    compositions: int = 1,
-    method: str = "improved",
-    alphas: np.ndarray = DEFAULT_ALPHAS,
-) -> float:
-    """Epsilon at `delta` of `compositions` releases, each with Skellam(mu) noise."""
-    return Skellam(mu).epsilon(
-        Sensitivity(l1_sensitivity, l2_sensitivity),
-        delta,
-        compositions=compositions,
-        method=method,
-        alphas=alphas,
-    )
-
-
 def calibrate_mu(
     epsilon: float,
     delta: float,
@@ -140,8 +80,8 @@ def calibrate_mu(
     """Smallest aggregate Skellam parameter mu (to relative `rel_tol`, rounded up) whose
     accounted epsilon at `delta` is <= `epsilon` (`Skellam.calibrate`).
 
-    The returned mu always satisfies skellam_epsilon(mu, ...) <= epsilon. Each of n_min owners
-    then adds Skellam(mu / n_min) (`owner_noise`).
+    The returned mu always satisfies Skellam(mu).epsilon(...) <= epsilon. Each of n_min owners
+    then adds Skellam(mu / n_min) (`Skellam(mu).owner_share(n_min)`).
     """
     try:
         return Skellam.calibrate(
@@ -161,20 +101,6 @@ def calibrate_mu(
             "--scale-bits, or raise --dp-epsilon",
             field="row_norm_bound",
         ) from exc
-
-
-def gaussian_analytic_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
-    """Exact delta(epsilon) of the Gaussian mechanism (Balle & Wang, ICML 2018, Thm. 8):
-
-    delta = Phi(D/(2 s) - eps s/D) - e^eps Phi(-D/(2 s) - eps s/D).
-    Reference for comparisons; not used to release anything.
-    """
-    return Gaussian(sigma).delta_at(epsilon, l2_sensitivity)
-
-
-def gaussian_analytic_epsilon(sigma: float, delta: float, l2_sensitivity: float) -> float:
-    """Smallest epsilon with gaussian_analytic_delta(epsilon) <= delta."""
-    return Gaussian(sigma).epsilon(l2_sensitivity, delta)
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,14 +137,7 @@ __all__ = [
     "calibrate_mu",
     "clip_rows",
     "effective_mu",
-    "gaussian_analytic_delta",
-    "gaussian_analytic_epsilon",
-    "gaussian_rdp",
     "new_rng",
-    "owner_noise",
     "rdp_to_dp",
-    "sample_skellam",
-    "skellam_epsilon",
     "skellam_magnitude_bound",
-    "skellam_rdp",
 ]

@@ -398,6 +398,16 @@ class FederatedProtocol(ABC):
     spec_type: ClassVar[type]
     kind: ClassVar[str] = SECURE_SUM
     multi_round: ClassVar[bool] = False  # a job of several rounds (round ids get "-it<t>")
+    plot_file: ClassVar[str | None] = None  # the figure the CLI draws of a result, if any
+
+    def result_file(self, label: str) -> str | None:
+        """The file the CLI writes a result of a job labelled `label` (RoundStatus.protocol)
+        to; None: not a label of this protocol."""
+        return f"{self.name}.json" if label == self.name else None
+
+    def output_file(self, request: Any) -> str:
+        """The file the CLI writes the result of `request` to."""
+        return self.result_file(self.name) or f"{self.name}.json"
 
     # ---------------------------------------------------------------- aggregator side
 
@@ -444,6 +454,11 @@ class FederatedProtocol(ABC):
         return ""
 
     # ---------------------------------------------------------------- what owners verify
+
+    def job_timeout(self, request: Any, deadline_seconds: float) -> float:
+        """How long the analyst waits for a job of this request whose rounds each have
+        `deadline_seconds` (single-round protocols: the deadline)."""
+        return deadline_seconds
 
     def max_rounds(self, plan: Any) -> int:
         """The most rounds a job planned from this request may have (k-means: T iterations)."""

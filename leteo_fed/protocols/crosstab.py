@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from leteo_fed import defaults
+from leteo_fed import defaults, extras
 from leteo_fed.encoding.share import (
     DEFAULT_MAX_OWNERS,
     DEFAULT_MAX_ROWS_PER_OWNER,
@@ -139,6 +139,21 @@ class CrosstabResult(RoundFacts, Result):
     bins: str
     outside: str
     dp: DpFacts | None = None
+
+    def to_pandas(self) -> Any:
+        """The counts as a pandas DataFrame laid out like `pandas.crosstab`: rows are the
+        first column's categories, columns the product of the others' (a MultiIndex for
+        two), or one column `count` for a single column. Needs pandas."""
+        pd = extras.pandas()
+        names, cats = self.columns, self.categories
+        index = pd.Index(cats[names[0]], name=names[0])
+        if len(names) == 1:
+            return pd.DataFrame(self.counts, index=index, columns=pd.Index(["count"]))
+        if len(names) == 2:
+            columns = pd.Index(cats[names[1]], name=names[1])
+        else:
+            columns = pd.MultiIndex.from_product([cats[n] for n in names[1:]], names=names[1:])
+        return pd.DataFrame(self.counts, index=index, columns=columns)
 
 
 @dataclass(frozen=True)
@@ -428,6 +443,11 @@ class CrosstabProtocol(FederatedProtocol):
     name = "crosstab"
     request_type = CrosstabRequest
     spec_type = CrosstabSpec
+
+    plot_file = "crosstab.png"
+
+    def result_file(self, label: str) -> str | None:
+        return "result.json" if label == self.name else None
 
     # ---------------------------------------------------------------- aggregator side
 

@@ -173,6 +173,14 @@ class KmeansJobResult(Result):
     dp: KmeansDpFacts | None
     timings: KmeansJobTimings
 
+    def table(self) -> tuple[dict[str, list], list, str]:
+        """A row per cluster: its center and its (noisy, with DP) row count."""
+        cols: dict[str, list] = {
+            f: [c[j] for c in self.centers] for j, f in enumerate(self.features)
+        }
+        cols["count"] = list(self.counts)
+        return cols, list(range(len(self.centers))), "cluster"
+
 
 @dataclass
 class KmeansState:
@@ -239,6 +247,10 @@ class KmeansProtocol(FederatedProtocol):
     request_type = KmeansRequest
     spec_type = KmeansIteration
     multi_round = True
+
+    def job_timeout(self, request: KmeansRequest, deadline_seconds: float) -> float:
+        """Every iteration is a round that may use its deadline."""
+        return (request.iterations or kmeans.DEFAULT_ITERATIONS) * (deadline_seconds + 30)
 
     # ---------------------------------------------------------------- aggregator side
 

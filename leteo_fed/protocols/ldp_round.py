@@ -57,6 +57,17 @@ class LdpFrequencyResult(_LdpFacts):
     consistent_estimates: dict[str, float] | None = omitted()
     consistency: str | None = omitted()
 
+    def table(self) -> tuple[dict[str, list], list, str]:
+        """A row per category: the estimated frequency and its standard error."""
+        cats = list(self.estimates)
+        cols: dict[str, list] = {
+            "estimate": [self.estimates[c] for c in cats],
+            "std_error": [self.std_errors[c] for c in cats],
+        }
+        if self.consistent_estimates is not None:
+            cols["consistent_estimate"] = [self.consistent_estimates[c] for c in cats]
+        return cols, cats, self.column
+
 
 @result_type
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +87,13 @@ class LdpMeansResult(_LdpFacts):
     std_errors: dict[str, float]
     bounds: list[list[float]]
 
+    def table(self) -> tuple[dict[str, list], list, str]:
+        cols = {
+            "mean": [self.means[c] for c in self.columns],
+            "std_error": [self.std_errors[c] for c in self.columns],
+        }
+        return cols, list(self.columns), "column"
+
 
 @result_type
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +102,10 @@ class LdpPointsResult(_LdpFacts):
     columns: list[str]
     box: list[list[float]]
     points: list[list[float]]
+
+    def table(self) -> tuple[dict[str, list], list, str]:
+        cols = {c: [p[j] for p in self.points] for j, c in enumerate(self.columns)}
+        return cols, list(range(len(self.points))), "report"
 
 
 @dataclass(frozen=True)

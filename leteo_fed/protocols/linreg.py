@@ -122,6 +122,21 @@ class LinregResult(RoundFacts, Result):
     noise_std_errors: dict[str, float] | None = None
     dp: DpFacts | None = None
 
+    def table(self) -> tuple[dict[str, list], list, str]:
+        """A row per term: coefficient, standard error, t, p and the confidence interval."""
+        cols = {
+            name: [values[t] for t in self.terms]
+            for name, values in (
+                ("coefficient", self.coefficients),
+                ("std_error", self.std_errors),
+                ("t_statistic", self.t_statistics),
+                ("p_value", self.p_values),
+                ("ci_lower", self.ci_lower),
+                ("ci_upper", self.ci_upper),
+            )
+        }
+        return cols, list(self.terms), "term"
+
 
 @dataclass(frozen=True)
 class LinregPlan:
@@ -402,6 +417,11 @@ class LinregProtocol(FederatedProtocol):
     name = PROTOCOL_NAME
     request_type = LinregRequest
     spec_type = LinregSpec
+
+    plot_file = "coefficients.png"
+
+    def result_file(self, label: str) -> str | None:
+        return "result.json" if label == self.name else None
 
     # ---------------------------------------------------------------- aggregator side
 

@@ -47,7 +47,14 @@ from leteo_fed.protocols.base import (
     skellam_plan,
 )
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping
-from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, omitted, result_type
+from leteo_fed.protocols.results import (
+    DpFacts,
+    Result,
+    RoundFacts,
+    component_table,
+    omitted,
+    result_type,
+)
 
 METHODS = ("pca", "dca", "lda", "mdr")
 DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
@@ -99,6 +106,11 @@ class PcaRoundResult(RoundFacts, Result):
     standardized: bool
     dp: DpFacts | None = None
 
+    def table(self) -> tuple[dict[str, list], list, str]:
+        cols, index, name = component_table(self.features, self.components, self.eigenvalues)
+        cols["explained_variance_ratio"] = list(self.explained_variance_ratio)
+        return cols, index, name
+
 
 @result_type
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +129,9 @@ class DiscriminantRoundResult(RoundFacts, Result):
     privacy_classes: list[str] | None = omitted()  # MDR only
     dp: DpFacts | None = None
 
+    def table(self) -> tuple[dict[str, list], list, str]:
+        return component_table(self.features, self.components, self.eigenvalues)
+
 
 @result_type
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +144,10 @@ class ProjectionOnlyResult(RoundFacts, Result):
     eigenvalues: list[float]
     components: list[list[float]]
     n_samples: int | None = None
+
+    def table(self) -> tuple[dict[str, list], list, str]:
+        return component_table(self.features, self.components, self.eigenvalues)
+
     explained_variance_ratio: list[float] | None = omitted()  # PCA
     standardized: bool | None = omitted()  # PCA
     classes: list[str] | None = omitted()  # DCA, LDA, MDR
@@ -341,6 +360,15 @@ class MomentsProtocol(FederatedProtocol):
     name = "moments"
     request_type = MomentsRequest
     spec_type = MomentsSpec
+
+    def result_file(self, label: str) -> str | None:
+        """pca.json; the discriminant methods share dca.json."""
+        return {"pca": "pca.json", "dca": "dca.json", "lda": "dca.json", "mdr": "dca.json"}.get(
+            label
+        )
+
+    def output_file(self, request: MomentsRequest) -> str:
+        return self.result_file(request.method) or f"{request.method}.json"
 
     # ---------------------------------------------------------------- aggregator side
 

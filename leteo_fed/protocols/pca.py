@@ -61,17 +61,6 @@ def local_statistics(x: np.ndarray) -> LocalStatistics:
     return LocalStatistics(r=x.T @ x, v=x.sum(axis=0), q=int(x.shape[0]))
 
 
-def merge_statistics(parts: Sequence[LocalStatistics]) -> LocalStatistics:
-    """Sum of partition statistics (used by the Spark path)."""
-    if not parts:
-        raise DataError("no partitions to merge")
-    return LocalStatistics(
-        r=moments.add_all([p.r for p in parts]),
-        v=moments.add_all([p.v for p in parts]),
-        q=sum(p.q for p in parts),
-    )
-
-
 def share_values(stats: LocalStatistics, enc: ShareEncoding) -> list[int]:
     """Encoded share: R upper triangle (row-major), then V, then Q."""
     return moments.encode_moments(
@@ -82,33 +71,6 @@ def share_values(stats: LocalStatistics, enc: ShareEncoding) -> list[int]:
 def as_moments(stats: LocalStatistics) -> moments.LocalMoments:
     """PCA statistics are the moments of one grouping with a single class."""
     return moments.LocalMoments(stats.r, [stats.v[None, :]], [np.array([stats.q], dtype=np.int64)])
-
-
-@dataclass(frozen=True)
-class IntegerAggregate:
-    r: list[list[int]]  # symmetric d x d, scale 2^f
-    v: list[int]  # scale 2^f
-    q: int
-    scale_bits: int
-
-    @property
-    def d(self) -> int:
-        return len(self.v)
-
-
-def aggregate_from_totals(totals: Sequence[int], d: int, scale_bits: int) -> IntegerAggregate:
-    agg = moments.decode_totals(totals, d, [moments.ALL_ROWS], scale_bits)
-    return IntegerAggregate(agg.r.tolist(), agg.v[0][0].tolist(), agg.m[0][0], scale_bits)
-
-
-def _as_integer_moments(agg: IntegerAggregate) -> moments.IntegerMoments:
-    r = np.array(agg.r, dtype=object)
-    return moments.IntegerMoments(r, [np.array([agg.v], dtype=object)], [[agg.q]], agg.scale_bits)
-
-
-def exact_scatter(agg: IntegerAggregate) -> np.ndarray:
-    """S = R - V V^T / Q, exact in integers, rounded once per entry."""
-    return moments.total_scatter(_as_integer_moments(agg))
 
 
 @dataclass
@@ -184,12 +146,6 @@ def orient_components(vectors: np.ndarray) -> np.ndarray:
     signs = np.sign(vectors[idx, np.arange(vectors.shape[1])])
     signs[signs == 0] = 1
     return vectors * signs
-
-
-def pca_from_aggregate(
-    agg: IntegerAggregate, features: Sequence[str], components: int, standardize: bool = False
-) -> PcaResult:
-    return pca_from_moments(_as_integer_moments(agg), features, components, standardize)
 
 
 def pca_from_moments(

@@ -48,6 +48,19 @@ def get(name: str) -> FederatedProtocol:
     return protocol
 
 
+def for_request(request: object) -> FederatedProtocol:
+    """The protocol whose request dataclass `request` is (what the analyst's client runs)."""
+    _load()
+    for protocol in _PROTOCOLS.values():
+        if type(request) is protocol.request_type:
+            return protocol
+    raise DataError(
+        f"{type(request).__name__} is no protocol's request; expected one of "
+        f"{', '.join(sorted(p.request_type.__name__ for p in _PROTOCOLS.values()))}",
+        field="payload",
+    )
+
+
 def names() -> list[str]:
     _load()
     return sorted(_PROTOCOLS)

@@ -8,8 +8,11 @@ they do not apply (e.g. MDR's privacy classes in an LDA result).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from leteo_fed import extras
 
 OMIT_NONE = {"omit_none": True}
 
@@ -85,7 +88,55 @@ class DpFacts:
     note: str | None = omitted()
 
 
+def to_dict(obj: Any) -> Any:
+    """A dataclass as JSON-ready data: tuples become lists; a field whose metadata says
+    `omit_none` is left out when None."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if value is None and f.metadata.get("omit_none"):
+                continue
+            out[f.name] = to_dict(value)
+        return out
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
 class Result:
-    """Base of the result dataclasses: `wire` is the field name in RoundResult."""
+    """Base of the result dataclasses: `wire` is the field name in RoundResult.
+
+    `to_dict()` is the JSON document the CLI writes; `to_pandas()` the result's main table as
+    a pandas DataFrame (pandas imported on first use), for results that have one."""
 
     wire: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = to_dict(self)
+        return doc
+
+    def table(self) -> tuple[dict[str, list], list, str] | None:
+        """The main table: (columns by name, row labels, the row labels' name); None: none."""
+        return None
+
+    def to_pandas(self) -> Any:
+        """The main table as a pandas.DataFrame (needs pandas); TypeError if there is none."""
+        table = self.table()
+        if table is None:
+            raise TypeError(f"a {type(self).__name__} has no table")
+        columns, index, name = table
+        pd = extras.pandas()
+        return pd.DataFrame(columns, index=pd.Index(index, name=name))
+
+
+def component_table(
+    features: list[str], components: list[list[float]], eigenvalues: list[float]
+) -> tuple[dict[str, list], list, str]:
+    """A row per component: its eigenvalue and its weight on each feature."""
+    cols: dict[str, list] = {"eigenvalue": list(eigenvalues[: len(components)])}
+    for j, f in enumerate(features):
+        cols[f] = [row[j] for row in components]
+    return cols, [f"c{i + 1}" for i in range(len(components))], "component"

@@ -94,6 +94,14 @@ class WeightedStatsResult(RoundFacts, Result):
     variance_definition: str
     dp: DpFacts | None = None
 
+    def table(self) -> tuple[dict[str, list], list, str]:
+        """A row per feature: its weighted mean and variance."""
+        cols = {
+            "mean": [self.means[f] for f in self.features],
+            "variance": [self.variances[f] for f in self.features],
+        }
+        return cols, list(self.features), "feature"
+
 
 @dataclass(frozen=True)
 class WeightedStatsPlan:
@@ -271,6 +279,9 @@ class WeightedStatsProtocol(FederatedProtocol):
     name = "weighted_stats"
     request_type = WeightedStatsRequest
     spec_type = WeightedStatsSpec
+
+    def result_file(self, label: str) -> str | None:
+        return "stats.json" if label == self.name else None
 
     # ---------------------------------------------------------------- aggregator side
 

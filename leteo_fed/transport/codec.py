@@ -23,6 +23,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.protocols.results import to_dict as to_dict  # the JSON document of a dataclass
 
 
 @functools.cache
@@ -153,21 +154,3 @@ def from_proto(msg: Message, cls: type) -> Any:
             field=f"{msg.DESCRIPTOR.name}.{missing[0]}",
         )
     return cls(**kwargs)
-
-
-def to_dict(obj: Any) -> Any:
-    """A dataclass as JSON-ready data: tuples become lists; a field whose metadata says
-    `omit_none` is left out when None."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {}
-        for field in dataclasses.fields(obj):
-            value = getattr(obj, field.name)
-            if value is None and field.metadata.get("omit_none"):
-                continue
-            out[field.name] = to_dict(value)
-        return out
-    if isinstance(obj, dict):
-        return {k: to_dict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_dict(v) for v in obj]
-    return obj

@@ -19,6 +19,7 @@ from leteo_fed.data.spark_stats import get_spark
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.ldp.frequency import FREQUENCY_MECHANISMS
 from leteo_fed.protocols import ldp_collection as lc
+from leteo_fed.protocols.ldp_collection import LdpRequest
 
 pytestmark = pytest.mark.spark
 
@@ -144,7 +145,7 @@ def test_spill_mode_refuses_what_numpy_refuses_and_writes_nothing(tmp_path):
 @pytest.mark.insecure_small_key
 def test_aggregator_uses_spark_above_the_threshold(digits, tmp_path):
     """Real processes: 2 owners, 5000 reports, threshold 1000: the round runs on Spark."""
-    from leteo_fed.client import AnalystClient, LdpParams
+    from leteo_fed.client import AnalystClient, RoundOptions
     from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 
     labels = digits[0][:5000]
@@ -164,9 +165,10 @@ def test_aggregator_uses_spark_above_the_threshold(digits, tmp_path):
         AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")) as client,
     ):
         client.wait_for_owners(2)
-        result = client.run_ldp(
-            LdpParams(column="digit", mechanism="oue", epsilon=2.0, domain=DOMAIN, min_owners=2)
-        )
+        result = client.run(
+            LdpRequest(column="digit", mechanism="oue", epsilon=2.0, domain=DOMAIN),
+            RoundOptions(min_owners=2),
+        ).to_dict()
         log = (cluster.logs / "aggregator.log").read_text()
     assert result["engine"] == "spark" and result["n"] == len(labels)
     assert "oue estimate from 5000 reports (spark path)" in log

@@ -25,11 +25,13 @@ import pytest
 from integration_helpers import ManualOwner, write_parts
 from sklearn.datasets import load_breast_cancer, load_iris
 
-from leteo_fed.client import AnalystClient, KmeansParams, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols.kmeans_round import KmeansRequest
+from leteo_fed.protocols.moments_round import MomentsRequest
 
 pytestmark = pytest.mark.slow
 
@@ -147,16 +149,14 @@ def test_a_kmeans_job_resumes_after_the_aggregator_is_killed(tmp_path):
             threading.Thread(target=answer, daemon=True).start()
             init = km.random_centers(3, LOW, HIGH, 4, 7)
             iterations = 4
-            status = client.start_kmeans(
-                KmeansParams(
-                    features=IRIS,
+            status = client.start(
+                KmeansRequest(
+                    features=tuple(IRIS),
                     k=3,
-                    centers=init.tolist(),
+                    centers=tuple(float(v) for row in init.tolist() for v in row),
                     iterations=iterations,
-                    min_owners=4,
-                    owners=ALL,
-                    deadline_seconds=30,
-                )
+                ),
+                RoundOptions(min_owners=4, owners=ALL, deadline_seconds=30),
             )
             job = status.round_id
             first, lost = f"{job}-it1", f"{job}-it2"
@@ -220,15 +220,15 @@ def test_a_pca_round_open_at_the_kill_fails_and_its_owners_are_told_once(tmp_pat
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
         try:
             client.wait_for_owners(4)
-            status = client.start_round(
-                RoundParams(
-                    features=names,
+            status = client.start(
+                MomentsRequest(features=tuple(names)),
+                RoundOptions(
                     owners=ALL,
                     min_owners=4,
                     deadline_seconds=60,
                     dp_epsilon=1.0,
                     row_norm_bound=math.sqrt(len(names)),
-                )
+                ),
             )
             job = status.round_id
             _wait_submitted(client, job, 3)
@@ -257,9 +257,10 @@ def test_a_pca_round_open_at_the_kill_fails_and_its_owners_are_told_once(tmp_pat
             assert manual.states[job] == "FAILED"
 
             # the restarted aggregator knew every owner: a new round runs at once
-            again = client.run_round(
-                RoundParams(features=names, owners=REAL, min_owners=3, deadline_seconds=60)
-            )
+            again = client.run(
+                MomentsRequest(features=tuple(names)),
+                RoundOptions(owners=REAL, min_owners=3, deadline_seconds=60),
+            ).to_dict()
             assert sorted(again["owners"]) == list(REAL)
         finally:
             client.close()

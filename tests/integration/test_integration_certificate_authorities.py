@@ -21,12 +21,13 @@ import grpc
 import pytest
 
 from leteo_fed import defaults
-from leteo_fed.client import AnalystClient, RoundParams, RpcRefused
+from leteo_fed.client import AnalystClient, RoundOptions, RpcRefused
 from leteo_fed.crypto.paillier import PublicKey, generate_keypair
 from leteo_fed.demo.cluster import LocalCluster, free_port
 from leteo_fed.errors import PeerUnavailable
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.transport.certs import Party, create_pki, issue, load_ca
 from leteo_fed.transport.grpc_io import TlsConfig, make_server
 from leteo_fed.transport.messages import fetch_public_key, public_key_to_proto
@@ -71,7 +72,9 @@ def public_key(tls: TlsConfig, cluster: LocalCluster) -> None:
 
 def start_round(tls: TlsConfig, cluster: LocalCluster) -> None:
     with AnalystClient(cluster.addresses["aggregator"], tls) as client:
-        client.start_round(RoundParams(features=["x"], components=1, min_owners=2))
+        client.start(
+            MomentsRequest(features=tuple(["x"]), components=1), RoundOptions(min_owners=2)
+        )
 
 
 def test_a_genuine_owner_is_accepted(cluster: LocalCluster) -> None:

@@ -13,9 +13,10 @@ import pyarrow.csv as pacsv
 import pytest
 from sklearn.datasets import load_digits, load_wine
 
-from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
+from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.protocols import discriminant
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 
 pytestmark = pytest.mark.slow
 
@@ -114,35 +115,42 @@ def test_single_class_owners_and_label_errors(tmp_path):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(4)
-            result = client.run_round(
-                RoundParams(
-                    features=names, method="lda", min_owners=4, groupings=(("digit", classes),)
-                )
-            )
+            result = client.run(
+                MomentsRequest(
+                    features=tuple(names),
+                    method="lda",
+                    groupings=tuple(LabelClasses(c, tuple(k)) for c, k in (("digit", classes),)),
+                ),
+                RoundOptions(min_owners=4),
+            ).to_dict()
             assert len(result["components"]) == 9 and result["n_samples"] == len(x)
             _check(result, x, [y], "lda")
             # no share header tells the aggregator a site's row count
             assert all("rows" not in t for t in result["timings"]["owners"].values())
             # a label outside the declared classes: owners decline naming the rule, not the value
             with pytest.raises(RoundFailed) as err:
-                client.run_round(
-                    RoundParams(
-                        features=names,
+                client.run(
+                    MomentsRequest(
+                        features=tuple(names),
                         method="dca",
-                        min_owners=4,
-                        groupings=(("digit", classes[:9]),),
-                    )
-                )
+                        groupings=tuple(
+                            LabelClasses(c, tuple(k)) for c, k in (("digit", classes[:9]),)
+                        ),
+                    ),
+                    RoundOptions(min_owners=4),
+                ).to_dict()
             assert "classes: a value is outside the round's declared classes" in str(err.value)
             assert "'9'" not in str(err.value)
             # a label column that does not exist
             with pytest.raises(RoundFailed) as err:
-                client.run_round(
-                    RoundParams(
-                        features=names,
+                client.run(
+                    MomentsRequest(
+                        features=tuple(names),
                         method="dca",
-                        min_owners=2,
-                        groupings=(("nope", ("a", "b")),),
-                    )
-                )
+                        groupings=tuple(
+                            LabelClasses(c, tuple(k)) for c, k in (("nope", ("a", "b")),)
+                        ),
+                    ),
+                    RoundOptions(min_owners=2),
+                ).to_dict()
             assert "columns: a column the round reads is not in this site's data" in str(err.value)

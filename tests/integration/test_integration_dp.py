@@ -13,11 +13,12 @@ import pytest
 from integration_helpers import write_parts
 from sklearn.datasets import load_wine
 
-from leteo_fed.client import AnalystClient, RoundFailed, RoundParams, RpcRefused
+from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions, RpcRefused
 from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import moments, pca
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +49,10 @@ def _ledger(cluster, site):
 def test_released_aggregate_carries_the_announced_noise(dp_cluster):
     cluster, client, parts, names = dp_cluster
     c = math.sqrt(len(names))
-    result = client.run_round(
-        RoundParams(
-            features=names, components=2, min_owners=3, dp_epsilon=EPSILON, row_norm_bound=c
-        )
-    )
+    result = client.run(
+        MomentsRequest(features=tuple(names), components=2),
+        RoundOptions(min_owners=3, dp_epsilon=EPSILON, row_norm_bound=c),
+    ).to_dict()
     dp = result["dp"]
     assert dp["epsilon"] == EPSILON and dp["row_norm_bound"] == c
 
@@ -92,16 +92,14 @@ def test_dp_discriminant_at_small_epsilon_stays_definite(dp_cluster):
     """The noise-sized ridge floor keeps the noisy DCA problem definite (it used to fail after
     the owners had already spent their budget)."""
     cluster, client, _, names = dp_cluster
-    result = client.run_round(
-        RoundParams(
-            features=names,
+    result = client.run(
+        MomentsRequest(
+            features=tuple(names),
             method="dca",
-            min_owners=3,
-            groupings=(("cultivar", ("0", "1", "2")),),
-            dp_epsilon=0.25,
-            row_norm_bound=math.sqrt(len(names)),
-        )
-    )
+            groupings=tuple(LabelClasses(c, tuple(k)) for c, k in (("cultivar", ("0", "1", "2")),)),
+        ),
+        RoundOptions(min_owners=3, dp_epsilon=0.25, row_norm_bound=math.sqrt(len(names))),
+    ).to_dict()
     assert len(result["components"]) == 2 and np.all(np.isfinite(result["eigenvalues"]))
     sigma = result["dp"]["noise_std_per_value"]
     assert result["ridge"]["rho"] >= 3 * math.sqrt(len(names)) * sigma * (1 - 1e-9)
@@ -111,9 +109,10 @@ def test_over_budget_request_is_refused_and_spends_nothing(dp_cluster):
     cluster, client, _, names = dp_cluster
     before = {s: _ledger(cluster, s) for s in ("site-1", "site-2", "site-3")}
     with pytest.raises(RoundFailed) as err:
-        client.run_round(
-            RoundParams(features=names, min_owners=3, dp_epsilon=BUDGET, row_norm_bound=3.0)
-        )
+        client.run(
+            MomentsRequest(features=tuple(names)),
+            RoundOptions(min_owners=3, dp_epsilon=BUDGET, row_norm_bound=3.0),
+        ).to_dict()
     assert "budget: this site's privacy budget does not cover the round" in str(err.value)
     after = {s: _ledger(cluster, s) for s in ("site-1", "site-2", "site-3")}
     assert after == before
@@ -122,11 +121,13 @@ def test_over_budget_request_is_refused_and_spends_nothing(dp_cluster):
 def test_dp_requests_need_their_parameters(dp_cluster):
     _, client, _, names = dp_cluster
     with pytest.raises(RpcRefused) as err:
-        client.start_round(RoundParams(features=names, dp_epsilon=1.0))
+        client.start(MomentsRequest(features=tuple(names)), RoundOptions(dp_epsilon=1.0))
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "row_norm_bound" in str(err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_round(RoundParams(features=names, dp_epsilon=-1.0, row_norm_bound=1.0))
+        client.start(
+            MomentsRequest(features=tuple(names)), RoundOptions(dp_epsilon=-1.0, row_norm_bound=1.0)
+        )
     assert "dp_epsilon" in str(err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_round(RoundParams(features=names, row_norm_bound=1.0))
+        client.start(MomentsRequest(features=tuple(names)), RoundOptions(row_norm_bound=1.0))
     assert "dp_epsilon" in str(err.value)

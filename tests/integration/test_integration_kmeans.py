@@ -4,6 +4,7 @@ checked iteration by iteration against centralized Lloyd on the pooled rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -17,12 +18,13 @@ import pytest
 from integration_helpers import ManualOwner, write_parts
 from sklearn.datasets import load_iris
 
-from leteo_fed.client import AnalystClient, KmeansParams, RoundFailed, RpcRefused
+from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions, RpcRefused
 from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.transport.messages import encoding_from_proto
 
 pytestmark = pytest.mark.slow
@@ -87,17 +89,15 @@ def _pooled(data, sites) -> np.ndarray:
 def test_federated_kmeans_equals_centralized_lloyd(deployment):
     cluster, client, _, data = deployment
     init = _init()
-    result = client.run_kmeans(
-        KmeansParams(
-            features=NAMES,
+    result = client.run(
+        KmeansRequest(
+            features=tuple(NAMES),
             k=3,
-            centers=init.tolist(),
+            centers=tuple(float(v) for row in init.tolist() for v in row),
             iterations=30,
-            min_owners=3,
-            owners=REAL,
-            deadline_seconds=60,
-        )
-    )
+        ),
+        RoundOptions(min_owners=3, owners=REAL, deadline_seconds=60),
+    ).to_dict()
     ref = km.lloyd(_pooled(data, REAL), init, 30)
     assert result["method"] == "federated-kmeans" and result["k"] == 3
     assert result["features"] == NAMES and result["epsilon"] is None and result["delta"] is None
@@ -129,11 +129,15 @@ def test_federated_kmeans_equals_centralized_lloyd(deployment):
 def test_csp_sees_only_blinded_values(deployment):
     """Every k-means aggregate the CSP decrypted carries the owners' masks."""
     cluster, client, _, _ = deployment
-    client.run_kmeans(
-        KmeansParams(
-            features=NAMES, k=3, centers=_init(3).tolist(), iterations=2, owners=REAL, min_owners=3
-        )
-    )
+    client.run(
+        KmeansRequest(
+            features=tuple(NAMES),
+            k=3,
+            centers=tuple(float(v) for row in _init(3).tolist() for v in row),
+            iterations=2,
+        ),
+        RoundOptions(owners=REAL, min_owners=3),
+    ).to_dict()
     layout = km.encoding().layout(2048)
     records = [
         json.loads(line)
@@ -171,16 +175,15 @@ def test_dropout_iteration_completes_with_quorum_and_names_contributors(deployme
     thread.start()
     init = _init(11)
     start = time.monotonic()
-    result = client.run_kmeans(
-        KmeansParams(
-            features=NAMES,
+    result = client.run(
+        KmeansRequest(
+            features=tuple(NAMES),
             k=3,
-            centers=init.tolist(),
+            centers=tuple(float(v) for row in init.tolist() for v in row),
             iterations=3,
-            min_owners=3,
-            deadline_seconds=4,
-        )
-    )
+        ),
+        RoundOptions(min_owners=3, deadline_seconds=4),
+    ).to_dict()
     thread.join(10)
     assert not errors, errors
     everyone = [*REAL, "site-x"]
@@ -198,6 +201,9 @@ def test_dropout_iteration_completes_with_quorum_and_names_contributors(deployme
         np.testing.assert_allclose(it["centers"], centers, rtol=0, atol=1e-9)
 
 
+OPTION_FIELDS = {f.name for f in dataclasses.fields(RoundOptions)}
+
+
 def test_bad_jobs_are_refused_naming_the_field(deployment):
     _, client, _, _ = deployment
     good = dict(features=NAMES, k=3, centers=_init().tolist(), owners=REAL)
@@ -210,26 +216,35 @@ def test_bad_jobs_are_refused_naming_the_field(deployment):
         ({"min_owners": 1}, "min_owners"),
         ({"dp_epsilon": 1.0}, "row_norm_bound"),
     ]
+
+    def job(fields: dict) -> tuple[KmeansRequest, RoundOptions]:
+        """The k-means request and the round options the fields name."""
+        request = {k: v for k, v in fields.items() if k not in OPTION_FIELDS}
+        centers = request.pop("centers")
+        request["features"] = tuple(request["features"])
+        request["centers"] = tuple(float(v) for row in centers for v in row)
+        options = {k: v for k, v in fields.items() if k in OPTION_FIELDS}
+        return KmeansRequest(**request), RoundOptions(**options)
+
     for change, word in cases:
         with pytest.raises(RpcRefused) as err:
-            client.start_kmeans(KmeansParams(**{**good, **change}))
+            client.start(*job({**good, **change}))
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT, (change, err.value)
         assert word in str(err.value), (change, err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_kmeans(KmeansParams(**{**good, "owners": ("site-404",)}))
+        client.start(*job({**good, "owners": ("site-404",)}))
     assert err.value.code == grpc.StatusCode.NOT_FOUND
     # a feature no owner has: every owner declines naming it, the job fails at once
     start = time.monotonic()
     with pytest.raises(RoundFailed) as err:
-        client.run_kmeans(
-            KmeansParams(
-                features=[*NAMES[:3], "no_such_column"],
+        client.run(
+            KmeansRequest(
+                features=tuple([*NAMES[:3], "no_such_column"]),
                 k=3,
-                centers=_init().tolist(),
-                owners=REAL,
-                deadline_seconds=30,
-            )
-        )
+                centers=tuple(float(v) for row in _init().tolist() for v in row),
+            ),
+            RoundOptions(owners=REAL, deadline_seconds=30),
+        ).to_dict()
     assert "iteration 1" in str(
         err.value
     ) and "columns: a column the round reads is not in this site's data" in str(err.value)
@@ -244,19 +259,15 @@ def test_dp_job_charges_each_ledger_once_per_iteration_with_the_planned_noise(de
     cluster, client, _, data = deployment
     eps, delta, c, t = 2.0, 1e-6, 8.0, 4
     init = np.clip(_init(5), -c, c)
-    result = client.run_kmeans(
-        KmeansParams(
-            features=NAMES,
+    result = client.run(
+        KmeansRequest(
+            features=tuple(NAMES),
             k=3,
-            centers=init.tolist(),
+            centers=tuple(float(v) for row in init.tolist() for v in row),
             iterations=t,
-            owners=REAL,
-            min_owners=3,
-            dp_epsilon=eps,
-            dp_delta=delta,
-            row_norm_bound=c,
-        )
-    )
+        ),
+        RoundOptions(owners=REAL, min_owners=3, dp_epsilon=eps, dp_delta=delta, row_norm_bound=c),
+    ).to_dict()
     assert result["epsilon"] == eps and result["delta"] == delta
     dp = result["dp"]
     assert dp["epsilon_per_iteration"] == eps / t and dp["row_norm_bound"] == c
@@ -302,17 +313,15 @@ def test_dp_job_beyond_the_budget_is_refused_and_spends_nothing(deployment):
     cluster, client, _, _ = deployment
     before = {s: _ledger(cluster, s) for s in REAL}
     with pytest.raises(RoundFailed) as err:
-        client.run_kmeans(
-            KmeansParams(
-                features=NAMES,
+        client.run(
+            KmeansRequest(
+                features=tuple(NAMES),
                 k=3,
-                centers=np.clip(_init(), -8, 8).tolist(),
+                centers=tuple(float(v) for row in np.clip(_init(), -8, 8).tolist() for v in row),
                 iterations=5,
-                owners=REAL,
-                dp_epsilon=BUDGET + 0.5,
-                row_norm_bound=8.0,
-            )
-        )
+            ),
+            RoundOptions(owners=REAL, dp_epsilon=BUDGET + 0.5, row_norm_bound=8.0),
+        ).to_dict()
     assert "iteration 1" in str(err.value) and "budget" in str(err.value)
     assert {s: _ledger(cluster, s) for s in REAL} == before
 

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from leteo_fed.client import AnalystClient, LdpParams, RoundFailed, RpcRefused
+from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions, RpcRefused
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.protocols.ldp_collection import LdpRequest
 
 pytestmark = pytest.mark.slow
 
@@ -62,9 +63,10 @@ def _spent(cluster, site) -> float:
 
 def test_frequency_collection_matches_truth_within_standard_errors(ldp_cluster):
     cluster, client, truth = ldp_cluster
-    result = client.run_ldp(
-        LdpParams(column="level", mechanism="oue", epsilon=1.0, domain=LEVELS, min_owners=3)
-    )
+    result = client.run(
+        LdpRequest(column="level", mechanism="oue", epsilon=1.0, domain=LEVELS),
+        RoundOptions(min_owners=3),
+    ).to_dict()
     assert result["n"] == len(truth["level"]) and result["owners"] == ["site-1", "site-2", "site-3"]
     true_counts = {v: truth["level"].count(v) for v in LEVELS}
     for v in LEVELS:
@@ -77,9 +79,10 @@ def test_frequency_collection_matches_truth_within_standard_errors(ldp_cluster):
 
 def test_numeric_mean_collection(ldp_cluster):
     _, client, truth = ldp_cluster
-    result = client.run_ldp(
-        LdpParams(column="hours", mechanism="pm", epsilon=1.0, lower=0.0, upper=100.0, min_owners=3)
-    )
+    result = client.run(
+        LdpRequest(column="hours", mechanism="pm", epsilon=1.0, lower=0.0, upper=100.0),
+        RoundOptions(min_owners=3),
+    ).to_dict()
     assert abs(result["mean"] - float(np.mean(truth["hours"]))) <= 4 * result["std_error"]
     assert result["std_error"] > 0
 
@@ -88,20 +91,37 @@ def test_over_budget_and_bad_requests_spend_nothing(ldp_cluster):
     cluster, client, _ = ldp_cluster
     before = {s: _spent(cluster, s) for s in ("site-1", "site-2", "site-3")}
     with pytest.raises(RoundFailed) as err:  # 2 of the 3 units are spent by the tests above
-        client.run_ldp(LdpParams(column="level", mechanism="grr", epsilon=2.5, domain=LEVELS))
+        client.run(
+            LdpRequest(column="level", mechanism="grr", epsilon=2.5, domain=LEVELS), RoundOptions()
+        ).to_dict()
     assert "budget: this site's privacy budget does not cover the round" in str(err.value)
     with pytest.raises(RoundFailed) as err:  # a value outside the declared domain
-        client.run_ldp(LdpParams(column="level", mechanism="grr", epsilon=0.1, domain=LEVELS[:4]))
+        client.run(
+            LdpRequest(column="level", mechanism="grr", epsilon=0.1, domain=LEVELS[:4]),
+            RoundOptions(),
+        ).to_dict()
     # the rule only: which value, and how many, stay in the site's audit log
     assert "classes: a value is outside the round's declared classes or domain" in str(err.value)
     assert "'e'" not in str(err.value)
     for bad, field in (
-        (LdpParams(column="level", mechanism="nope", epsilon=1.0, domain=LEVELS), "mechanism"),
-        (LdpParams(column="level", mechanism="grr", epsilon=-1.0, domain=LEVELS), "epsilon"),
-        (LdpParams(column="hours", mechanism="pm", epsilon=1.0), "lower"),
+        (
+            (
+                LdpRequest(column="level", mechanism="nope", epsilon=1.0, domain=LEVELS),
+                RoundOptions(),
+            ),
+            "mechanism",
+        ),
+        (
+            (
+                LdpRequest(column="level", mechanism="grr", epsilon=-1.0, domain=LEVELS),
+                RoundOptions(),
+            ),
+            "epsilon",
+        ),
+        ((LdpRequest(column="hours", mechanism="pm", epsilon=1.0), RoundOptions()), "lower"),
     ):
         with pytest.raises(RpcRefused) as err:
-            client.start_ldp(bad)
+            client.start(*bad)
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and field in str(err.value)
     after = {s: _spent(cluster, s) for s in ("site-1", "site-2", "site-3")}
     assert after == before
@@ -116,15 +136,10 @@ def test_ledger_survives_an_owner_restart(ldp_cluster):
     client.wait_for_owners(3)
     remaining = BUDGET - spent
     with pytest.raises(RoundFailed) as err:
-        client.run_ldp(
-            LdpParams(
-                column="level",
-                mechanism="grr",
-                epsilon=remaining + 0.1,
-                domain=LEVELS,
-                owners=("site-1",),
-            )
-        )
+        client.run(
+            LdpRequest(column="level", mechanism="grr", epsilon=remaining + 0.1, domain=LEVELS),
+            RoundOptions(owners=("site-1",)),
+        ).to_dict()
     assert "site-1: budget: this site's privacy budget does not cover the round" in str(err.value)
 
 
@@ -191,16 +206,17 @@ def test_geo_points_for_clustering(ldp_cluster):
     """Owners release planar-Laplace-perturbed (hours, score) points inside the public box."""
     cluster, client, truth = ldp_cluster
     eps = 0.5  # per unit of distance
-    result = client.run_ldp(
-        LdpParams(
+    result = client.run(
+        LdpRequest(
             column="hours",
             mechanism="geo",
             epsilon=eps,
             columns=("hours", "score"),
-            box=((0.0, 0.0), (100.0, 100.0)),
-            min_owners=3,
-        )
-    )
+            box_lower=tuple(((0.0, 0.0), (100.0, 100.0))[0]),
+            box_upper=tuple(((0.0, 0.0), (100.0, 100.0))[1]),
+        ),
+        RoundOptions(min_owners=3),
+    ).to_dict()
     points = np.array(result["points"])
     assert points.shape == (len(truth["hours"]), 2)
     assert np.all((points >= 0) & (points <= 100))
@@ -223,16 +239,17 @@ def test_geo_points_for_clustering(ldp_cluster):
 def test_several_numeric_columns_in_one_report(ldp_cluster, mechanism):
     """One report per record covering hours and score: each record is epsilon-LDP as a whole."""
     _, client, truth = ldp_cluster
-    result = client.run_ldp(
-        LdpParams(
+    result = client.run(
+        LdpRequest(
             column="hours",
             mechanism=mechanism,
             epsilon=0.1,
             columns=("hours", "score"),
-            box=((0.0, 0.0), (100.0, 100.0)),
-            min_owners=3,
-        )
-    )
+            box_lower=tuple(((0.0, 0.0), (100.0, 100.0))[0]),
+            box_upper=tuple(((0.0, 0.0), (100.0, 100.0))[1]),
+        ),
+        RoundOptions(min_owners=3),
+    ).to_dict()
     assert result["columns"] == ["hours", "score"] and result["n"] == len(truth["hours"])
     for column in ("hours", "score"):
         # unbiased column means; standard error from the reports' empirical variance: 4 s.e.

@@ -22,8 +22,9 @@ from integration_helpers import write_parts
 from prometheus_client.parser import text_string_to_metric_families
 from sklearn.datasets import load_iris
 
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec, free_port
+from leteo_fed.protocols.moments_round import MomentsRequest
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +83,9 @@ def test_one_round_moves_the_documented_metrics(cluster):
     assert value(agg, "leteo_connected_owners") == 3
     assert value(agg, "leteo_rounds_started_total", protocol="pca") == 0
 
-    result = client.run_round(RoundParams(features=NAMES, components=2, min_owners=3))
+    result = client.run(
+        MomentsRequest(features=tuple(NAMES), components=2), RoundOptions(min_owners=3)
+    ).to_dict()
     assert len(result["components"]) == 2
 
     after = {name: scrape(address) for name, address in endpoints.items()}
@@ -118,15 +121,10 @@ def test_one_round_moves_the_documented_metrics(cluster):
 def test_a_dp_round_moves_each_owners_budget(cluster):
     running, client, endpoints = cluster
     before = {site: scrape(endpoints[site]) for site in SITES}
-    client.run_round(
-        RoundParams(
-            features=NAMES,
-            components=2,
-            min_owners=3,
-            dp_epsilon=EPSILON,
-            row_norm_bound=math.sqrt(len(NAMES)) * 8,
-        )
-    )
+    client.run(
+        MomentsRequest(features=tuple(NAMES), components=2),
+        RoundOptions(min_owners=3, dp_epsilon=EPSILON, row_norm_bound=math.sqrt(len(NAMES)) * 8),
+    ).to_dict()
     for site in SITES:
         o0, o1 = before[site], scrape(endpoints[site])
         spent = value(o1, "leteo_owner_budget_epsilon_spent")

@@ -12,11 +12,13 @@ import pytest
 from integration_helpers import ManualOwner, assert_matches_numpy, write_parts
 from sklearn.datasets import load_breast_cancer, load_digits
 
-from leteo_fed.client import AnalystClient, RoundFailed, RoundParams, RpcRefused
+from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions, RpcRefused
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import pca
+from leteo_fed.protocols.ldp_collection import LdpRequest
+from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
@@ -77,8 +79,9 @@ def test_share_validation_and_mid_round_disconnect(deployment, cancer):
     cluster, client, manual, parts = deployment
     x, names = cancer
     sx, sy = manual["site-x"], manual["site-y"]
-    status = client.start_round(
-        RoundParams(features=names, components=4, min_owners=5, deadline_seconds=60)
+    status = client.start(
+        MomentsRequest(features=tuple(names), components=4),
+        RoundOptions(min_owners=5, deadline_seconds=60),
     )
     spec_x, spec_y = sx.next_spec(), sy.next_spec()
     assert spec_x.round_id == status.round_id == spec_y.round_id
@@ -147,8 +150,9 @@ def test_silent_owners_do_not_stall_the_round(deployment, cancer):
     cluster, client, manual, parts = deployment
     _, names = cancer
     start = time.monotonic()
-    status = client.start_round(
-        RoundParams(features=names, components=3, min_owners=3, deadline_seconds=6)
+    status = client.start(
+        MomentsRequest(features=tuple(names), components=3),
+        RoundOptions(min_owners=3, deadline_seconds=6),
     )
     manual["site-x"].next_spec()
     manual["site-y"].next_spec()
@@ -165,15 +169,13 @@ def test_silent_owners_do_not_stall_the_round(deployment, cancer):
 def test_missing_column_fails_round_with_named_column(deployment, cancer):
     cluster, client, _, _ = deployment
     _, names = cancer
-    params = RoundParams(
-        features=[*names[:3], "no_such_column"],
-        components=2,
-        deadline_seconds=30,
-        owners=("site-1", "site-2", "site-3"),
+    params = (
+        MomentsRequest(features=tuple([*names[:3], "no_such_column"]), components=2),
+        RoundOptions(deadline_seconds=30, owners=("site-1", "site-2", "site-3")),
     )
     start = time.monotonic()
     with pytest.raises(RoundFailed) as err:
-        client.run_round(params)
+        client.run(*params).to_dict()
     assert "columns: a column the round reads is not in this site's data" in str(
         err.value
     ) and "quorum not met" in str(err.value)
@@ -186,16 +188,16 @@ def test_bad_requests_are_refused_and_service_survives(deployment, cancer):
     cluster, client, _, _ = deployment
     _, names = cancer
     with pytest.raises(RpcRefused) as err:
-        client.start_round(RoundParams(features=names, components=31))
+        client.start(MomentsRequest(features=tuple(names), components=31), RoundOptions())
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "components" in str(err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_round(RoundParams(features=names, min_owners=1))
+        client.start(MomentsRequest(features=tuple(names)), RoundOptions(min_owners=1))
     assert "min_owners" in str(err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_round(RoundParams(features=[names[0], names[0]]))
+        client.start(MomentsRequest(features=tuple([names[0], names[0]])), RoundOptions())
     assert "duplicates" in str(err.value)
     with pytest.raises(RpcRefused) as err:
-        client.start_round(RoundParams(features=names, owners=("site-404",)))
+        client.start(MomentsRequest(features=tuple(names)), RoundOptions(owners=("site-404",)))
     assert err.value.code == grpc.StatusCode.NOT_FOUND
     assert len(client.owners()) == 5
 
@@ -291,9 +293,10 @@ def test_federated_pca_equals_numpy(tmp_path, n_owners):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(n_owners)
-            result = client.run_round(
-                RoundParams(features=names, components=k, min_owners=n_owners, deadline_seconds=120)
-            )
+            result = client.run(
+                MomentsRequest(features=tuple(names), components=k),
+                RoundOptions(min_owners=n_owners, deadline_seconds=120),
+            ).to_dict()
     assert result["owners"] == sorted(o.site_id for o in owners)
     assert result["encoding"]["paillier_bits"] == 2048
     assert_matches_numpy(result, x, k)
@@ -318,9 +321,10 @@ def test_vanished_owner_process(tmp_path, cancer):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(3)
-            result = client.run_round(
-                RoundParams(features=names, components=2, min_owners=2, deadline_seconds=60)
-            )
+            result = client.run(
+                MomentsRequest(features=tuple(names), components=2),
+                RoundOptions(min_owners=2, deadline_seconds=60),
+            ).to_dict()
             assert result["owners"] == ["site-1", "site-2"]
             # the aggregator learns the rule, not the column or the row: that stays at the site
             why = "values: a value the round reads is missing or not a number"
@@ -340,9 +344,10 @@ def test_vanished_owner_process(tmp_path, cancer):
             cluster.kill("site-2")
             start = time.monotonic()
             with pytest.raises(RoundFailed) as err:
-                client.run_round(
-                    RoundParams(features=names, components=2, min_owners=2, deadline_seconds=60)
-                )
+                client.run(
+                    MomentsRequest(features=tuple(names), components=2),
+                    RoundOptions(min_owners=2, deadline_seconds=60),
+                ).to_dict()
             assert time.monotonic() - start < 20
             message = str(err.value)
             assert "site-2: unreachable" in message and why in message
@@ -366,9 +371,10 @@ def test_owners_started_before_their_peers(tmp_path, cancer):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(3, timeout=30)
-            result = client.run_round(
-                RoundParams(features=names, components=3, min_owners=3, deadline_seconds=60)
-            )
+            result = client.run(
+                MomentsRequest(features=tuple(names), components=3),
+                RoundOptions(min_owners=3, deadline_seconds=60),
+            ).to_dict()
         assert_matches_numpy(result, x, 3)
     finally:
         cluster.stop()
@@ -394,9 +400,10 @@ def test_owners_on_parquet_and_spark_engines(tmp_path, cancer):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(3)
-            result = client.run_round(
-                RoundParams(features=names, components=4, min_owners=3, deadline_seconds=240)
-            )
+            result = client.run(
+                MomentsRequest(features=tuple(names), components=4),
+                RoundOptions(min_owners=3, deadline_seconds=240),
+            ).to_dict()
         spark_log = (cluster.logs / "site-3.log").read_text()
     assert "computing statistics with Spark" in spark_log
     assert result["owners"] == ["site-1", "site-2", "site-3"]
@@ -455,15 +462,10 @@ def test_large_share_uses_all_cores(tmp_path, cancer):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(3)
-            result = client.run_round(
-                RoundParams(
-                    features=names,
-                    components=3,
-                    min_owners=3,
-                    value_bound=1e8,
-                    deadline_seconds=240,
-                )
-            )
+            result = client.run(
+                MomentsRequest(features=tuple(names), components=3),
+                RoundOptions(min_owners=3, value_bound=1e8, deadline_seconds=240),
+            ).to_dict()
         owner_log = (cluster.logs / "site-1.log").read_text()
     assert result["encoding"]["ciphertexts_per_share"] >= 512
     assert "worker processes" in owner_log
@@ -472,22 +474,14 @@ def test_large_share_uses_all_cores(tmp_path, cancer):
 
 def test_upload_of_the_wrong_kind_is_refused(deployment, cancer):
     """An encrypted share sent to an LDP round (or reports to a PCA round) is refused clearly."""
-    from leteo_fed.client import LdpParams
+    from leteo_fed.client import RoundOptions
 
     cluster, client, manual, _ = deployment
     _, names = cancer
     sx = manual["site-x"]
-    status = client.start_ldp(
-        LdpParams(
-            column=names[0],
-            mechanism="pm",
-            epsilon=1.0,
-            lower=0.0,
-            upper=100.0,
-            owners=("site-x",),
-            min_owners=1,
-            deadline_seconds=5,
-        )
+    status = client.start(
+        LdpRequest(column=names[0], mechanism="pm", epsilon=1.0, lower=0.0, upper=100.0),
+        RoundOptions(owners=("site-x",), min_owners=1, deadline_seconds=5),
     )
     spec = sx.next_spec()
     assert spec.round_id == status.round_id and spec.protocol == "ldp"

@@ -10,10 +10,11 @@ import pytest
 from integration_helpers import write_parts
 from sklearn.datasets import load_wine
 
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.encoding.packing import slot_totals, unpack
 from leteo_fed.protocols import discriminant, moments, pca, rotation
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 
 pytestmark = pytest.mark.slow
@@ -43,24 +44,25 @@ def _transcript(path):
 
 def test_projection_only_pca_and_dca_match_pooled(wine_cluster):
     cluster, client, x, y, names = wine_cluster
-    res = client.run_round(
-        RoundParams(features=names, components=3, min_owners=3, projection_only=True)
-    )
+    res = client.run(
+        MomentsRequest(features=tuple(names), components=3, projection_only=True),
+        RoundOptions(min_owners=3),
+    ).to_dict()
     evals, comps, _ = pca.reference_pca(x, 3)
     np.testing.assert_allclose(res["eigenvalues"], evals, rtol=1e-9)
     assert np.all(np.abs(np.sum(np.array(res["components"]).T * comps, axis=0)) >= 1 - 1e-9)
     assert res["mode"] == "projection-only" and res["n_samples"] is None and "mean" not in res
 
     classes = ("0", "1", "2")
-    res = client.run_round(
-        RoundParams(
-            features=names,
+    res = client.run(
+        MomentsRequest(
+            features=tuple(names),
             method="dca",
-            min_owners=3,
-            groupings=(("cultivar", classes),),
+            groupings=tuple(LabelClasses(c, tuple(k)) for c, k in (("cultivar", classes),)),
             projection_only=True,
-        )
-    )
+        ),
+        RoundOptions(min_owners=3),
+    ).to_dict()
     evals, comps = discriminant.reference(x, [y], "dca", 2)
     np.testing.assert_allclose(res["eigenvalues"], evals, rtol=1e-8)
     assert np.all(np.abs(np.sum(np.array(res["components"]).T * comps, axis=0)) >= 1 - 1e-8)
@@ -68,10 +70,13 @@ def test_projection_only_pca_and_dca_match_pooled(wine_cluster):
 
 def test_transcripts_show_what_each_party_learned(wine_cluster):
     cluster, client, x, y, names = wine_cluster
-    normal = client.run_round(RoundParams(features=names, components=2, min_owners=3))
-    hidden = client.run_round(
-        RoundParams(features=names, components=2, min_owners=3, projection_only=True)
-    )
+    normal = client.run(
+        MomentsRequest(features=tuple(names), components=2), RoundOptions(min_owners=3)
+    ).to_dict()
+    hidden = client.run(
+        MomentsRequest(features=tuple(names), components=2, projection_only=True),
+        RoundOptions(min_owners=3),
+    ).to_dict()
     agg_log = _transcript(cluster.workdir / "aggregator-transcript.jsonl")
     csp_log = _transcript(cluster.workdir / "csp-transcript.jsonl")
 
@@ -103,9 +108,10 @@ def test_transcripts_show_what_each_party_learned(wine_cluster):
         np.linalg.eigvalsh(r_seen), np.linalg.eigvalsh(r_true), rtol=1e-8, atol=1e-6
     )
     # ... and a fresh rotation per round: the same data gives a different R' next time
-    again = client.run_round(
-        RoundParams(features=names, components=2, min_owners=3, projection_only=True)
-    )
+    again = client.run(
+        MomentsRequest(features=tuple(names), components=2, projection_only=True),
+        RoundOptions(min_owners=3),
+    ).to_dict()
     record2 = _transcript(cluster.workdir / "csp-transcript.jsonl")[again["round_id"]]
     assert record2["plaintexts"] != record["plaintexts"]
 

@@ -15,8 +15,9 @@ import pytest
 from integration_helpers import assert_matches_numpy
 from sklearn.datasets import load_breast_cancer
 
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.protocols.moments_round import MomentsRequest
 from owner_agent.audit import read as audit_read
 
 pytestmark = pytest.mark.slow
@@ -90,9 +91,10 @@ def deployment(postgres, tmp_path_factory):
 def test_pca_over_three_postgres_sites_equals_numpy(deployment):
     cluster, client, parts, names = deployment
     k = 4
-    result = client.run_round(
-        RoundParams(features=names, components=k, min_owners=3, deadline_seconds=120)
-    )
+    result = client.run(
+        MomentsRequest(features=tuple(names), components=k),
+        RoundOptions(min_owners=3, deadline_seconds=120),
+    ).to_dict()
     assert result["owners"] == list(SITES)
     assert_matches_numpy(result, np.vstack(parts), k)  # no withdrawn row was read
     for site in SITES:
@@ -116,9 +118,10 @@ def test_a_column_outside_a_sites_query_is_declined_by_that_site(deployment):
     row is read); the others' queries expose it and the round goes on with them."""
     cluster, client, parts, names = deployment
     features = [names[0], "postcode"]
-    result = client.run_round(
-        RoundParams(features=features, components=2, min_owners=2, deadline_seconds=120)
-    )
+    result = client.run(
+        MomentsRequest(features=tuple(features), components=2),
+        RoundOptions(min_owners=2, deadline_seconds=120),
+    ).to_dict()
     assert result["owners"] == ["site-1", "site-3"]
     assert (
         result["declined"]["site-2"]

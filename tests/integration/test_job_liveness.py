@@ -21,9 +21,11 @@ import pytest
 from integration_helpers import write_parts
 from sklearn.datasets import load_digits, load_iris
 
-from leteo_fed.client import AnalystClient, KmeansParams, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols.kmeans_round import KmeansRequest
+from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.transport.rounds import result_document
 
 pytestmark = pytest.mark.slow
@@ -47,20 +49,23 @@ def test_an_owner_stopped_mid_job_costs_no_deadline(cluster):
     client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
     client.wait_for_owners(3)
     centers = km.random_centers(3, np.full(4, 0.0), np.full(4, 8.0), 4, seed=3)
-    params = KmeansParams(
-        features=NAMES,
-        k=3,
-        centers=centers.tolist(),
-        iterations=ITERATIONS,
-        tolerance=0.0,
-        min_owners=2,
-        deadline_seconds=DEADLINE,
-        # DP: the noisy centers keep moving, so every iteration runs
-        dp_epsilon=5.0,
-        dp_delta=1e-6,
-        row_norm_bound=10.0,
+    params = (
+        KmeansRequest(
+            features=tuple(NAMES),
+            k=3,
+            centers=tuple(float(v) for row in centers.tolist() for v in row),
+            iterations=ITERATIONS,
+            tolerance=0.0,
+        ),
+        RoundOptions(
+            min_owners=2,
+            deadline_seconds=DEADLINE,
+            dp_epsilon=5.0,
+            dp_delta=1e-6,
+            row_norm_bound=10.0,
+        ),
     )
-    start = client.start_kmeans(params)
+    start = client.start(*params)
     job_id = start.round_id
     while True:  # stop site-3 once iteration 3 or a later one is open
         status = client.wait(job_id, 0.02)
@@ -198,15 +203,16 @@ def test_a_job_rides_through_a_csp_restart(tmp_path):
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
         client.wait_for_owners(3)
         centers = km.random_centers(10, np.zeros(64), np.full(64, 16.0), 64, seed=1)
-        params = KmeansParams(
-            features=names,
-            k=10,
-            centers=centers.tolist(),
-            iterations=60,
-            value_bound=16.0,
-            deadline_seconds=60.0,
+        params = (
+            KmeansRequest(
+                features=tuple(names),
+                k=10,
+                centers=tuple(float(v) for row in centers.tolist() for v in row),
+                iterations=60,
+            ),
+            RoundOptions(value_bound=16.0, deadline_seconds=60.0),
         )
-        job_id = client.start_kmeans(params).round_id
+        job_id = client.start(*params).round_id
         while True:
             status = client.wait(job_id, 0.05)
             at = re.search(r"iteration (\d+) of", status.message)
@@ -282,14 +288,13 @@ def test_ledger_and_audit_agree_whenever_an_owner_is_killed_in_a_dp_round(tmp_pa
         client.wait_for_owners(3)
         stories = []
         for delay in (0.0, 0.2, 0.6, 3.0):
-            params = RoundParams(
-                features=NAMES,
-                min_owners=2,
-                deadline_seconds=60,
-                dp_epsilon=1.0,
-                row_norm_bound=10.0,
+            params = (
+                MomentsRequest(features=tuple(NAMES)),
+                RoundOptions(
+                    min_owners=2, deadline_seconds=60, dp_epsilon=1.0, row_norm_bound=10.0
+                ),
             )
-            round_id = client.start_round(params).round_id
+            round_id = client.start(*params).round_id
             end = time.monotonic() + 30
             while not any(e["event"] == "decision" for e in _audit(cluster, "site-3", round_id)):
                 assert time.monotonic() < end, "site-3 never decided"

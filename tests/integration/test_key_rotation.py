@@ -20,12 +20,13 @@ import pytest
 from integration_helpers import ManualOwner, assert_matches_numpy, write_parts
 from sklearn.datasets import load_breast_cancer
 
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.crypto.paillier import Encryptor, PublicKey
 from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.transport.messages import public_key_from_proto
 from leteo_fed.transport.rounds import result_document
 
@@ -76,12 +77,15 @@ def test_rotate_and_retire_while_rounds_run(tmp_path):
         try:
             client.wait_for_owners(3)
             a = csp_key()
-            params = RoundParams(features=names, components=2, owners=WITH_X, min_owners=3)
+            params = (
+                MomentsRequest(features=tuple(names), components=2),
+                RoundOptions(owners=WITH_X, min_owners=3),
+            )
 
             # two rounds opened on key A; site-x holds both open
-            first = client.start_round(params)
+            first = client.start(*params)
             spec_first = sx.next_spec()
-            held = client.start_round(params)
+            held = client.start(*params)
             spec_held = sx.next_spec()
             assert spec_first.round_id == first.round_id and spec_held.round_id == held.round_id
             assert spec_first.key_id == spec_held.key_id == a.key_id
@@ -103,7 +107,7 @@ def test_rotate_and_retire_while_rounds_run(tmp_path):
             assert_matches_numpy(result_document(final), x, 2)
 
             # a new round uses B; the owner processes fetch B from the CSP by its id
-            second = client.start_round(params)
+            second = client.start(*params)
             spec_second = sx.next_spec()
             assert spec_second.key_id == b.key_id
             sx.encryptor = Encryptor(b)
@@ -158,9 +162,10 @@ def test_rotate_and_retire_while_rounds_run(tmp_path):
                     timeout=10,
                 )
             assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
-            last = client.run_round(
-                RoundParams(features=names, components=2, owners=REAL, min_owners=2)
-            )
+            last = client.run(
+                MomentsRequest(features=tuple(names), components=2),
+                RoundOptions(owners=REAL, min_owners=2),
+            ).to_dict()
             pooled = np.vstack([read_matrix(str(p), names) for p in parts[:2]])
             assert_matches_numpy(last, pooled, 2)
             listing = key_command(cluster, "list-keys")

@@ -15,9 +15,10 @@ import pytest
 from integration_helpers import ManualOwner, write_parts
 from sklearn.datasets import load_breast_cancer
 
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.protocols.moments_round import MomentsRequest
 
 pytestmark = pytest.mark.slow
 REAL = ["site-1", "site-2", "site-3"]
@@ -58,9 +59,10 @@ def ledgers_parse(cluster: LocalCluster) -> None:
 def test_an_owner_killed_before_it_is_invited_is_named_and_the_quorum_completes(deployment):
     cluster, client, names = deployment
     cluster.kill("site-3")
-    result = client.run_round(
-        RoundParams(features=names, owners=("site-1", "site-2", "site-3"), min_owners=2)
-    )
+    result = client.run(
+        MomentsRequest(features=tuple(names)),
+        RoundOptions(owners=("site-1", "site-2", "site-3"), min_owners=2),
+    ).to_dict()
     assert sorted(result["owners"]) == ["site-1", "site-2"]
     assert "site-3" in result["declined"] and "unreachable" in result["declined"]["site-3"]
     ledgers_parse(cluster)
@@ -68,8 +70,9 @@ def test_an_owner_killed_before_it_is_invited_is_named_and_the_quorum_completes(
 
 def test_an_owner_killed_mid_round_fails_the_round_naming_it(deployment):
     cluster, client, names = deployment
-    status = client.start_round(
-        RoundParams(features=names, owners=tuple(REAL), min_owners=3, deadline_seconds=6)
+    status = client.start(
+        MomentsRequest(features=tuple(names)),
+        RoundOptions(owners=tuple(REAL), min_owners=3, deadline_seconds=6),
     )
     cluster.kill("site-3")  # whether or not its share left before the kill
     final = client.wait(status.round_id, 60)
@@ -84,8 +87,9 @@ def test_an_owner_killed_mid_round_fails_the_round_naming_it(deployment):
 def test_a_csp_killed_mid_round_fails_the_round_and_comes_back_intact(deployment):
     cluster, client, names = deployment
     # the three real owners answer at once; silent site-x keeps the round open to its deadline
-    status = client.start_round(
-        RoundParams(features=names, owners=(*REAL, "site-x"), min_owners=3, deadline_seconds=5)
+    status = client.start(
+        MomentsRequest(features=tuple(names)),
+        RoundOptions(owners=(*REAL, "site-x"), min_owners=3, deadline_seconds=5),
     )
     end = time.monotonic() + 30
     while len(client.wait(status.round_id, 0).submitted) < 3:
@@ -102,15 +106,18 @@ def test_a_csp_killed_mid_round_fails_the_round_and_comes_back_intact(deployment
     if log.exists():
         for line in log.read_text().splitlines():
             json.loads(line)  # every line whole
-    result = client.run_round(RoundParams(features=names, owners=tuple(REAL), min_owners=3))
+    result = client.run(
+        MomentsRequest(features=tuple(names)), RoundOptions(owners=tuple(REAL), min_owners=3)
+    ).to_dict()
     assert sorted(result["owners"]) == REAL
     ledgers_parse(cluster)
 
 
 def test_the_deployment_stops_within_two_seconds_with_a_round_open(deployment):
     cluster, client, names = deployment
-    status = client.start_round(
-        RoundParams(features=names, owners=(*REAL, "site-x"), min_owners=4, deadline_seconds=120)
+    status = client.start(
+        MomentsRequest(features=tuple(names)),
+        RoundOptions(owners=(*REAL, "site-x"), min_owners=4, deadline_seconds=120),
     )
     assert client.wait(status.round_id, 1).state == "OPEN"
     procs = dict(cluster.procs)

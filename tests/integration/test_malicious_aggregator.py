@@ -35,7 +35,7 @@ from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.encoding.packing import masks_from_seed
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols import pca
+from leteo_fed.protocols import moments, pca
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
@@ -308,10 +308,10 @@ def test_honest_round_through_the_harness_gives_the_exact_totals(env: Env, hones
     assert totals == exact  # the integers every owner encoded, summed: nothing lost or added
 
     x = np.vstack([env.data[s] for s in SITES])[:, cols]
-    agg = pca.aggregate_from_totals(totals, D, enc.scale_bits)
+    agg = moments.decode_totals(totals, D, [moments.ALL_ROWS], enc.scale_bits)
     scale = 2.0**enc.scale_bits
-    assert agg.q == len(x) == 569
-    np.testing.assert_allclose(np.array(agg.v, dtype=float) / scale, x.sum(axis=0), rtol=1e-9)
+    assert agg.n == len(x) == 569
+    np.testing.assert_allclose(np.array(agg.v[0][0], dtype=float) / scale, x.sum(axis=0), rtol=1e-9)
     np.testing.assert_allclose(np.array(agg.r, dtype=float) / scale, x.T @ x, rtol=1e-9)
     # the CSP saw masked values only: each plaintext carries three masks of mask_bits bits
     assert rnd.layout is not None
@@ -626,12 +626,14 @@ def test_projection_only_round_is_not_decrypted_as_a_blinded_round(env: Env):
         return
     # not refused: show what the aggregator now holds
     enc = rnd.plan.share_encoding
-    rotated = pca.aggregate_from_totals(agg.unmask(got.plaintexts, list(up.values()), rnd), D, 0)
+    rotated = moments.decode_totals(
+        agg.unmask(got.plaintexts, list(up.values()), rnd), D, [moments.ALL_ROWS], 0
+    )
     x = np.vstack([env.data[s] for s in SITES])[:, env.columns(rnd.features)]
     trace = sum(rotated.r[i][i] for i in range(D)) / 2.0**enc.scale_bits
     pytest.fail(
         f"the CSP decrypted projection-only round {rnd.round_id} as a blinded round; unmasked "
-        f"with the owners' seeds it gives the row count {rotated.q} (withheld in projection-only "
+        f"with the owners' seeds it gives the row count {rotated.n} (withheld in projection-only "
         f"mode; the data has {len(x)}) and the rotated moments (trace of R {trace:.6g}, the "
         f"data's {float((x**2).sum()):.6g}), which the aggregator's own rotation turns back"
     )

@@ -16,8 +16,9 @@ import pytest
 from integration_helpers import write_parts
 from sklearn.datasets import load_iris
 
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.protocols.moments_round import MomentsRequest
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +61,9 @@ def test_idle_sites_are_not_invited_and_removed_sites_are_forgotten(tmp_path):
         assert not listing["site-1"]["idle"]  # connected owners never are
 
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
-        status = client.run_round(RoundParams(features=NAMES, min_owners=2), on_tick=None)
+        status = client.run(
+            MomentsRequest(features=tuple(NAMES)), RoundOptions(min_owners=2), on_tick=None
+        ).to_dict()
         assert status["owners"] == ["site-1", "site-2"]  # site-3 was not invited, not waited for
         client.close()
 

@@ -17,8 +17,9 @@ from integration_helpers import write_parts
 from sklearn.datasets import load_breast_cancer
 
 from leteo_fed import defaults
-from leteo_fed.client import AnalystClient, RoundParams
+from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.protocols.moments_round import MomentsRequest
 from owner_agent.audit import read as audit_events
 
 pytestmark = pytest.mark.slow
@@ -74,7 +75,7 @@ def test_owners_open_no_port_and_a_round_runs_over_their_connections(deployment)
     assert listening_ports(cluster.procs["aggregator"].pid)  # the aggregator does
     listing = {o.site_id: o for o in client.owner_listing()}
     assert all(listing[s].mode == "outbound" and listing[s].connected for s in SITES)
-    result = client.run_round(RoundParams(features=names, min_owners=3))
+    result = client.run(MomentsRequest(features=tuple(names)), RoundOptions(min_owners=3)).to_dict()
     assert sorted(result["owners"]) == SITES
     # each owner gets the result over its stream (published after the analyst's answer), once
     end = time.monotonic() + 30
@@ -89,7 +90,9 @@ def test_a_restarted_owner_reconnects_and_gets_an_invitation_sent_while_it_was_a
     cluster, client, names, owners = deployment
     cluster.kill("site-3")
     wait_connected(cluster, "site-3", False)
-    status = client.start_round(RoundParams(features=names, owners=tuple(SITES), min_owners=3))
+    status = client.start(
+        MomentsRequest(features=tuple(names)), RoundOptions(owners=tuple(SITES), min_owners=3)
+    )
     cluster.start_owner(owners[2])  # back within the invitation timeout
     final = client.wait(status.round_id, 60)
     assert final.state == "COMPLETED", final.message
@@ -103,7 +106,9 @@ def test_an_owner_away_longer_than_the_timeout_is_named_and_gets_the_result_when
     cluster, client, names, owners = deployment
     cluster.kill("site-3")
     wait_connected(cluster, "site-3", False)
-    status = client.start_round(RoundParams(features=names, owners=tuple(SITES), min_owners=2))
+    status = client.start(
+        MomentsRequest(features=tuple(names)), RoundOptions(owners=tuple(SITES), min_owners=2)
+    )
     final = client.wait(status.round_id, 60)
     assert final.state == "COMPLETED", final.message
     assert sorted(final.submitted) == ["site-1", "site-2"]
@@ -117,7 +122,9 @@ def test_an_owner_away_longer_than_the_timeout_is_named_and_gets_the_result_when
     frozen = cluster.procs["site-3"]
     frozen.send_signal(signal.SIGSTOP)
     try:
-        status = client.start_round(RoundParams(features=names, owners=tuple(SITES), min_owners=2))
+        status = client.start(
+            MomentsRequest(features=tuple(names)), RoundOptions(owners=tuple(SITES), min_owners=2)
+        )
         end = time.monotonic() + 30
         while "site-1" not in client.wait(status.round_id, 0).submitted:
             assert time.monotonic() < end

@@ -15,6 +15,7 @@ import pytest
 from sklearn.datasets import load_iris
 
 from leteo_fed.errors import ConfigError
+from leteo_fed.protocols.moments_round import MomentsRequest
 from owner_agent import audit
 
 NAMES = ["sl", "sw", "pl", "pw"]
@@ -43,7 +44,7 @@ def test_events_are_whole_json_lines_in_an_owner_only_file(tmp_path):
 @pytest.mark.slow
 def test_every_site_logs_what_it_was_asked_and_what_left_it(tmp_path, capsys):
     from leteo_fed.cli.main import main
-    from leteo_fed.client import AnalystClient, RoundParams
+    from leteo_fed.client import AnalystClient, RoundOptions
     from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 
     x = load_iris().data
@@ -56,7 +57,9 @@ def test_every_site_logs_what_it_was_asked_and_what_left_it(tmp_path, capsys):
     with LocalCluster(tmp_path / "run", owners) as cluster:
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
         client.wait_for_owners(3)
-        result = client.run_round(RoundParams(features=NAMES, min_owners=2, deadline_seconds=60))
+        result = client.run(
+            MomentsRequest(features=tuple(NAMES)), RoundOptions(min_owners=2, deadline_seconds=60)
+        ).to_dict()
         client.close()
         assert result["owners"] == ["site-1", "site-2"]
         config = cluster.workdir / "config"

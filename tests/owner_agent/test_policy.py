@@ -19,7 +19,7 @@ from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
-from leteo_fed.protocols.moments_round import MomentsRequest
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.transport.rounds import invitation_from_proto, spec_to_proto
 from owner_agent.policy import analyst_refusal, refusal
 from owner_agent.site_data import LocalSite
@@ -264,7 +264,7 @@ def test_the_policy_table_is_checked_key_by_key():
 def test_subset_differencing_without_dp_is_refused_by_the_owner(tmp_path):
     """Real processes: the same non-DP PCA on {1, 2, 3}, then on {1, 2}. Site 1 allows one such
     query per window, so it declines the second; the round misses its quorum, naming the rule."""
-    from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
+    from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions
     from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
     from owner_agent import audit
 
@@ -280,23 +280,27 @@ def test_subset_differencing_without_dp_is_refused_by_the_owner(tmp_path):
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
             client.wait_for_owners(3)
-            first = client.run_round(RoundParams(features=NAMES, min_owners=3))
+            first = client.run(
+                MomentsRequest(features=tuple(NAMES)), RoundOptions(min_owners=3)
+            ).to_dict()
             assert first["owners"] == ["site-1", "site-2", "site-3"]
             with pytest.raises(RoundFailed) as err:
-                client.run_round(
-                    RoundParams(features=NAMES, min_owners=2, owners=("site-1", "site-2"))
-                )
+                client.run(
+                    MomentsRequest(features=tuple(NAMES)),
+                    RoundOptions(min_owners=2, owners=("site-1", "site-2")),
+                ).to_dict()
             assert "site-1: policy.non_dp_repeats" in str(err.value)
             with pytest.raises(RoundFailed) as err:  # a protocol site 1 does not take part in
-                client.run_round(
-                    RoundParams(
-                        features=NAMES[:3],
+                client.run(
+                    MomentsRequest(
+                        features=tuple(NAMES[:3]),
                         method="lda",
-                        min_owners=2,
-                        owners=("site-1", "site-2"),
-                        groupings=(("pw", ("0.2", "1.3")),),
-                    )
-                )
+                        groupings=tuple(
+                            LabelClasses(c, tuple(k)) for c, k in (("pw", ("0.2", "1.3")),)
+                        ),
+                    ),
+                    RoundOptions(min_owners=2, owners=("site-1", "site-2")),
+                ).to_dict()
             assert "site-1: policy.protocols" in str(err.value)
         events = audit.read(cluster.workdir / "config" / "audit-site-1.jsonl")
         decisions = [e for e in events if e["event"] == "decision"]
@@ -323,7 +327,7 @@ def test_an_analyst_the_sites_do_not_list_is_refused_and_nothing_is_charged(tmp_
     """Real processes over TLS: every site admits only analyst 'dpo-approved'; the deployment's
     analyst (certified as 'analyst') asks for a DP round. Each owner verifies the signed request
     relayed by the aggregator, declines naming policy.analysts, and its ledger stays empty."""
-    from leteo_fed.client import AnalystClient, RoundFailed, RoundParams
+    from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions
     from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
     from owner_agent import audit
 
@@ -339,9 +343,10 @@ def test_an_analyst_the_sites_do_not_list_is_refused_and_nothing_is_charged(tmp_
         ) as client:
             client.wait_for_owners(3)
             with pytest.raises(RoundFailed) as err:
-                client.run_round(
-                    RoundParams(features=NAMES, min_owners=3, dp_epsilon=1.0, row_norm_bound=10.0)
-                )
+                client.run(
+                    MomentsRequest(features=tuple(NAMES)),
+                    RoundOptions(min_owners=3, dp_epsilon=1.0, row_norm_bound=10.0),
+                ).to_dict()
     for site in ("site-1", "site-2", "site-3"):
         assert f"{site}: policy.analysts: analyst 'analyst' may not start rounds" in str(err.value)
         ledger = json.loads((cluster.workdir / "config" / "ledgers" / f"{site}.json").read_text())

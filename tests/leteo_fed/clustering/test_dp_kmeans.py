@@ -33,7 +33,7 @@ from leteo_fed.clustering.lsh_coreset import LshParams, lsh_numpy
 from leteo_fed.clustering.noise import gaussian_sigma, gdp_mu
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.privacy.budget import EPSILON_MAX
-from leteo_fed.privacy.distributed_noise import gaussian_analytic_delta
+from leteo_fed.privacy.mechanisms import Gaussian
 
 
 def mixture(n: int, d: int, k: int, seed: int, spread: float = 0.03) -> np.ndarray:
@@ -164,8 +164,8 @@ def test_lsh_gdp_split_and_noise_scales() -> None:
     tree's counts use sigma = sqrt(L)/mu_tree and the sums R/mu_sum (Gaussian kurtosis 3)."""
     eps, delta, radius = 1.0, 1e-6, 2.0
     mu = gdp_mu(eps, delta)
-    assert gaussian_analytic_delta(eps, 1 / mu, 1.0) <= delta
-    assert gaussian_analytic_delta(eps, 0.999 / mu, 1.0) > delta
+    assert Gaussian(1 / mu).delta_at(eps, 1.0) <= delta
+    assert Gaussian(0.999 / mu).delta_at(eps, 1.0) > delta
     x = mixture(60_000, 8, 5, seed=3, spread=0.1)
     rng = RecordingRng(5)
     counter = lsh_coreset.NumpyTreeCounter(x, np.zeros(8), radius)
@@ -190,9 +190,7 @@ def test_lsh_gdp_split_and_noise_scales() -> None:
 
 def test_gaussian_sigma_is_tight() -> None:
     s = gaussian_sigma(0.5, 1e-5, 3.0)
-    assert (
-        gaussian_analytic_delta(0.5, s, 3.0) <= 1e-5 < gaussian_analytic_delta(0.5, 0.99 * s, 3.0)
-    )
+    assert Gaussian(s).delta_at(0.5, 3.0) <= 1e-5 < Gaussian(0.99 * s).delta_at(0.5, 3.0)
 
 
 # --------------------------------------------------------------------------- refusals

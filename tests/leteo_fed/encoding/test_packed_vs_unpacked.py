@@ -26,7 +26,7 @@ from leteo_fed.encoding.packing import (
     slot_totals,
     unpack,
 )
-from leteo_fed.protocols import pca
+from leteo_fed.protocols import moments, pca
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 
 BITS = 2048
@@ -113,9 +113,9 @@ def test_packed_and_unpacked_aggregates_are_identical(
     assert packed == unpacked == plain
 
     # Sanity: the totals describe the pooled data (count, and PCA close to the plain one).
-    agg = pca.aggregate_from_totals(packed, d, moments_encoding().scale_bits)
-    assert agg.q == len(wine)
-    result = pca.pca_from_aggregate(agg, [f"x{i}" for i in range(d)], components=3)
+    agg = moments.decode_totals(packed, d, [moments.ALL_ROWS], moments_encoding().scale_bits)
+    assert agg.n == len(wine)
+    result = pca.pca_from_moments(agg, [f"x{i}" for i in range(d)], components=3)
     ref_evals, ref_vecs, ref_mean = pca.reference_pca(wine, components=3)
     np.testing.assert_allclose(result.eigenvalues, ref_evals, rtol=1e-9)
     np.testing.assert_allclose(np.array(result.components).T, ref_vecs, atol=1e-8)

@@ -22,17 +22,11 @@ from leteo_fed.privacy.distributed_noise import (
     calibrate_mu,
     clip_rows,
     effective_mu,
-    gaussian_analytic_delta,
-    gaussian_analytic_epsilon,
-    gaussian_rdp,
     new_rng,
-    owner_noise,
     rdp_to_dp,
-    sample_skellam,
-    skellam_epsilon,
     skellam_magnitude_bound,
-    skellam_rdp,
 )
+from leteo_fed.privacy.mechanisms import Gaussian, Skellam
 from leteo_fed.privacy.verify import add_owner_noise, verify_release
 
 # ----------------------------------------------------------------------------- sampling
@@ -41,7 +35,7 @@ from leteo_fed.privacy.verify import add_owner_noise, verify_release
 @pytest.mark.parametrize("mu", [0.3, 7.3, 1e11])
 def test_skellam_mean_zero_variance_two_mu(mu: float) -> None:
     n = 400_000
-    x = sample_skellam(mu, n, np.random.default_rng(20240601))
+    x = Skellam(mu).sample(n, np.random.default_rng(20240601))
     assert x.dtype == np.int64 and x.shape == (n,)
     var = 2 * mu
     # Mean: standard error sqrt(2 mu / n).
@@ -55,7 +49,7 @@ def test_skellam_mean_zero_variance_two_mu(mu: float) -> None:
 def test_skellam_matches_exact_pmf() -> None:
     # Chi-square goodness of fit against scipy's Skellam pmf (an independent implementation).
     mu, n = 4.0, 200_000
-    x = sample_skellam(mu, n, np.random.default_rng(7))
+    x = Skellam(mu).sample(n, np.random.default_rng(7))
     k = np.arange(-12, 13)  # |k| > 12 pooled into the two end bins
     p = skellam.pmf(k, mu, mu)
     p[0] += skellam.cdf(-13, mu, mu)
@@ -68,7 +62,7 @@ def test_skellam_matches_exact_pmf() -> None:
 def test_sum_of_owner_shares_is_skellam_mu() -> None:
     mu, quorum, n = 10.0, 7, 200_000
     rng = np.random.default_rng(99)
-    shares = [owner_noise(mu, quorum, n, rng) for _ in range(quorum)]
+    shares = [Skellam(mu).owner_share(quorum).sample(n, rng) for _ in range(quorum)]
     total = np.sum(shares, axis=0)
     # Each share alone has variance 2 mu / quorum; the sum has 2 mu (same 5-SE bands as above).
     assert abs(shares[0].var() - 2 * mu / quorum) < 5 * math.sqrt(
@@ -88,7 +82,7 @@ def test_sum_of_owner_shares_is_skellam_mu() -> None:
 def test_more_owners_than_quorum_only_adds_noise() -> None:
     mu, quorum, n_sub, n = 10.0, 4, 6, 200_000
     rng = np.random.default_rng(5)
-    total = np.sum([owner_noise(mu, quorum, n, rng) for _ in range(n_sub)], axis=0)
+    total = np.sum([Skellam(mu).owner_share(quorum).sample(n, rng) for _ in range(n_sub)], axis=0)
     assert effective_mu(mu, quorum, n_sub) == pytest.approx(15.0)
     expected = 2 * 15.0
     assert abs(total.var(ddof=1) - expected) < 5 * math.sqrt((2 * 15 + 8 * 15**2) / n)
@@ -97,16 +91,16 @@ def test_more_owners_than_quorum_only_adds_noise() -> None:
 
 
 def test_sampling_edge_cases() -> None:
-    assert np.array_equal(sample_skellam(0.0, 5, np.random.default_rng(0)), np.zeros(5))
+    assert np.array_equal(Skellam(0.0).sample(5, np.random.default_rng(0)), np.zeros(5))
     for bad in (-1.0, float("nan"), float("inf"), True):
         with pytest.raises(ConfigError):
-            sample_skellam(bad, 3)
+            Skellam(bad).sample(3)
     with pytest.raises(ConfigError):
-        owner_noise(10.0, 0, 3)
+        Skellam(10.0).owner_share(0).sample(3)
     # default generator: cryptographically seeded, so two calls differ
     a, b = new_rng().integers(0, 2**62, 4), new_rng().integers(0, 2**62, 4)
     assert not np.array_equal(a, b)
-    assert sample_skellam(3.0, (2, 3)).shape == (2, 3)
+    assert Skellam(3.0).sample((2, 3)).shape == (2, 3)
 
 
 def test_magnitude_bound() -> None:
@@ -114,7 +108,7 @@ def test_magnitude_bound() -> None:
     b = skellam_magnitude_bound(mu, 1, failure_prob=1e-3)
     # A Chernoff bound is conservative: above the Gaussian 1e-3 two-sided quantile (3.29 sigma).
     assert b > 3.29 * math.sqrt(2 * mu)
-    x = sample_skellam(mu, n, np.random.default_rng(11))
+    x = Skellam(mu).sample(n, np.random.default_rng(11))
     # Exceedance frequency must stay below 1e-3 (its SE at n=2e5 is ~7e-5).
     assert np.mean(np.abs(x) > b) <= 1e-3
     # More coordinates or smaller failure probability -> larger bound.
@@ -131,17 +125,17 @@ def test_magnitude_bound() -> None:
 
 def test_skellam_rdp_hand_values() -> None:
     # alpha=3, mu=2, D1=D2=1: 3/(4*2) + min((5*1 + 6)/(16*4), 3/(4*2)) = 0.375 + 11/64
-    assert skellam_rdp(3, 2.0, 1.0, 1.0) == pytest.approx(0.375 + 11 / 64, rel=1e-15)
+    assert Skellam(2.0).rdp(3, Sensitivity(1.0, 1.0)) == pytest.approx(0.375 + 11 / 64, rel=1e-15)
     # alpha=2, mu=1, D1=4, D2=2: 2*4/4 + min((3*4 + 24)/16, 12/4) = 2 + 2.25
-    assert skellam_rdp(2, 1.0, 4.0, 2.0) == pytest.approx(4.25, rel=1e-15)
+    assert Skellam(1.0).rdp(2, Sensitivity(4.0, 2.0)) == pytest.approx(4.25, rel=1e-15)
     # alpha=2, mu=1, D1=1, D2=1: 0.5 + min(9/16, 3/4) ... the min's first branch
-    assert skellam_rdp(2, 1.0, 1.0, 1.0) == pytest.approx(0.5 + 9 / 16, rel=1e-15)
+    assert Skellam(1.0).rdp(2, Sensitivity(1.0, 1.0)) == pytest.approx(0.5 + 9 / 16, rel=1e-15)
     # alpha=100, mu=1, D1=D2=1: 25 + min(205/16, 0.75) -> second branch 0.75
-    assert skellam_rdp(100, 1.0, 1.0, 1.0) == pytest.approx(25.75, rel=1e-15)
+    assert Skellam(1.0).rdp(100, Sensitivity(1.0, 1.0)) == pytest.approx(25.75, rel=1e-15)
     with pytest.raises(ConfigError):
-        skellam_rdp(2.5, 1.0, 1.0, 1.0)  # integer orders only
+        Skellam(1.0).rdp(2.5, Sensitivity(1.0, 1.0))  # integer orders only
     with pytest.raises(ConfigError):
-        skellam_rdp(1, 1.0, 1.0, 1.0)
+        Skellam(1.0).rdp(1, Sensitivity(1.0, 1.0))
 
 
 def test_rdp_to_dp_hand_computed() -> None:
@@ -158,7 +152,7 @@ def test_rdp_to_dp_hand_computed() -> None:
     eps, a = rdp_to_dp([0.1, 0.5], [2, 10], 1e-5, method="standard")
     assert a == 10.0 and eps == pytest.approx(1.7792139405522477, rel=1e-13)
     # Improved never exceeds standard.
-    r = gaussian_rdp(DEFAULT_ALPHAS, 3.0, 1.0)
+    r = Gaussian(3.0).rdp(DEFAULT_ALPHAS, 1.0)
     assert rdp_to_dp(r, DEFAULT_ALPHAS, 1e-6)[0] < rdp_to_dp(r, DEFAULT_ALPHAS, 1e-6, "standard")[0]
     # epsilon and delta go through the privacy layer's one check: DataError naming the field
     with pytest.raises(DataError) as err:
@@ -193,7 +187,7 @@ def test_rdp_bound_dominates_exact_renyi_divergence(mu: float) -> None:
             # the truncated tails are negligible (last terms are e^-1000 below the peak)
             assert max(terms[0], terms[-1]) < terms.max() - 200
             exact = logsumexp(terms) / (alpha - 1)
-            bound = skellam_rdp(alpha, mu, shift, shift)
+            bound = Skellam(mu).rdp(alpha, Sensitivity(shift, shift))
             assert exact <= bound * (1 + 1e-12)
             if mu >= 200:
                 assert bound <= exact * 1.02
@@ -204,11 +198,11 @@ def test_calibrate_mu_meets_target_and_is_smallest() -> None:
     for eps in (0.25, 1.0, 4.0):
         for delta in (1e-9, 1e-6, 1e-3):
             mu = calibrate_mu(eps, delta, l1, l2)
-            got = skellam_epsilon(mu, delta, l1, l2)
+            got = Skellam(mu).epsilon(Sensitivity(l1, l2), delta)
             assert got <= eps
             assert got == pytest.approx(eps, rel=1e-6)
             # 1e-6 less noise already breaks the target (bisection tolerance is 1e-10).
-            assert skellam_epsilon(mu * (1 - 1e-6), delta, l1, l2) > eps
+            assert Skellam(mu * (1 - 1e-6)).epsilon(Sensitivity(l1, l2), delta) > eps
 
 
 def test_calibrate_mu_monotone() -> None:
@@ -230,10 +224,10 @@ def test_calibrate_mu_monotone() -> None:
 
 def test_gaussian_analytic_reference() -> None:
     # eps=0, sigma=D=1: delta = Phi(0.5) - Phi(-0.5) = 0.38292492254802624
-    assert gaussian_analytic_delta(0.0, 1.0, 1.0) == pytest.approx(0.38292492254802624, rel=1e-12)
+    assert Gaussian(1.0).delta_at(0.0, 1.0) == pytest.approx(0.38292492254802624, rel=1e-12)
     sigma = 4.0
-    eps = gaussian_analytic_epsilon(sigma, 1e-5, 1.0)
-    assert gaussian_analytic_delta(eps, sigma, 1.0) == pytest.approx(1e-5, rel=1e-8)
+    eps = Gaussian(sigma).epsilon(1.0, 1e-5)
+    assert Gaussian(sigma).delta_at(eps, 1.0) == pytest.approx(1e-5, rel=1e-8)
 
 
 @pytest.mark.parametrize(("l1", "l2"), [(1000.0, 100.0), (1e5, 1e4)])
@@ -246,9 +240,9 @@ def test_skellam_accounting_approaches_gaussian_for_large_mu(l1: float, l2: floa
     delta = 1e-6
     mu = calibrate_mu(1.0, delta, l1, l2)
     sigma = math.sqrt(2 * mu)
-    eps_sk = skellam_epsilon(mu, delta, l1, l2)
-    eps_g_rdp = rdp_to_dp(gaussian_rdp(DEFAULT_ALPHAS, sigma, l2), DEFAULT_ALPHAS, delta)[0]
-    eps_g_exact = gaussian_analytic_epsilon(sigma, delta, l2)
+    eps_sk = Skellam(mu).epsilon(Sensitivity(l1, l2), delta)
+    eps_g_rdp = rdp_to_dp(Gaussian(sigma).rdp(DEFAULT_ALPHAS, l2), DEFAULT_ALPHAS, delta)[0]
+    eps_g_exact = Gaussian(sigma).epsilon(l2, delta)
     assert eps_g_rdp <= eps_sk <= eps_g_rdp * 1.001
     assert eps_g_exact <= eps_sk <= eps_g_exact * 1.10
 
@@ -258,8 +252,8 @@ def test_small_mu_correction_is_visible() -> None:
     # above the Gaussian RDP value at the same variance.
     mu = calibrate_mu(1.0, 1e-6, 1.0, 1.0)
     sigma = math.sqrt(2 * mu)
-    eps_g_rdp = rdp_to_dp(gaussian_rdp(DEFAULT_ALPHAS, sigma, 1.0), DEFAULT_ALPHAS, 1e-6)[0]
-    assert eps_g_rdp < 0.99 * skellam_epsilon(mu, 1e-6, 1.0, 1.0)
+    eps_g_rdp = rdp_to_dp(Gaussian(sigma).rdp(DEFAULT_ALPHAS, 1.0), DEFAULT_ALPHAS, 1e-6)[0]
+    assert eps_g_rdp < 0.99 * Skellam(mu).epsilon(Sensitivity(1.0, 1.0), 1e-6)
 
 
 # ----------------------------------------------------------------------------- clipping

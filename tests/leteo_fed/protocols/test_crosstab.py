@@ -108,6 +108,13 @@ def reference(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 def run_round(
     request: ct.CrosstabRequest, sites: list[Site], dp: DpRequest | None = None, rng=None
 ) -> dict:
+    """The result document of `typed_round`."""
+    return typed_round(request, sites, dp, rng).to_dict()
+
+
+def typed_round(
+    request: ct.CrosstabRequest, sites: list[Site], dp: DpRequest | None = None, rng=None
+) -> ct.CrosstabResult:
     """The engine's loop without a network: plan, shares (noised as owners do), the slot-wise
     sum, finish; the result as the analyst receives it."""
     protocol = ct.PROTOCOL
@@ -127,21 +134,22 @@ def run_round(
     outcome.totals = slot_totals(unpack(summed, rnd.n_values, layout), len(sites), layout)
     outcome.encoding = encoding_facts(enc, layout, rnd.n_values, 2048)
     result = protocol.finish_round(plan, None, outcome).result
-    return to_dict(result_from_proto(result_to_proto(result)))
+    typed: ct.CrosstabResult = result_from_proto(result_to_proto(result))
+    assert typed.to_dict() == to_dict(typed)
+    return typed
 
 
 @pytest.mark.parametrize(
     "names", [["region"], ["age"], ["region", "plan"], ["plan", "age", "region"]]
 )
 def test_the_sum_of_the_shares_equals_pandas_crosstab_on_the_pooled_rows(names):
-    from leteo_fed.cli.crosstab import to_pandas
-
     parts = _sites()
     request = ct.CrosstabRequest(columns=tuple(COLUMNS[n] for n in names))
-    result = run_round(request, [Site(p) for p in parts])
+    typed = typed_round(request, [Site(p) for p in parts])
+    result = typed.to_dict()
     ref = reference(_pooled(parts), names)
     assert result["counts"] == ref.to_numpy().tolist()
-    got = to_pandas(result)
+    got = typed.to_pandas()
     assert got.to_numpy().tolist() == ref.to_numpy().tolist()
     assert list(got.index) == list(ref.index)
     if len(names) > 1:
@@ -435,7 +443,7 @@ def _write_sites(tmp_path, parts) -> list:
 @pytest.mark.slow
 def test_crosstab_through_the_services_and_the_cli(tmp_path):
     from leteo_fed.cli.main import main
-    from leteo_fed.client import AnalystClient, CommonParams, RoundFailed
+    from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions
     from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 
     parts = _sites((900, 700, 800))
@@ -447,7 +455,7 @@ def test_crosstab_through_the_services_and_the_cli(tmp_path):
         client.wait_for_owners(3)
         names = ["region", "plan", "age"]
         request = ct.CrosstabRequest(columns=tuple(COLUMNS[n] for n in names))
-        result = client.run_protocol("crosstab", request, CommonParams(min_owners=3))
+        result = client.run(request, RoundOptions(min_owners=3)).to_dict()
         assert result["counts"] == reference(pooled, names).to_numpy().tolist()
         assert result["n"] == len(pooled) and result["owners"] == ["site-1", "site-2", "site-3"]
         assert result["encoding"]["paillier_bits"] == 2048 and result["dp"] is None
@@ -455,7 +463,7 @@ def test_crosstab_through_the_services_and_the_cli(tmp_path):
         # a domain that lacks a value some site holds: refused (rule classes), nothing released
         short = ct.CrosstabRequest(columns=(ct.CrosstabColumn("region", domain=REGIONS[:3]),))
         with pytest.raises(RoundFailed, match="classes"):
-            client.run_protocol("crosstab", short, CommonParams(min_owners=3, deadline_seconds=30))
+            client.run(short, RoundOptions(min_owners=3, deadline_seconds=30)).to_dict()
 
         base = [
             "crosstab",

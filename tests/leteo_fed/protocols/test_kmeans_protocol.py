@@ -18,6 +18,7 @@ from sklearn.datasets import load_iris
 from leteo_fed.encoding.packing import pack, remove_masks, slot_totals, unpack
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.mechanisms import Gaussian, Sensitivity, Skellam
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
 from leteo_fed.protocols import kmeans_round
@@ -364,11 +365,11 @@ def test_each_iteration_gets_its_share_of_the_budget(iterations):
     assert it.epsilon * iterations == pytest.approx(eps, rel=1e-15)
     assert it.delta * iterations == pytest.approx(delta, rel=1e-15)
     # accounted epsilon of one iteration: within budget, and tight (calibration to 1e-10)
-    assert noise.skellam_epsilon(it.mu, it.delta, it.l1, it.l2) <= it.epsilon
-    assert noise.skellam_epsilon(it.mu * (1 - 1e-6), it.delta, it.l1, it.l2) > it.epsilon
+    assert Skellam(it.mu).epsilon(Sensitivity(it.l1, it.l2), it.delta) <= it.epsilon
+    assert Skellam(it.mu * (1 - 1e-6)).epsilon(Sensitivity(it.l1, it.l2), it.delta) > it.epsilon
     # the exact privacy curve of a Gaussian with the same variance (2 mu) is the reference the
     # Skellam RDP bound approaches; the RDP -> (epsilon, delta) conversion may cost a little
-    gauss = noise.gaussian_analytic_epsilon(math.sqrt(2 * it.mu), it.delta, it.l2)
+    gauss = Gaussian(math.sqrt(2 * it.mu)).epsilon(it.l2, it.delta)
     assert 0.85 * it.epsilon <= gauss <= it.epsilon
     # leading order (Gaussian mechanism): mu ~ log(1/delta) / epsilon^2, so splitting
     # (epsilon, delta) over T multiplies mu by about T^2 log(T/delta) / log(1/delta); the
@@ -385,7 +386,7 @@ def test_aggregate_noise_variance_matches_the_plan():
     it = km.calibrate_iteration(2.0, 1e-6, 4, 3.0, 16, 4, 3)
     q, n = 3, 40_000
     rng = np.random.default_rng(123)
-    total = sum(noise.owner_noise(it.mu, q, n, rng).astype(float) for _ in range(q))
+    total = sum(Skellam(it.mu).owner_share(q).sample(n, rng).astype(float) for _ in range(q))
     var = 2 * it.mu
     assert abs(total.mean()) < 5 * math.sqrt(var / n)
     assert abs(total.var(ddof=1) / var - 1) < 5 * math.sqrt(2 / n)
@@ -407,7 +408,7 @@ def test_center_noise_matches_the_delta_method_and_count_weighting_helps():
     dp = pb.DpSpec(mu=it.mu, quorum=q)
     got = []
     for _ in range(trials):
-        z = sum(noise.owner_noise(dp.mu, q, len(exact), rng) for _ in range(q))
+        z = sum(Skellam(dp.mu).owner_share(q).sample(len(exact), rng) for _ in range(q))
         vals = [v + int(e) for v, e in zip(exact, z.tolist(), strict=True)]
         upd = km.update_centers(
             km.decode_totals(vals, 1, d, enc, noisy=True), np.zeros((1, d)), clip_norm=1e9

@@ -292,7 +292,7 @@ def test_a_noisy_fit_is_always_defined():
 @pytest.mark.slow
 def test_linreg_through_the_services_and_the_cli(tmp_path):
     from leteo_fed.cli.main import main
-    from leteo_fed.client import AnalystClient, CommonParams
+    from leteo_fed.client import AnalystClient, RoundOptions
     from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 
     parts = []
@@ -310,7 +310,7 @@ def test_linreg_through_the_services_and_the_cli(tmp_path):
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
         client.wait_for_owners(3)
         request = lr.LinregRequest(features=NAMES, label_column="y")
-        result = client.run_protocol("linreg", request, CommonParams(min_owners=3))
+        result = client.run(request, RoundOptions(min_owners=3)).to_dict()
         worst = _max_difference_to_statsmodels(result, x, y)
         print(f"through the services: largest absolute difference to statsmodels: {worst:.3g}")
         assert worst <= 1e-8

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from leteo_fed.errors import ConfigError
-from leteo_fed.privacy.distributed_noise import calibrate_mu, clip_rows, skellam_epsilon
-from leteo_fed.privacy.mechanisms import Sensitivity
+from leteo_fed.privacy.distributed_noise import calibrate_mu, clip_rows
+from leteo_fed.privacy.mechanisms import Sensitivity, Skellam
 from leteo_fed.protocols.moments import (
     ALL_ROWS,
     Grouping,
@@ -76,7 +76,7 @@ def test_numbers_for_closing_note() -> None:
     # standard deviation sqrt(2 mu) integer units = sqrt(2 mu)/2^16 in real units.
     s = sensitivities_for_scatter(1.0, 16, 13, 1)
     mu = calibrate_mu(1.0, 1e-6, s.l1, s.l2)
-    assert skellam_epsilon(mu, 1e-6, s.l1, s.l2) <= 1.0
+    assert Skellam(mu).epsilon(Sensitivity(s.l1, s.l2), 1e-6) <= 1.0
     sigma_real = math.sqrt(2 * mu) / 2**16
     # Gaussian reference: analytic Gaussian at eps=1, delta=1e-6 needs sigma ~ 4.4 D2; the RDP
     # route costs a few percent more, so sigma must be in [4.4, 5.2] * D2 (D2 ~ 1.414 * 2^16).

@@ -21,21 +21,26 @@ from leteo_fed.encoding.packing import (
 )
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.protocols import moments
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from leteo_fed.protocols.pca import (
-    IntegerAggregate,
     LocalStatistics,
-    aggregate_from_totals,
-    exact_scatter,
     local_statistics,
     n_values,
-    pca_from_aggregate,
+    pca_from_moments,
     pca_from_scatter,
     share_values,
     validate_rows,
 )
 
 KEY_BITS = 2048
+
+
+def decode(totals, d: int, scale_bits: int) -> moments.IntegerMoments:
+    """PCA totals (R, V, Q) as the aggregator decodes them: one grouping, one class."""
+    return moments.decode_totals(totals, d, [moments.ALL_ROWS], scale_bits)
+
+
 # Sizes of the partitions (one per owner); a 2-row owner is included on purpose.
 PART_SIZES = (2, 40, 61, 75)
 
@@ -85,14 +90,16 @@ def numpy_eig(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def test_exact_scatter_is_correctly_rounded(wine) -> None:
     x, names = wine
     enc = wine_encoding(x, 32)
-    agg = aggregate_from_totals(summed_shares(partitions(x), names, enc), 13, enc.scale_bits)
-    s = exact_scatter(agg)
+    agg = decode(summed_shares(partitions(x), names, enc), 13, enc.scale_bits)
+    s = moments.total_scatter(agg)
     assert s.shape == (13, 13)
     np.testing.assert_array_equal(s, s.T)
-    f, q = agg.scale_bits, agg.q
+    f, q = agg.scale_bits, agg.n
     for i in range(13):
         for j in range(13):
-            exact = Fraction(agg.r[i][j], 2**f) - Fraction(agg.v[i] * agg.v[j], q * 4**f)
+            exact = Fraction(agg.r[i][j], 2**f) - Fraction(
+                agg.v[0][0][i] * agg.v[0][0][j], q * 4**f
+            )
             assert s[i, j] == float(exact), (i, j)
 
 
@@ -103,8 +110,8 @@ def test_integer_valued_data_gives_exact_pooled_scatter(wine) -> None:
     xi = np.rint(x * 100)
     assert np.all(np.abs(xi - x * 100) < 0.5) and (xi**2).sum(axis=0).max() < 2**53
     enc = wine_encoding(xi, 0)
-    agg = aggregate_from_totals(summed_shares(partitions(xi), names, enc), 13, 0)
-    s = exact_scatter(agg)
+    agg = decode(summed_shares(partitions(xi), names, enc), 13, 0)
+    s = moments.total_scatter(agg)
     rows = [[int(v) for v in row] for row in xi.tolist()]
     n = len(rows)
     for i in range(13):
@@ -112,8 +119,8 @@ def test_integer_valued_data_gives_exact_pooled_scatter(wine) -> None:
             r = sum(row[i] * row[j] for row in rows)
             vi, vj = sum(row[i] for row in rows), sum(row[j] for row in rows)
             assert s[i, j] == float(Fraction(n * r - vi * vj, n)), (i, j)
-    assert agg.q == n
-    assert agg.v == [sum(row[i] for row in rows) for i in range(13)]
+    assert agg.n == n
+    assert agg.v[0][0].tolist() == [sum(row[i] for row in rows) for i in range(13)]
 
 
 # ------------------------------------------------------------------ end-to-end vs NumPy
@@ -123,8 +130,8 @@ def test_integer_valued_data_gives_exact_pooled_scatter(wine) -> None:
 def test_pca_matches_numpy_covariance(wine, seed: int) -> None:
     x, names = wine
     enc = wine_encoding(x, 64)  # 2^-64 steps: the encoding adds nothing at float64 precision
-    agg = aggregate_from_totals(summed_shares(partitions(x, seed), names, enc), 13, 64)
-    res = pca_from_aggregate(agg, names, components=13)
+    agg = decode(summed_shares(partitions(x, seed), names, enc), 13, 64)
+    res = pca_from_moments(agg, names, components=13)
 
     ref_w, ref_v = numpy_eig(np.cov(x, rowvar=False))
     assert res.n_samples == 178 and res.features == names and not res.standardized
@@ -152,8 +159,8 @@ def test_pca_default_scale_within_quantization_bound(wine) -> None:
     x, names = wine
     f = 32
     enc = wine_encoding(x, f)
-    agg = aggregate_from_totals(summed_shares(partitions(x), names, enc), 13, f)
-    res = pca_from_aggregate(agg, names, components=13)
+    agg = decode(summed_shares(partitions(x), names, enc), 13, f)
+    res = pca_from_moments(agg, names, components=13)
     n, owners, m = len(x), len(PART_SIZES), np.abs(x.mean(axis=0))
     step = owners * 2.0 ** -(f + 1)  # bound on |error| of a summed R_ij or V_i
     np.testing.assert_allclose(res.mean, x.mean(axis=0), rtol=1e-14, atol=step / n)
@@ -170,8 +177,8 @@ def test_pca_default_scale_within_quantization_bound(wine) -> None:
 def test_standardized_pca_matches_correlation_matrix(wine, seed: int) -> None:
     x, names = wine
     enc = wine_encoding(x, 64)
-    agg = aggregate_from_totals(summed_shares(partitions(x, seed), names, enc), 13, 64)
-    res = pca_from_aggregate(agg, names, components=13, standardize=True)
+    agg = decode(summed_shares(partitions(x, seed), names, enc), 13, 64)
+    res = pca_from_moments(agg, names, components=13, standardize=True)
     ref_w, ref_v = numpy_eig(np.corrcoef(x, rowvar=False))
     assert res.standardized
     np.testing.assert_allclose(res.eigenvalues, ref_w, rtol=1e-12, atol=0)
@@ -231,25 +238,27 @@ def test_local_statistics_by_hand() -> None:
     assert s.q == 3
 
 
-def test_aggregate_from_totals_round_trip_and_refusals() -> None:
+def test_decoded_totals_round_trip_and_refusals() -> None:
     d = 3
     totals = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    agg = aggregate_from_totals(totals, d, 5)
-    assert agg.r == [[1, 2, 3], [2, 4, 5], [3, 5, 6]]
-    assert agg.v == [7, 8, 9] and agg.q == 10 and agg.scale_bits == 5 and agg.d == 3
+    agg = decode(totals, d, 5)
+    assert agg.r.tolist() == [[1, 2, 3], [2, 4, 5], [3, 5, 6]]
+    assert agg.v[0][0].tolist() == [7, 8, 9] and agg.n == 10 and agg.scale_bits == 5 and agg.d == 3
     for wrong in (totals[:-1], [*totals, 0], []):
         with pytest.raises(ProtocolError, match="10"):
-            aggregate_from_totals(wrong, d, 5)
+            decode(wrong, d, 5)
     for q in (1, 0):
         with pytest.raises(DataError):
-            aggregate_from_totals([*totals[:-1], q], d, 5)
+            decode([*totals[:-1], q], d, 5)
     with pytest.raises(ProtocolError, match="negative count"):  # only corruption gives this
-        aggregate_from_totals([*totals[:-1], -3], d, 5)
+        decode([*totals[:-1], -3], d, 5)
 
 
 def test_pca_from_scatter_refusals() -> None:
-    agg = IntegerAggregate(r=[[5, 0], [0, 0]], v=[1, 0], q=3, scale_bits=0)
-    s = exact_scatter(agg)
+    agg = moments.IntegerMoments(
+        np.array([[5, 0], [0, 0]], dtype=object), [np.array([[1, 0]], dtype=object)], [[3]], 0
+    )
+    s = moments.total_scatter(agg)
     with pytest.raises(DataError, match="components"):
         pca_from_scatter(s, np.zeros(2), 3, ["a", "b"], components=3)
     with pytest.raises(DataError, match="components"):

@@ -280,6 +280,11 @@ def _secure_sum(shares: list[list[int]], layout) -> list[int]:
 
 
 def _run(name: str, case: Case, sites: list[MemorySite]) -> dict:
+    """The result document of `_run_typed` (JSON-ready)."""
+    return to_dict(_run_typed(name, case, sites))
+
+
+def _run_typed(name: str, case: Case, sites: list[MemorySite]) -> Any:
     """The engine's loop without a network: plan, rounds, shares, sum, finish."""
     protocol = registry.get(name)
     plan = protocol.plan(case.request, Common(n_invited=len(sites), **case.common))
@@ -305,13 +310,34 @@ def _run(name: str, case: Case, sites: list[MemorySite]) -> dict:
         step = protocol.finish_round(plan, state, outcome)
         if step.done:
             result = protocol.job_result(plan, state, step)
-            # as the analyst receives it: the typed result over the wire, then JSON-ready
-            return to_dict(result_from_proto(result_to_proto(result)))
+            # as the analyst receives it: the typed result over the wire
+            return result_from_proto(result_to_proto(result))
         index += 1
 
 
 def test_every_registered_protocol_has_a_conformance_case():
     assert set(registry.names()) == set(CASES)
+
+
+@pytest.mark.parametrize(("name", "case"), _cases(), ids=_ids())
+def test_the_analyst_api_finds_the_protocol_and_tables_its_result(name, case):
+    """`AnalystClient.run` finds the protocol by the request's type; the typed result's
+    `to_dict()` is the CLI's document and `to_pandas()` its table, a row per item."""
+    pytest.importorskip("pandas")
+    assert registry.for_request(case.request) is registry.get(name)
+    result = _run_typed(name, case, case.sites())
+    assert result.to_dict() == to_dict(result)
+    table = result.to_pandas()
+    doc = result.to_dict()
+    rows = {
+        "moments": len(doc.get("components", [])),
+        "kmeans": doc.get("k"),
+        "weighted_stats": len(doc.get("features", [])),
+        "crosstab": len(next(iter(doc.get("categories", {}).values()), [])),
+        "linreg": len(doc.get("terms", [])),
+        "ldp": len(doc.get("estimates", {})),
+    }[name]
+    assert table.shape[0] == rows > 0
 
 
 @pytest.mark.parametrize(("name", "case"), _cases(), ids=_ids())

@@ -113,7 +113,7 @@ def test_plan_refuses_bad_requests_and_an_under_noised_dp_spec():
 @pytest.mark.slow
 def test_weighted_stats_through_the_services_and_the_cli(tmp_path):
     from leteo_fed.cli.main import main
-    from leteo_fed.client import AnalystClient, CommonParams
+    from leteo_fed.client import AnalystClient, RoundOptions
     from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 
     names = ["a", "b", "c"]
@@ -130,7 +130,7 @@ def test_weighted_stats_through_the_services_and_the_cli(tmp_path):
         request = ws.WeightedStatsRequest(
             features=tuple(names), weight_column="w", weight_bound=3.0
         )
-        result = client.run_protocol("weighted_stats", request, CommonParams(min_owners=3))
+        result = client.run(request, RoundOptions(min_owners=3)).to_dict()
         x = np.vstack([p[1] for p in parts])
         w = np.concatenate([p[2] for p in parts])
         mean, var = _reference(x, w)

@@ -1,0 +1,98 @@
+"""The analyst API without a network: a request dataclass and `RoundOptions` make the signed
+request's body; the protocol says how long to wait and where the CLI writes its result."""
+
+from __future__ import annotations
+
+import pytest
+
+from leteo_fed import defaults
+from leteo_fed.cli.jobs import result_file
+from leteo_fed.client import RoundOptions, output_file, protocol_of, round_request
+from leteo_fed.errors import DataError
+from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
+from leteo_fed.protocols.kmeans_round import KmeansRequest
+from leteo_fed.protocols.ldp_collection import LdpRequest
+from leteo_fed.protocols.linreg import LinregRequest
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
+from leteo_fed.transport.rounds import common_from_proto, request_from_proto
+
+REQUESTS = [
+    MomentsRequest(method="pca", features=("a", "b"), components=1),
+    MomentsRequest(method="lda", features=("a", "b"), groupings=(LabelClasses("y", ("0", "1")),)),
+    KmeansRequest(k=2, centers=(0.0, 0.0, 1.0, 1.0), iterations=4, features=("a", "b")),
+    WeightedStatsRequest(features=("a",)),
+    LinregRequest(features=("a",), label_column="y"),
+    CrosstabRequest(columns=(CrosstabColumn("c", domain=("x", "y")),)),
+    LdpRequest(column="c", mechanism="grr", epsilon=1.0, domain=("x", "y")),
+]
+
+
+@pytest.mark.parametrize("request_", REQUESTS, ids=lambda r: type(r).__name__)
+def test_a_request_round_trips_through_the_signed_message(request_):
+    options = RoundOptions(min_owners=3, deadline_seconds=42.0, owners=("s1", "s2", "s3"))
+    msg = round_request(request_, options)
+    protocol, back = request_from_proto(msg)
+    assert protocol is protocol_of(request_) and back == request_
+    assert list(msg.owners) == ["s1", "s2", "s3"]
+    assert msg.min_owners == 3 and msg.deadline_seconds == 42.0
+    assert not msg.HasField("dp_epsilon")  # no DP unless asked
+    assert common_from_proto(msg, 3).dp is None
+
+
+def test_the_options_carry_a_dp_release():
+    options = RoundOptions(dp_epsilon=1.5, dp_delta=1e-7, row_norm_bound=2.0, scale_bits=12)
+    msg = round_request(REQUESTS[0], options)
+    common = common_from_proto(msg, 3)
+    assert common.dp is not None and (common.dp.epsilon, common.dp.delta) == (1.5, 1e-7)
+    assert common.dp.row_norm_bound == 2.0 and common.scale_bits == 12
+    # the defaults: every owner, the protocol's quorum and encoding, the default deadline
+    plain = round_request(REQUESTS[0])
+    assert plain.deadline_seconds == defaults.DEFAULT_DEADLINE_SECONDS
+    assert (plain.min_owners, plain.scale_bits, list(plain.owners)) == (0, 0, [])
+
+
+def test_an_object_that_is_no_request_is_refused_naming_the_requests():
+    with pytest.raises(DataError, match="MomentsRequest"):
+        round_request({"features": ["a"]})
+
+
+def test_the_protocol_says_how_long_a_job_may_take():
+    kmeans = REQUESTS[2]
+    assert protocol_of(kmeans).job_timeout(kmeans, 60.0) == 4 * 90.0  # every iteration's round
+    default = KmeansRequest(k=2, centers=(0.0, 0.0, 1.0, 1.0), features=("a", "b"))
+    assert protocol_of(default).job_timeout(default, 60.0) == 10 * 90.0
+    assert protocol_of(REQUESTS[0]).job_timeout(REQUESTS[0], 60.0) == 60.0
+
+
+def test_the_protocol_names_the_result_files_the_cli_writes():
+    assert [output_file(r) for r in REQUESTS] == [
+        "pca.json",
+        "dca.json",
+        "kmeans.json",
+        "stats.json",
+        "result.json",
+        "result.json",
+        "ldp.json",
+    ]
+    # `leteo-fed result JOB` by the job's label
+    labels = ("pca", "dca", "lda", "mdr", "kmeans", "weighted_stats", "linreg", "crosstab", "ldp")
+    assert [result_file(label) for label in labels] == [
+        "pca.json",
+        "dca.json",
+        "dca.json",
+        "dca.json",
+        "kmeans.json",
+        "stats.json",
+        "result.json",
+        "result.json",
+        "ldp.json",
+    ]
+    assert result_file("") == "result.json"
+    # the commands' help names the same files
+    from leteo_fed.cli import crosstab, linreg
+
+    assert protocol_of(REQUESTS[4]).plot_file == linreg.RESULT_PNG == "coefficients.png"
+    assert output_file(REQUESTS[4]) == linreg.RESULT_JSON
+    assert protocol_of(REQUESTS[5]).plot_file == crosstab.PLOT_FILE == "crosstab.png"
+    assert output_file(REQUESTS[5]) == crosstab.RESULT_FILE
