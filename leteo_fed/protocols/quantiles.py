@@ -144,6 +144,11 @@ class QuantilesResult(RoundFacts, Result):
     outside: str
     dp: DpFacts | None = None
 
+    def table(self) -> tuple[dict[str, list], list, str]:
+        """A row per percentile, a column per feature: its estimated quantile."""
+        cols = {f: list(self.quantiles[f]) for f in self.features}
+        return cols, list(self.percentiles), "percentile"
+
 
 @dataclass(frozen=True)
 class QuantilesPlan:

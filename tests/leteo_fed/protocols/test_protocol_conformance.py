@@ -336,6 +336,7 @@ def test_the_analyst_api_finds_the_protocol_and_tables_its_result(name, case):
         "crosstab": len(next(iter(doc.get("categories", {}).values()), [])),
         "linreg": len(doc.get("terms", [])),
         "ldp": len(doc.get("estimates", {})),
+        "quantiles": len(doc.get("percentiles", [])),
     }[name]
     assert table.shape[0] == rows > 0
 
