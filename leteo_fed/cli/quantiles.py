@@ -135,12 +135,12 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the plot, before any round is started
-    from leteo_fed.client import CommonParams
+    from leteo_fed.client import RoundOptions
     from leteo_fed.fileio import atomic_write_json
 
     request = build_request(args.features, args.bounds, args.percentiles, args.bins)
     dp = args.dp_epsilon is not None
-    common = CommonParams(
+    options = RoundOptions(
         min_owners=args.min_owners,
         deadline_seconds=args.deadline,
         owners=tuple(args.owners),
@@ -150,21 +150,21 @@ def run(args: argparse.Namespace) -> int:
         row_norm_bound=1.0 if dp else None,  # a row is one count per tree level
     )
     # planned locally first: bad bounds or bins are refused before anyone is contacted
-    from leteo_fed.client import common_fields
+    from leteo_fed.client import round_request
     from leteo_fed.protocols.quantiles import noise_preview
-    from leteo_fed.transport.rounds import plan_request, request_to_proto
+    from leteo_fed.transport.rounds import plan_request
 
-    msg = request_to_proto("quantiles", request, **common_fields(common))
+    msg = round_request(request, options)
     if args.dry_run or dp:
-        plan = plan_for_preview(msg, common.owners, common.min_owners, "--dp-epsilon")
+        plan = plan_for_preview(msg, options.owners, options.min_owners, "--dp-epsilon")
         if args.dry_run:
             return _dry_run(plan, args.rows)
         refuse_drowned_round(plan, noise_preview, args)
     else:
-        plan_request(msg, len(common.owners) or max(common.min_owners, DEFAULT_QUORUM))
+        plan_request(msg, len(options.owners) or max(options.min_owners, DEFAULT_QUORUM))
     progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run_protocol("quantiles", request, common, on_tick=progress.tick)
+        result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
     out = Path(args.out)
     atomic_write_json(out / RESULT_FILE, result)

@@ -416,6 +416,10 @@ class QuantilesProtocol(FederatedProtocol):
     name = "quantiles"
     request_type = QuantilesRequest
     spec_type = QuantilesSpec
+    plot_file = "quantiles.png"
+
+    def result_file(self, label: str) -> str | None:
+        return "result.json" if label == self.name else None
 
     # ---------------------------------------------------------------- aggregator side
 

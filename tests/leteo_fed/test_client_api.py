@@ -14,6 +14,7 @@ from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.rounds import common_from_proto, request_from_proto
 
@@ -25,6 +26,7 @@ REQUESTS = [
     LinregRequest(features=("a",), label_column="y"),
     CrosstabRequest(columns=(CrosstabColumn("c", domain=("x", "y")),)),
     LdpRequest(column="c", mechanism="grr", epsilon=1.0, domain=("x", "y")),
+    QuantilesRequest(features=("a",), lower=0.0, upper=1.0, percentiles=(50.0,), bins=16),
 ]
 
 
@@ -74,9 +76,21 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         "result.json",
         "result.json",
         "ldp.json",
+        "result.json",
     ]
     # `leteo-fed result JOB` by the job's label
-    labels = ("pca", "dca", "lda", "mdr", "kmeans", "weighted_stats", "linreg", "crosstab", "ldp")
+    labels = (
+        "pca",
+        "dca",
+        "lda",
+        "mdr",
+        "kmeans",
+        "weighted_stats",
+        "linreg",
+        "crosstab",
+        "quantiles",
+        "ldp",
+    )
     assert [result_file(label) for label in labels] == [
         "pca.json",
         "dca.json",
@@ -86,13 +100,16 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         "stats.json",
         "result.json",
         "result.json",
+        "result.json",
         "ldp.json",
     ]
     assert result_file("") == "result.json"
     # the commands' help names the same files
-    from leteo_fed.cli import crosstab, linreg
+    from leteo_fed.cli import crosstab, linreg, quantiles
 
     assert protocol_of(REQUESTS[4]).plot_file == linreg.RESULT_PNG == "coefficients.png"
     assert output_file(REQUESTS[4]) == linreg.RESULT_JSON
     assert protocol_of(REQUESTS[5]).plot_file == crosstab.PLOT_FILE == "crosstab.png"
     assert output_file(REQUESTS[5]) == crosstab.RESULT_FILE
+    assert protocol_of(REQUESTS[7]).plot_file == quantiles.PLOT_FILE == "quantiles.png"
+    assert output_file(REQUESTS[7]) == quantiles.RESULT_FILE

@@ -356,7 +356,7 @@ def test_quantiles_through_the_services_and_the_cli(tmp_path):
     pooled rows; a value outside the bounds refused (rule values); a DP release charged once to
     every owner's ledger, its ranks within the stated error."""
     from leteo_fed.cli.main import main
-    from leteo_fed.client import AnalystClient, CommonParams, RoundFailed
+    from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions
     from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 
     parts = _parts((900, 700, 800))
@@ -370,7 +370,7 @@ def test_quantiles_through_the_services_and_the_cli(tmp_path):
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
         client.wait_for_owners(3)
         request = qt.QuantilesRequest(("a", "b"), 0.0, 100.0, PERCENTILES, 128)
-        result = client.run_protocol("quantiles", request, CommonParams(min_owners=3))
+        result = client.run(request, RoundOptions(min_owners=3)).to_dict()
         assert result["owners"] == ["site-1", "site-2", "site-3"] and result["dp"] is None
         assert result["encoding"]["paillier_bits"] == 2048
         for name in ("a", "b"):
@@ -379,9 +379,7 @@ def test_quantiles_through_the_services_and_the_cli(tmp_path):
 
         narrow = qt.QuantilesRequest(("a",), 0.0, 50.0, (50.0,), 8)
         with pytest.raises(RoundFailed, match="values"):
-            client.run_protocol(
-                "quantiles", narrow, CommonParams(min_owners=3, deadline_seconds=30)
-            )
+            client.run(narrow, RoundOptions(min_owners=3, deadline_seconds=30)).to_dict()
 
         base = ["quantiles", "--aggregator", cluster.addresses["aggregator"]]
         base += ["--tls-dir", str(cluster.certs), "--min-owners", "3"]
