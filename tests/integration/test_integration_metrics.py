@@ -11,7 +11,6 @@ one line naming --metrics and exit 2.
 
 from __future__ import annotations
 
-import math
 import socket
 import subprocess
 import sys
@@ -121,9 +120,11 @@ def test_one_round_moves_the_documented_metrics(cluster):
 def test_a_dp_round_moves_each_owners_budget(cluster):
     running, client, endpoints = cluster
     before = {site: scrape(endpoints[site]) for site in SITES}
+    # rows clipped to norm 1: the count's noise (std ~5) leaves the 150 rows' noisy count far
+    # above the 2 a release needs (at norm 16 its std was ~800 and the round failed ~40% of runs)
     client.run(
         MomentsRequest(features=tuple(NAMES), components=2),
-        RoundOptions(min_owners=3, dp_epsilon=EPSILON, row_norm_bound=math.sqrt(len(NAMES)) * 8),
+        RoundOptions(min_owners=3, dp_epsilon=EPSILON, row_norm_bound=1.0),
     ).to_dict()
     for site in SITES:
         o0, o1 = before[site], scrape(endpoints[site])

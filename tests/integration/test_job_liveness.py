@@ -60,6 +60,7 @@ def test_an_owner_stopped_mid_job_costs_no_deadline(cluster):
         RoundOptions(
             min_owners=2,
             deadline_seconds=DEADLINE,
+            # DP: the noisy centers keep moving, so every iteration runs
             dp_epsilon=5.0,
             dp_delta=1e-6,
             row_norm_bound=10.0,
