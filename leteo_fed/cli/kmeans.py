@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any
 from leteo_fed import extras
 from leteo_fed.cli.noise import (
     add_noise_flags,
-    plan_for_preview,
+    check_locally,
     print_preview,
     print_verdict,
-    refuse_drowned_round,
 )
 from leteo_fed.cli.options import (
     DP_DELTA_DEFAULT,
@@ -261,7 +260,7 @@ def _initial_centers(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, An
 
 
 def _run_against_services(args: argparse.Namespace) -> int:
-    from leteo_fed.client import RoundOptions, output_file, round_request
+    from leteo_fed.client import RoundOptions, output_file
     from leteo_fed.fileio import atomic_write_json
     from leteo_fed.protocols.kmeans_round import KmeansRequest
 
@@ -283,14 +282,11 @@ def _run_against_services(args: argparse.Namespace) -> int:
         dp_delta=args.delta,
         row_norm_bound=args.row_norm_bound,
     )
-    if args.dry_run or options.dp_epsilon is not None:
-        from leteo_fed.protocols.kmeans_round import kmeans_noise_preview
+    from leteo_fed.protocols.kmeans_round import kmeans_noise_preview
 
-        msg = round_request(request, options)
-        plan = plan_for_preview(msg, options.owners, options.min_owners, "--epsilon")
-        if args.dry_run:
-            return _dry_run(plan, args.rows)
-        refuse_drowned_round(plan, kmeans_noise_preview, args)
+    stop = check_locally(request, options, kmeans_noise_preview, args, _dry_run, "--epsilon")
+    if stop is not None:
+        return stop
     progress = ProgressPrinter()
     with analyst_client(args) as client:
         result = client.run(request, options, on_tick=progress.tick).to_dict()

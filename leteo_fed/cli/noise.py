@@ -56,6 +56,36 @@ def plan_for_preview(msg: Any, owners: Sequence[str], min_owners: int, epsilon_f
     return plan_request(msg, invited)[1]
 
 
+def check_locally(
+    request: Any,
+    options: Any,
+    preview: Preview,
+    args: argparse.Namespace,
+    dry_run: Callable[[Any, int | None], int],
+    epsilon_flag: str = "--dp-epsilon",
+    plan_without_dp: bool = False,
+) -> int | None:
+    """Before a command contacts anyone: plan its request locally, exactly as the aggregator
+    and the owners will. `--dry-run` prints the preview (its exit code is returned); a DP round
+    the noise would bury is refused (ConfigError); with `plan_without_dp` a non-DP request is
+    planned too, so a bad one is refused here. None: go on and run it."""
+    if not (args.dry_run or options.dp_epsilon is not None or plan_without_dp):
+        return None
+    from leteo_fed.client import round_request
+    from leteo_fed.defaults import DEFAULT_QUORUM
+    from leteo_fed.transport.rounds import plan_request
+
+    msg = round_request(request, options)
+    if not (args.dry_run or options.dp_epsilon is not None):
+        plan_request(msg, len(options.owners) or max(options.min_owners, DEFAULT_QUORUM))
+        return None
+    plan = plan_for_preview(msg, options.owners, options.min_owners, epsilon_flag)
+    if args.dry_run:
+        return dry_run(plan, args.rows)
+    refuse_drowned_round(plan, preview, args)
+    return None
+
+
 def noise_check(plan: Any, preview: Preview, rows: int | None) -> dict:
     """The check a real round meets: the statistics the noise buries at the analyst's row
     estimate (or the policy's floor), and the message that refuses it."""

@@ -12,10 +12,9 @@ from typing import Any
 
 from leteo_fed.cli.noise import (
     add_noise_flags,
-    plan_for_preview,
+    check_locally,
     print_preview,
     print_verdict,
-    refuse_drowned_round,
 )
 from leteo_fed.cli.options import (
     DP_DELTA_DEFAULT,
@@ -32,7 +31,7 @@ from leteo_fed.cli.options import (
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
-from leteo_fed.defaults import DEFAULT_QUORUM, DP_DEFAULT_SCALE_BITS
+from leteo_fed.defaults import DP_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
 DEFAULT_OUT = Path("out/quantiles")
@@ -150,18 +149,11 @@ def run(args: argparse.Namespace) -> int:
         row_norm_bound=1.0 if dp else None,  # a row is one count per tree level
     )
     # planned locally first: bad bounds or bins are refused before anyone is contacted
-    from leteo_fed.client import round_request
     from leteo_fed.protocols.quantiles import noise_preview
-    from leteo_fed.transport.rounds import plan_request
 
-    msg = round_request(request, options)
-    if args.dry_run or dp:
-        plan = plan_for_preview(msg, options.owners, options.min_owners, "--dp-epsilon")
-        if args.dry_run:
-            return _dry_run(plan, args.rows)
-        refuse_drowned_round(plan, noise_preview, args)
-    else:
-        plan_request(msg, len(options.owners) or max(options.min_owners, DEFAULT_QUORUM))
+    stop = check_locally(request, options, noise_preview, args, _dry_run, plan_without_dp=True)
+    if stop is not None:
+        return stop
     progress = ProgressPrinter()
     with analyst_client(args) as client:
         result = client.run(request, options, on_tick=progress.tick).to_dict()

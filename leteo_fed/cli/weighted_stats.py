@@ -9,10 +9,9 @@ from pathlib import Path
 
 from leteo_fed.cli.noise import (
     add_noise_flags,
-    plan_for_preview,
+    check_locally,
     print_preview,
     print_verdict,
-    refuse_drowned_round,
 )
 from leteo_fed.cli.options import (
     SubParsers,
@@ -89,15 +88,11 @@ def run(args: argparse.Namespace) -> int:
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
     )
-    if args.dry_run or options.dp_epsilon is not None:
-        from leteo_fed.client import round_request
-        from leteo_fed.protocols.weighted_stats import noise_preview
+    from leteo_fed.protocols.weighted_stats import noise_preview
 
-        msg = round_request(request, options)
-        plan = plan_for_preview(msg, options.owners, options.min_owners, "--dp-epsilon")
-        if args.dry_run:
-            return _dry_run(plan, args.rows)
-        refuse_drowned_round(plan, noise_preview, args)
+    stop = check_locally(request, options, noise_preview, args, _dry_run)
+    if stop is not None:
+        return stop
     progress = ProgressPrinter()
     with analyst_client(args) as client:
         result = client.run(request, options, on_tick=progress.tick).to_dict()
