@@ -72,7 +72,7 @@ def refusal(
     if charge is None and not _allowed(policy.non_dp, inv.label):  # a release without DP
         return (
             f"policy.non_dp: {inv.label} results must be differentially private here "
-            "(add --dp-epsilon and --row-norm-bound)"
+            "(add --dp-epsilon, and --row-norm-bound where the command takes one)"
         )
     history: list[dict[str, Any]] | None = None
     if policy.data_refusals:

@@ -127,3 +127,18 @@ def test_every_result_type_has_its_typed_message():
         wire = set(oneof[name].message_type.fields_by_name)
         fields = {f.name for f in dataclasses.fields(cls)}
         assert fields == wire, (name, fields ^ wire)
+
+
+def test_every_protocol_plot_can_be_drawn_again_by_leteo_fed_result():
+    """`leteo-fed result` draws the figure the command drew: a protocol naming a `plot_file`
+    has an entry in its table, and the entry names a function that exists."""
+    import importlib
+
+    from leteo_fed.cli.jobs import PLOTTERS
+
+    for protocol in registry.all_protocols():
+        if protocol.plot_file is None:
+            continue
+        assert protocol.name in PLOTTERS, protocol.name
+        module, function = PLOTTERS[protocol.name]
+        assert callable(getattr(importlib.import_module(module), function))

@@ -37,7 +37,8 @@ def add_parsers(sub: SubParsers) -> None:
         help="write a job's result, as the command that started it would have",
         description="Fetch the result of a job by its id (printed first by every analyst "
         "command) and write it into --out as that command would: pca.json, dca.json, "
-        "kmeans.json, stats.json, ldp.json or result.json (crosstab, linreg, quantiles). Exit 1 "
+        "kmeans.json, stats.json, ldp.json or result.json (crosstab, linreg, quantiles), "
+        "with the plot the command draws (crosstab.png, coefficients.png, quantiles.png). Exit 1 "
         "if the job failed or still runs.",
     )
     p.add_argument("job_id", help="the job id, e.g. pca-0123456789ab")
@@ -48,6 +49,12 @@ def add_parsers(sub: SubParsers) -> None:
         type=Path,
         default=DEFAULT_RESULTS,
         help=f"output folder (default: {DEFAULT_RESULTS})",
+    )
+    p.add_argument(
+        "--no-plot",
+        action="store_true",
+        help="write no plot (a plot needs the [plots] extra; without it the result alone is "
+        "written, with a note)",
     )
     p.set_defaults(handler=fetch_result)
 
@@ -99,7 +106,35 @@ def fetch_result(args: argparse.Namespace) -> int:
     atomic_write_json(out, result)
     print(json.dumps({"job_id": args.job_id, "state": status.state, "file": str(out)}))
     print(f"wrote {out}", file=sys.stderr)
+    if not args.no_plot:
+        _write_plot(status.protocol, result, Path(args.out))
     return 0
+
+
+# The commands' own plot functions, by protocol: `leteo-fed result` draws what the command would
+# have drawn. A protocol with a `plot_file` has an entry here (tests/test_architecture.py).
+PLOTTERS: dict[str, tuple[str, str]] = {
+    "crosstab": ("leteo_fed.cli.crosstab", "plot_counts"),
+    "linreg": ("leteo_fed.cli.linreg", "plot_coefficients"),
+    "quantiles": ("leteo_fed.cli.quantiles", "plot_quantiles"),
+}
+
+
+def _write_plot(label: str, result: dict, out: Path) -> None:
+    import importlib
+
+    from leteo_fed import extras
+    from leteo_fed.protocols import registry
+
+    protocol = next((p for p in registry.all_protocols() if p.result_file(label)), None)
+    if protocol is None or protocol.plot_file is None or label not in PLOTTERS:
+        return
+    if not extras.installed("matplotlib"):
+        print(f"no {protocol.plot_file}: the plot needs the [plots] extra", file=sys.stderr)
+        return
+    module, name = PLOTTERS[label]
+    getattr(importlib.import_module(module), name)(result, out / protocol.plot_file)
+    print(f"wrote {out / protocol.plot_file}", file=sys.stderr)
 
 
 def result_file(label: str) -> str:

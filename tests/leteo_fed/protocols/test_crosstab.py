@@ -499,6 +499,12 @@ def test_crosstab_through_the_services_and_the_cli(tmp_path):
         assert doc["margins"]["region"] == got.sum(axis=0).tolist()
         assert np.abs(got - exact).max() <= 6 * sigma + 1
         assert not (out / "crosstab.png").exists()
+        # `leteo-fed result` writes the same result again, and the plot the command left out
+        job_id = client.jobs(limit=1)[0].job_id
+        again = tmp_path / "again"
+        assert main(["result", job_id, *base[1:5], "--out", str(again)]) == 0
+        assert json.loads((again / "result.json").read_text())["counts"] == doc["counts"]
+        assert (again / "crosstab.png").read_bytes()[:4] == b"\x89PNG"
         for i in range(1, 4):
             path = cluster.workdir / "config" / "ledgers" / f"site-{i}.json"
             ledger = json.loads(path.read_text())
