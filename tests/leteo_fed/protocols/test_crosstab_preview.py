@@ -73,6 +73,11 @@ def test_the_preview_matches_the_measured_noise_of_cells_margins_and_row_count()
             margin_err.std(axis=0), preview["noise_std_of_margins"][c.name], rtol=0.2
         )
     assert math.isclose(raw_err.sum(axis=1).std(), preview["noise_std_of_row_count"], rel_tol=0.2)
+    print(
+        f"cell std: preview {sigma:.4g}, measured {raw_err.std(axis=0).min():.4g}.."
+        f"{raw_err.std(axis=0).max():.4g}; row count std: preview "
+        f"{preview['noise_std_of_row_count']:.4g}, measured {raw_err.sum(axis=1).std():.4g}"
+    )
     # post-processing: the released counts are never negative, and their RMS error over the
     # whole table is at most that of the raw noisy cells (it removes noise below 0)
     assert (rel_err + exact).min() >= 0
