@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import tomllib
 
+from leteo_fed.anonymize.risk import DEFAULT_THRESHOLD, check_threshold
 from leteo_fed.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ L_VARIANTS = ("distinct", "entropy", "recursive")
 T_DISTANCES = ("ordered", "equal", "hierarchical")
 
 _TOP_KEYS = {"anonymization", "quasi_identifier", "sensitive", "identifiers"}
-_ANON_KEYS = {"algorithm", "k", "suppression_limit", "info_gain", "engine"}
+_ANON_KEYS = {"algorithm", "k", "suppression_limit", "info_gain", "engine", "risk_threshold"}
 _QI_KEYS = {"column", "type", "hierarchy"}
 _SENS_KEYS = {"column", "l_diversity", "t_closeness", "hierarchy"}
 _L_KEYS = {"variant", "l", "c"}
@@ -94,6 +95,7 @@ class AnonymizationConfig:
     identifiers: Identifiers = field(default_factory=Identifiers)
     source: Path | None = None
     engine: str = "auto"  # where the job runs: auto | local | spark (see anonymize.engine)
+    risk_threshold: float = DEFAULT_THRESHOLD  # a record is at risk above it (report's `risk`)
 
     @property
     def qi_columns(self) -> list[str]:
@@ -262,6 +264,10 @@ def parse_config(
         )
     info_gain = _choice(anon, "info_gain", "anonymization", INFO_GAINS, default="entropy")
     engine = _choice(anon, "engine", "anonymization", ENGINES, default="auto")
+    risk_threshold = check_threshold(
+        _number(anon.get("risk_threshold", DEFAULT_THRESHOLD), "anonymization.risk_threshold"),
+        "anonymization.risk_threshold",
+    )
 
     raw_qis = doc.get("quasi_identifier")
     if not isinstance(raw_qis, list) or not raw_qis:
@@ -347,4 +353,5 @@ def parse_config(
         identifiers=Identifiers(drop, pseudo, key_env, key_file),
         source=source,
         engine=engine,
+        risk_threshold=risk_threshold,
     )

@@ -171,6 +171,7 @@ def _report(
         "classes": measured["classes"],
         "privacy": measured["privacy"],
         "information_loss": measured["information_loss"],
+        "risk": measured["risk"],
         "identifiers": {
             "dropped": list(ids.drop),
             "pseudonymized": list(ids.pseudonymize),

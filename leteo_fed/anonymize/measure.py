@@ -21,6 +21,7 @@ import numpy as np
 from leteo_fed.anonymize import verify
 from leteo_fed.anonymize.config import AnonymizationConfig, SensitiveAttribute
 from leteo_fed.anonymize.hierarchy import Hierarchy
+from leteo_fed.anonymize.risk import reidentification_risk
 from leteo_fed.errors import DataError
 
 T_TOLERANCE = 1e-9  # float rounding slack when comparing a measured EMD with the configured t
@@ -145,7 +146,8 @@ def measure_release(
     rows_in: int,
     spans: Mapping[str, float],
 ) -> dict[str, Any]:
-    """Rows, classes, privacy models and information loss of a summarized release.
+    """Rows, classes, privacy models, information loss and re-identification risk of a
+    summarized release.
 
     ``rows_in`` and ``spans`` (numeric QI max - min of the input) come from the input, for the
     suppression count and NCP.
@@ -194,4 +196,5 @@ def measure_release(
             "discernibility": int((classes.sizes**2).sum()) + n_suppressed * rows_in,
             "average_class_size": rows_out / n_classes / config.k,
         },
+        "risk": reidentification_risk(classes.sizes, config.risk_threshold),
     }

@@ -178,6 +178,11 @@ def run(args: argparse.Namespace) -> int:
         f"{report['classes']['count']} classes; {', '.join(models)}; "
         f"GCP {report['information_loss']['gcp']:.3f}; all models hold: {privacy['all_hold']}"
     )
+    risk = report["risk"]["prosecutor"]
+    print(
+        f"re-identification risk (prosecutor): highest {risk['highest']:.3g}, average "
+        f"{risk['average']:.3g}, {risk['records_at_risk']:.1%} of rows above {risk['threshold']:g}"
+    )
     print(f"wrote {report['job']['output']} (engine {report['job']['engine']['used']})")
     print(f"report: {report['job']['report']}")
     return 0

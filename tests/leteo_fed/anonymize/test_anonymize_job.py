@@ -196,6 +196,14 @@ def test_report_equals_independent_measurement(run: Run) -> None:
     assert rep["information_loss"]["average_class_size"] == pytest.approx(
         verify.average_class_size(rel, QIS, 5)
     )
+    # re-identification risk, counted here from the written release's QI tuples
+    _, sizes = np.unique(np.array([rel[c].astype(str) for c in QIS]).T, axis=0, return_counts=True)
+    risk = rep["risk"]
+    assert risk["prosecutor"]["highest"] == pytest.approx(1 / sizes.min())
+    assert risk["prosecutor"]["average"] == pytest.approx(len(sizes) / N)
+    assert risk["prosecutor"]["records_at_risk"] == pytest.approx(sizes[sizes < 5].sum() / N)
+    assert risk["marketer"]["average"] == pytest.approx(len(sizes) / N)
+    assert risk["sample_uniques"] == 0.0  # k = 5 holds
     assert set(rep["timings_s"]) == {"read", "anonymize", "write", "measure", "total"}
     assert rep["algorithm_stats"]["rounds"] >= 1 and rep["job"]["published"] is True
     assert rep["identifiers"] == {
