@@ -100,10 +100,13 @@ def run_job(
     progress: Progress | None = stderr_progress,
     input_fmt: str | None = None,
     engine: str | None = None,
+    command: str | None = None,
 ) -> dict[str, Any]:
     """Anonymize ``input_path`` per the TOML at ``config_path``; returns the report (also written).
 
-    ``engine`` (auto, local, spark) overrides the config's ``anonymization.engine``. Raises
+    ``engine`` (auto, local, spark) overrides the config's ``anonymization.engine``;
+    ``command`` (the command line) goes into the report as the way to reproduce it. Beside the
+    JSON report goes its HTML page (same name, ``.html``). Raises
     ConfigError / DataError / KeyStoreError / MissingExtra (bad input, nothing written) or
     :class:`AnonymizationFailed` (the release missed its own privacy models; the report is
     written with ``published: false`` but the output is not).
@@ -123,8 +126,10 @@ def run_job(
         _check_release(staged.measured, job.config)
         failed = _failed_models(staged.measured)
         report = _report(staged, job, choice, report_file, published=not failed)
+        report["parameters"] = _parameters(job.config, engine)
+        report["reproduce"] = command
         if failed:
-            atomic_write_json(report_file, report)
+            _write_reports(report_file, report)
             raise AnonymizationFailed(
                 f"the release does not meet {', '.join(failed)}; nothing published "
                 f"(report: {report_file})"
@@ -134,11 +139,55 @@ def run_job(
         shutil.rmtree(staging, ignore_errors=True)
     report["timings_s"]["total"] = time.perf_counter() - t0
     try:
-        atomic_write_json(report_file, report)
+        _write_reports(report_file, report)
     except BaseException:
         remove(job.out.path)
         raise
     return report
+
+
+def _write_reports(report_file: Path, report: dict[str, Any]) -> None:
+    """The JSON, then the page a data protection officer reads (same name, .html)."""
+    from leteo_fed.report.anonymization import anonymization_page
+
+    atomic_write_json(report_file, report)
+    anonymization_page(report).write(report_file.with_suffix(".html"))
+
+
+def _parameters(config: AnonymizationConfig, engine: str | None) -> dict[str, Any]:
+    """Every parameter of the release with where it came from."""
+    source = f"config {config.source}" if config.source else "config"
+
+    def entry(value: Any, where: str = source) -> dict[str, Any]:
+        return {"value": value, "source": where}
+
+    sensitive = {
+        s.column: {
+            "l_diversity": None
+            if s.l_diversity is None
+            else {"variant": s.l_diversity.variant, "l": s.l_diversity.l, "c": s.l_diversity.c},
+            "t_closeness": None
+            if s.t_closeness is None
+            else {"t": s.t_closeness.t, "distance": s.t_closeness.distance},
+            "hierarchy": str(s.hierarchy) if s.hierarchy else None,
+        }
+        for s in config.sensitive
+    }
+    return {
+        "algorithm": entry(config.algorithm),
+        "k": entry(config.k),
+        "suppression_limit": entry(config.suppression_limit),
+        "info_gain": entry(config.info_gain),
+        "risk_threshold": entry(config.risk_threshold),
+        "quasi_identifiers": entry(
+            {
+                q.column: {"type": q.type, "hierarchy": str(q.hierarchy) if q.hierarchy else None}
+                for q in config.quasi_identifiers
+            }
+        ),
+        "sensitive": entry(sensitive),
+        "engine": entry(engine, "command line") if engine else entry(config.engine),
+    }
 
 
 def _report(

@@ -138,6 +138,12 @@ def information_loss(
     return per
 
 
+def _size_distribution(sizes: np.ndarray) -> dict[str, list[int]]:
+    """How many classes have each size: the release report's risk figure, without the classes."""
+    size, count = np.unique(np.asarray(sizes, dtype=np.int64), return_counts=True)
+    return {"size": size.tolist(), "classes": count.tolist()}
+
+
 def measure_release(
     summary: ReleaseSummary,
     config: AnonymizationConfig,
@@ -183,6 +189,7 @@ def measure_release(
             "min_size": k_min,
             "max_size": int(classes.sizes.max()),
             "mean_size": rows_out / n_classes,
+            "size_distribution": _size_distribution(classes.sizes),
         },
         "privacy": {
             "k_anonymity": k_entry,

@@ -161,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
             report_file,
             input_fmt=args.format,
             engine=args.engine,
+            command=getattr(args, "command_line", None),
         )
     except AnonymizationFailed as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -343,6 +343,73 @@ def _plot(result, features: list[str], path: Path) -> None:
     atomic_save_figure(fig, path)
 
 
+PARAMETERS = (
+    "k",
+    "method",
+    "epsilon",
+    "delta",
+    "features",
+    "bounds",
+    "radius",
+    "center",
+    "n_public",
+    "seed",
+    "engine",
+    "data",
+    "format",
+)
+
+
+def _release_report(args: argparse.Namespace, doc: dict[str, Any], result: Any, png: Path) -> Any:
+    """report.json and report.html: the release, its guarantee, utility and provenance."""
+    from leteo_fed import __version__
+    from leteo_fed.cli.options import given_on_command_line
+    from leteo_fed.report.dp_release import DpRelease
+
+    given = given_on_command_line(getattr(args, "command_line", None))
+    parameters = {
+        name: {
+            "value": getattr(args, name),
+            "source": "command line" if name in given else "default",
+        }
+        for name in PARAMETERS
+        if hasattr(args, name)
+    }
+    utility: dict[str, Any] = {"synopsis points": doc["synopsis_points"]}
+    note = "The centers are the release. The figure shows the noisy synopsis they were fitted to."
+    if "nonprivate_evaluation" in doc:
+        utility["k-means loss on the raw rows (NOT private)"] = doc["nonprivate_evaluation"]["loss"]
+        note += " The loss was computed on the private rows (--evaluate-loss): do not publish it."
+    budget = {k: v for k, v in result.budget.items() if k != "adjacency"}
+    return DpRelease(
+        kind="dp-kmeans",
+        title=f"DP k-means ({result.method}, k = {args.k})",
+        released={
+            "centers": f"{args.out / RESULT_JSON} ({args.k} centers over {', '.join(doc['features'])})",
+            "figure": str(png),
+            "guarantee": doc["privacy"]["guarantee"],
+        },
+        epsilon=float(result.epsilon),
+        delta=float(result.delta),
+        adjacency=str(result.budget.get("adjacency", "add/remove one row")),
+        accountant=str(result.budget.get("composition", "sequential composition of the parts")),
+        budget={k: v for k, v in budget.items() if k != "composition"},
+        utility=utility,
+        utility_note=note,
+        parameters=parameters,
+        reproduce=getattr(args, "command_line", None),
+        reproduce_note=(
+            "With its --seed the same command and data give this release again (seeded noise: "
+            "for experiments)."
+            if args.seed is not None
+            else "Without --seed the noise is fresh: the same command gives another release, "
+            "equally private. Each run spends its epsilon again."
+        ),
+        figures=[(png.read_bytes(), "the DP synopsis and the released centers")],
+        version=__version__,
+    )
+
+
 def _engine(args: argparse.Namespace) -> Any:
     """The engine for this run; Spark's extra is required only when Spark runs it."""
     from leteo_fed.anonymize.engine import choose
@@ -522,7 +589,10 @@ def _finish(
         **result.timings,
         "total_s": time.perf_counter() - t_start,
     }
-    atomic_write_json(out_json, doc)
+    release = _release_report(args, doc, result, png)
+    release.page().write(args.out / "report.html")
+    atomic_write_json(args.out / "report.json", release.to_dict())
+    atomic_write_json(out_json, doc)  # last: its presence means the run succeeded
     summary = {k: doc[k] for k in ("method", "k", "epsilon", "delta", "features")}
     if args.evaluate_loss:
         summary["nonprivate_loss"] = doc["nonprivate_evaluation"]["loss"]

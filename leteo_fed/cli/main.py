@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 
 from leteo_fed import __version__, extras
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(join_negative_values(parser, argv))
+    args.command_line = shlex.join(["leteo-fed", *argv])  # release reports: how to reproduce
     # Imports gRPC, so only once the command line is known to run something (not for --help).
     from leteo_fed.demo.cluster import die_with_parent_if_asked
 

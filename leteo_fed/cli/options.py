@@ -260,3 +260,17 @@ def join_negative_values(parser: argparse.ArgumentParser, argv: list[str]) -> li
         out.append(token)
         i += 1
     return out
+
+
+def given_on_command_line(command_line: str | None) -> set[str]:
+    """The option names (as argparse dests: --n-public -> n_public) a recorded command line
+    gave, so a report can say which parameters the user chose and which were defaults."""
+    import shlex
+
+    if not command_line:
+        return set()
+    return {
+        token[2:].split("=", 1)[0].replace("-", "_")
+        for token in shlex.split(command_line)
+        if token.startswith("--")
+    }

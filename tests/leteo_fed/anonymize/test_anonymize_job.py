@@ -88,7 +88,11 @@ def run(spark: Any, tmp_path_factory: pytest.TempPathFactory, request: Any) -> R
         str(folder / "out"),
     )
     assert rc == 0, err
-    assert sorted(p.name for p in (folder / "out").iterdir()) == ["release.csv", "report.json"]
+    assert sorted(p.name for p in (folder / "out").iterdir()) == [
+        "release.csv",
+        "report.html",
+        "report.json",
+    ]
     released = _read_release(folder / "out" / "release.csv")
     released["hours"] = released["hours"].astype(float)
     report = json.loads((folder / "out" / "report.json").read_text())

@@ -384,7 +384,12 @@ def test_cli_end_to_end(tmp_path: Path, spark) -> None:
     argv = ["dp-kmeans", "--data", str(data), "--k", "3", "--epsilon", "2", "--method", "eugkm"]
     rc = main([*argv, "--bounds=-1,1", "--seed", "4", "--out", str(out), "--evaluate-loss"])
     assert rc == 0
-    assert sorted(p.name for p in out.iterdir()) == ["dp_kmeans.json", "dp_kmeans.png"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "dp_kmeans.json",
+        "dp_kmeans.png",
+        "report.html",
+        "report.json",
+    ]
     doc = json.loads((out / "dp_kmeans.json").read_text())
     assert doc["features"] == ["a", "b"]  # every numeric column; 'name' is text
     assert doc["method"] == "eugkm" and doc["k"] == 3 and doc["delta"] == 0.0
@@ -402,7 +407,12 @@ def test_cli_end_to_end(tmp_path: Path, spark) -> None:
 
     lsh_args = ["--method", "lsh", "--radius", "1.5", "--features", "b,a", "--out", str(out)]
     assert main([*argv[:-2], *lsh_args]) == 0  # a second run replaces the first one's files
-    assert sorted(p.name for p in out.iterdir()) == ["dp_kmeans.json", "dp_kmeans.png"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "dp_kmeans.json",
+        "dp_kmeans.png",
+        "report.html",
+        "report.json",
+    ]
     doc2 = json.loads((out / "dp_kmeans.json").read_text())
     assert doc2["features"] == ["b", "a"] and doc2["delta"] == 1e-6
     assert "nonprivate_evaluation" not in doc2  # the default output never holds the loss

@@ -1,0 +1,40 @@
+"""Figures for release reports, as PNG bytes (None when matplotlib is not installed: the page
+then says so instead of failing the release)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from leteo_fed import extras
+
+
+def png(draw: Callable[[Any], None], size: tuple[float, float] = (6.4, 3.4)) -> bytes | None:
+    """Run `draw(ax)` on a fresh figure and return it as PNG bytes."""
+    if not extras.installed("matplotlib"):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=size, dpi=100)
+    try:
+        draw(ax)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        return buffer.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def bars(labels: Sequence[str], values: Sequence[float], xlabel: str, ylabel: str) -> bytes | None:
+    def draw(ax: Any) -> None:
+        ax.bar(range(len(values)), values, color="#0969da")
+        ax.set_xticks(range(len(values)), [str(v) for v in labels], rotation=30, ha="right")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+
+    return png(draw)
