@@ -18,6 +18,7 @@ import statsmodels.api as sm
 
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DataError, LeteoError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.protocols import logreg as lg
 from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
@@ -264,7 +265,10 @@ def test_a_value_beyond_the_value_bound_is_refused_without_dp_and_clipped_with_i
     dp = DpRequest(9.0, 1e-6, 4.0)
     plan, rnd, _ = _iteration(Common(n_invited=3, min_owners=3, dp=dp))
     share = lg.PROTOCOL.share_values(rnd.spec, rnd.share_encoding, rnd.dp, big, {})
-    assert len(share) == lg.n_values(3)
+    clipped = Site(noise.clip_rows(big.x, 4.0), big.labels)
+    assert np.linalg.norm(clipped.x[0]) == pytest.approx(4.0)
+    # the row beyond the bound is clipped to C, not refused: the share of the clipped rows
+    assert share == lg.PROTOCOL.share_values(rnd.spec, rnd.share_encoding, rnd.dp, clipped, {})
 
 
 def _dp_round(beta=None, scale_bits: int = 10):
@@ -335,8 +339,6 @@ def test_a_dp_job_runs_its_iterations_and_stays_near_the_clipped_fit():
     result = _run(sites, request, noisy=7, min_owners=3, dp=DpRequest(6.0, 1e-6, 4.0))
     doc = result.to_dict()
     assert doc["iterations_run"] == 6 and doc["dp"]["epsilon_spent"] == pytest.approx(6.0)
-    from leteo_fed.privacy import distributed_noise as noise
-
     ref = _statsmodels(noise.clip_rows(x, 4.0), labels)
     for j, term in enumerate(doc["terms"]):
         err = doc["noise_std_errors"][term]
@@ -416,6 +418,12 @@ def test_logreg_through_the_services_and_the_cli(tmp_path):
             f"{result['job_id']}-it{i}" for i in range(1, result["iterations_run"] + 1)
         ]
         client.close()
+
+        # `leteo-fed result JOB` writes the document of the finished job, as the command would
+        address = ["--aggregator", cluster.addresses["aggregator"], "--tls-dir", str(cluster.certs)]
+        assert main(["result", result["job_id"], *address, "--out", str(tmp_path / "again")]) == 0
+        again = json.loads((tmp_path / "again" / "result.json").read_text())
+        assert again["coefficients"] == result["coefficients"] and again["converged"]
 
         base = ["logreg", "--aggregator", cluster.addresses["aggregator"]]
         base += ["--tls-dir", str(cluster.certs), "--features", ",".join(NAMES)]
