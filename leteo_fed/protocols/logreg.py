@@ -403,7 +403,9 @@ def noise_preview(
     if rows < d + 2:
         raise DataError(f"rows must be at least {d + 2} for {d} feature(s)", field="rows")
     if not 0.0 < positive_rate < 1.0:
-        raise DataError(f"positive_rate must be in (0, 1), got {positive_rate}", field="rows")
+        raise DataError(
+            f"positive_rate must be in (0, 1), got {positive_rate}", field="positive_rate"
+        )
     c = plan.dp.row_norm_bound  # type: ignore[union-attr]
     cov = (
         np.asarray(feature_cov, dtype=np.float64).reshape(d, d)

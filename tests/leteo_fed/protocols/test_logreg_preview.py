@@ -171,3 +171,19 @@ def test_the_cli_states_the_protocol_defaults():
     )
     assert cli.DEFAULT_TOLERANCE == lg.DEFAULT_TOLERANCE
     assert cli.DEFAULT_COEFFICIENT_BOUND == lg.DEFAULT_COEFFICIENT_BOUND
+
+
+def test_the_preview_refuses_what_it_cannot_preview_naming_the_field():
+    from leteo_fed.errors import DataError
+
+    request = lg.LogregRequest(features=FEATURES, label_column="y", positive_class="1")
+    plain = lg.PROTOCOL.plan(request, Common(n_invited=3))
+    dp = lg.PROTOCOL.plan(request, Common(n_invited=3, dp=DpRequest(1.0, 1e-6, 2.0)))
+    for plan, kwargs, field in (
+        (plain, {"rows": 1000}, "dp_epsilon"),
+        (dp, {"rows": 3}, "rows"),
+        (dp, {"rows": 1000, "positive_rate": 1.0}, "positive_rate"),
+    ):
+        with pytest.raises(DataError) as err:
+            lg.noise_preview(plan, **kwargs)
+        assert err.value.field == field
