@@ -27,6 +27,7 @@ from leteo_fed.cli import (
     kmeans,
     ldp,
     linreg,
+    logreg,
     quantiles,
     rounds,
     services,
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp_kmeans.add_parser(sub)
     weighted_stats.add_parser(sub)  # stats
     linreg.add_parser(sub)
+    logreg.add_parser(sub)
     crosstab.add_parser(sub)
     quantiles.add_parser(sub)
     jobs.add_parsers(sub)  # jobs, result

@@ -330,8 +330,44 @@ class QuantilesSpec(_message.Message):
     bins: int
     def __init__(self, features: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., bins: _Optional[int] = ...) -> None: ...
 
+class LogregRequest(_message.Message):
+    __slots__ = ("features", "label_column", "positive_class", "max_iterations", "tolerance", "coefficient_bound")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    POSITIVE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    COEFFICIENT_BOUND_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    label_column: str
+    positive_class: str
+    max_iterations: int
+    tolerance: float
+    coefficient_bound: float
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., label_column: _Optional[str] = ..., positive_class: _Optional[str] = ..., max_iterations: _Optional[int] = ..., tolerance: _Optional[float] = ..., coefficient_bound: _Optional[float] = ...) -> None: ...
+
+class LogregIteration(_message.Message):
+    __slots__ = ("job_id", "iteration", "max_iterations", "features", "label_column", "positive_class", "coefficients", "coefficient_bound")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    POSITIVE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    COEFFICIENTS_FIELD_NUMBER: _ClassVar[int]
+    COEFFICIENT_BOUND_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    iteration: int
+    max_iterations: int
+    features: _containers.RepeatedScalarFieldContainer[str]
+    label_column: str
+    positive_class: str
+    coefficients: _containers.RepeatedScalarFieldContainer[float]
+    coefficient_bound: float
+    def __init__(self, job_id: _Optional[str] = ..., iteration: _Optional[int] = ..., max_iterations: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., label_column: _Optional[str] = ..., positive_class: _Optional[str] = ..., coefficients: _Optional[_Iterable[float]] = ..., coefficient_bound: _Optional[float] = ...) -> None: ...
+
 class RoundRequest(_message.Message):
-    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles")
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -349,6 +385,7 @@ class RoundRequest(_message.Message):
     LINREG_FIELD_NUMBER: _ClassVar[int]
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
+    LOGREG_FIELD_NUMBER: _ClassVar[int]
     min_owners: int
     deadline_seconds: float
     scale_bits: int
@@ -366,10 +403,11 @@ class RoundRequest(_message.Message):
     linreg: LinregRequest
     crosstab: CrosstabRequest
     quantiles: QuantilesRequest
-    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ...) -> None: ...
+    logreg: LogregRequest
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles")
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -389,6 +427,7 @@ class RoundSpec(_message.Message):
     LINREG_FIELD_NUMBER: _ClassVar[int]
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
+    LOGREG_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     encoding: Encoding
@@ -408,7 +447,8 @@ class RoundSpec(_message.Message):
     linreg: LinregSpec
     crosstab: CrosstabSpec
     quantiles: QuantilesSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ...) -> None: ...
+    logreg: LogregIteration
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ..., logreg: _Optional[_Union[LogregIteration, _Mapping]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")
@@ -1554,8 +1594,182 @@ class QuantilesResult(_message.Message):
     dp: DpFacts
     def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., bins: _Optional[int] = ..., bin_width: _Optional[float] = ..., percentiles: _Optional[_Iterable[float]] = ..., quantiles: _Optional[_Mapping[str, Vector]] = ..., rank_error: _Optional[_Mapping[str, Vector]] = ..., histogram: _Optional[_Mapping[str, Vector]] = ..., n: _Optional[_Mapping[str, float]] = ..., interpolation: _Optional[str] = ..., outside: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
 
+class LogregIterationSummary(_message.Message):
+    __slots__ = ("iteration", "round_id", "owners", "coefficients", "max_step", "max_abs_gradient", "seconds")
+    ITERATION_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    COEFFICIENTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEP_FIELD_NUMBER: _ClassVar[int]
+    MAX_ABS_GRADIENT_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    iteration: int
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    coefficients: _containers.RepeatedScalarFieldContainer[float]
+    max_step: float
+    max_abs_gradient: float
+    seconds: float
+    def __init__(self, iteration: _Optional[int] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., coefficients: _Optional[_Iterable[float]] = ..., max_step: _Optional[float] = ..., max_abs_gradient: _Optional[float] = ..., seconds: _Optional[float] = ...) -> None: ...
+
+class LogregDpFacts(_message.Message):
+    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_per_value", "post_processing", "note")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    SENSITIVITY_L1_FIELD_NUMBER: _ClassVar[int]
+    SENSITIVITY_L2_FIELD_NUMBER: _ClassVar[int]
+    COMPOSITION_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_BUDGETED_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_PER_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    DELTA_PER_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_SPENT_FIELD_NUMBER: _ClassVar[int]
+    DELTA_SPENT_FIELD_NUMBER: _ClassVar[int]
+    SKELLAM_MU_PER_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    NOISE_STD_PER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    POST_PROCESSING_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    mechanism: str
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    quorum: int
+    sensitivity_l1: float
+    sensitivity_l2: float
+    composition: str
+    iterations_budgeted: int
+    epsilon_per_iteration: float
+    delta_per_iteration: float
+    epsilon_spent: float
+    delta_spent: float
+    skellam_mu_per_iteration: float
+    noise_std_per_value: float
+    post_processing: str
+    note: str
+    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., composition: _Optional[str] = ..., iterations_budgeted: _Optional[int] = ..., epsilon_per_iteration: _Optional[float] = ..., delta_per_iteration: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., delta_spent: _Optional[float] = ..., skellam_mu_per_iteration: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class LogregResult(_message.Message):
+    __slots__ = ("protocol", "method", "job_id", "features", "label_column", "positive_class", "n_rows", "n_positive", "terms", "coefficients", "std_errors", "z_statistics", "p_values", "ci_level", "ci_lower", "ci_upper", "iterations_run", "max_iterations", "tolerance", "converged", "coefficient_bound", "noise_std_errors", "iterations", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class CoefficientsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class StdErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ZStatisticsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class PValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class CiLowerEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class CiUpperEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class NoiseStdErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    POSITIVE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    N_POSITIVE_FIELD_NUMBER: _ClassVar[int]
+    TERMS_FIELD_NUMBER: _ClassVar[int]
+    COEFFICIENTS_FIELD_NUMBER: _ClassVar[int]
+    STD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    Z_STATISTICS_FIELD_NUMBER: _ClassVar[int]
+    P_VALUES_FIELD_NUMBER: _ClassVar[int]
+    CI_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    CI_LOWER_FIELD_NUMBER: _ClassVar[int]
+    CI_UPPER_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    CONVERGED_FIELD_NUMBER: _ClassVar[int]
+    COEFFICIENT_BOUND_FIELD_NUMBER: _ClassVar[int]
+    NOISE_STD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    job_id: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    label_column: str
+    positive_class: str
+    n_rows: int
+    n_positive: int
+    terms: _containers.RepeatedScalarFieldContainer[str]
+    coefficients: _containers.ScalarMap[str, float]
+    std_errors: _containers.ScalarMap[str, float]
+    z_statistics: _containers.ScalarMap[str, float]
+    p_values: _containers.ScalarMap[str, float]
+    ci_level: float
+    ci_lower: _containers.ScalarMap[str, float]
+    ci_upper: _containers.ScalarMap[str, float]
+    iterations_run: int
+    max_iterations: int
+    tolerance: float
+    converged: bool
+    coefficient_bound: float
+    noise_std_errors: _containers.ScalarMap[str, float]
+    iterations: _containers.RepeatedCompositeFieldContainer[LogregIterationSummary]
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: LogregDpFacts
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., job_id: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., label_column: _Optional[str] = ..., positive_class: _Optional[str] = ..., n_rows: _Optional[int] = ..., n_positive: _Optional[int] = ..., terms: _Optional[_Iterable[str]] = ..., coefficients: _Optional[_Mapping[str, float]] = ..., std_errors: _Optional[_Mapping[str, float]] = ..., z_statistics: _Optional[_Mapping[str, float]] = ..., p_values: _Optional[_Mapping[str, float]] = ..., ci_level: _Optional[float] = ..., ci_lower: _Optional[_Mapping[str, float]] = ..., ci_upper: _Optional[_Mapping[str, float]] = ..., iterations_run: _Optional[int] = ..., max_iterations: _Optional[int] = ..., tolerance: _Optional[float] = ..., converged: _Optional[bool] = ..., coefficient_bound: _Optional[float] = ..., noise_std_errors: _Optional[_Mapping[str, float]] = ..., iterations: _Optional[_Iterable[_Union[LogregIterationSummary, _Mapping]]] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[LogregDpFacts, _Mapping]] = ...) -> None: ...
+
 class RoundResult(_message.Message):
-    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles")
+    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg")
     PCA_FIELD_NUMBER: _ClassVar[int]
     DISCRIMINANT_FIELD_NUMBER: _ClassVar[int]
     PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -1569,6 +1783,7 @@ class RoundResult(_message.Message):
     LINREG_FIELD_NUMBER: _ClassVar[int]
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
+    LOGREG_FIELD_NUMBER: _ClassVar[int]
     pca: PcaResult
     discriminant: DiscriminantResult
     projection_only: ProjectionOnlyResult
@@ -1582,7 +1797,8 @@ class RoundResult(_message.Message):
     linreg: LinregResult
     crosstab: CrosstabResult
     quantiles: QuantilesResult
-    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ...) -> None: ...
+    logreg: LogregResult
+    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ..., logreg: _Optional[_Union[LogregResult, _Mapping]] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")

@@ -265,3 +265,76 @@ def test_a_pca_round_open_at_the_kill_fails_and_its_owners_are_told_once(tmp_pat
         finally:
             client.close()
             manual.close()
+
+
+def test_a_logreg_job_resumes_after_the_aggregator_is_killed(tmp_path):
+    """Newton iterations resume from the snapshot of the last completed one (its coefficients,
+    the row counts, the iterations' summaries): the job ends with statsmodels' Logit on the
+    pooled rows (to 1e-6), the lost iteration again under a new round id."""
+    import statsmodels.api as sm
+
+    from leteo_fed.protocols import logreg as lg
+
+    iris = load_iris()
+    y = (iris.target == 1).astype(np.float64)  # versicolor against the rest
+    names = [*IRIS[:2], "label"]
+    cluster, data = _cluster(tmp_path, np.column_stack([iris.data[:, :2], y]), names)
+    with cluster:
+        manual = _manual(cluster, data["site-x"])
+        client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        try:
+            client.wait_for_owners(4)
+            held = threading.Event()
+            errors: list[BaseException] = []
+
+            def answer() -> None:
+                """site-x answers every iteration but the first attempt at iteration 2."""
+                try:
+                    while True:
+                        spec = manual.next_spec(timeout=TIMEOUT)
+                        if spec.round_id.endswith("-it2"):
+                            held.set()
+                            continue
+                        beta = np.array(spec.logreg.coefficients)
+                        x, label = manual.x[:, :2], manual.x[:, 2]
+                        g, h = lg.local_statistics(x, (label == 1.0).astype(float), beta)
+                        values = lg.encode_statistics(g, h, len(x), manual._encoding(spec))
+                        manual.submit(*manual.seal(spec, values, 2))
+                except queue.Empty:  # no further iteration: the job is over
+                    pass
+                except Exception as exc:
+                    errors.append(exc)
+
+            threading.Thread(target=answer, daemon=True).start()
+            request = lg.LogregRequest(
+                features=tuple(IRIS[:2]), label_column="label", positive_class="1"
+            )
+            status = client.start(
+                request, RoundOptions(min_owners=4, owners=ALL, deadline_seconds=30)
+            )
+            job = status.round_id
+            first, lost = f"{job}-it1", f"{job}-it2"
+            assert held.wait(TIMEOUT), "iteration 2 never opened"
+            assert client.wait(first, 0).state == "COMPLETED"
+            _wait_submitted(client, lost, 3)
+            _restart_aggregator(cluster)
+            final = client.wait(job, TIMEOUT)
+            assert final.state == "COMPLETED", final.message
+            assert not errors, errors
+
+            from leteo_fed.transport.rounds import result_document
+
+            result = result_document(final)
+            pooled = np.vstack([data[s] for s in ALL])
+            ref = sm.Logit(pooled[:, 2], sm.add_constant(pooled[:, :2])).fit(disp=0)
+            for name, want in (("coefficients", ref.params), ("std_errors", ref.bse)):
+                got = [result[name][t] for t in result["terms"]]
+                np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+            assert result["converged"] and result["n_rows"] == 150
+            ids = [it["round_id"] for it in result["iterations"]]
+            assert ids[:2] == [first, f"{job}-it2-r2"]
+            assert [it["iteration"] for it in result["iterations"]] == list(range(1, len(ids) + 1))
+            assert client.wait(lost, 0).state == "FAILED"
+        finally:
+            client.close()
+            manual.close()

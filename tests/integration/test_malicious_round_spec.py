@@ -39,6 +39,7 @@ from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
+from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
@@ -345,6 +346,16 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             LinregRequest(features=tuple(cols[:3]), label_column=cols[3], label_bound=2.0),
             **dp(),
         ),
+        "logreg": request(  # DP; iteration 1 at the signed coefficients 0
+            "logreg",
+            LogregRequest(
+                features=tuple(cols[:3]),
+                label_column=LABEL,
+                positive_class=CLASSES[0],
+                max_iterations=3,
+            ),
+            **dp(),
+        ),
         "crosstab": request(  # columns[0] categorical: its edges are changed by adding one
             "crosstab",
             CrosstabRequest(
@@ -568,6 +579,16 @@ def test_in_dp_rounds_values_beyond_a_public_bound_are_clipped_not_refused(env: 
                 **tight,
             ),
         ),
+        plan(  # features beyond the row norm bound: clipped
+            env,
+            request(
+                "logreg",
+                LogregRequest(
+                    features=tuple(cols[:2]), label_column=LABEL, positive_class=CLASSES[0]
+                ),
+                **tight,
+            ),
+        ),
         plan(  # values above the upper bound: clamped into the last bin, not refused
             env,
             request(
@@ -665,6 +686,42 @@ def test_a_second_round_of_a_one_round_job_is_refused(env: Env):
     spec.round_id = rnd.round_id + "-it2"
     reply = env.agg.invite(spec, [MUTATED])[MUTATED]
     assert not reply.accepted and reply.reason.startswith("spec: round id"), reply.reason
+
+
+def test_a_logreg_iteration_beyond_the_signed_count_or_bound_is_refused(env: Env):
+    """The request signs max_iterations and the coefficient bound: an iteration past the
+    count, or coefficients of the wrong shape, non-finite or beyond the bound, are refused by
+    every owner before anything is computed."""
+    cols = env.fresh()
+    req = request(
+        "logreg",
+        LogregRequest(
+            features=tuple(cols[:2]),
+            label_column=LABEL,
+            positive_class=CLASSES[0],
+            max_iterations=2,
+            coefficient_bound=50.0,
+        ),
+        **dp(),
+    )
+    first = env.agg.plan(env.agg.sign(req), list(SITES))
+    cases = [
+        (3, [0.0, 0.0, 0.0], "spec: round 3 of a job the analyst allowed 2"),
+        (2, [0.0, 0.0], "has 2 value(s), expected 3"),
+        (2, [0.0, float("nan"), 0.0], "non-finite"),
+        (2, [0.0, 51.0, 0.0], "beyond the bound"),
+    ]
+    for index, beta, reason in cases:
+        spec = pb.RoundSpec()
+        spec.CopyFrom(first.spec)
+        spec.round_id = f"{first.spec.job_id}-it{index}"
+        spec.logreg.iteration = index
+        del spec.logreg.coefficients[:]
+        spec.logreg.coefficients.extend(beta)
+        for site, reply in env.agg.invite(spec, list(SITES)).items():
+            assert not reply.accepted, (site, beta)
+            assert reply.reason.startswith("spec: ") and reason in reply.reason, reply.reason
+        assert not env.agg.received(spec.round_id) and not csp_decrypted(env, spec.round_id)
 
 
 def test_kmeans_iterations_on_centers_the_aggregator_chose_count_as_releases(env: Env):

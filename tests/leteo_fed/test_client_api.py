@@ -13,6 +13,7 @@ from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
+from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
@@ -27,6 +28,7 @@ REQUESTS = [
     CrosstabRequest(columns=(CrosstabColumn("c", domain=("x", "y")),)),
     LdpRequest(column="c", mechanism="grr", epsilon=1.0, domain=("x", "y")),
     QuantilesRequest(features=("a",), lower=0.0, upper=1.0, percentiles=(50.0,), bins=16),
+    LogregRequest(features=("a",), label_column="y", positive_class="1", max_iterations=6),
 ]
 
 
@@ -65,6 +67,8 @@ def test_the_protocol_says_how_long_a_job_may_take():
     default = KmeansRequest(k=2, centers=(0.0, 0.0, 1.0, 1.0), features=("a", "b"))
     assert protocol_of(default).job_timeout(default, 60.0) == 10 * 90.0
     assert protocol_of(REQUESTS[0]).job_timeout(REQUESTS[0], 60.0) == 60.0
+    logreg = REQUESTS[8]
+    assert protocol_of(logreg).job_timeout(logreg, 60.0) == 6 * 90.0  # every iteration's round
 
 
 def test_the_protocol_names_the_result_files_the_cli_writes():
@@ -76,6 +80,7 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         "result.json",
         "result.json",
         "ldp.json",
+        "result.json",
         "result.json",
     ]
     # `leteo-fed result JOB` by the job's label
@@ -90,6 +95,7 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         "crosstab",
         "quantiles",
         "ldp",
+        "logreg",
     )
     assert [result_file(label) for label in labels] == [
         "pca.json",
@@ -102,6 +108,7 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         "result.json",
         "result.json",
         "ldp.json",
+        "result.json",
     ]
     assert result_file("") == "result.json"
     # the commands' help names the same files
@@ -113,3 +120,7 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
     assert output_file(REQUESTS[5]) == crosstab.RESULT_FILE
     assert protocol_of(REQUESTS[7]).plot_file == quantiles.PLOT_FILE == "quantiles.png"
     assert output_file(REQUESTS[7]) == quantiles.RESULT_FILE
+    from leteo_fed.cli import logreg
+
+    assert protocol_of(REQUESTS[8]).plot_file == logreg.RESULT_PNG == "coefficients.png"
+    assert output_file(REQUESTS[8]) == logreg.RESULT_JSON

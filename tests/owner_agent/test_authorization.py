@@ -19,6 +19,7 @@ from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
+from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
@@ -220,6 +221,15 @@ HONEST = {
         min_owners=3,
         **dp(),
     ),
+    "logreg-dp": lambda: request_to_proto(
+        "logreg",
+        LogregRequest(
+            features=tuple(NAMES), label_column="species", positive_class="a", max_iterations=4
+        ),
+        owners=SITES,
+        min_owners=3,
+        **dp(),
+    ),
 }
 
 
@@ -246,6 +256,26 @@ def test_later_kmeans_iterations_take_the_aggregators_centers_within_bounds(pki,
     check(invitation_from_proto(moved, 2048), analysts_ca)
     del moved.kmeans.centers[-1]  # not k x d
     assert "centers" in refusal(invitation_from_proto(moved, 2048), analysts_ca)
+
+
+def test_later_logreg_iterations_take_the_aggregators_coefficients_within_bounds(pki, analysts_ca):
+    """Iteration 1 is at the signed coefficients 0; later ones at the aggregator's, accepted
+    with d + 1 finite values within the signed bound; no iteration past max_iterations."""
+    signed = sign(HONEST["logreg-dp"](), signer(pki, "analyst"))
+    first = relay(signed, job_id="lg", index=1)
+    moved = pb.RoundSpec()
+    moved.CopyFrom(first.message)
+    moved.logreg.coefficients[1] = 0.5
+    assert "'logreg.coefficients'" in refusal(invitation_from_proto(moved, 2048), analysts_ca)
+    moved.round_id, moved.logreg.iteration = "lg-it2", 2
+    check(invitation_from_proto(moved, 2048), analysts_ca)
+    moved.logreg.coefficients[1] = 1001.0  # beyond the default bound of 1000
+    assert "beyond the bound" in refusal(invitation_from_proto(moved, 2048), analysts_ca)
+    moved.logreg.coefficients[1] = 0.5
+    moved.round_id, moved.logreg.iteration = "lg-it5", 5
+    assert "round 5 of a job the analyst allowed 4" in refusal(
+        invitation_from_proto(moved, 2048), analysts_ca
+    )
 
 
 def test_without_tls_the_binding_is_still_checked_but_nobody_is_named(pki):

@@ -66,12 +66,12 @@ class Contacted(Exception):
 
 @pytest.fixture
 def no_aggregator(monkeypatch):
-    from leteo_fed.cli import crosstab, kmeans, ldp, quantiles, rounds, weighted_stats
+    from leteo_fed.cli import crosstab, kmeans, ldp, logreg, quantiles, rounds, weighted_stats
 
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, weighted_stats, ldp, crosstab, quantiles):
+    for module in (rounds, kmeans, weighted_stats, ldp, crosstab, quantiles, logreg):
         monkeypatch.setattr(module, "analyst_client", client)
 
 
@@ -107,6 +107,12 @@ def no_aggregator(monkeypatch):
             ["quantiles", "--features", "a,b", "--bounds", "0,1", "--bins", "1024", "--no-plot"]
             + ["--dp-epsilon", "1"],
             "the count below each percentile",
+        ),
+        (  # 10 iterations at the policy's fewest rows (30): each release has epsilon 0.1
+            ["logreg", "--features", "a,b", "--label-column", "y", "--positive-class", "1"]
+            + ["--no-plot", "--dp-epsilon", "1", "--row-norm-bound", "4", "--max-iterations"]
+            + ["10"],
+            "row count",
         ),
     ],
 )

@@ -28,6 +28,7 @@ from leteo_fed.protocols import crosstab as ct
 from leteo_fed.protocols import discriminant, kmeans, pca, registry
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import linreg as lr
+from leteo_fed.protocols import logreg as lg
 from leteo_fed.protocols import quantiles as qt
 from leteo_fed.protocols import weighted_stats as ws
 from leteo_fed.protocols.base import REPORTS, Common, DpRequest, Outcome, encoding_facts
@@ -149,6 +150,18 @@ def _check_linreg(result: dict) -> None:
     np.testing.assert_allclose(result["r_squared"], ols.rsquared, rtol=0, atol=1e-9)
 
 
+def _check_logreg(result: dict) -> None:
+    import statsmodels.api as sm
+
+    y = (SPECIES == "versicolor").astype(float)
+    ref = sm.Logit(y, sm.add_constant(IRIS.data[:, :3])).fit(method="newton", disp=0)
+    terms = result["terms"]
+    assert terms == ["intercept", *NAMES[:3]] and result["converged"]
+    for name, want in (("coefficients", ref.params), ("std_errors", ref.bse)):
+        np.testing.assert_allclose([result[name][t] for t in terms], want, rtol=0, atol=1e-6)
+    assert result["n_rows"] == 150 and result["n_positive"] == 50
+
+
 QT_PERCENTILES = (0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 100.0)
 
 
@@ -239,6 +252,17 @@ CASES: dict[str, list[Case]] = {
             iris_sites,
             _check_linreg,
             _big("pw"),
+            common={"value_bound": 100.0},
+        )
+    ],
+    "logreg": [
+        Case(
+            lg.LogregRequest(
+                features=tuple(NAMES[:3]), label_column="species", positive_class="versicolor"
+            ),
+            iris_sites,
+            _check_logreg,
+            _big("sl"),
             common={"value_bound": 100.0},
         )
     ],
@@ -335,6 +359,7 @@ def test_the_analyst_api_finds_the_protocol_and_tables_its_result(name, case):
         "weighted_stats": lambda: len(doc["features"]),
         "crosstab": lambda: len(doc["categories"][doc["columns"][0]]),
         "linreg": lambda: len(doc["terms"]),
+        "logreg": lambda: len(doc["terms"]),
         "ldp": lambda: len(doc["estimates"]),
         "quantiles": lambda: len(doc["percentiles"]),
     }[name]()

@@ -1,0 +1,260 @@
+"""`leteo-fed logreg`: federated logistic regression (Newton iterations) against running services."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from leteo_fed import extras
+from leteo_fed.cli.linreg import in_term_order
+from leteo_fed.cli.noise import (
+    add_noise_flags,
+    check_locally,
+    print_preview,
+    print_verdict,
+)
+from leteo_fed.cli.options import (
+    SubParsers,
+    add_aggregator_address,
+    add_deadline,
+    add_dp_flags,
+    add_features,
+    add_out_folder,
+    add_owner_filter,
+    add_quorum,
+    add_tls,
+    add_value_bound,
+    analyst_client,
+    set_handler,
+)
+from leteo_fed.cli.progress import ProgressPrinter
+
+DEFAULT_OUT = Path("out/logreg")
+RESULT_JSON = "result.json"
+RESULT_PNG = "coefficients.png"
+
+DESCRIPTION = """\
+Logistic regression of (--label-column == --positive-class) on --features, with an intercept,
+by Newton iterations: each iteration is one round in which every owner sends, at the published
+coefficients, the Paillier-encrypted sums of the gradient (y - p) [1, x] and the Hessian
+p (1 - p) [1, x][1, x]^T of its rows; the aggregator learns only the pooled sums and takes the
+Newton step, until no coefficient moves more than --tolerance or after --max-iterations.
+Writes OUT/result.json (coefficients, standard errors, z statistics, p-values, 95% confidence
+intervals, the iterations) and OUT/coefficients.png (each coefficient with its interval).
+
+With --dp-epsilon the job is (epsilon, delta)-DP: the budget is split evenly over
+--max-iterations (every owner is charged once per iteration it takes part in); every owner clips
+its rows' features to --row-norm-bound (L2) and adds its share of Skellam noise.
+See docs/logistic-regression.md.
+"""
+
+
+# the protocol's defaults (leteo_fed.protocols.logreg), spelled here so that building the
+# parser imports no numerical code; a test checks they agree
+DEFAULT_MAX_ITERATIONS, MAX_ITERATIONS = 25, 100
+DEFAULT_TOLERANCE, DEFAULT_COEFFICIENT_BOUND = 1e-8, 1000.0
+
+
+def add_parser(sub: SubParsers) -> None:
+    p = sub.add_parser(
+        "logreg",
+        help="logistic regression (Newton iterations) across the owners",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_aggregator_address(p)
+    add_features(p)
+    p.add_argument("--label-column", required=True, help="the class column")
+    p.add_argument(
+        "--positive-class",
+        required=True,
+        metavar="V",
+        help="the label value that counts as 1 (every other value counts as 0)",
+    )
+    p.add_argument(
+        "--max-iterations",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"the most Newton iterations (rounds), signed in the request; a DP budget is split "
+        f"over them (default: {DEFAULT_MAX_ITERATIONS}, at most {MAX_ITERATIONS})",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help=f"stop once no coefficient moves more than this (default: {DEFAULT_TOLERANCE:g})",
+    )
+    p.add_argument(
+        "--coefficient-bound",
+        type=float,
+        default=0.0,
+        help="owners refuse coefficients beyond +/- this; without DP a step beyond it is "
+        f"refused as separation (default: {DEFAULT_COEFFICIENT_BOUND:g})",
+    )
+    add_quorum(p, "owners needed for each iteration")
+    add_deadline(p, "deadline of each iteration in seconds")
+    add_value_bound(p)
+    p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
+    add_owner_filter(p)
+    add_out_folder(p, DEFAULT_OUT)
+    p.add_argument(
+        "--no-plot",
+        action="store_true",
+        help=f"write no {RESULT_PNG} (the plot needs the [plots] extra)",
+    )
+    add_dp_flags(p)
+    add_noise_flags(p, "each coefficient")
+    add_tls(p, "analyst", "analyst")
+    set_handler(p, run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.no_plot and not args.dry_run:
+        extras.require("matplotlib")  # the coefficient plot, before any round is started
+    from leteo_fed.client import RoundOptions
+    from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.protocols.logreg import LogregRequest, noise_preview
+
+    request = LogregRequest(
+        features=tuple(args.features),
+        label_column=args.label_column,
+        positive_class=args.positive_class,
+        max_iterations=args.max_iterations,
+        tolerance=args.tolerance,
+        coefficient_bound=args.coefficient_bound,
+    )
+    options = RoundOptions(
+        min_owners=args.min_owners,
+        deadline_seconds=args.deadline,
+        owners=tuple(args.owners),
+        scale_bits=args.scale_bits,
+        value_bound=args.value_bound,
+        dp_epsilon=args.dp_epsilon,
+        dp_delta=args.dp_delta,
+        row_norm_bound=args.row_norm_bound,
+    )
+    stop = check_locally(request, options, noise_preview, args, _dry_run, plan_without_dp=True)
+    if stop is not None:
+        return stop
+    progress = ProgressPrinter()
+    with analyst_client(args) as client:
+        result = client.run(request, options, on_tick=progress.tick).to_dict()
+    progress.done()
+    result = in_term_order(result)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / RESULT_JSON]
+    if not args.no_plot:
+        plot_coefficients(result, out / RESULT_PNG)
+        result["plot"] = str(out / RESULT_PNG)
+        written.append(out / RESULT_PNG)
+    atomic_write_json(out / RESULT_JSON, result)
+    summary = ("job_id", "owners", "n_rows", "iterations_run", "converged", "coefficients")
+    print(json.dumps({k: result[k] for k in (*summary, "std_errors")}))
+    if not result["converged"]:
+        print(
+            f"warning: not converged after {result['iterations_run']} iteration(s) (the last "
+            f"step moved a coefficient by {result['iterations'][-1]['max_step']:.3g}); raise "
+            "--max-iterations" + (" or accept the noise floor" if result.get("dp") else ""),
+            file=sys.stderr,
+        )
+    print(f"wrote {' and '.join(str(p) for p in written)}", file=sys.stderr)
+    return 0
+
+
+def plot_coefficients(result: dict, path: Path) -> None:
+    """Each coefficient (log-odds per unit of its feature; not the intercept) with its
+    confidence interval; a DP release adds, lighter, the interval widened by the noise."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    features = list(result["features"])
+    coef = [result["coefficients"][f] for f in features]
+    lower = [coef[i] - result["ci_lower"][f] for i, f in enumerate(features)]
+    upper = [result["ci_upper"][f] - coef[i] for i, f in enumerate(features)]
+    rows = list(range(len(features)))[::-1]
+    fig, ax = plt.subplots(figsize=(6.4, 1.9 + 0.45 * len(features)))
+    noise = result.get("noise_std_errors")
+    if noise:
+        half = [
+            math.hypot(result["std_errors"][f], noise[f])
+            * (result["ci_upper"][f] - result["ci_lower"][f])
+            / (2 * result["std_errors"][f])
+            if result["std_errors"][f] > 0
+            else 0.0
+            for f in features
+        ]
+        ax.errorbar(
+            coef,
+            rows,
+            xerr=half,
+            fmt="none",
+            ecolor="tab:orange",
+            alpha=0.5,
+            elinewidth=6,
+            label=f"{result['ci_level']:.0%} interval with the DP noise's error",
+        )
+    ax.errorbar(
+        coef,
+        rows,
+        xerr=[lower, upper],
+        fmt="o",
+        color="tab:blue",
+        capsize=4,
+        label=f"{result['ci_level']:.0%} confidence interval",
+    )
+    ax.axvline(0.0, color="0.6", lw=1, ls="--")
+    ax.set_yticks(rows)
+    ax.set_yticklabels(features)
+    ax.set_xlabel(
+        f"coefficient (log-odds of {result['label_column']} = {result['positive_class']})"
+    )
+    dp = result.get("dp")
+    privacy = f", DP epsilon={dp['epsilon']:g}" if dp else ""
+    state = "converged" if result["converged"] else "NOT converged"
+    ax.set_title(
+        f"logistic: n={result['n_rows']}, {result['iterations_run']} iterations ({state}), "
+        f"intercept={result['coefficients']['intercept']:.4g}{privacy}",
+        fontsize=9,
+    )
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, fontsize=8)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def _dry_run(plan, rows: int | None) -> int:
+    """Print what the job's noise does to each coefficient; nothing is sent."""
+    from leteo_fed.protocols.logreg import noise_preview
+
+    doc = print_preview(plan, noise_preview, rows)
+    print(
+        f"each released sum carries noise of std {doc['noise_std_per_value']:.4g} per iteration "
+        f"(epsilon {doc['epsilon']:g} over {doc['iterations']} iterations, "
+        f"{doc['epsilon_per_iteration']:.4g} each; features clipped to "
+        f"{doc['row_norm_bound']:g})",
+        file=sys.stderr,
+    )
+    if rows is None:
+        print("give --rows N for the expected error of each coefficient", file=sys.stderr)
+    else:
+        for term, err in doc["std_error"].items():
+            sampling = doc["sampling_std_error"][term]
+            print(
+                f"  {term}: +/- {err:.4g} (1 std, from the noise; sampling error {sampling:.4g})",
+                file=sys.stderr,
+            )
+        print(
+            "  (for features spread as far as the clipping allows, means near 0 and half the "
+            "rows positive: less spread or a rarer class is noisier)",
+            file=sys.stderr,
+        )
+    print_verdict(doc)
+    return 0
