@@ -26,6 +26,7 @@ from leteo_fed.cli import (
     kmeans,
     ldp,
     linreg,
+    naive_bayes,
     quantiles,
     rounds,
     services,
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     linreg.add_parser(sub)
     crosstab.add_parser(sub)
     quantiles.add_parser(sub)
+    naive_bayes.add_parser(sub)
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)
     return parser
