@@ -778,12 +778,7 @@ class NaiveBayesProtocol(FederatedProtocol):
                 max_owners=max_owners,
             )
         else:
-            if common.value_bound:
-                raise DataError(
-                    "a DP naive Bayes round takes no value_bound: numeric values are clipped "
-                    "to their bounds",
-                    field="value_bound",
-                )
+            # value_bound does not apply: values are clipped to their bounds, standardized
             f = common.scale_bits or DP_DEFAULT_SCALE_BITS
             sens = sensitivity(len(layout.numeric), len(layout.categorical), f)
             dp, noise_bound = skellam_plan(common.dp, sens, min_owners, layout.n_values)

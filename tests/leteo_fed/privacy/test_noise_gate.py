@@ -66,12 +66,12 @@ class Contacted(Exception):
 
 @pytest.fixture
 def no_aggregator(monkeypatch):
-    from leteo_fed.cli import crosstab, kmeans, ldp, quantiles, rounds, weighted_stats
+    from leteo_fed.cli import crosstab, kmeans, ldp, naive_bayes, quantiles, rounds, weighted_stats
 
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, weighted_stats, ldp, crosstab, quantiles):
+    for module in (rounds, kmeans, weighted_stats, ldp, crosstab, quantiles, naive_bayes):
         monkeypatch.setattr(module, "analyst_client", client)
 
 
@@ -107,6 +107,11 @@ def no_aggregator(monkeypatch):
             ["quantiles", "--features", "a,b", "--bounds", "0,1", "--bins", "1024", "--no-plot"]
             + ["--dp-epsilon", "1"],
             "the count below each percentile",
+        ),
+        (  # 3 classes at the policy's fewest rows (30): 10 rows per class against noise ~50
+            ["naive-bayes", "--features", "a,b", "--label-column", "y", "--classes", "0,1,2"]
+            + ["--bounds=-1,1", "--dp-epsilon", "0.1", "--no-plot"],
+            "count of each class",
         ),
     ],
 )

@@ -551,7 +551,7 @@ def test_naive_bayes_through_the_services_and_the_cli(tmp_path):
         ref = g.predict_joint_log_proba(xt) + c.predict_joint_log_proba(xc) - np.log(g.class_prior_)
         np.testing.assert_allclose(result.joint_log_likelihood(TEST), ref, atol=1e-8)
         assert result.predict(TEST) == list(np.array(CLASSES)[np.argmax(ref, axis=1)])
-        assert result.owners == ["site-1", "site-2", "site-3"]
+        assert list(result.owners) == ["site-1", "site-2", "site-3"]
         assert result.encoding.paillier_bits == 2048 and result.dp is None
 
         # classes that leave one out: refused (rule classes), nothing released
