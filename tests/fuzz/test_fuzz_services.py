@@ -76,6 +76,7 @@ from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import REPORT_DTYPES, LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.naive_bayes import NaiveBayesBound, NaiveBayesDomain, NaiveBayesRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
@@ -229,6 +230,28 @@ def base_requests(owners: tuple[str, ...] = SINKS) -> dict[str, pb.RoundRequest]
             row_norm_bound=10.0,
             **common,
         ),
+        "naive_bayes": request_to_proto(
+            "naive_bayes",
+            NaiveBayesRequest(
+                features=("a", "b", "label"),
+                domains=(NaiveBayesDomain("label", ("x", "y", "z")),),
+                label_column="c",
+                classes=("0", "1"),
+            ),
+            **common,
+        ),
+        "naive_bayes-dp": request_to_proto(
+            "naive_bayes",
+            NaiveBayesRequest(
+                features=("a", "b"),
+                label_column="label",
+                classes=("x", "y", "z"),
+                bounds=(NaiveBayesBound("a", -5.0, 5.0),),
+            ),
+            dp_epsilon=1.0,
+            row_norm_bound=5.0,
+            **common,
+        ),
     }
 
 
@@ -240,6 +263,7 @@ PAYLOAD_TYPES = {
     "crosstab": pb.CrosstabRequest,
     "linreg": pb.LinregRequest,
     "quantiles": pb.QuantilesRequest,
+    "naive_bayes": pb.NaiveBayesRequest,
 }
 
 
@@ -1001,7 +1025,16 @@ def owner_specs(env: Env) -> st.SearchStrategy[pb.RoundSpec]:
             name: strategy
             for name, strategy in fields_of(pb.RoundSpec, 2).items()
             if name
-            not in ("moments", "kmeans", "ldp", "weighted_stats", "crosstab", "linreg", "quantiles")
+            not in (
+                "moments",
+                "kmeans",
+                "ldp",
+                "weighted_stats",
+                "crosstab",
+                "linreg",
+                "quantiles",
+                "naive_bayes",
+            )
         }
         changes.update(
             round_id=st.one_of(st.sampled_from(NASTY_TEXT), names, st.just("pca-0123456789ab")),
@@ -1227,7 +1260,7 @@ def test_too_many_features_are_refused_before_any_work(env: Env) -> None:
     (minutes of CPU on two cores, every other call timing out meanwhile) before the CSP
     refused the round; its spec could not have been sent anyway (200 MB, gRPC takes 64). The
     planner refuses more than MAX_FEATURES columns (`protocols.base.check_features`)."""
-    for kind in ("projection", "pca", "kmeans", "weighted", "quantiles"):
+    for kind in ("projection", "pca", "kmeans", "weighted", "quantiles", "naive_bayes"):
         request = base_requests()[kind]
         payload = getattr(request, request.WhichOneof("payload"))
         payload.ClearField("features")
