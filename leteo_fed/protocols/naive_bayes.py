@@ -49,6 +49,7 @@ site's. Single-round: one DP release costs each owner the round's (epsilon, delt
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -453,9 +454,12 @@ def _labels(table: SiteTable, column: str) -> list[str]:
 
 
 def _indices(values: Sequence[str], domain: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(index of each value in the domain, 0 outside; whether it is inside)."""
+    """(index of each value in the domain, 0 outside; whether it is inside). One dict lookup
+    per value, driven from C by `map` (a fraction of a second per million rows; np.unique's
+    sort of the strings is several times slower)."""
     index = {v: i for i, v in enumerate(domain)}
-    idx = np.fromiter((index.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+    found = map(index.get, values, itertools.repeat(-1))
+    idx = np.fromiter(found, dtype=np.int64, count=len(values))
     ok = idx >= 0
     return np.where(ok, idx, 0), ok
 
