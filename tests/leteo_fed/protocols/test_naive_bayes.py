@@ -186,6 +186,14 @@ def test_mixed_model_is_the_sum_of_the_two_joint_log_likelihoods_less_one_prior(
     assert result.predict(TEST) == list(np.array(CLASSES)[np.argmax(ref, axis=1)])
     table = result.to_pandas()
     assert list(table.index) == list(CLASSES) and "mean(x1)" in table.columns
+    import pandas as pd
+
+    assert result.predict(pd.DataFrame(TEST)) == result.predict(TEST)  # a DataFrame works too
+    unknown = {k: v[:3].copy() for k, v in TEST.items()}
+    unknown["size"] = np.array(["S", "XXL", "M"])
+    with pytest.raises(DataError, match="outside its domain") as err:
+        result.predict(unknown)
+    assert err.value.field == "size"
 
 
 def test_every_share_has_every_class_zero_filled():
@@ -437,6 +445,29 @@ def test_dp_variances_stay_positive_when_the_noise_is_larger_than_the_data():
             assert np.all(v > 0) and np.all(v <= ((hi - lo) / 2) ** 2 + 1e-12)
             assert np.all(np.array(r.theta[f]) >= lo) and np.all(np.array(r.theta[f]) <= hi)
         assert min(r.class_count) >= 1.0
+
+
+def test_dp_models_of_one_kind_of_feature_only():
+    """Categorical features only (no sums: L2 = F sqrt(1 + d_cat)) and numeric only: released,
+    predicted, previewed."""
+    sites = [Site(p) for p in sites_data()]
+    dp = DpRequest(8.0, 1e-6, 20.0)  # the numeric features' default bounds: [-20, 20]
+    cat = typed_round(request(("color", "size")), sites, dp)
+    assert not cat.numeric_features and cat.epsilon == 0.0
+    assert cat.dp is not None and cat.dp.sensitivity_l2 == pytest.approx(2.0**16 * math.sqrt(3))
+    num = typed_round(request(("x1", "x2")), sites, dp)
+    assert {k: list(v) for k, v in (num.bounds or {}).items()} == {
+        "x1": [-20.0, 20.0],
+        "x2": [-20.0, 20.0],
+    }
+    for r in (cat, num):
+        assert len(r.predict(TEST)) == len(TEST["y"])
+    plan = nb.PROTOCOL.plan(request(("color", "size")), Common(n_invited=3, dp=dp))
+    doc = nb.noise_preview(plan, 3000)
+    assert not doc["noise_std_of_means"] and set(doc["noise_std_of_category_probabilities"]) == {
+        "color",
+        "size",
+    }
 
 
 # ------------------------------------------------------------------ the CLI
