@@ -553,7 +553,9 @@ class Fit:
     floored: int = 0
 
 
-def exact_fit(t: Totals, enc: ShareEncoding, var_smoothing: float, alpha: float, classes) -> Fit:
+def exact_fit(
+    t: Totals, enc: ShareEncoding, var_smoothing: float, alpha: float, classes: Sequence[str]
+) -> Fit:
     """The model from exact totals (non-DP): variances in rational arithmetic, one rounding
     each: var = (n S2 F - S1^2) / (n^2 F^2), F = 2^scale_bits."""
     cs, f = enc.count_scale_bits, enc.scale_bits
