@@ -100,6 +100,7 @@ def test_every_protocol_is_registered_under_its_payload_name_and_complete():
 
     protocols = registry.all_protocols()
     expected = {"moments", "kmeans", "ldp", "weighted_stats", "crosstab", "quantiles", "logreg"}
+    expected |= {"naive_bayes"}
     assert {p.name for p in protocols} >= expected
     request_payloads = {f.name for f in pb.RoundRequest.DESCRIPTOR.oneofs_by_name["payload"].fields}
     spec_payloads = {f.name for f in pb.RoundSpec.DESCRIPTOR.oneofs_by_name["payload"].fields}

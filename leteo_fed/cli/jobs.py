@@ -38,8 +38,9 @@ def add_parsers(sub: SubParsers) -> None:
         description="Fetch the result of a job by its id (printed first by every analyst "
         "command) and write it into --out as that command would: pca.json, dca.json, "
         "kmeans.json, stats.json, ldp.json or result.json (crosstab, linreg, logreg, "
-        "quantiles), with the plot the command draws (crosstab.png, coefficients.png, "
-        "quantiles.png). Exit 1 if the job failed or still runs.",
+        "quantiles, naive-bayes), with the plot the command draws (crosstab.png, "
+        "coefficients.png, quantiles.png, naive_bayes.png). Exit 1 if the job failed or still "
+        "runs.",
     )
     p.add_argument("job_id", help="the job id, e.g. pca-0123456789ab")
     add_aggregator_address(p)
@@ -117,6 +118,7 @@ PLOTTERS: dict[str, tuple[str, str]] = {
     "crosstab": ("leteo_fed.cli.crosstab", "plot_counts"),
     "linreg": ("leteo_fed.cli.linreg", "plot_coefficients"),
     "logreg": ("leteo_fed.cli.logreg", "plot_coefficients"),
+    "naive_bayes": ("leteo_fed.cli.naive_bayes", "plot_model"),
     "quantiles": ("leteo_fed.cli.quantiles", "plot_quantiles"),
 }
 

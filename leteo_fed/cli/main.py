@@ -28,6 +28,7 @@ from leteo_fed.cli import (
     ldp,
     linreg,
     logreg,
+    naive_bayes,
     quantiles,
     rounds,
     services,
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     logreg.add_parser(sub)
     crosstab.add_parser(sub)
     quantiles.add_parser(sub)
+    naive_bayes.add_parser(sub)
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)
     return parser

@@ -33,6 +33,7 @@ DEMO_POLICY: dict[str, Any] = {
         "linreg",
         "quantiles",
         "logreg",
+        "naive_bayes",
     ],
     "non_dp_repeats": 1000,  # test suites rerun the same query many times
     "non_dp_window_days": 30,

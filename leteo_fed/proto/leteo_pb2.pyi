@@ -366,8 +366,58 @@ class LogregIteration(_message.Message):
     coefficient_bound: float
     def __init__(self, job_id: _Optional[str] = ..., iteration: _Optional[int] = ..., max_iterations: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., label_column: _Optional[str] = ..., positive_class: _Optional[str] = ..., coefficients: _Optional[_Iterable[float]] = ..., coefficient_bound: _Optional[float] = ...) -> None: ...
 
+class NaiveBayesDomain(_message.Message):
+    __slots__ = ("name", "values")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NaiveBayesBound(_message.Message):
+    __slots__ = ("name", "lower", "upper")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    lower: float
+    upper: float
+    def __init__(self, name: _Optional[str] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ...) -> None: ...
+
+class NaiveBayesRequest(_message.Message):
+    __slots__ = ("features", "domains", "label_column", "classes", "var_smoothing", "alpha", "bounds")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    VAR_SMOOTHING_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    domains: _containers.RepeatedCompositeFieldContainer[NaiveBayesDomain]
+    label_column: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    var_smoothing: float
+    alpha: float
+    bounds: _containers.RepeatedCompositeFieldContainer[NaiveBayesBound]
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., domains: _Optional[_Iterable[_Union[NaiveBayesDomain, _Mapping]]] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., var_smoothing: _Optional[float] = ..., alpha: _Optional[float] = ..., bounds: _Optional[_Iterable[_Union[NaiveBayesBound, _Mapping]]] = ...) -> None: ...
+
+class NaiveBayesSpec(_message.Message):
+    __slots__ = ("features", "domains", "label_column", "classes", "bounds")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    domains: _containers.RepeatedCompositeFieldContainer[NaiveBayesDomain]
+    label_column: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    bounds: _containers.RepeatedCompositeFieldContainer[NaiveBayesBound]
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., domains: _Optional[_Iterable[_Union[NaiveBayesDomain, _Mapping]]] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., bounds: _Optional[_Iterable[_Union[NaiveBayesBound, _Mapping]]] = ...) -> None: ...
+
 class RoundRequest(_message.Message):
-    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg")
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -386,6 +436,7 @@ class RoundRequest(_message.Message):
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
     LOGREG_FIELD_NUMBER: _ClassVar[int]
+    NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
     min_owners: int
     deadline_seconds: float
     scale_bits: int
@@ -404,10 +455,11 @@ class RoundRequest(_message.Message):
     crosstab: CrosstabRequest
     quantiles: QuantilesRequest
     logreg: LogregRequest
-    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ...) -> None: ...
+    naive_bayes: NaiveBayesRequest
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg")
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -428,6 +480,7 @@ class RoundSpec(_message.Message):
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
     LOGREG_FIELD_NUMBER: _ClassVar[int]
+    NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     encoding: Encoding
@@ -448,7 +501,8 @@ class RoundSpec(_message.Message):
     crosstab: CrosstabSpec
     quantiles: QuantilesSpec
     logreg: LogregIteration
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ..., logreg: _Optional[_Union[LogregIteration, _Mapping]] = ...) -> None: ...
+    naive_bayes: NaiveBayesSpec
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ..., logreg: _Optional[_Union[LogregIteration, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesSpec, _Mapping]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")
@@ -1768,8 +1822,98 @@ class LogregResult(_message.Message):
     dp: LogregDpFacts
     def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., job_id: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., label_column: _Optional[str] = ..., positive_class: _Optional[str] = ..., n_rows: _Optional[int] = ..., n_positive: _Optional[int] = ..., terms: _Optional[_Iterable[str]] = ..., coefficients: _Optional[_Mapping[str, float]] = ..., std_errors: _Optional[_Mapping[str, float]] = ..., z_statistics: _Optional[_Mapping[str, float]] = ..., p_values: _Optional[_Mapping[str, float]] = ..., ci_level: _Optional[float] = ..., ci_lower: _Optional[_Mapping[str, float]] = ..., ci_upper: _Optional[_Mapping[str, float]] = ..., iterations_run: _Optional[int] = ..., max_iterations: _Optional[int] = ..., tolerance: _Optional[float] = ..., converged: _Optional[bool] = ..., coefficient_bound: _Optional[float] = ..., noise_std_errors: _Optional[_Mapping[str, float]] = ..., iterations: _Optional[_Iterable[_Union[LogregIterationSummary, _Mapping]]] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[LogregDpFacts, _Mapping]] = ...) -> None: ...
 
+class NaiveBayesCategorical(_message.Message):
+    __slots__ = ("feature", "categories", "counts", "log_prob")
+    FEATURE_FIELD_NUMBER: _ClassVar[int]
+    CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    LOG_PROB_FIELD_NUMBER: _ClassVar[int]
+    feature: str
+    categories: _containers.RepeatedScalarFieldContainer[str]
+    counts: _containers.RepeatedCompositeFieldContainer[Vector]
+    log_prob: _containers.RepeatedCompositeFieldContainer[Vector]
+    def __init__(self, feature: _Optional[str] = ..., categories: _Optional[_Iterable[str]] = ..., counts: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., log_prob: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ...) -> None: ...
+
+class NaiveBayesResult(_message.Message):
+    __slots__ = ("protocol", "method", "label_column", "classes", "numeric_features", "categorical", "class_count", "class_prior", "theta", "var", "var_smoothing", "epsilon", "alpha", "n", "bounds", "floored", "outside", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class ThetaEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Vector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+    class VarEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Vector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+    class BoundsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Vector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    NUMERIC_FEATURES_FIELD_NUMBER: _ClassVar[int]
+    CATEGORICAL_FIELD_NUMBER: _ClassVar[int]
+    CLASS_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CLASS_PRIOR_FIELD_NUMBER: _ClassVar[int]
+    THETA_FIELD_NUMBER: _ClassVar[int]
+    VAR_FIELD_NUMBER: _ClassVar[int]
+    VAR_SMOOTHING_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    FLOORED_FIELD_NUMBER: _ClassVar[int]
+    OUTSIDE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    label_column: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    numeric_features: _containers.RepeatedScalarFieldContainer[str]
+    categorical: _containers.RepeatedCompositeFieldContainer[NaiveBayesCategorical]
+    class_count: _containers.RepeatedScalarFieldContainer[float]
+    class_prior: _containers.RepeatedScalarFieldContainer[float]
+    theta: _containers.MessageMap[str, Vector]
+    var: _containers.MessageMap[str, Vector]
+    var_smoothing: float
+    epsilon: float
+    alpha: float
+    n: float
+    bounds: _containers.MessageMap[str, Vector]
+    floored: int
+    outside: str
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., numeric_features: _Optional[_Iterable[str]] = ..., categorical: _Optional[_Iterable[_Union[NaiveBayesCategorical, _Mapping]]] = ..., class_count: _Optional[_Iterable[float]] = ..., class_prior: _Optional[_Iterable[float]] = ..., theta: _Optional[_Mapping[str, Vector]] = ..., var: _Optional[_Mapping[str, Vector]] = ..., var_smoothing: _Optional[float] = ..., epsilon: _Optional[float] = ..., alpha: _Optional[float] = ..., n: _Optional[float] = ..., bounds: _Optional[_Mapping[str, Vector]] = ..., floored: _Optional[int] = ..., outside: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
+
 class RoundResult(_message.Message):
-    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg")
+    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
     PCA_FIELD_NUMBER: _ClassVar[int]
     DISCRIMINANT_FIELD_NUMBER: _ClassVar[int]
     PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -1784,6 +1928,7 @@ class RoundResult(_message.Message):
     CROSSTAB_FIELD_NUMBER: _ClassVar[int]
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
     LOGREG_FIELD_NUMBER: _ClassVar[int]
+    NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
     pca: PcaResult
     discriminant: DiscriminantResult
     projection_only: ProjectionOnlyResult
@@ -1798,7 +1943,8 @@ class RoundResult(_message.Message):
     crosstab: CrosstabResult
     quantiles: QuantilesResult
     logreg: LogregResult
-    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ..., logreg: _Optional[_Union[LogregResult, _Mapping]] = ...) -> None: ...
+    naive_bayes: NaiveBayesResult
+    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ..., logreg: _Optional[_Union[LogregResult, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesResult, _Mapping]] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")

@@ -77,6 +77,7 @@ from leteo_fed.protocols.ldp_collection import REPORT_DTYPES, LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.naive_bayes import NaiveBayesBound, NaiveBayesDomain, NaiveBayesRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
@@ -244,6 +245,28 @@ def base_requests(owners: tuple[str, ...] = SINKS) -> dict[str, pb.RoundRequest]
             row_norm_bound=10.0,
             **common,
         ),
+        "naive_bayes": request_to_proto(
+            "naive_bayes",
+            NaiveBayesRequest(
+                features=("a", "b", "label"),
+                domains=(NaiveBayesDomain("label", ("x", "y", "z")),),
+                label_column="c",
+                classes=("0", "1"),
+            ),
+            **common,
+        ),
+        "naive_bayes-dp": request_to_proto(
+            "naive_bayes",
+            NaiveBayesRequest(
+                features=("a", "b"),
+                label_column="label",
+                classes=("x", "y", "z"),
+                bounds=(NaiveBayesBound("a", -5.0, 5.0),),
+            ),
+            dp_epsilon=1.0,
+            row_norm_bound=5.0,
+            **common,
+        ),
     }
 
 
@@ -256,6 +279,7 @@ PAYLOAD_TYPES = {
     "linreg": pb.LinregRequest,
     "quantiles": pb.QuantilesRequest,
     "logreg": pb.LogregRequest,
+    "naive_bayes": pb.NaiveBayesRequest,
 }
 
 
@@ -1026,6 +1050,7 @@ def owner_specs(env: Env) -> st.SearchStrategy[pb.RoundSpec]:
                 "linreg",
                 "quantiles",
                 "logreg",
+                "naive_bayes",
             )
         }
         changes.update(
@@ -1252,7 +1277,7 @@ def test_too_many_features_are_refused_before_any_work(env: Env) -> None:
     (minutes of CPU on two cores, every other call timing out meanwhile) before the CSP
     refused the round; its spec could not have been sent anyway (200 MB, gRPC takes 64). The
     planner refuses more than MAX_FEATURES columns (`protocols.base.check_features`)."""
-    for kind in ("projection", "pca", "kmeans", "weighted", "quantiles", "logreg"):
+    for kind in ("projection", "pca", "kmeans", "weighted", "quantiles", "logreg", "naive_bayes"):
         request = base_requests()[kind]
         payload = getattr(request, request.WhichOneof("payload"))
         payload.ClearField("features")

@@ -41,6 +41,7 @@ from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.naive_bayes import NaiveBayesBound, NaiveBayesDomain, NaiveBayesRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.certs import Party, issue_from
@@ -374,6 +375,17 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             LdpRequest(column=LABEL, mechanism="oue", epsilon=1.0, domain=CLASSES),
             min_owners=1,
         ),
+        "naive_bayes": request(  # DP: the spec's bounds are set; cols[3] read as categories
+            "naive_bayes",
+            NaiveBayesRequest(
+                features=tuple(cols),
+                domains=(NaiveBayesDomain(cols[3], ("0", "1")),),
+                label_column=LABEL,
+                classes=CLASSES,
+                bounds=(NaiveBayesBound(cols[0], 0.0, 50.0),),
+            ),
+            **dp(),
+        ),
     }
 
 
@@ -509,6 +521,14 @@ def test_every_data_refusal_tells_the_aggregator_the_rule_and_nothing_else(env: 
         agg.invite(rnd.spec, SITES)
         for site, reason in declines(env, rnd.round_id, SITES).items():
             assert_rule_only(env, reason, "classes", site, rnd.round_id, detail)
+    # classes: a naive Bayes class list that lacks a label value (the message quotes none)
+    nbayes = NaiveBayesRequest(
+        features=tuple(cols[:2]), label_column=LABEL, classes=("benign", "other")
+    )
+    rnd = plan(env, request("naive_bayes", nbayes, value_bound=1e4), signer=env.new_analyst())
+    agg.invite(rnd.spec, SITES)
+    for site, reason in declines(env, rnd.round_id, SITES).items():
+        assert_rule_only(env, reason, "classes", site, rnd.round_id, "outside the round's classes")
     # values: quantiles' bounds that leave values out (non-DP: refused, not clamped)
     narrow = QuantilesRequest(features=(cols[0],), lower=0.0, upper=1e-9, bins=4)
     rnd = plan(env, request("quantiles", narrow), signer=env.new_analyst())
@@ -585,6 +605,19 @@ def test_in_dp_rounds_values_beyond_a_public_bound_are_clipped_not_refused(env: 
                 "logreg",
                 LogregRequest(
                     features=tuple(cols[:2]), label_column=LABEL, positive_class=CLASSES[0]
+                ),
+                **tight,
+            ),
+        ),
+        plan(  # a label outside the classes: dropped; values beyond the bounds: clipped
+            env,
+            request(
+                "naive_bayes",
+                NaiveBayesRequest(
+                    features=tuple(cols[:2]),
+                    label_column=LABEL,
+                    classes=("benign", "other"),
+                    bounds=(NaiveBayesBound(cols[0], 0.0, 1e-9),),
                 ),
                 **tight,
             ),

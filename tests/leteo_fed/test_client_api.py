@@ -15,6 +15,7 @@ from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.naive_bayes import NaiveBayesDomain, NaiveBayesRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.rounds import common_from_proto, request_from_proto
@@ -29,6 +30,14 @@ REQUESTS = [
     LdpRequest(column="c", mechanism="grr", epsilon=1.0, domain=("x", "y")),
     QuantilesRequest(features=("a",), lower=0.0, upper=1.0, percentiles=(50.0,), bins=16),
     LogregRequest(features=("a",), label_column="y", positive_class="1", max_iterations=6),
+    NaiveBayesRequest(
+        features=("a", "c"),
+        domains=(NaiveBayesDomain("c", ("x", "y")),),
+        label_column="y",
+        classes=("0", "1"),
+        var_smoothing=1e-6,
+        alpha=0.5,
+    ),
 ]
 
 
@@ -82,6 +91,7 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         "ldp.json",
         "result.json",
         "result.json",
+        "result.json",
     ]
     # `leteo-fed result JOB` by the job's label
     labels = (
@@ -96,6 +106,7 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         "quantiles",
         "ldp",
         "logreg",
+        "naive_bayes",
     )
     assert [result_file(label) for label in labels] == [
         "pca.json",
@@ -109,6 +120,7 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         "result.json",
         "ldp.json",
         "result.json",
+        "result.json",
     ]
     assert result_file("") == "result.json"
     # the commands' help names the same files
@@ -120,7 +132,9 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
     assert output_file(REQUESTS[5]) == crosstab.RESULT_FILE
     assert protocol_of(REQUESTS[7]).plot_file == quantiles.PLOT_FILE == "quantiles.png"
     assert output_file(REQUESTS[7]) == quantiles.RESULT_FILE
-    from leteo_fed.cli import logreg
+    from leteo_fed.cli import logreg, naive_bayes
 
     assert protocol_of(REQUESTS[8]).plot_file == logreg.RESULT_PNG == "coefficients.png"
     assert output_file(REQUESTS[8]) == logreg.RESULT_JSON
+    assert protocol_of(REQUESTS[9]).plot_file == naive_bayes.PLOT_FILE == "naive_bayes.png"
+    assert output_file(REQUESTS[9]) == naive_bayes.RESULT_FILE

@@ -21,6 +21,7 @@ from leteo_fed.protocols.ldp_collection import LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.naive_bayes import NaiveBayesBound, NaiveBayesRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 from leteo_fed.transport.certs import create_pki
@@ -213,6 +214,18 @@ HONEST = {
         owners=SITES,
         min_owners=3,
         **dp(row_norm_bound=1.0),
+    ),
+    "naive-bayes-dp": lambda: request_to_proto(
+        "naive_bayes",
+        NaiveBayesRequest(
+            features=tuple(NAMES),
+            label_column="species",
+            classes=("a", "b", "c"),
+            bounds=(NaiveBayesBound(NAMES[0], -10.0, 10.0),),
+        ),
+        owners=SITES,
+        min_owners=3,
+        **dp(),
     ),
     "linreg-dp": lambda: request_to_proto(
         "linreg",

@@ -66,12 +66,21 @@ class Contacted(Exception):
 
 @pytest.fixture
 def no_aggregator(monkeypatch):
-    from leteo_fed.cli import crosstab, kmeans, ldp, logreg, quantiles, rounds, weighted_stats
+    from leteo_fed.cli import (
+        crosstab,
+        kmeans,
+        ldp,
+        logreg,
+        naive_bayes,
+        quantiles,
+        rounds,
+        weighted_stats,
+    )
 
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, weighted_stats, ldp, crosstab, quantiles, logreg):
+    for module in (rounds, kmeans, weighted_stats, ldp, crosstab, quantiles, logreg, naive_bayes):
         monkeypatch.setattr(module, "analyst_client", client)
 
 
@@ -113,6 +122,11 @@ def no_aggregator(monkeypatch):
             + ["--no-plot", "--dp-epsilon", "1", "--row-norm-bound", "4", "--max-iterations"]
             + ["10"],
             "row count",
+        ),
+        (  # 3 classes at the policy's fewest rows (30): 10 rows per class against noise ~50
+            ["naive-bayes", "--features", "a,b", "--label-column", "y", "--classes", "0,1,2"]
+            + ["--bounds=-1,1", "--dp-epsilon", "0.1", "--no-plot"],
+            "count of each class",
         ),
     ],
 )

@@ -29,6 +29,7 @@ from leteo_fed.protocols import discriminant, kmeans, pca, registry
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import linreg as lr
 from leteo_fed.protocols import logreg as lg
+from leteo_fed.protocols import naive_bayes as nbayes
 from leteo_fed.protocols import quantiles as qt
 from leteo_fed.protocols import weighted_stats as ws
 from leteo_fed.protocols.base import REPORTS, Common, DpRequest, Outcome, encoding_facts
@@ -174,9 +175,28 @@ def _check_quantiles(result: dict) -> None:
         assert result["n"][name] == 150 and result["rank_error"][name] == [0.0] * 7
 
 
-def _big(column: str) -> Callable[[], MemorySite]:
+BAND = np.array(["narrow", "mid", "wide"])[np.digitize(IRIS.data[:, 1], [2.9, 3.3])]
+BAND_DOMAIN = ("narrow", "mid", "wide")
+
+
+def _check_naive_bayes(result: dict) -> None:
+    from sklearn.naive_bayes import CategoricalNB, GaussianNB
+
+    g = GaussianNB().fit(IRIS.data, SPECIES)
+    codes = np.array([BAND_DOMAIN.index(b) for b in BAND])[:, None]
+    c = CategoricalNB(min_categories=[3]).fit(codes, SPECIES)
+    assert result["classes"] == list(g.classes_) and result["numeric_features"] == NAMES
+    theta = np.array([result["theta"][n] for n in NAMES]).T
+    var = np.array([result["var"][n] for n in NAMES]).T
+    np.testing.assert_allclose(theta, g.theta_, rtol=1e-9)
+    np.testing.assert_allclose(var, g.var_, rtol=1e-9)
+    np.testing.assert_allclose(result["class_prior"], g.class_prior_, rtol=1e-12)
+    np.testing.assert_allclose(result["categorical"][0]["log_prob"], c.feature_log_prob_[0])
+
+
+def _big(column: str, extra: dict | None = None) -> Callable[[], MemorySite]:
     def make() -> MemorySite:
-        site = iris_sites({"w": WEIGHTS})[0]
+        site = iris_sites({"w": WEIGHTS, **(extra or {})})[0]
         site.data[column] = np.array(site.data[column], dtype=np.float64)
         site.data[column][0] = 1e9  # beyond every case's value bound below
         return site
@@ -244,6 +264,20 @@ CASES: dict[str, list[Case]] = {
             iris_sites,
             _check_quantiles,
             _big("sl"),  # outside the bounds: a non-DP round is refused (rule values)
+        )
+    ],
+    "naive_bayes": [
+        Case(
+            nbayes.NaiveBayesRequest(
+                features=(*NAMES, "band"),
+                domains=(nbayes.NaiveBayesDomain("band", BAND_DOMAIN),),
+                label_column="species",
+                classes=SPECIES_DOMAIN,
+            ),
+            lambda: iris_sites({"band": BAND}),
+            _check_naive_bayes,
+            _big("pl", {"band": BAND}),
+            common={"value_bound": 100.0},
         )
     ],
     "linreg": [
@@ -362,6 +396,7 @@ def test_the_analyst_api_finds_the_protocol_and_tables_its_result(name, case):
         "logreg": lambda: len(doc["terms"]),
         "ldp": lambda: len(doc["estimates"]),
         "quantiles": lambda: len(doc["percentiles"]),
+        "naive_bayes": lambda: len(doc["classes"]),
     }[name]()
     assert table.shape[0] == rows > 0
 
