@@ -614,6 +614,10 @@ def geo_estimate(points: np.ndarray, spec: LdpSpec) -> dict:
     }
 
 
+# (reports, {report type: (support, reports of that type)}, 0, 0) of one chunk
+NbContribution = tuple[int, dict[str, tuple[np.ndarray, int]], float, float]
+
+
 @dataclass
 class NbAccumulator:
     """Per report type, the running support of a naive Bayes round's reports.
@@ -639,7 +643,7 @@ class NbAccumulator:
     def check(self, reports: np.ndarray) -> None:
         self.partial(reports)
 
-    def partial(self, reports: np.ndarray) -> Contribution:
+    def partial(self, reports: np.ndarray) -> NbContribution:
         model: LdpNaiveBayes = self._model
         types = model.report_types
         r = np.asarray(reports)
@@ -675,10 +679,10 @@ class NbAccumulator:
             parts[rtype] = (np.asarray(support, dtype=np.float64), int(rows.shape[0]))
         return len(r), parts, 0.0, 0.0
 
-    def fold(self, part: Contribution) -> None:
+    def fold(self, part: NbContribution) -> None:
         n, parts, _, _ = part
         self.n += n
-        for rtype, (support, count) in (parts or {}).items():  # type: ignore[union-attr]
+        for rtype, (support, count) in parts.items():
             self.supports[rtype] = self.supports.get(rtype, 0.0) + support
             self.counts[rtype] = self.counts.get(rtype, 0) + count
 
