@@ -37,7 +37,7 @@ def add_parsers(sub: SubParsers) -> None:
         help="write a job's result, as the command that started it would have",
         description="Fetch the result of a job by its id (printed first by every analyst "
         "command) and write it into --out as that command would: pca.json, dca.json, "
-        "kmeans.json, stats.json, ldp.json or result.json (crosstab, linreg, quantiles). Exit 1 "
+        "kmeans.json, stats.json, ldp.json or result.json (crosstab, linreg, quantiles, LDP naive Bayes). Exit 1 "
         "if the job failed or still runs.",
     )
     p.add_argument("job_id", help="the job id, e.g. pca-0123456789ab")
