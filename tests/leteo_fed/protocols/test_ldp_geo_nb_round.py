@@ -292,3 +292,23 @@ def test_geo_cli_request_and_dry_run(capsys):
         np.sqrt(3 / 0.25**2 / 1000)
     )
     assert "mean location" in out.err
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_geo_and_naive_bayes_plots_are_written(tmp_path, m):
+    """The commands' figures from result documents: the joint density (2 columns) or the
+    marginals (3), and the naive Bayes conditionals."""
+    pytest.importorskip("matplotlib")
+    from leteo_fed.cli.ldp import plot_geo, plot_naive_bayes
+
+    spec = lc.spec_from_request(geo_request(m))
+    rng = np.random.default_rng(5)
+    acc = lc.Accumulator(spec)
+    for chunk in lc.perturb_chunks(rng.uniform(20, 80, size=(500, m)), spec, rng):
+        acc.fold(acc.partial(chunk))
+    plot_geo(acc.result(), tmp_path / "geo.png")
+    assert (tmp_path / "geo.png").read_bytes()[:4] == b"\x89PNG"
+    nb = codec.to_dict(_fit(lc.spec_from_request(nb_request()), [population(3000, 6)], rng))
+    nb["test"] = {"file": "h.csv", "rows": 10, "accuracy": 0.5}
+    plot_naive_bayes(nb, tmp_path / "nb.png")
+    assert (tmp_path / "nb.png").read_bytes()[:4] == b"\x89PNG"
