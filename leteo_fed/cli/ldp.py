@@ -253,6 +253,13 @@ def collect_request(args: argparse.Namespace):
     from leteo_fed.protocols.ldp_collection import LdpRequest
 
     columns = tuple(args.columns or ())
+    geo_only = {"--columns": columns, "--box-lower": args.box_lower, "--box-upper": args.box_upper}
+    misplaced = [flag for flag, value in geo_only.items() if value and args.mechanism != "geo"]
+    if misplaced or ((args.box_fit or args.bins) and args.mechanism != "geo"):
+        from leteo_fed.errors import ConfigError
+
+        flags = ", ".join(misplaced) or "--box-fit, --bins"
+        raise ConfigError(f"{flags}: only for --mechanism geo", field="columns")
     return LdpRequest(
         column=args.column or (columns[0] if columns else ""),
         mechanism=args.mechanism,

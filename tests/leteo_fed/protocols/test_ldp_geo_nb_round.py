@@ -312,3 +312,22 @@ def test_geo_and_naive_bayes_plots_are_written(tmp_path, m):
     nb["test"] = {"file": "h.csv", "rows": 10, "accuracy": 0.5}
     plot_naive_bayes(nb, tmp_path / "nb.png")
     assert (tmp_path / "nb.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_geo_flags_on_another_mechanism_are_refused():
+    from leteo_fed.cli.main import main
+
+    argv = ["ldp", "collect", "--mechanism", "pm", "--bounds", "0,1", "--epsilon", "1"]
+    for extra in (["--columns", "a,b"], ["--column", "a", "--box-fit", "resample"]):
+        with pytest.raises(ConfigError, match="only for --mechanism geo"):
+            from leteo_fed.cli.ldp import collect_request
+
+            parser_args = _parse([*argv, *extra])
+            collect_request(parser_args)
+        assert main([*argv, *extra, "--dry-run"]) == 2
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    from leteo_fed.cli.main import build_parser
+
+    return build_parser().parse_args(argv)
