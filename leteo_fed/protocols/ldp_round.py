@@ -15,6 +15,7 @@ import numpy as np
 
 from leteo_fed import defaults
 from leteo_fed.encoding.share import ShareEncoding
+from leteo_fed.errors import DataError
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import registry
@@ -256,7 +257,10 @@ class LdpProtocol(FederatedProtocol):
         if lc.is_naive_bayes(spec):
             model = lc.naive_bayes_model(spec)
             rows = {f.name: table.labels(f.name) for f in spec.features}
-            per_type = model.client_reports(rows, table.labels(spec.label_column), rng)
+            try:
+                per_type = model.client_reports(rows, table.labels(spec.label_column), rng)
+            except DataError as exc:  # a value outside the public classes or a feature's domain
+                raise DataError(str(exc), field=exc.field, rule="classes") from exc
             wire = lc.nb_report_rows(spec, per_type, rng)
             chunks = [wire[i : i + lc.CHUNK_REPORTS] for i in range(0, len(wire), lc.CHUNK_REPORTS)]
             timings["perturb_seconds"] = time.perf_counter() - start

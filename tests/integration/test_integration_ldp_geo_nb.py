@@ -21,9 +21,9 @@ import pyarrow.csv as pacsv
 import pytest
 from sklearn.naive_bayes import CategoricalNB
 
-from leteo_fed.client import AnalystClient, RoundOptions
+from leteo_fed.client import AnalystClient, RoundFailed, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
-from leteo_fed.protocols.ldp_collection import LdpRequest
+from leteo_fed.protocols.ldp_collection import FeatureDomain, LdpRequest
 
 pytestmark = pytest.mark.slow
 
@@ -189,3 +189,21 @@ def test_naive_bayes_command_against_the_non_private_classifier(geo_nb_cluster, 
         *("--label-column", "label", "--classes", "no,yes", "--epsilon", "1", "--out", str(out)),
     )
     assert proc.returncode == 2 and proc.stderr.startswith("error:") and "domain" in proc.stderr
+
+
+def test_a_value_outside_a_naive_bayes_domain_declines_with_the_rule_only(geo_nb_cluster):
+    """Every site holds 'grey', which the request's color domain lacks: each declines with the
+    classes rule (the value stays in its audit log) and its reservation is released."""
+    cluster, client, _ = geo_nb_cluster
+    features = tuple(FeatureDomain(f, v if f != "color" else v[:3]) for f, v in VALUES.items())
+    request = LdpRequest(
+        mechanism="grr", epsilon=1.0, label_column="label", classes=CLASSES, features=features
+    )
+    with pytest.raises(RoundFailed) as err:
+        client.run(request, RoundOptions(min_owners=3))
+    assert "classes: a value is outside the round's declared classes or domain" in str(err.value)
+    assert "grey" not in str(err.value)
+    for site, _, _ in SITES:
+        ledger = json.loads((cluster.workdir / "config" / "ledgers" / f"{site}.json").read_text())
+        spends = [s for s in ledger["spends"] if s["mechanism"] == "ldp-grr"]  # this round's
+        assert spends and all(s["state"] == "released" for s in spends), spends
