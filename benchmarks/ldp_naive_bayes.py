@@ -21,19 +21,31 @@ A dev tool, not a test. Steps:
 5. **Context rows.** Non-private ``CategoricalNB`` (alpha = 1) on the same split; the same LDP
    pipeline at ε = 50 with GRR (noise-free in practice: q* ≈ e^-50), which isolates the cost of
    splitting the users into 9 groups; the majority class.
+6. **Through owner agents** (``--owners N``). Instead of step 4 in this process: the training
+   rows are split at random into N site files; a CSP, an aggregator and N owner agents run on
+   this machine (mTLS, real Paillier key, each owner with a privacy ledger); every arm is one
+   ``ldp naive-bayes`` round (``LdpRequest`` with ``label_column``): each owner assigns each of
+   its rows one report type, perturbs and streams the reports, the aggregator fits the model,
+   which is scored here on the test rows (``ldp_collection.nb_predict``). The owners' randomness
+   is their own (not seeded). Adds the seconds per round.
 
     .venv/bin/python benchmarks/ldp_naive_bayes.py           # 5 ε x 3 mechanisms x 5 repetitions
     .venv/bin/python benchmarks/ldp_naive_bayes.py --quick   # 2 ε x 3 mechanisms x 2 repetitions
+    .venv/bin/python benchmarks/ldp_naive_bayes.py --owners 3 --quick   # through 3 owner agents
 
-Writes ``out/ldp_naive_bayes.json`` (``out/ldp_naive_bayes_quick.json`` with ``--quick``) and
-prints a plain-text table (accuracy in %, mean ± std over repetitions).
+Writes ``out/ldp_naive_bayes.json`` (``out/ldp_naive_bayes_quick.json`` with ``--quick``;
+``..._owners.json`` with ``--owners``) and prints a plain-text table (accuracy in %, mean ± std
+over repetitions).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -126,12 +138,88 @@ def run(args: argparse.Namespace) -> dict:
         accs = []
         t0 = time.perf_counter()
         for rep in range(args.repeats):
+            if fit_round is not None:  # through the owner agents: one round per repetition
+                predicted = fit_round(mech, eps)
+                accs.append(100.0 * float(np.mean(np.asarray(predicted) == yte)))
+                continue
             rng = np.random.default_rng([args.seed, arm_index, rep])
             model = LdpNaiveBayes(mech, eps, domains, CLASSES)
             model.fit(model.client_reports(tr, ytr, rng))
             accs.append(accuracy(model))
         return stats(accs), time.perf_counter() - t0
 
+    with owner_agents(args, tr, ytr, te, domains) as fit_round:
+        report = _arms(args, ldp_runs)
+    report.update(
+        {
+            "data": {
+                "rows": int(labels.size),
+                "dropped_rows_with_question_mark": dropped,
+                "train": int(idx_tr.size),
+                "test": int(idx_te.size),
+                "features": list(FEATURES),
+                "domain_sizes": {f: len(domains[f]) for f in FEATURES},
+                "positive_rate_train": float(np.mean(ytr == ">50K")),
+                "report_types": len(FEATURES) + 1,
+            },
+            "non_private_nb_pct": nb_acc,
+            "majority_pct": majority,
+            "majority_label": majority_label,
+            "owners": args.owners,
+        }
+    )
+    return report
+
+
+@contextlib.contextmanager
+def owner_agents(
+    args: argparse.Namespace, tr: dict, ytr: np.ndarray, te: dict, domains: dict
+) -> Iterator[Callable[[str, float], list[str]] | None]:
+    """With --owners N: the training rows in N site files behind N running owner agents, and a
+    function running one LDP naive Bayes round that returns the test rows' predictions."""
+    if not args.owners:
+        yield None
+        return
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from leteo_fed.client import AnalystClient, RoundOptions
+    from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+    from leteo_fed.protocols.ldp_collection import FeatureDomain, LdpRequest, nb_predict
+
+    work = Path(tempfile.mkdtemp(prefix="ldp-nb-bench-"))
+    parts = np.array_split(np.random.default_rng(args.seed).permutation(ytr.size), args.owners)
+    owners = []
+    for i, idx in enumerate(parts, start=1):
+        path = work / f"site-{i}.csv"
+        pacsv.write_csv(pa.table({**{f: tr[f][idx] for f in FEATURES}, LABEL: ytr[idx]}), path)
+        owners.append(OwnerSpec(f"site-{i}", path))
+    features = tuple(FeatureDomain(f, tuple(domains[f])) for f in FEATURES)
+    with LocalCluster(work / "run", owners, privacy_budget=(1e6, 0.0)) as cluster:
+        tls = cluster.tls("analyst", "analyst")
+        with AnalystClient(cluster.addresses["aggregator"], tls) as client:
+            client.wait_for_owners(args.owners)
+
+            def fit_round(mech: str, eps: float) -> list[str]:
+                request = LdpRequest(
+                    mechanism=mech,
+                    epsilon=eps,
+                    label_column=LABEL,
+                    classes=tuple(CLASSES),
+                    features=features,
+                )
+                start = time.perf_counter()
+                result = client.run(request, RoundOptions(min_owners=args.owners)).to_dict()
+                round_seconds.append(time.perf_counter() - start)
+                return nb_predict(result, te)
+
+            yield fit_round
+
+
+round_seconds: list[float] = []  # with --owners: every round's wall time, analyst side
+
+
+def _arms(args: argparse.Namespace, ldp_runs) -> dict:
     results: dict[str, dict[str, dict]] = {m: {} for m in args.mechanisms}
     timings: dict[str, dict[str, float]] = {m: {} for m in args.mechanisms}
     arm = 0
@@ -146,24 +234,14 @@ def run(args: argparse.Namespace) -> dict:
                 flush=True,
             )
     split_only, _ = ldp_runs("grr", EPSILON_MAX, 0)
-    return {
-        "data": {
-            "rows": int(labels.size),
-            "dropped_rows_with_question_mark": dropped,
-            "train": int(idx_tr.size),
-            "test": int(idx_te.size),
-            "features": list(FEATURES),
-            "domain_sizes": {f: len(domains[f]) for f in FEATURES},
-            "positive_rate_train": float(np.mean(ytr == ">50K")),
-            "report_types": len(FEATURES) + 1,
-        },
+    report: dict = {
         "accuracy_pct": results,
         "seconds_per_arm": timings,
-        "non_private_nb_pct": nb_acc,
         "split_only_pct": split_only,
-        "majority_pct": majority,
-        "majority_label": majority_label,
     }
+    if round_seconds:
+        report["seconds_per_round"] = stats(round_seconds)
+    return report
 
 
 def table(report: dict, epsilons: list[float], mechanisms: list[str]) -> str:
@@ -171,7 +249,8 @@ def table(report: dict, epsilons: list[float], mechanisms: list[str]) -> str:
     lines = [
         f"LDP naive Bayes on UCI Adult: {d['train']} train / {d['test']} test rows, "
         f"{len(d['features'])} discrete features ({d['report_types']} report types, one report "
-        f"per user); accuracy % (mean ± std over {report['config']['repeats']} repetitions)",
+        f"per user); accuracy % (mean ± std over {report['config']['repeats']} repetitions)"
+        + (f"; through {report['owners']} owner agents" if report.get("owners") else ""),
         "",
         f"{'epsilon':>8} | " + " | ".join(f"{m:^15}" for m in mechanisms),
         "-" * 9 + "+" + "+".join("-" * 17 for _ in mechanisms),
@@ -190,6 +269,9 @@ def table(report: dict, epsilons: list[float], mechanisms: list[str]) -> str:
         f"majority class ({report['majority_label']})"
         f"{'':<{34 - len(report['majority_label'])}}: {report['majority_pct']:6.2f}",
     ]
+    if "seconds_per_round" in report:
+        s = report["seconds_per_round"]
+        lines.append(f"seconds per round (analyst side): {s['mean']:.2f} ± {s['std']:.2f}")
     return "\n".join(lines)
 
 
@@ -203,6 +285,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     p.add_argument("--out", type=Path, default=None, help="JSON path (default out/...)")
     p.add_argument("--quick", action="store_true", help="2 values of ε, 2 repetitions")
+    p.add_argument(
+        "--owners",
+        type=int,
+        default=0,
+        help="run every arm as an LDP naive Bayes round through this many owner agents (a CSP, "
+        "an aggregator and the owners start on this machine)",
+    )
     args = p.parse_args(argv)
     if args.epsilons:
         args.epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]
@@ -213,9 +302,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.repeats = min(args.repeats, 2)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
+    if args.owners < 0:
+        p.error("--owners must be >= 0")
     if args.out is None:
-        name = "ldp_naive_bayes_quick.json" if args.quick else "ldp_naive_bayes.json"
-        args.out = Path("out") / name
+        name = "ldp_naive_bayes_quick" if args.quick else "ldp_naive_bayes"
+        args.out = Path("out") / f"{name}{'_owners' if args.owners else ''}.json"
     return args
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from leteo_fed import extras
 from leteo_fed.errors import DataError, ProtocolError
-from leteo_fed.protocols.ldp_collection import Accumulator
+from leteo_fed.protocols.ldp_collection import Accumulator, NbAccumulator
 
 log = logging.getLogger("leteo.aggregator")
 
@@ -36,7 +36,9 @@ class SpilledChunk:
 
 
 class ReportIntake:
-    def __init__(self, accumulator: Accumulator, spill_dir: Path | None = None) -> None:
+    def __init__(
+        self, accumulator: Accumulator | NbAccumulator, spill_dir: Path | None = None
+    ) -> None:
         self.accumulator = accumulator
         self.spill_dir: Path | None = None
         self.chunk_files: list[Path] = []
@@ -47,7 +49,7 @@ class ReportIntake:
         self._warned = False
         self._lock = threading.Lock()
         if spill_dir is not None and not self.spill(Path(spill_dir)):
-            raise DataError("geo and multi-column rounds keep their reports in memory")
+            raise DataError("geo, multi-column and naive Bayes rounds keep their reports in memory")
 
     @property
     def can_spill(self) -> bool:
@@ -134,7 +136,7 @@ class ReportIntake:
             if isinstance(part, SpilledChunk):
                 part.path.unlink(missing_ok=True)
 
-    def finalize(self) -> Accumulator:
+    def finalize(self) -> Accumulator | NbAccumulator:
         """Add the spilled chunks' support (computed with Spark) to the accumulator."""
         if self.chunk_files:
             from leteo_fed.data.spark_ldp import spark_support

@@ -38,9 +38,9 @@ def add_parsers(sub: SubParsers) -> None:
         description="Fetch the result of a job by its id (printed first by every analyst "
         "command) and write it into --out as that command would: pca.json, dca.json, "
         "kmeans.json, stats.json, ldp.json or result.json (crosstab, linreg, logreg, "
-        "quantiles, naive-bayes), with the plot the command draws (crosstab.png, "
-        "coefficients.png, quantiles.png, naive_bayes.png). Exit 1 if the job failed or still "
-        "runs.",
+        "quantiles, naive-bayes, LDP naive Bayes), with the plot the command draws "
+        "(crosstab.png, coefficients.png, quantiles.png, naive_bayes.png). Exit 1 if the job "
+        "failed or still runs.",
     )
     p.add_argument("job_id", help="the job id, e.g. pca-0123456789ab")
     add_aggregator_address(p)

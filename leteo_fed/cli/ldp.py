@@ -1,7 +1,8 @@
-"""Local differential privacy: `ldp simulate`, `ldp collect` and `demo ldp`.
+"""Local differential privacy: `ldp simulate`, `ldp collect`, `ldp naive-bayes` and `demo ldp`.
 
 Every record is perturbed where it lives; the aggregator (or, when planning, this process) only
-estimates frequencies or a mean from the reports, with a standard error for each estimate.
+estimates frequencies, a mean or a mean location (geo) from the reports, with a standard error
+for each estimate, or fits a naive Bayes classifier from one report per record.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from leteo_fed.cli.progress import ProgressPrinter
 from leteo_fed.defaults import MIN_QUORUM_LDP
 
 LDP_MECHANISMS = ["grr", "sue", "oue", "she", "the", "olh", "laplace", "duchi", "pm", "hm"]
+COLLECT_MECHANISMS = [*LDP_MECHANISMS, "geo"]
+GEO_PLOT = "ldp.png"
+NB_RESULT = "result.json"
+NB_PLOT = "naive_bayes.png"
+NB_ORACLES = ["grr", "oue", "olh"]
 
 
 def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
@@ -61,17 +67,46 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
 
     p = ldp.add_parser(
         "collect",
-        help="collect one column from running owner agents",
+        help="collect one column (or, with geo, points) from running owner agents",
         description="Ask the aggregator for an LDP collection: every owner checks and charges its "
-        "privacy ledger, perturbs every record and streams the reports. Writes OUT/ldp.json.",
+        "privacy ledger, perturbs every record and streams the reports. Writes OUT/ldp.json; "
+        f"geo (geo-indistinguishability: --columns, --box-lower, --box-upper) also OUT/{GEO_PLOT}, "
+        "the reports' density over the box with the estimated mean.",
     )
     add_aggregator_address(p)
-    _add_column_and_mechanism(p)
+    p.add_argument("--column", default="", help="column to collect (geo: or --columns)")
+    p.add_argument("--mechanism", required=True, choices=COLLECT_MECHANISMS, help="LDP mechanism")
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="per-record epsilon; geo: per unit of Euclidean distance in the columns' own unit "
+        "(0.5 on columns in km: a report is 0.5-indistinguishable from points 1 km away)",
+    )
     p.add_argument(
         "--domain", type=csv_list, default=None, help="frequency oracles: the public values"
     )
     _add_bounds(p)
     _add_consistency(p)
+    g = p.add_argument_group("geo (n-dimensional Laplace; planar for 2 columns)")
+    g.add_argument(
+        "--columns", type=csv_list, default=None, help="the coordinates of each point, e.g. x,y"
+    )
+    g.add_argument(
+        "--box-lower", type=float_list, default=None, help="public box: a lower bound per column"
+    )
+    g.add_argument(
+        "--box-upper", type=float_list, default=None, help="public box: an upper bound per column"
+    )
+    g.add_argument(
+        "--box-fit",
+        choices=["remap", "resample"],
+        default=None,
+        help="remap: clip each report into the box (default); resample: redraw until inside, "
+        "each draw at epsilon/2 (the same guarantee, twice the noise, no pile-up on the faces)",
+    )
+    g.add_argument("--bins", type=int, default=0, help="density grid bins per axis (default: 20)")
+    g.add_argument("--no-plot", action="store_true", help=f"write no {GEO_PLOT}")
     p.add_argument(
         "--min-owners",
         type=int,
@@ -79,9 +114,62 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
         help=f"minimum number of owners (default: {MIN_QUORUM_LDP})",
     )
     add_out_folder(p, Path("out/ldp"))
-    add_noise_flags(p, "each frequency or the mean")
+    add_noise_flags(p, "each frequency, the mean or the mean location")
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)
+
+    p = ldp.add_parser(
+        "naive-bayes",
+        help="train a naive Bayes classifier from one LDP report per record",
+        description="Ask the aggregator for an LDP naive Bayes round: every owner checks and "
+        "charges its privacy ledger, assigns each record one report type at random (the class "
+        "prior, or one feature with the class), perturbs it with the frequency oracle at the "
+        "full epsilon (epsilon-LDP for the whole record) and streams the reports; the aggregator "
+        f"fits the model. Writes OUT/{NB_RESULT} (priors, conditionals, reports per type; with "
+        f"--test, the accuracy on your hold-out rows) and OUT/{NB_PLOT}.",
+    )
+    add_aggregator_address(p)
+    p.add_argument("--features", type=csv_list, required=True, help="categorical columns")
+    p.add_argument(
+        "--domain",
+        action="append",
+        default=[],
+        metavar="FEATURE=V1,V2,...",
+        help="a feature's public values; one --domain per feature",
+    )
+    p.add_argument("--label-column", required=True, help="the class column")
+    p.add_argument("--classes", type=csv_list, required=True, help="the public class list")
+    p.add_argument("--epsilon", type=float, required=True, help="per-record epsilon")
+    p.add_argument(
+        "--oracle",
+        choices=NB_ORACLES,
+        default="oue",
+        help="frequency oracle of every report (default: oue; grr for small domains, olh for "
+        "large ones)",
+    )
+    p.add_argument(
+        "--test",
+        type=Path,
+        default=None,
+        help="your own labelled hold-out rows (CSV or Parquet): the model's accuracy on them",
+    )
+    p.add_argument(
+        "--min-owners",
+        type=int,
+        default=MIN_QUORUM_LDP,
+        help=f"minimum number of owners (default: {MIN_QUORUM_LDP})",
+    )
+    add_out_folder(p, Path("out/ldp-naive-bayes"))
+    p.add_argument("--no-plot", action="store_true", help=f"write no {NB_PLOT}")
+    add_tls(p, "analyst", "analyst")
+    set_handler(p, run_naive_bayes)
+
+
+def float_list(text: str) -> list[float]:
+    try:
+        return [float(v) for v in csv_list(text)]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers: {exc}") from exc
 
 
 def _add_column_and_mechanism(p: argparse.ArgumentParser) -> None:
@@ -160,20 +248,42 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _collect(args: argparse.Namespace) -> int:
-    from leteo_fed.client import RoundOptions, output_file
-    from leteo_fed.fileio import atomic_write_json
+def collect_request(args: argparse.Namespace):
+    """The LdpRequest of `ldp collect`'s flags."""
     from leteo_fed.protocols.ldp_collection import LdpRequest
 
-    request = LdpRequest(
-        column=args.column,
+    columns = tuple(args.columns or ())
+    geo_only = {"--columns": columns, "--box-lower": args.box_lower, "--box-upper": args.box_upper}
+    misplaced = [flag for flag, value in geo_only.items() if value and args.mechanism != "geo"]
+    if misplaced or ((args.box_fit or args.bins) and args.mechanism != "geo"):
+        from leteo_fed.errors import ConfigError
+
+        flags = ", ".join(misplaced) or "--box-fit, --bins"
+        raise ConfigError(f"{flags}: only for --mechanism geo", field="columns")
+    return LdpRequest(
+        column=args.column or (columns[0] if columns else ""),
         mechanism=args.mechanism,
         epsilon=args.epsilon,
         domain=tuple(args.domain or ()),
         lower=args.bounds[0] if args.bounds else None,
         upper=args.bounds[1] if args.bounds else None,
         consistency=args.consistency,
+        columns=columns,
+        box_lower=tuple(args.box_lower or ()),
+        box_upper=tuple(args.box_upper or ()),
+        box_fit=args.box_fit or "",
+        bins=args.bins,
     )
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from leteo_fed.client import RoundOptions, output_file
+    from leteo_fed.fileio import atomic_write_json
+
+    request = collect_request(args)
+    geo = request.mechanism == "geo"
+    if geo and not args.no_plot and not args.dry_run:
+        extras.require("matplotlib")  # the plot, before any round is started
     options = RoundOptions(min_owners=args.min_owners)
     preview = _noise_preview(request, options)
     if args.dry_run:
@@ -183,9 +293,110 @@ def _collect(args: argparse.Namespace) -> int:
     with analyst_client(args) as client:
         result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
-    atomic_write_json(Path(args.out) / output_file(request), result)
-    print(json.dumps({k: result[k] for k in ("round_id", "owners", "n")}))
+    out = Path(args.out)
+    atomic_write_json(out / output_file(request), result)
+    keys = ("round_id", "owners", "n", *(("mean", "std_errors") if geo else ()))
+    print(json.dumps({k: result[k] for k in keys}))
+    if geo and not args.no_plot:
+        plot_geo(result, out / GEO_PLOT)
+        print(f"wrote {out / GEO_PLOT}", file=sys.stderr)
     return 0
+
+
+def naive_bayes_request(
+    features: list[str],
+    domains: list[str],
+    label: str,
+    classes: list[str],
+    epsilon: float,
+    oracle: str,
+):
+    """The LdpRequest of `ldp naive-bayes`: every feature needs its --domain."""
+    from leteo_fed.errors import ConfigError
+    from leteo_fed.protocols.ldp_collection import FeatureDomain, LdpRequest
+
+    values: dict[str, list[str]] = {}
+    for item in domains:
+        name, sep, rest = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--domain {item!r}: expected FEATURE=V1,V2,...", field="domain")
+        if name.strip() in values:
+            raise ConfigError(f"--domain names {name.strip()!r} twice", field="domain")
+        values[name.strip()] = [v.strip() for v in rest.split(",") if v.strip()]
+    missing = [f for f in features if f not in values]
+    extra = [f for f in values if f not in features]
+    if missing or extra:
+        what = f"no --domain for {', '.join(missing)}" if missing else ""
+        what += ("; " if missing and extra else "") + (
+            f"--domain for {', '.join(extra)}, not in --features" if extra else ""
+        )
+        raise ConfigError(what, field="domain")
+    return LdpRequest(
+        mechanism=oracle,
+        epsilon=epsilon,
+        label_column=label,
+        classes=tuple(classes),
+        features=tuple(FeatureDomain(f, tuple(values[f])) for f in features),
+    )
+
+
+def run_naive_bayes(args: argparse.Namespace) -> int:
+    """`ldp naive-bayes`: the round, the model's accuracy on --test, the plot."""
+    from leteo_fed.client import RoundOptions
+    from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.protocols.ldp_collection import spec_from_request
+
+    request = naive_bayes_request(
+        args.features, args.domain, args.label_column, args.classes, args.epsilon, args.oracle
+    )
+    spec_from_request(request)  # refused here, before anyone is contacted
+    if not args.no_plot:
+        extras.require("matplotlib")
+    test = _read_test_rows(args.test, args.features, args.label_column) if args.test else None
+    progress = ProgressPrinter()
+    with analyst_client(args) as client:
+        result = client.run(
+            request, RoundOptions(min_owners=args.min_owners), on_tick=progress.tick
+        ).to_dict()
+    progress.done()
+    if test is not None:
+        result["test"] = holdout_accuracy(result, test[0], test[1], str(args.test))
+    out = Path(args.out)
+    atomic_write_json(out / NB_RESULT, result)
+    keys = ("round_id", "owners", "n", "priors", "report_counts")
+    print(json.dumps({k: result[k] for k in keys} | ({"test": result["test"]} if test else {})))
+    print(f"wrote {out / NB_RESULT}", file=sys.stderr)
+    if not args.no_plot:
+        plot_naive_bayes(result, out / NB_PLOT)
+        print(f"wrote {out / NB_PLOT}", file=sys.stderr)
+    return 0
+
+
+def _read_test_rows(path: Path, features: list[str], label: str):
+    from leteo_fed.data import sources
+
+    table = sources.read_table(str(path))
+    missing = [c for c in [*features, label] if c not in table.column_names]
+    if missing:
+        from leteo_fed.errors import DataError
+
+        raise DataError(f"--test {path}: no column {', '.join(missing)}", field=missing[0])
+    rows = {f: sources.label_strings(table, f) for f in features}
+    return rows, sources.label_strings(table, label)
+
+
+def holdout_accuracy(result: dict, rows: dict, labels: list[str], source: str) -> dict:
+    """The fitted model's accuracy on labelled rows (rows with an unknown value are refused)."""
+    import numpy as np
+
+    from leteo_fed.protocols.ldp_collection import nb_predict
+
+    predicted = np.array(nb_predict(result, rows))
+    return {
+        "file": source,
+        "rows": len(labels),
+        "accuracy": float(np.mean(predicted == np.asarray(labels))) if labels else 0.0,
+    }
 
 
 def _noise_preview(request, options):
@@ -214,7 +425,102 @@ def _dry_run(preview, rows: int | None) -> int:
             f"+/- {doc['count_std_error']:.4g} records)",
             file=sys.stderr,
         )
+    elif "mean_noise_distance" in doc:
+        print(
+            f"  each report lies {doc['mean_noise_distance']:.4g} from its point on average "
+            f"(draws at epsilon {doc['draw_epsilon']:g}, box fit {doc['box_fit']}); the mean "
+            f"location +/- {doc['mean_std_error']:.4g} per column (1 std)",
+            file=sys.stderr,
+        )
     else:
         print(f"  the mean +/- {doc['mean_std_error']:.4g} (1 std, at most)", file=sys.stderr)
     print_verdict(doc)
     return 0
+
+
+def plot_geo(result: dict, path: Path) -> None:
+    """The reports' density over the box with the estimated mean (+-2 standard errors); more
+    than 2 columns: each column's marginal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    cols, edges, mean = result["columns"], result["bin_edges"], result["mean"]
+    se = result["std_errors"]
+    title = f"geo, epsilon {result['epsilon']:g} per unit, n = {result['n']}"
+    if result["density_kind"] == "joint":
+        fig, ax = plt.subplots(figsize=(6.0, 5.0), dpi=110)
+        grid = np.asarray(result["density"], dtype=np.float64)
+        mesh = ax.pcolormesh(edges[0], edges[1], grid.T, cmap="Greys", shading="flat")
+        fig.colorbar(mesh, ax=ax, label="reports per bin")
+        ax.errorbar(
+            [mean[0]],
+            [mean[1]],
+            xerr=[2 * se[0]],
+            yerr=[2 * se[1]],
+            fmt="o",
+            color="tab:red",
+            label="estimated mean (+-2 s.e.)",
+        )
+        ax.set_xlabel(cols[0])
+        ax.set_ylabel(cols[1])
+        ax.legend(loc="upper right", fontsize="small")
+        ax.set_title(title, fontsize="medium")
+    else:
+        fig, axes = plt.subplots(
+            len(cols), 1, figsize=(6.0, 2.4 * len(cols) + 0.6), dpi=110, squeeze=False
+        )
+        for j, (ax, name) in enumerate(zip(axes[:, 0], cols, strict=True)):
+            e = np.asarray(edges[j])
+            ax.bar(e[:-1], result["density"][j], np.diff(e), align="edge", color="0.75")
+            ax.axvline(mean[j], color="tab:red", label="estimated mean")
+            ax.axvspan(mean[j] - 2 * se[j], mean[j] + 2 * se[j], color="tab:red", alpha=0.2)
+            ax.set_xlabel(name)
+            ax.set_ylabel("reports")
+        axes[0, 0].legend(fontsize="small")
+        fig.suptitle(title)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def plot_naive_bayes(result: dict, path: Path) -> None:
+    """A panel per feature: P(value | class) as grouped bars, one colour per class."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    features, classes = result["features"], result["classes"]
+    fig, axes = plt.subplots(
+        len(features), 1, figsize=(7.0, 2.6 * len(features) + 0.8), dpi=110, squeeze=False
+    )
+    width = 0.8 / len(classes)
+    for ax, name in zip(axes[:, 0], features, strict=True):
+        cond = result["conditionals"][name]
+        x = np.arange(len(cond["values"]))
+        for j, c in enumerate(classes):
+            ax.bar(
+                x + j * width,
+                cond["by_class"][c],
+                width,
+                label=f"{c} (prior {result['priors'][c]:.2f})",
+            )
+        ax.set_xticks(x + width * (len(classes) - 1) / 2, cond["values"])
+        ax.set_ylabel(f"P({name} | class)")
+        ax.set_ylim(0, 1)
+    axes[0, 0].legend(fontsize="small")
+    title = (
+        f"LDP naive Bayes, {result['mechanism']}, epsilon {result['epsilon']:g}, n = {result['n']}"
+    )
+    if "test" in result:
+        title += f", test accuracy {result['test']['accuracy']:.3f}"
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    atomic_save_figure(fig, path)

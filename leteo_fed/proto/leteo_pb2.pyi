@@ -191,7 +191,7 @@ class KmeansIteration(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., iteration: _Optional[int] = ..., iterations: _Optional[int] = ..., k: _Optional[int] = ..., centers: _Optional[_Iterable[float]] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LdpRequest(_message.Message):
-    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "consistency", "columns", "box_lower", "box_upper")
+    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "consistency", "columns", "box_lower", "box_upper", "box_fit", "bins", "label_column", "classes", "features")
     COLUMN_FIELD_NUMBER: _ClassVar[int]
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +202,11 @@ class LdpRequest(_message.Message):
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     BOX_LOWER_FIELD_NUMBER: _ClassVar[int]
     BOX_UPPER_FIELD_NUMBER: _ClassVar[int]
+    BOX_FIT_FIELD_NUMBER: _ClassVar[int]
+    BINS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     column: str
     mechanism: str
     epsilon: float
@@ -212,10 +217,23 @@ class LdpRequest(_message.Message):
     columns: _containers.RepeatedScalarFieldContainer[str]
     box_lower: _containers.RepeatedScalarFieldContainer[float]
     box_upper: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., consistency: _Optional[bool] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ...) -> None: ...
+    box_fit: str
+    bins: int
+    label_column: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    features: _containers.RepeatedCompositeFieldContainer[LdpFeatureDomain]
+    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., consistency: _Optional[bool] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ..., box_fit: _Optional[str] = ..., bins: _Optional[int] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., features: _Optional[_Iterable[_Union[LdpFeatureDomain, _Mapping]]] = ...) -> None: ...
+
+class LdpFeatureDomain(_message.Message):
+    __slots__ = ("name", "values")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LdpSpec(_message.Message):
-    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "theta", "olh_g", "columns", "box_lower", "box_upper")
+    __slots__ = ("column", "mechanism", "epsilon", "domain", "lower", "upper", "theta", "olh_g", "columns", "box_lower", "box_upper", "box_fit", "bins", "label_column", "classes", "features")
     COLUMN_FIELD_NUMBER: _ClassVar[int]
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -227,6 +245,11 @@ class LdpSpec(_message.Message):
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     BOX_LOWER_FIELD_NUMBER: _ClassVar[int]
     BOX_UPPER_FIELD_NUMBER: _ClassVar[int]
+    BOX_FIT_FIELD_NUMBER: _ClassVar[int]
+    BINS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     column: str
     mechanism: str
     epsilon: float
@@ -238,7 +261,12 @@ class LdpSpec(_message.Message):
     columns: _containers.RepeatedScalarFieldContainer[str]
     box_lower: _containers.RepeatedScalarFieldContainer[float]
     box_upper: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., theta: _Optional[float] = ..., olh_g: _Optional[int] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ...) -> None: ...
+    box_fit: str
+    bins: int
+    label_column: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    features: _containers.RepeatedCompositeFieldContainer[LdpFeatureDomain]
+    def __init__(self, column: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., domain: _Optional[_Iterable[str]] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., theta: _Optional[float] = ..., olh_g: _Optional[int] = ..., columns: _Optional[_Iterable[str]] = ..., box_lower: _Optional[_Iterable[float]] = ..., box_upper: _Optional[_Iterable[float]] = ..., box_fit: _Optional[str] = ..., bins: _Optional[int] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., features: _Optional[_Iterable[_Union[LdpFeatureDomain, _Mapping]]] = ...) -> None: ...
 
 class WeightedStatsRequest(_message.Message):
     __slots__ = ("features", "weight_column", "weight_bound")
@@ -1284,7 +1312,7 @@ class LdpMeansResult(_message.Message):
     def __init__(self, protocol: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., column: _Optional[str] = ..., n: _Optional[int] = ..., engine: _Optional[str] = ..., columns: _Optional[_Iterable[str]] = ..., means: _Optional[_Mapping[str, float]] = ..., std_errors: _Optional[_Mapping[str, float]] = ..., bounds: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., estimator: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., timings: _Optional[_Union[ReportTimings, _Mapping]] = ...) -> None: ...
 
 class LdpPointsResult(_message.Message):
-    __slots__ = ("protocol", "mechanism", "epsilon", "column", "n", "columns", "box", "points", "estimator", "engine", "round_id", "owners", "declined", "timings")
+    __slots__ = ("protocol", "mechanism", "epsilon", "column", "n", "columns", "box", "points", "estimator", "engine", "round_id", "owners", "declined", "timings", "box_fit", "mean", "std_errors", "bins", "bin_edges", "density_kind", "density")
     class DeclinedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1306,6 +1334,13 @@ class LdpPointsResult(_message.Message):
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     DECLINED_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    BOX_FIT_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    STD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    BINS_FIELD_NUMBER: _ClassVar[int]
+    BIN_EDGES_FIELD_NUMBER: _ClassVar[int]
+    DENSITY_KIND_FIELD_NUMBER: _ClassVar[int]
+    DENSITY_FIELD_NUMBER: _ClassVar[int]
     protocol: str
     mechanism: str
     epsilon: float
@@ -1320,7 +1355,93 @@ class LdpPointsResult(_message.Message):
     owners: _containers.RepeatedScalarFieldContainer[str]
     declined: _containers.ScalarMap[str, str]
     timings: ReportTimings
-    def __init__(self, protocol: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., column: _Optional[str] = ..., n: _Optional[int] = ..., columns: _Optional[_Iterable[str]] = ..., box: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., points: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., estimator: _Optional[str] = ..., engine: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., timings: _Optional[_Union[ReportTimings, _Mapping]] = ...) -> None: ...
+    box_fit: str
+    mean: _containers.RepeatedScalarFieldContainer[float]
+    std_errors: _containers.RepeatedScalarFieldContainer[float]
+    bins: int
+    bin_edges: _containers.RepeatedCompositeFieldContainer[Vector]
+    density_kind: str
+    density: _containers.RepeatedCompositeFieldContainer[Vector]
+    def __init__(self, protocol: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., column: _Optional[str] = ..., n: _Optional[int] = ..., columns: _Optional[_Iterable[str]] = ..., box: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., points: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., estimator: _Optional[str] = ..., engine: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., timings: _Optional[_Union[ReportTimings, _Mapping]] = ..., box_fit: _Optional[str] = ..., mean: _Optional[_Iterable[float]] = ..., std_errors: _Optional[_Iterable[float]] = ..., bins: _Optional[int] = ..., bin_edges: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., density_kind: _Optional[str] = ..., density: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ...) -> None: ...
+
+class LdpNaiveBayesResult(_message.Message):
+    __slots__ = ("protocol", "mechanism", "epsilon", "column", "n", "engine", "estimator", "classes", "features", "priors", "conditionals", "report_counts", "round_id", "owners", "declined", "timings")
+    class PriorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class ConditionalsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: LdpConditional
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[LdpConditional, _Mapping]] = ...) -> None: ...
+    class ReportCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATOR_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    PRIORS_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONALS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    mechanism: str
+    epsilon: float
+    column: str
+    n: int
+    engine: str
+    estimator: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    priors: _containers.ScalarMap[str, float]
+    conditionals: _containers.MessageMap[str, LdpConditional]
+    report_counts: _containers.ScalarMap[str, int]
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    timings: ReportTimings
+    def __init__(self, protocol: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., column: _Optional[str] = ..., n: _Optional[int] = ..., engine: _Optional[str] = ..., estimator: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., features: _Optional[_Iterable[str]] = ..., priors: _Optional[_Mapping[str, float]] = ..., conditionals: _Optional[_Mapping[str, LdpConditional]] = ..., report_counts: _Optional[_Mapping[str, int]] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., timings: _Optional[_Union[ReportTimings, _Mapping]] = ...) -> None: ...
+
+class LdpConditional(_message.Message):
+    __slots__ = ("values", "by_class")
+    class ByClassEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Vector
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    BY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[str]
+    by_class: _containers.MessageMap[str, Vector]
+    def __init__(self, values: _Optional[_Iterable[str]] = ..., by_class: _Optional[_Mapping[str, Vector]] = ...) -> None: ...
 
 class WeightedStatsResult(_message.Message):
     __slots__ = ("protocol", "method", "features", "weight_column", "weight_bound", "n_rows", "total_weight", "means", "variances", "variance_definition", "round_id", "owners", "declined", "encoding", "timings", "dp")
@@ -1913,7 +2034,7 @@ class NaiveBayesResult(_message.Message):
     def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., numeric_features: _Optional[_Iterable[str]] = ..., categorical: _Optional[_Iterable[_Union[NaiveBayesCategorical, _Mapping]]] = ..., class_count: _Optional[_Iterable[float]] = ..., class_prior: _Optional[_Iterable[float]] = ..., theta: _Optional[_Mapping[str, Vector]] = ..., var: _Optional[_Mapping[str, Vector]] = ..., var_smoothing: _Optional[float] = ..., epsilon: _Optional[float] = ..., alpha: _Optional[float] = ..., n: _Optional[float] = ..., bounds: _Optional[_Mapping[str, Vector]] = ..., floored: _Optional[int] = ..., outside: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
 
 class RoundResult(_message.Message):
-    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
+    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes", "ldp_naive_bayes")
     PCA_FIELD_NUMBER: _ClassVar[int]
     DISCRIMINANT_FIELD_NUMBER: _ClassVar[int]
     PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -1929,6 +2050,7 @@ class RoundResult(_message.Message):
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
     LOGREG_FIELD_NUMBER: _ClassVar[int]
     NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
+    LDP_NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
     pca: PcaResult
     discriminant: DiscriminantResult
     projection_only: ProjectionOnlyResult
@@ -1944,7 +2066,8 @@ class RoundResult(_message.Message):
     quantiles: QuantilesResult
     logreg: LogregResult
     naive_bayes: NaiveBayesResult
-    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ..., logreg: _Optional[_Union[LogregResult, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesResult, _Mapping]] = ...) -> None: ...
+    ldp_naive_bayes: LdpNaiveBayesResult
+    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ..., logreg: _Optional[_Union[LogregResult, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesResult, _Mapping]] = ..., ldp_naive_bayes: _Optional[_Union[LdpNaiveBayesResult, _Mapping]] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")

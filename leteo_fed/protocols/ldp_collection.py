@@ -18,6 +18,7 @@ import numpy as np
 
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.ldp import frequency, geo, numeric
+from leteo_fed.ldp.naive_bayes import LdpNaiveBayes
 from leteo_fed.privacy.budget import check_epsilon
 from leteo_fed.privacy.noise_gate import LOCAL_FIXES, SignalCheck
 
@@ -27,6 +28,27 @@ CHUNK_REPORTS = 65_536
 MAX_POINTS = 1_000_000  # perturbed points are kept for the data user; refuse more
 REPORT_DTYPES = frozenset({"<i4", "<i8", "|u1", "<f8"})  # what a report batch may carry
 _OLH_SEED_SPACE = frequency.HASH_PRIME * (frequency.HASH_PRIME - 1)  # as FrequencyOracle.support
+BOX_FITS = ("remap", "resample")  # geo: clip a report into the box, or redraw it (ldp/geo.py)
+DEFAULT_BINS = 20  # geo: density grid bins per axis
+MAX_BINS = 200
+NB_ORACLES = ("grr", "oue", "olh")  # naive Bayes: frequency oracles whose reports carry a type
+MAX_NB_FEATURES = 254  # the report type travels in the first byte of an OUE report
+
+
+@dataclass(frozen=True)
+class FeatureDomain:
+    """One categorical feature of a naive Bayes round and its public values (LdpFeatureDomain)."""
+
+    name: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NbConditional:
+    """P(value | class) of one feature: a probability per value, in `values` order, per class."""
+
+    values: tuple[str, ...]
+    by_class: dict[str, list[float]]
 
 
 @dataclass(frozen=True)
@@ -43,6 +65,11 @@ class LdpRequest:
     columns: tuple[str, ...] = ()
     box_lower: tuple[float, ...] = ()
     box_upper: tuple[float, ...] = ()
+    box_fit: str = ""  # geo: remap (default) | resample
+    bins: int = 0  # geo: density grid bins per axis (0: DEFAULT_BINS)
+    label_column: str = ""  # set: an LDP naive Bayes round (mechanism is its frequency oracle)
+    classes: tuple[str, ...] = ()
+    features: tuple[FeatureDomain, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +87,11 @@ class LdpSpec:
     columns: tuple[str, ...] = ()
     box_lower: tuple[float, ...] = ()
     box_upper: tuple[float, ...] = ()
+    box_fit: str = ""
+    bins: int = 0
+    label_column: str = ""
+    classes: tuple[str, ...] = ()
+    features: tuple[FeatureDomain, ...] = ()
 
 
 def is_frequency(mechanism: str) -> bool:
@@ -69,6 +101,12 @@ def is_frequency(mechanism: str) -> bool:
 def spec_from_request(request: LdpRequest) -> LdpSpec:
     """Validate a data user's request into the public round parameters owners receive."""
     mech = request.mechanism
+    if request.label_column:
+        return _nb_spec(request)
+    if request.classes or request.features:
+        raise DataError(
+            "classes and features are for naive Bayes: name its label_column", field="label_column"
+        )
     if mech not in MECHANISMS:
         raise DataError(
             f"unknown mechanism {mech!r}; expected one of {MECHANISMS}", field="mechanism"
@@ -78,7 +116,9 @@ def spec_from_request(request: LdpRequest) -> LdpSpec:
     eps = check_epsilon(request.epsilon)
     spec = LdpSpec(column=request.column, mechanism=mech, epsilon=eps)
     if mech == GEO:
-        return _geo_spec(request, spec)
+        return _geo_fit(request, _geo_spec(request, spec))
+    if request.box_fit or request.bins:
+        raise DataError("box_fit and bins are for geo collections", field="box_fit")
     if request.columns and mech in numeric.NUMERIC_MECHANISMS:
         return _multi_numeric_spec(request, spec)
     if request.columns:
@@ -152,8 +192,89 @@ def _geo_spec(request: LdpRequest, spec: LdpSpec) -> LdpSpec:
     )
 
 
+def _geo_fit(request: LdpRequest, spec: LdpSpec) -> LdpSpec:
+    """How reports are fitted into the box, and the density grid of the estimate."""
+    fit = request.box_fit or "remap"
+    if fit not in BOX_FITS:
+        raise DataError(f"box_fit must be one of {BOX_FITS}, got {fit!r}", field="box_fit")
+    bins = request.bins or DEFAULT_BINS
+    if not 1 <= bins <= MAX_BINS:
+        raise DataError(f"bins must be in [1, {MAX_BINS}], got {bins}", field="bins")
+    return replace(spec, box_fit=fit, bins=bins)
+
+
+def draw_epsilon(spec: LdpSpec) -> float:
+    """The rate each geo draw uses: resampling until inside the box costs twice the rate of a
+    draw (ldp/geo.py `resample_in_box`), so each draw takes epsilon / 2 and the report stays
+    epsilon-geo-indistinguishable, as with remapping at epsilon."""
+    return spec.epsilon / 2 if spec.box_fit == "resample" else spec.epsilon
+
+
+def geo_noise_variance(spec: LdpSpec) -> float:
+    """Each coordinate's noise variance before the box: the radius of m-D Laplace is
+    Gamma(m, 1/e), so E[r^2] = m (m + 1) / e^2, shared equally by m coordinates."""
+    return (len(spec.columns) + 1) / draw_epsilon(spec) ** 2
+
+
+def _nb_spec(request: LdpRequest) -> LdpSpec:
+    """LDP naive Bayes: one report per record, of a type drawn at random (ldp/naive_bayes.py)."""
+    mech = request.mechanism
+    if mech not in NB_ORACLES:
+        raise DataError(
+            f"naive Bayes reports through one of {NB_ORACLES}, got {mech!r}", field="mechanism"
+        )
+    if request.column or request.columns or request.domain:
+        raise DataError(
+            "naive Bayes takes label_column, classes and features (not column, columns or domain)",
+            field="column",
+        )
+    if request.lower is not None or request.upper is not None or request.box_lower:
+        raise DataError("naive Bayes takes categorical features, not bounds", field="lower")
+    if request.box_fit or request.bins or request.consistency:
+        raise DataError(
+            "box_fit, bins and consistency do not apply to naive Bayes", field="box_fit"
+        )
+    if not request.features:
+        raise DataError("naive Bayes needs at least one feature and its values", field="features")
+    if len(request.features) > MAX_NB_FEATURES:
+        raise DataError(f"at most {MAX_NB_FEATURES} features", field="features")
+    names = [f.name for f in request.features]
+    if len(set(names)) != len(names):
+        raise DataError("features names a column twice", field="features")
+    if request.label_column in names:
+        raise DataError("the label column cannot also be a feature", field="label_column")
+    eps = check_epsilon(request.epsilon)
+    spec = LdpSpec(
+        column=request.label_column,
+        mechanism=mech,
+        epsilon=eps,
+        label_column=request.label_column,
+        classes=tuple(request.classes),
+        features=tuple(FeatureDomain(f.name, tuple(f.values)) for f in request.features),
+    )
+    naive_bayes_model(spec)  # validates the domains, classes and oracle
+    return spec
+
+
+def naive_bayes_model(spec: LdpSpec) -> LdpNaiveBayes:
+    """The (unfitted) model a naive Bayes round's public parameters define."""
+    return LdpNaiveBayes(
+        spec.mechanism,
+        spec.epsilon,
+        {f.name: list(f.values) for f in spec.features},
+        list(spec.classes),
+    )
+
+
+def is_naive_bayes(spec: LdpSpec) -> bool:
+    return bool(spec.label_column)
+
+
 def mechanism_for(spec: LdpSpec):
-    """The frequency oracle or numeric mechanism a round's public parameters define."""
+    """The frequency oracle or numeric mechanism a round's public parameters define (naive
+    Bayes: its unfitted model, one oracle per report type)."""
+    if is_naive_bayes(spec):
+        return naive_bayes_model(spec)
     if is_frequency(spec.mechanism):
         return frequency.make_oracle(
             spec.mechanism,
@@ -174,16 +295,39 @@ def noise_preview(spec: LdpSpec, rows: int | None = None, quorum: int = 1) -> di
     per report, dropping the n_i term: exact for rare values, a slight overestimate otherwise);
     a numeric mechanism's mean has at most its worst-case report variance / n, times the half
     range squared once mapped back from [-1, 1]. n is the number of reports (one per row).
+    Geo: each coordinate of the mean report is off the pooled true mean by the mean of n
+    independent noise coordinates, variance (m + 1) / (e^2 n) (`geo_noise_variance`); fitting
+    reports into the box only shrinks that spread (it adds a bias toward the box instead, small
+    while the points lie more than a few 1/e from its faces).
     """
-    mech = mechanism_for(spec)
-    if mech is None or is_multi(spec):
-        raise DataError("the noise preview covers one-column LDP collections", field="mechanism")
+    if is_multi(spec) or is_naive_bayes(spec):
+        raise DataError(
+            "the noise preview covers one-column and geo LDP collections", field="mechanism"
+        )
     doc: dict = {
         "mechanism": spec.mechanism,
         "epsilon": spec.epsilon,
         "quorum": quorum,
         "fixes": list(LOCAL_FIXES),
     }
+    if spec.mechanism == GEO:
+        per_report = geo_noise_variance(spec)
+        m = len(spec.columns)
+        doc["columns"] = list(spec.columns)
+        doc["box_fit"] = spec.box_fit
+        doc["draw_epsilon"] = draw_epsilon(spec)
+        doc["variance_per_report"] = per_report  # per coordinate, in the columns' unit squared
+        doc["mean_noise_distance"] = m / draw_epsilon(spec)  # E[r], r ~ Gamma(m, 1/e)
+        if rows is None:
+            return doc
+        std = math.sqrt(per_report / rows)
+        doc["mean_std_error"] = std
+        half = min(b - a for a, b in zip(spec.box_lower, spec.box_upper, strict=True)) / 2
+        checks = [SignalCheck("mean location", std, half)]
+        doc["rows"] = rows
+        doc["signal_checks"] = [c.to_dict() for c in checks]
+        return doc
+    mech = mechanism_for(spec)
     if is_frequency(spec.mechanism):
         per_report = mech.theoretical_variance_per_user()
         doc["variance_per_report"] = per_report
@@ -259,7 +403,11 @@ def perturb_chunks(
     if spec.mechanism == GEO:
         lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
         for start in range(0, len(encoded), CHUNK_REPORTS):
-            noisy = geo.nd_laplace(encoded[start : start + CHUNK_REPORTS], spec.epsilon, rng)
+            part = encoded[start : start + CHUNK_REPORTS]
+            if spec.box_fit == "resample":  # each draw at epsilon / 2 (`draw_epsilon`)
+                yield geo.resample_in_box(part, draw_epsilon(spec), lo, hi, rng)
+                continue
+            noisy = geo.nd_laplace(part, spec.epsilon, rng)
             yield geo.remap_to_box(noisy, lo, hi)  # post-processing: the guarantee holds
         return
     if is_multi(spec):
@@ -378,11 +526,9 @@ class Accumulator:
         if spec.mechanism == GEO:
             doc["columns"] = list(spec.columns)
             doc["box"] = [list(spec.box_lower), list(spec.box_upper)]
-            doc["points"] = np.vstack(self.points).tolist()
-            doc["estimator"] = (
-                "none: n-dimensional Laplace perturbed points, remapped into the public box "
-                "(epsilon per unit of Euclidean distance)"
-            )
+            points = np.vstack(self.points)
+            doc["points"] = points.tolist()
+            doc.update(geo_estimate(points, spec))
             doc["engine"] = "numpy"
             return doc
         support, total, total_sq = self.support, self.total, self.total_sq
@@ -427,6 +573,202 @@ class Accumulator:
             doc["bounds"] = [lower, upper]
             doc["estimator"] = "mean of unbiased reports, mapped back from [-1, 1]"
         return doc
+
+
+def geo_estimate(points: np.ndarray, spec: LdpSpec) -> dict:
+    """The mean report with its standard error from theory, and the reports' density grid over
+    the box: the joint bins x bins histogram for 2 columns, each column's marginal otherwise."""
+    n, m = points.shape
+    edges = [
+        np.linspace(a, b, spec.bins + 1)
+        for a, b in zip(spec.box_lower, spec.box_upper, strict=True)
+    ]
+    if m == 2:
+        grid, _, _ = np.histogram2d(points[:, 0], points[:, 1], bins=[edges[0], edges[1]])
+        kind, density = "joint", grid.tolist()
+    else:
+        kind = "marginals"
+        density = [
+            np.histogram(points[:, j], bins=edges[j])[0].astype(float).tolist() for j in range(m)
+        ]
+    se = math.sqrt(geo_noise_variance(spec) / n)
+    return {
+        "box_fit": spec.box_fit,
+        "mean": points.mean(axis=0).tolist(),
+        "std_errors": [se] * m,
+        "bins": spec.bins,
+        "bin_edges": [e.tolist() for e in edges],
+        "density_kind": kind,
+        "density": density,
+        "estimator": (
+            f"{m}-dimensional Laplace points (epsilon per unit of Euclidean distance), "
+            + (
+                "remapped into"
+                if spec.box_fit == "remap"
+                else "each drawn at epsilon/2 until inside"
+            )
+            + " the public box; the mean report estimates the pooled mean location, standard "
+            "error sqrt((m + 1) / (e^2 n)) per coordinate from the noise alone (the box only "
+            "shrinks it, biasing toward the box); density: report counts per bin"
+        ),
+    }
+
+
+# (reports, {report type: (support, reports of that type)}, 0, 0) of one chunk
+NbContribution = tuple[int, dict[str, tuple[np.ndarray, int]], float, float]
+
+
+@dataclass
+class NbAccumulator:
+    """Per report type, the running support of a naive Bayes round's reports.
+
+    A report is one row: its type (0 = the prior, i = feature i) then the oracle's report of
+    that type: GRR (type, value), OLH (type, seed, hashed value), OUE (type, bits..., zero
+    padding to the widest type) as uint8. Chunks are validated before they are folded; only
+    the supports are kept (so there is nothing to spill to Spark).
+    """
+
+    spec: LdpSpec
+    n: int = 0
+    engine: str = "numpy"
+    supports: dict[str, np.ndarray] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    _model: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._model = naive_bayes_model(self.spec)
+
+    keeps_points = True  # no per-chunk file estimate: supports per type are kept in memory
+
+    def check(self, reports: np.ndarray) -> None:
+        self.partial(reports)
+
+    def partial(self, reports: np.ndarray) -> NbContribution:
+        model: LdpNaiveBayes = self._model
+        types = model.report_types
+        r = np.asarray(reports)
+        width = {"grr": 2, "olh": 3}.get(self.spec.mechanism)
+        if width is None:  # oue
+            width = 1 + max(o.d for o in model.oracles.values())
+            ok = r.dtype == np.uint8 and r.ndim == 2 and r.shape[1] == width
+        else:
+            ok = r.ndim == 2 and r.shape[1] == width and np.issubdtype(r.dtype, np.integer)
+        if not ok:
+            raise ProtocolError(
+                f"naive Bayes {self.spec.mechanism} reports must be rows of {width} integers "
+                "(the report type first)"
+            )
+        kind = r[:, 0].astype(np.int64)
+        if r.size and (kind.min() < 0 or kind.max() >= len(types)):
+            raise ProtocolError(f"a naive Bayes report type outside [0, {len(types)})")
+        parts: dict[str, tuple[np.ndarray, int]] = {}
+        for t, rtype in enumerate(types):
+            rows = r[kind == t, 1:]
+            oracle = model.oracles[rtype]
+            if self.spec.mechanism == "grr":
+                values = rows[:, 0].astype(np.int64)
+                if values.size and (values.min() < 0 or values.max() >= oracle.d):
+                    raise ProtocolError(f"a {rtype} report outside [0, {oracle.d})")
+                support = oracle.support(values)
+            elif self.spec.mechanism == "olh":
+                support = oracle.support(rows.astype(np.int64))  # checks seeds and ranges
+            else:
+                if rows.size and (rows.max() > 1 or np.any(rows[:, oracle.d :])):
+                    raise ProtocolError(f"a {rtype} report that is not {oracle.d} bits")
+                support = oracle.support(np.ascontiguousarray(rows[:, : oracle.d]))
+            parts[rtype] = (np.asarray(support, dtype=np.float64), int(rows.shape[0]))
+        return len(r), parts, 0.0, 0.0
+
+    def fold(self, part: NbContribution) -> None:
+        n, parts, _, _ = part
+        self.n += n
+        for rtype, (support, count) in parts.items():
+            self.supports[rtype] = self.supports.get(rtype, 0.0) + support
+            self.counts[rtype] = self.counts.get(rtype, 0) + count
+
+    def add(self, n: int, contribution, engine: str) -> None:
+        raise ProtocolError("naive Bayes rounds keep their supports in memory")
+
+    def result(self, consistency: bool = False) -> dict:
+        spec = self.spec
+        if self.n < 1:
+            raise DataError("no reports were collected")
+        model: LdpNaiveBayes = self._model
+        model.fit_from_reports(
+            (t, self.supports.get(t, np.zeros(model.oracles[t].d)), self.counts.get(t, 0))
+            for t in model.report_types
+        )
+        classes = list(spec.classes)
+        prior = np.exp(model.class_log_prior_)  # type: ignore[arg-type]
+        conditionals = {}
+        for f in spec.features:
+            table = model.conditional(f.name)  # (values, classes)
+            conditionals[f.name] = NbConditional(
+                f.values, {c: table[:, j].tolist() for j, c in enumerate(classes)}
+            )
+        return {
+            "protocol": "ldp",
+            "mechanism": spec.mechanism,
+            "epsilon": spec.epsilon,
+            "column": spec.label_column,
+            "n": self.n,
+            "engine": self.engine,
+            "estimator": (
+                "one report per record, its type (the prior or one feature) drawn uniformly; "
+                "unbiased counts per type scaled by N / n_type, floored at 1 and normalised "
+                "(Yilmaz et al. 2020)"
+            ),
+            "classes": classes,
+            "features": [f.name for f in spec.features],
+            "priors": dict(zip(classes, map(float, prior), strict=True)),
+            "conditionals": conditionals,
+            "report_counts": {t: int(self.counts.get(t, 0)) for t in model.report_types},
+        }
+
+
+def nb_report_rows(spec: LdpSpec, per_type: list[tuple[str, np.ndarray]], rng) -> np.ndarray:
+    """The owner's wire form of `LdpNaiveBayes.client_reports`: one row per record, its type
+    first (see NbAccumulator), rows shuffled so their order says nothing about the records'."""
+    model = naive_bayes_model(spec)
+    width = 1 + max(o.d for o in model.oracles.values())
+    blocks = []
+    for t, (_, reports) in enumerate(per_type):
+        r = np.asarray(reports)
+        if spec.mechanism == "oue":
+            block = np.zeros((len(r), width), dtype=np.uint8)
+            block[:, 0] = t
+            if len(r):
+                block[:, 1 : 1 + r.shape[1]] = r
+        else:
+            body = r.reshape(len(r), -1).astype(np.int64)
+            block = np.column_stack([np.full(len(r), t, dtype=np.int64), body])
+        blocks.append(block)
+    out = np.concatenate(blocks)
+    return out[rng.permutation(len(out))]
+
+
+def nb_predict(result: dict, rows: dict[str, Sequence[str]]) -> list[str]:
+    """Classify rows {feature: values} with a naive Bayes result document (argmax of the log
+    prior plus the log conditionals); a value outside a feature's domain is a DataError."""
+    classes = list(result["classes"])
+    jll = np.log(np.array([result["priors"][c] for c in classes]))[None, :]
+    total = None
+    for name in result["features"]:
+        cond = result["conditionals"][name]
+        if isinstance(cond, NbConditional):  # the accumulator's document, before JSON
+            cond = {"values": cond.values, "by_class": cond.by_class}
+        index = {v: i for i, v in enumerate(cond["values"])}
+        if name not in rows:
+            raise DataError(f"the rows lack feature column {name!r}", field=name)
+        codes = np.array([index.get(str(v), -1) for v in rows[name]], dtype=np.int64)
+        if np.any(codes < 0):
+            bad = next(str(v) for v, c in zip(rows[name], codes, strict=True) if c < 0)
+            raise DataError(f"column {name!r}: value {bad!r} is not in its domain", field=name)
+        table = np.log(np.array([cond["by_class"][c] for c in classes]).T)  # (values, classes)
+        part = table[codes]
+        total = part if total is None else total + part
+    scores = jll if total is None else total + jll
+    return [classes[i] for i in np.argmax(scores, axis=1)]
 
 
 def _check_olh_ranges(reports: np.ndarray, g: int) -> None:

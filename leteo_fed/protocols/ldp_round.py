@@ -8,13 +8,14 @@ chunks as they arrive and applies the mechanism's unbiased estimator at the end.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
 from leteo_fed import defaults
 from leteo_fed.encoding.share import ShareEncoding
+from leteo_fed.errors import DataError
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import registry
@@ -102,10 +103,44 @@ class LdpPointsResult(_LdpFacts):
     columns: list[str]
     box: list[list[float]]
     points: list[list[float]]
+    box_fit: str = "remap"
+    mean: list[float] = field(default_factory=list)
+    std_errors: list[float] = field(default_factory=list)
+    bins: int = 0
+    bin_edges: list[list[float]] = field(default_factory=list)
+    density_kind: str = ""
+    density: list[list[float]] = field(default_factory=list)
 
     def table(self) -> tuple[dict[str, list], list, str]:
         cols = {c: [p[j] for p in self.points] for j, c in enumerate(self.columns)}
         return cols, list(range(len(self.points))), "report"
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class LdpNaiveBayesResult(_LdpFacts):
+    """An LDP naive Bayes model: class priors, P(value | class) per feature, reports per type."""
+
+    wire: ClassVar[str] = "ldp_naive_bayes"
+    classes: list[str]
+    features: list[str]
+    priors: dict[str, float]
+    conditionals: dict[str, lc.NbConditional]
+    report_counts: dict[str, int]
+
+    def table(self) -> tuple[dict[str, list], list, str]:
+        """A row per (feature, value): P(value | class) for each class."""
+        index: list = []
+        cols: dict[str, list] = {"feature": [], "value": [], **{c: [] for c in self.classes}}
+        for name in self.features:
+            cond = self.conditionals[name]
+            for i, value in enumerate(cond.values):
+                index.append(f"{name}={value}")
+                cols["feature"].append(name)
+                cols["value"].append(value)
+                for c in self.classes:
+                    cols[c].append(cond.by_class[c][i])
+        return cols, index, "feature_value"
 
 
 @dataclass(frozen=True)
@@ -117,11 +152,23 @@ class LdpPlan:
     label: str = "ldp"
 
 
+NAIVE_BAYES_LABEL = "ldp_naive_bayes"  # the round label (owner policies, jobs) of naive Bayes
+
+
 class LdpProtocol(FederatedProtocol):
     name = "ldp"
     request_type = lc.LdpRequest
     spec_type = lc.LdpSpec
     kind = REPORTS
+    plot_file = None  # drawn by `leteo-fed ldp collect` / `ldp naive-bayes` (ldp.png, nb.png)
+
+    def result_file(self, label: str) -> str | None:
+        if label == NAIVE_BAYES_LABEL:
+            return "result.json"
+        return "ldp.json" if label == self.name else None
+
+    def output_file(self, request: lc.LdpRequest) -> str:
+        return "result.json" if request.label_column else "ldp.json"
 
     # ---------------------------------------------------------------- aggregator side
 
@@ -129,20 +176,25 @@ class LdpProtocol(FederatedProtocol):
         common.no_dp("LDP collection")  # the per-record epsilon is the request's own
         spec = lc.spec_from_request(request)
         quorum = common.quorum(defaults.MIN_QUORUM_LDP)
-        return LdpPlan(spec, quorum, common.deadline(), request.consistency)
+        label = NAIVE_BAYES_LABEL if lc.is_naive_bayes(spec) else self.name
+        return LdpPlan(spec, quorum, common.deadline(), request.consistency, label)
 
     def next_round(self, plan: LdpPlan, state: None, index: int) -> RoundPlan:
         return RoundPlan(plan.spec, "ldp", reveal="reports")
 
-    def new_accumulator(self, plan: LdpPlan) -> lc.Accumulator:
+    def new_accumulator(self, plan: LdpPlan) -> lc.Accumulator | lc.NbAccumulator:
+        if lc.is_naive_bayes(plan.spec):
+            return lc.NbAccumulator(plan.spec)
         return lc.Accumulator(plan.spec)
 
     def finish_round(self, plan: LdpPlan, state: None, outcome: Outcome) -> Step:
         start = time.perf_counter()
         doc = outcome.reports.result(plan.consistency)
         spec = plan.spec
-        if spec.mechanism == lc.GEO:
-            cls: type = LdpPointsResult
+        if lc.is_naive_bayes(spec):
+            cls: type = LdpNaiveBayesResult
+        elif spec.mechanism == lc.GEO:
+            cls = LdpPointsResult
         elif lc.is_multi(spec):
             cls = LdpMeansResult
         elif lc.is_frequency(spec.mechanism):
@@ -166,12 +218,13 @@ class LdpProtocol(FederatedProtocol):
     # ---------------------------------------------------------------- owner side
 
     def columns(self, spec: lc.LdpSpec) -> list[str]:
+        if lc.is_naive_bayes(spec):
+            return [*(f.name for f in spec.features), spec.label_column]
         return list(spec.columns) or [spec.column]
 
     def request_columns(self, request: lc.LdpRequest) -> list[str]:
-        return list(
-            dict.fromkeys([*([request.column] if request.column else []), *request.columns])
-        )
+        named = [request.column, *request.columns, *(f.name for f in request.features)]
+        return list(dict.fromkeys(c for c in [*named, request.label_column] if c))
 
     def request_budget(self, request: lc.LdpRequest, dp: DpRequest | None) -> Budget | None:
         """The per-record epsilon the analyst asked for (the round's charge)."""
@@ -189,6 +242,9 @@ class LdpProtocol(FederatedProtocol):
         return f"ldp-{spec.mechanism}"
 
     def describe(self, spec: lc.LdpSpec, dp: DpSpec | None) -> str:
+        if lc.is_naive_bayes(spec):
+            names = ", ".join(f.name for f in spec.features)
+            return f"naive Bayes on {names} with label {spec.label_column}, one report per record"
         return f"column {spec.column}, one report per record"
 
     def reports(
@@ -198,6 +254,17 @@ class LdpProtocol(FederatedProtocol):
         start = time.perf_counter()
         columns = self.columns(spec)
         table = site.read(columns)
+        if lc.is_naive_bayes(spec):
+            model = lc.naive_bayes_model(spec)
+            rows = {f.name: table.labels(f.name) for f in spec.features}
+            try:
+                per_type = model.client_reports(rows, table.labels(spec.label_column), rng)
+            except DataError as exc:  # a value outside the public classes or a feature's domain
+                raise DataError(str(exc), field=exc.field, rule="classes") from exc
+            wire = lc.nb_report_rows(spec, per_type, rng)
+            chunks = [wire[i : i + lc.CHUNK_REPORTS] for i in range(0, len(wire), lc.CHUNK_REPORTS)]
+            timings["perturb_seconds"] = time.perf_counter() - start
+            return ReportStream(len(wire), iter(chunks))
         values: list[str] | np.ndarray
         if lc.is_frequency(spec.mechanism):
             values = table.labels(spec.column)

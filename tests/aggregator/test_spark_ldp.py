@@ -139,6 +139,19 @@ def test_spill_mode_refuses_what_numpy_refuses_and_writes_nothing(tmp_path):
     with pytest.raises(DataError, match="geo"):
         ReportIntake(lc.Accumulator(geo), spill_dir=spill)
     assert not ReportIntake(lc.Accumulator(geo)).spill(spill)
+    nb = lc.spec_from_request(  # naive Bayes keeps a support per report type, never spills
+        lc.LdpRequest(
+            mechanism="grr",
+            epsilon=1.0,
+            label_column="y",
+            classes=("a", "b"),
+            features=(lc.FeatureDomain("f", ("p", "q")),),
+        )
+    )
+    with pytest.raises(DataError, match="naive Bayes"):
+        ReportIntake(lc.NbAccumulator(nb), spill_dir=spill)
+    intake = ReportIntake(lc.NbAccumulator(nb))
+    assert not intake.spill_if_over(10**9, 1, "r") and intake.spill_dir is None
 
 
 @pytest.mark.slow

@@ -73,7 +73,7 @@ from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import pca
 from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
-from leteo_fed.protocols.ldp_collection import REPORT_DTYPES, LdpRequest
+from leteo_fed.protocols.ldp_collection import REPORT_DTYPES, FeatureDomain, LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
@@ -194,6 +194,30 @@ def base_requests(owners: tuple[str, ...] = SINKS) -> dict[str, pb.RoundRequest]
         "ldp-numeric": request_to_proto(
             "ldp",
             LdpRequest(column="c", mechanism="duchi", epsilon=1.0, lower=0.0, upper=5.0),
+            **common,
+        ),
+        "ldp-geo": request_to_proto(
+            "ldp",
+            LdpRequest(
+                column="a",
+                columns=("a", "b"),
+                mechanism="geo",
+                epsilon=0.5,
+                box_lower=(-5.0, -5.0),
+                box_upper=(5.0, 5.0),
+                box_fit="resample",
+            ),
+            **common,
+        ),
+        "ldp-naive-bayes": request_to_proto(
+            "ldp",
+            LdpRequest(
+                mechanism="grr",
+                epsilon=1.0,
+                label_column="label",
+                classes=("x", "y", "z"),
+                features=(FeatureDomain("b", ("p", "q")),),
+            ),
             **common,
         ),
         "weighted": request_to_proto(

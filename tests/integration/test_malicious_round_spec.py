@@ -37,7 +37,7 @@ from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
-from leteo_fed.protocols.ldp_collection import LdpRequest
+from leteo_fed.protocols.ldp_collection import FeatureDomain, LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
@@ -386,6 +386,31 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             ),
             **dp(),
         ),
+        "ldp-geo": request(
+            "ldp",
+            LdpRequest(
+                column=cols[0],
+                columns=tuple(cols[:2]),
+                mechanism="geo",
+                epsilon=0.5,
+                box_lower=(0.0, 0.0),
+                box_upper=(5000.0, 5000.0),
+                box_fit="resample",
+                bins=8,
+            ),
+            min_owners=1,
+        ),
+        "ldp-naive-bayes": request(
+            "ldp",
+            LdpRequest(
+                mechanism="oue",
+                epsilon=1.0,
+                label_column=LABEL,
+                classes=CLASSES,
+                features=(FeatureDomain(cols[0], ("low", "high")),),
+            ),
+            min_owners=1,
+        ),
     }
 
 
@@ -445,7 +470,10 @@ def test_any_field_changed_for_one_owner_is_refused_and_nothing_is_decrypted(env
     payload_paths = [p for p in leaf_paths(pb.RoundSpec.DESCRIPTOR) if p not in covered]
     for path in payload_paths:
         payload = path.split(".")[0]
-        names = {"moments": ["pca", "lda", "projection"]}.get(payload, [payload])
+        names = {
+            "moments": ["pca", "lda", "projection"],
+            "ldp": ["ldp", "ldp-geo", "ldp-naive-bayes"],
+        }.get(payload, [payload])
         results = [_attempt(env, bases[name], path) for name in names]
         assert any(r is not None for r in results), f"{path} exists in no base round"
         covered[path] = "/".join(r for r in results if r)

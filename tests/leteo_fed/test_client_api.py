@@ -138,3 +138,33 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
     assert output_file(REQUESTS[8]) == logreg.RESULT_JSON
     assert protocol_of(REQUESTS[9]).plot_file == naive_bayes.PLOT_FILE == "naive_bayes.png"
     assert output_file(REQUESTS[9]) == naive_bayes.RESULT_FILE
+
+
+def test_geo_and_naive_bayes_requests_through_the_analyst_api():
+    """Both ride in LdpRequest: the signed message carries every new field; naive Bayes writes
+    result.json (by request and by its job label), geo ldp.json, as the commands do."""
+    from leteo_fed.cli import ldp
+    from leteo_fed.protocols.ldp_collection import FeatureDomain
+
+    geo = LdpRequest(
+        column="x",
+        columns=("x", "y"),
+        mechanism="geo",
+        epsilon=0.5,
+        box_lower=(0.0, 0.0),
+        box_upper=(1.0, 1.0),
+        box_fit="resample",
+        bins=8,
+    )
+    nb = LdpRequest(
+        mechanism="olh",
+        epsilon=1.0,
+        label_column="y",
+        classes=("0", "1"),
+        features=(FeatureDomain("a", ("p", "q")),),
+    )
+    for request_ in (geo, nb):
+        protocol, back = request_from_proto(round_request(request_, RoundOptions(min_owners=3)))
+        assert protocol is protocol_of(request_) and back == request_
+    assert output_file(geo) == "ldp.json"
+    assert output_file(nb) == result_file("ldp_naive_bayes") == ldp.NB_RESULT == "result.json"

@@ -7,6 +7,7 @@ are specs planned from another request than the one it relays. No network.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
-from leteo_fed.protocols.ldp_collection import LdpRequest
+from leteo_fed.protocols.ldp_collection import FeatureDomain, LdpRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
@@ -159,6 +160,23 @@ def refusal(inv: Invitation, ca: bytes | None, **kw) -> str:
 
 # ------------------------------------------------------------------ honest rounds pass
 
+GEO = LdpRequest(
+    column=NAMES[0],
+    columns=tuple(NAMES[:2]),
+    mechanism="geo",
+    epsilon=0.5,
+    box_lower=(0.0, 0.0),
+    box_upper=(10.0, 10.0),
+    box_fit="resample",
+)
+NAIVE_BAYES = LdpRequest(
+    mechanism="oue",
+    epsilon=1.0,
+    label_column="species",
+    classes=("a", "b"),
+    features=(FeatureDomain("color", ("red", "blue")), FeatureDomain("size", ("s", "l"))),
+)
+
 HONEST = {
     "pca": lambda: moments(),
     "pca-dp": lambda: moments(**dp()),
@@ -189,6 +207,8 @@ HONEST = {
         LdpRequest(column="species", mechanism="oue", epsilon=2.0, domain=("a", "b")),
         min_owners=1,
     ),
+    "ldp-geo": lambda: request_to_proto("ldp", GEO, min_owners=1),
+    "ldp-naive-bayes": lambda: request_to_proto("ldp", NAIVE_BAYES, min_owners=1),
     "weighted_stats-dp": lambda: request_to_proto(
         "weighted_stats",
         WeightedStatsRequest(features=tuple(NAMES), weight_column="w", weight_bound=2.0),
@@ -491,6 +511,29 @@ def test_ldp_epsilon_must_be_as_asked(pki, analysts_ca):
         min_owners=1,
     )
     assert "'ldp.epsilon'" in refusal(relay(signed, louder), analysts_ca)
+
+
+@pytest.mark.parametrize(
+    ("honest", "relayed", "field"),
+    [
+        (GEO, dataclasses.replace(GEO, box_fit="remap"), "'ldp.box_fit'"),  # twice the rate
+        (GEO, dataclasses.replace(GEO, bins=7), "'ldp.bins'"),
+        (
+            NAIVE_BAYES,
+            dataclasses.replace(NAIVE_BAYES, classes=("b", "a")),  # swapped class codes
+            "'ldp.classes'",
+        ),
+        (
+            NAIVE_BAYES,
+            dataclasses.replace(NAIVE_BAYES, features=NAIVE_BAYES.features[::-1]),
+            "'ldp.features[0].name'",
+        ),
+    ],
+)
+def test_ldp_geo_and_naive_bayes_rounds_must_be_as_asked(honest, relayed, field, pki, analysts_ca):
+    signed = sign(request_to_proto("ldp", honest, min_owners=1), signer(pki, "analyst"))
+    other = request_to_proto("ldp", relayed, min_owners=1)
+    assert field in refusal(relay(signed, other), analysts_ca)
 
 
 def test_every_protocol_names_its_request_columns():

@@ -107,6 +107,11 @@ def no_aggregator(monkeypatch):
             + ["--bounds", "0,10", "--rows", "50"],
             "mean",
         ),
+        (  # geo on a unit box at 0.1 per unit: the mean location's noise is 5 times the box
+            ["ldp", "collect", "--mechanism", "geo", "--columns", "x,y", "--box-lower", "0,0"]
+            + ["--box-upper", "1,1", "--epsilon", "0.1", "--rows", "50", "--no-plot"],
+            "mean location",
+        ),
         (  # a 10 x 10 table at the policy's fewest rows (30): the row count sums 100 cells' noise
             ["crosstab", "--columns", "a,b", "--edges", "a=0,1,2,3,4,5,6,7,8,9,10", "--no-plot"]
             + ["--edges", "b=0,1,2,3,4,5,6,7,8,9,10", "--dp-epsilon", "1"],
