@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -167,67 +166,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def plot_coefficients(result: dict, path: Path) -> None:
-    """Each coefficient (log-odds per unit of its feature; not the intercept) with its
-    confidence interval; a DP release adds, lighter, the interval widened by the noise."""
-    import matplotlib
+    """Each coefficient (log-odds per unit of its feature) with its confidence interval."""
+    from leteo_fed.cli import coefficient_plot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from leteo_fed.fileio import atomic_save_figure
-
-    features = list(result["features"])
-    coef = [result["coefficients"][f] for f in features]
-    lower = [coef[i] - result["ci_lower"][f] for i, f in enumerate(features)]
-    upper = [result["ci_upper"][f] - coef[i] for i, f in enumerate(features)]
-    rows = list(range(len(features)))[::-1]
-    fig, ax = plt.subplots(figsize=(6.4, 1.9 + 0.45 * len(features)))
-    noise = result.get("noise_std_errors")
-    if noise:
-        half = [
-            math.hypot(result["std_errors"][f], noise[f])
-            * (result["ci_upper"][f] - result["ci_lower"][f])
-            / (2 * result["std_errors"][f])
-            if result["std_errors"][f] > 0
-            else 0.0
-            for f in features
-        ]
-        ax.errorbar(
-            coef,
-            rows,
-            xerr=half,
-            fmt="none",
-            ecolor="tab:orange",
-            alpha=0.5,
-            elinewidth=6,
-            label=f"{result['ci_level']:.0%} interval with the DP noise's error",
-        )
-    ax.errorbar(
-        coef,
-        rows,
-        xerr=[lower, upper],
-        fmt="o",
-        color="tab:blue",
-        capsize=4,
-        label=f"{result['ci_level']:.0%} confidence interval",
-    )
-    ax.axvline(0.0, color="0.6", lw=1, ls="--")
-    ax.set_yticks(rows)
-    ax.set_yticklabels(features)
-    ax.set_xlabel(
-        f"coefficient (log-odds of {result['label_column']} = {result['positive_class']})"
-    )
-    dp = result.get("dp")
-    privacy = f", DP epsilon={dp['epsilon']:g}" if dp else ""
     state = "converged" if result["converged"] else "NOT converged"
-    ax.set_title(
-        f"logistic: n={result['n_rows']}, {result['iterations_run']} iterations ({state}), "
-        f"intercept={result['coefficients']['intercept']:.4g}{privacy}",
-        fontsize=9,
+    coefficient_plot.plot_coefficients(
+        result,
+        path,
+        f"coefficient (log-odds of {result['label_column']} = {result['positive_class']})",
+        f"logistic: n={result['n_rows']}, {result['iterations_run']} iterations ({state})",
     )
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2, fontsize=8)
-    fig.tight_layout()
-    atomic_save_figure(fig, path)
 
 
 def _dry_run(plan, rows: int | None) -> int:
