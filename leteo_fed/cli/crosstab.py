@@ -4,7 +4,6 @@ services; writes OUT/result.json and OUT/crosstab.png (the [plots] extra; or --n
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -29,7 +28,7 @@ from leteo_fed.cli.options import (
     csv_list,
     set_handler,
 )
-from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.cli.round_output import run_and_write
 from leteo_fed.defaults import DP_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
@@ -161,7 +160,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the bar chart, before any round is started
     from leteo_fed.client import RoundOptions
-    from leteo_fed.fileio import atomic_write_json
 
     request = build_request(args.columns, args.domain, args.edges)
     dp = args.dp_epsilon is not None
@@ -180,17 +178,8 @@ def run(args: argparse.Namespace) -> int:
     stop = check_locally(request, options, noise_preview, args, _dry_run, plan_without_dp=True)
     if stop is not None:
         return stop
-    progress = ProgressPrinter()
-    with analyst_client(args) as client:
-        result = client.run(request, options, on_tick=progress.tick).to_dict()
-    progress.done()
-    out = Path(args.out)
-    atomic_write_json(out / RESULT_FILE, result)
-    print(json.dumps({k: result[k] for k in ("round_id", "owners", "columns", "n", "margins")}))
-    print(f"wrote {out / RESULT_FILE}", file=sys.stderr)
-    if not args.no_plot:
-        plot_counts(result, out / PLOT_FILE)
-        print(f"wrote {out / PLOT_FILE}", file=sys.stderr)
+    summary = ("round_id", "owners", "columns", "n", "margins")
+    run_and_write(args, request, options, analyst_client, summary, plot_counts)
     return 0
 
 

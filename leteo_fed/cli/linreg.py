@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from leteo_fed.cli.options import (
     analyst_client,
     set_handler,
 )
-from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.cli.round_output import run_and_write
 
 DEFAULT_OUT = Path("out/linreg")
 RESULT_JSON = "result.json"
@@ -93,7 +92,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the coefficient plot, before any round is started
     from leteo_fed.client import RoundOptions
-    from leteo_fed.fileio import atomic_write_json
     from leteo_fed.protocols.linreg import LinregRequest
 
     request = LinregRequest(
@@ -117,22 +115,10 @@ def run(args: argparse.Namespace) -> int:
     stop = check_locally(request, options, noise_preview, args, _dry_run)
     if stop is not None:
         return stop
-    progress = ProgressPrinter()
-    with analyst_client(args) as client:
-        result = client.run(request, options, on_tick=progress.tick).to_dict()
-    progress.done()
-    result = in_term_order(result)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / RESULT_JSON]
-    if not args.no_plot:
-        plot_coefficients(result, out / RESULT_PNG)
-        result["plot"] = str(out / RESULT_PNG)
-        written.append(out / RESULT_PNG)
-    atomic_write_json(out / RESULT_JSON, result)
     summary = ("round_id", "owners", "n_rows", "coefficients", "std_errors", "r_squared")
-    print(json.dumps({k: result[k] for k in summary}))
-    print(f"wrote {' and '.join(str(p) for p in written)}", file=sys.stderr)
+    run_and_write(
+        args, request, options, analyst_client, summary, plot_coefficients, in_term_order, True
+    )
     return 0
 
 

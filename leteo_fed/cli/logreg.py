@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from leteo_fed.cli.options import (
     analyst_client,
     set_handler,
 )
-from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.cli.round_output import run_and_write
 
 DEFAULT_OUT = Path("out/logreg")
 RESULT_JSON = "result.json"
@@ -115,7 +114,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the coefficient plot, before any round is started
     from leteo_fed.client import RoundOptions
-    from leteo_fed.fileio import atomic_write_json
     from leteo_fed.protocols.logreg import LogregRequest, noise_preview
 
     request = LogregRequest(
@@ -139,21 +137,17 @@ def run(args: argparse.Namespace) -> int:
     stop = check_locally(request, options, noise_preview, args, _dry_run, plan_without_dp=True)
     if stop is not None:
         return stop
-    progress = ProgressPrinter()
-    with analyst_client(args) as client:
-        result = client.run(request, options, on_tick=progress.tick).to_dict()
-    progress.done()
-    result = in_term_order(result)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / RESULT_JSON]
-    if not args.no_plot:
-        plot_coefficients(result, out / RESULT_PNG)
-        result["plot"] = str(out / RESULT_PNG)
-        written.append(out / RESULT_PNG)
-    atomic_write_json(out / RESULT_JSON, result)
     summary = ("job_id", "owners", "n_rows", "iterations_run", "converged", "coefficients")
-    print(json.dumps({k: result[k] for k in (*summary, "std_errors")}))
+    result = run_and_write(
+        args,
+        request,
+        options,
+        analyst_client,
+        (*summary, "std_errors"),
+        plot_coefficients,
+        in_term_order,
+        True,
+    )
     if not result["converged"]:
         print(
             f"warning: not converged after {result['iterations_run']} iteration(s) (the last "
@@ -161,7 +155,6 @@ def run(args: argparse.Namespace) -> int:
             "--max-iterations" + (" or accept the noise floor" if result.get("dp") else ""),
             file=sys.stderr,
         )
-    print(f"wrote {' and '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
 
 

@@ -4,7 +4,6 @@ OUT/result.json and OUT/naive_bayes.png (the [plots] extra; or --no-plot)."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from leteo_fed.cli.options import (
     csv_list,
     set_handler,
 )
-from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.cli.round_output import run_and_write
 from leteo_fed.errors import ConfigError
 
 DEFAULT_OUT = Path("out/naive-bayes")
@@ -227,7 +226,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the plot, before any round is started
     from leteo_fed.client import RoundOptions
-    from leteo_fed.fileio import atomic_write_json
     from leteo_fed.protocols.naive_bayes import noise_preview
 
     request, row_norm_bound = build_request(args)
@@ -245,18 +243,8 @@ def run(args: argparse.Namespace) -> int:
     stop = check_locally(request, options, noise_preview, args, _dry_run, plan_without_dp=True)
     if stop is not None:
         return stop
-    progress = ProgressPrinter()
-    with analyst_client(args) as client:
-        result = client.run(request, options, on_tick=progress.tick).to_dict()
-    progress.done()
-    out = Path(args.out)
-    atomic_write_json(out / RESULT_FILE, result)
     summary = ("round_id", "owners", "classes", "class_count", "theta")
-    print(json.dumps({k: result[k] for k in summary}))
-    print(f"wrote {out / RESULT_FILE}", file=sys.stderr)
-    if not args.no_plot:
-        plot_model(result, out / PLOT_FILE)
-        print(f"wrote {out / PLOT_FILE}", file=sys.stderr)
+    run_and_write(args, request, options, analyst_client, summary, plot_model)
     return 0
 
 

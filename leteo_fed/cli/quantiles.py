@@ -5,7 +5,6 @@ extra; or --no-plot)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from leteo_fed.cli.options import (
     csv_list,
     set_handler,
 )
-from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.cli.round_output import run_and_write
 from leteo_fed.defaults import DP_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
@@ -135,7 +134,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the plot, before any round is started
     from leteo_fed.client import RoundOptions
-    from leteo_fed.fileio import atomic_write_json
 
     request = build_request(args.features, args.bounds, args.percentiles, args.bins)
     dp = args.dp_epsilon is not None
@@ -154,18 +152,8 @@ def run(args: argparse.Namespace) -> int:
     stop = check_locally(request, options, noise_preview, args, _dry_run, plan_without_dp=True)
     if stop is not None:
         return stop
-    progress = ProgressPrinter()
-    with analyst_client(args) as client:
-        result = client.run(request, options, on_tick=progress.tick).to_dict()
-    progress.done()
-    out = Path(args.out)
-    atomic_write_json(out / RESULT_FILE, result)
-    keys = ("round_id", "owners", "percentiles", "quantiles", "rank_error")
-    print(json.dumps({k: result[k] for k in keys}))
-    print(f"wrote {out / RESULT_FILE}", file=sys.stderr)
-    if not args.no_plot:
-        plot_quantiles(result, out / PLOT_FILE)
-        print(f"wrote {out / PLOT_FILE}", file=sys.stderr)
+    summary = ("round_id", "owners", "percentiles", "quantiles", "rank_error")
+    run_and_write(args, request, options, analyst_client, summary, plot_quantiles)
     return 0
 
 

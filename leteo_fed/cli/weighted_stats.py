@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from leteo_fed.cli.options import (
     analyst_client,
     set_handler,
 )
-from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.cli.round_output import run_and_write
 
 DEFAULT_OUT = Path("out/stats")
 
@@ -69,8 +68,7 @@ def add_parser(sub: SubParsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from leteo_fed.client import RoundOptions, output_file
-    from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.client import RoundOptions
     from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 
     request = WeightedStatsRequest(
@@ -93,15 +91,8 @@ def run(args: argparse.Namespace) -> int:
     stop = check_locally(request, options, noise_preview, args, _dry_run)
     if stop is not None:
         return stop
-    progress = ProgressPrinter()
-    with analyst_client(args) as client:
-        result = client.run(request, options, on_tick=progress.tick).to_dict()
-    progress.done()
-    out = Path(args.out) / output_file(request)
-    atomic_write_json(out, result)
     summary = ("round_id", "owners", "n_rows", "means", "variances")
-    print(json.dumps({k: result[k] for k in summary}))
-    print(f"wrote {out}", file=sys.stderr)
+    run_and_write(args, request, options, analyst_client, summary)
     return 0
 
 

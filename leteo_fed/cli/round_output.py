@@ -1,0 +1,51 @@
+"""What every one-result analyst command does once its request is checked: run it with live
+progress, draw its plot, write its result.json (last: its presence means the job finished),
+print a one-line JSON summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from leteo_fed.cli.progress import ProgressPrinter
+
+
+def run_and_write(
+    args: argparse.Namespace,
+    request: Any,
+    options: Any,
+    connect: Callable[[argparse.Namespace], Any],
+    summary: Sequence[str],
+    plot: Callable[[dict, Path], None] | None = None,
+    prepare: Callable[[dict], dict] | None = None,
+    note_plot: bool = False,
+) -> dict:
+    """`connect` is the command module's `analyst_client` (looked up there, so tests can
+    replace it); `prepare` reorders the result before it is written; `note_plot` records the
+    plot's path in the result."""
+    from leteo_fed.fileio import atomic_write_json
+    from leteo_fed.protocols import registry
+
+    protocol = registry.for_request(request)
+    progress = ProgressPrinter()
+    with connect(args) as client:
+        result = client.run(request, options, on_tick=progress.tick).to_dict()
+    progress.done()
+    if prepare is not None:
+        result = prepare(result)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / protocol.output_file(request)]
+    if plot is not None and protocol.plot_file and not args.no_plot:
+        plot(result, out / protocol.plot_file)
+        if note_plot:
+            result["plot"] = str(out / protocol.plot_file)
+        written.append(out / protocol.plot_file)
+    atomic_write_json(written[0], result)
+    print(json.dumps({k: result[k] for k in summary}))
+    print(f"wrote {' and '.join(str(p) for p in written)}", file=sys.stderr)
+    return result
