@@ -24,12 +24,15 @@ A dev tool, not a test. Steps:
    both columns, ``--quantile-bins`` leaves of width 1 over [-0.5, 127.5], so each integer value
    has its own leaf). Modes: **exact** (no DP) and **DP**: epsilon ``--epsilon`` per statistic
    (count + mean: one round at epsilon; histogram: two rounds at epsilon / 2; quantiles: one
-   round at epsilon), delta ``--delta`` per round, row-norm bound ``--row-norm-bound`` for the
-   means (every row of Adult is within it: nothing is clipped), distributed Skellam noise.
+   round at epsilon), delta ``--delta`` per round, distributed Skellam noise. The DP means round
+   reads the columns divided by the public ``DP_SCALE`` = 100 (written to the site files next to
+   the raw ones) with row-norm bound ``--row-norm-bound`` 1.4 (every row of Adult is within it:
+   nothing is clipped); its means are multiplied back.
 6. **Accuracy** against the reference: count error (total; per site where the system reveals
    per-site counts), mean absolute error, histogram L1 error (sum over bins of |released -
    exact|), quantile absolute error, and rank error (rows between the target rank p (n - 1) / 100
-   and the rank interval [#{x < q}, #{x <= q}] of the released value q; 0 if inside). DP rows
+   and the rank interval [#{x < v}, #{x <= v}] of the released value rounded to an integer, v;
+   0 if inside; see ``rank_error``). DP rows
    also show the noise the release states (``dp.noise_std_per_value``, the quantiles'
    ``rank_error``) and the error it predicts.
 
@@ -62,12 +65,17 @@ from leteo_fed.data.adult import ADULT_MEMBER, DEFAULT_CACHE_DIR, locate_wheel, 
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.errors import DataError
 from leteo_fed.fileio import atomic_write_json
-from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
-from leteo_fed.protocols.quantiles import QuantilesRequest
-from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
+from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest, CrosstabResult
+from leteo_fed.protocols.quantiles import QuantilesRequest, QuantilesResult
+from leteo_fed.protocols.weighted_stats import WeightedStatsRequest, WeightedStatsResult
 
 COLUMNS = {"age": "age", "hours-per-week": "hours_per_week"}  # adult.names -> site files
 FEATURES = tuple(COLUMNS.values())
+# DP means: the columns divided by this PUBLIC scale (not taken from the data), so a row's norm
+# bound C is ~1.4 instead of ~140. The weighted-stats sums include S_wxx, whose sensitivity grows
+# as C^2: at C = 140 the noise is too large to sample (the aggregator refuses the round).
+DP_SCALE = 100.0
+SCALED = tuple(f"{f}_scaled" for f in FEATURES)
 FLARE_JOB = Path(__file__).resolve().parent / "flare_stats_job.py"
 JOBS = ("count_mean", "histogram", "quantiles")
 
@@ -93,7 +101,9 @@ def write_sites(x: np.ndarray, parts: list[np.ndarray], folder: Path) -> list[Ow
     folder.mkdir(parents=True, exist_ok=True)
     specs = []
     for i, idx in enumerate(parts, start=1):
-        table = pa.table({name: x[idx, j].astype(np.int64) for j, name in enumerate(FEATURES)})
+        cols = {name: x[idx, j].astype(np.int64) for j, name in enumerate(FEATURES)}
+        cols |= {name: x[idx, j] / DP_SCALE for j, name in enumerate(SCALED)}
+        table = pa.table(cols)
         path = folder / f"site-{i}.csv"
         pacsv.write_csv(table, path)
         specs.append(OwnerSpec(f"site-{i}", path))
@@ -126,7 +136,15 @@ def reference(x: np.ndarray, parts: list[np.ndarray], args: argparse.Namespace) 
 
 
 def rank_error(sorted_values: np.ndarray, q: float, p: float) -> float:
-    """Rows between the target rank p (n - 1) / 100 and the ranks [#{x < q}, #{x <= q}] of q."""
+    """Rows between the target rank p (n - 1) / 100 and the ranks [#{x < v}, #{x <= v}] of v,
+    the released value q rounded to the nearest integer.
+
+    Both columns hold whole numbers (public: ages in years, hours per week), and one value holds
+    up to 46 % of the rows (40 hours): a released 40.06 or 39.78 for a true 40 would otherwise
+    count thousands of rows of error for landing inside a tie. Rounding is the same for both
+    systems; the absolute error is reported on the unrounded value.
+    """
+    q = float(np.round(q))
     n = len(sorted_values)
     target = p * (n - 1) / 100.0
     low = float(np.searchsorted(sorted_values, q, side="left"))
@@ -324,13 +342,12 @@ def ours_mode(client: AnalystClient, args: argparse.Namespace, dp: bool) -> dict
     def options(eps: float | None, norm: float | None = None) -> RoundOptions:
         if not dp or eps is None:
             return RoundOptions(min_owners=args.sites, deadline_seconds=args.deadline)
-        extra = {"row_norm_bound": norm} if norm is not None else {}
         return RoundOptions(
             min_owners=args.sites,
             deadline_seconds=args.deadline,
             dp_epsilon=eps,
             dp_delta=args.delta,
-            **extra,
+            row_norm_bound=norm,
         )
 
     seconds: dict[str, float] = {}
@@ -338,12 +355,14 @@ def ours_mode(client: AnalystClient, args: argparse.Namespace, dp: bool) -> dict
     facts: dict = {}
 
     start = time.perf_counter()
+    columns, scale = (SCALED, DP_SCALE) if dp else (FEATURES, 1.0)
     stats = client.run(
-        WeightedStatsRequest(features=FEATURES), options(args.epsilon, args.row_norm_bound)
+        WeightedStatsRequest(features=columns), options(args.epsilon, args.row_norm_bound)
     )
     seconds["count_mean"] = time.perf_counter() - start
+    assert isinstance(stats, WeightedStatsResult)
     released["count"] = stats.n_rows
-    released["mean"] = {f: stats.means[f] for f in FEATURES}
+    released["mean"] = {f: stats.means[c] * scale for f, c in zip(FEATURES, columns, strict=True)}
     facts["count_mean"] = {"dp": _dp(stats.dp), "total_weight": stats.total_weight}
 
     start = time.perf_counter()
@@ -352,8 +371,10 @@ def ours_mode(client: AnalystClient, args: argparse.Namespace, dp: bool) -> dict
     for f in FEATURES:
         tab = client.run(
             CrosstabRequest(columns=(CrosstabColumn(f, edges=edges),)),
-            options(args.epsilon / len(FEATURES)),
+            # a row is one count: nothing to clip, but a DP round must still name the bound
+            options(args.epsilon / len(FEATURES), 1.0),
         )
+        assert isinstance(tab, CrosstabResult)
         released["histogram"][f] = [int(row[0]) for row in tab.counts]
         facts["histogram"][f] = {"dp": _dp(tab.dp), "n": tab.n}
     seconds["histogram"] = time.perf_counter() - start
@@ -367,9 +388,10 @@ def ours_mode(client: AnalystClient, args: argparse.Namespace, dp: bool) -> dict
             percentiles=tuple(args.percentiles),
             bins=args.quantile_bins,
         ),
-        options(args.epsilon),
+        options(args.epsilon, 1.0),
     )
     seconds["quantiles"] = time.perf_counter() - start
+    assert isinstance(q, QuantilesResult)
     released["quantiles"] = {f: list(q.quantiles[f]) for f in FEATURES}
     facts["quantiles"] = {
         "dp": _dp(q.dp),
@@ -390,8 +412,8 @@ def _dp(dp: object) -> dict | None:
 def predicted(facts: dict, ref: dict, args: argparse.Namespace) -> dict:
     """The errors the DP releases' own stated noise predicts (std or expected absolute value).
 
-    Count: sigma (the row count carries one noisy sum). Mean: sigma sqrt(1 + m^2) / n (the delta
-    method of weighted_stats.noise_preview). Histogram L1: bins x sigma sqrt(2 / pi) (the mean
+    Count: sigma (the row count carries one noisy sum). Mean: DP_SCALE sigma sqrt(1 + m^2) / n,
+    m the scaled mean (the delta method of weighted_stats.noise_preview). Histogram L1: bins x sigma sqrt(2 / pi) (the mean
     absolute value of the noise per cell before the non-negative, consistent post-processing,
     which can only lower it in the empty bins). Quantile rank: the stated rank_error (std).
     """
@@ -399,7 +421,10 @@ def predicted(facts: dict, ref: dict, args: argparse.Namespace) -> dict:
     n = ref["count"]
     out = {
         "count_std": sigma_s,
-        "mean_std": {f: sigma_s * math.sqrt(1 + ref["mean"][f] ** 2) / n for f in FEATURES},
+        "mean_std": {
+            f: DP_SCALE * sigma_s * math.sqrt(1 + (ref["mean"][f] / DP_SCALE) ** 2) / n
+            for f in FEATURES
+        },
         "histogram_l1_expected": {
             f: args.hist_bins
             * facts["histogram"][f]["dp"]["noise_std_per_value"]
@@ -508,7 +533,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quantile-lower", type=float, default=-0.5)
     p.add_argument("--epsilon", type=float, default=1.0, help="per statistic, DP mode")
     p.add_argument("--delta", type=float, default=1e-6, help="per round, DP mode")
-    p.add_argument("--row-norm-bound", type=float, default=140.0, help="DP means: >= every row")
+    p.add_argument(
+        "--row-norm-bound", type=float, default=1.4, help="DP means, scaled rows: >= every row"
+    )
     p.add_argument("--deadline", type=float, default=300.0)
     p.add_argument("--flare-python", help="the interpreter with nvflare (else $LETEO_FLARE_PYTHON)")
     p.add_argument("--flare-timeout", type=float, default=150.0, help="seconds per FLARE job try")
@@ -568,7 +595,8 @@ def run(args: argparse.Namespace, root: Path) -> dict:
                 },
                 "delta_per_round": args.delta,
                 "row_norm_bound": args.row_norm_bound,
-                "max_row_norm": float(np.linalg.norm(x, axis=1).max()),
+                "means_scale": f"columns divided by {DP_SCALE} (public) in the DP means round",
+                "max_scaled_row_norm": float(np.linalg.norm(x / DP_SCALE, axis=1).max()),
             },
         },
         "reference": ref,
