@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -115,7 +116,34 @@ def run_job(
     with open(found[0]) as fh:
         output = json.load(fh)
     sent = [json.loads(p.read_text()) for p in sorted(record_dir.glob("*.json"))]
-    return {"seconds": seconds, "output": output, "output_file": str(found[0]), "sent": sent}
+    return {
+        "seconds": seconds,
+        "task_phase_seconds": task_phase(workspace / f"bench_{name}" / "server" / "log.txt"),
+        "output": output,
+        "output_file": str(found[0]),
+        "sent": sent,
+    }
+
+
+def task_phase(server_log: Path) -> float | None:
+    """Seconds from the server's first task assignment to its last processed site result: the
+    job without the simulator's start and stop (it includes FLARE's client polling interval)."""
+    if not server_log.is_file():
+        return None
+    first = last = None
+    for line in server_log.read_text(errors="replace").splitlines():
+        if "assigned task to client" in line or "finished processing client result" in line:
+            try:
+                stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+            except ValueError:
+                continue
+            if first is None and "assigned task" in line:
+                first = stamp
+            if "finished processing" in line:
+                last = stamp
+    if first is None or last is None:
+        return None
+    return (last - first).total_seconds()
 
 
 def main(argv: list[str] | None = None) -> int:
