@@ -140,7 +140,7 @@ def rank_error(sorted_values: np.ndarray, q: float, p: float) -> float:
     the released value q rounded to the nearest integer.
 
     Both columns hold whole numbers (public: ages in years, hours per week), and one value holds
-    up to 46 % of the rows (40 hours): a released 40.06 or 39.78 for a true 40 would otherwise
+    47 % of the rows (40 hours): a released 40.06 or 39.78 for a true 40 would otherwise
     count thousands of rows of error for landing inside a tie. Rounding is the same for both
     systems; the absolute error is reported on the unrounded value.
     """
