@@ -31,7 +31,7 @@ A dev tool, not a test. Steps:
 6. **Accuracy** against the reference: count error (total; per site where the system reveals
    per-site counts), mean absolute error, histogram L1 error (sum over bins of |released -
    exact|), quantile absolute error, and rank error (rows between the target rank p (n - 1) / 100
-   and the rank interval [#{x < v}, #{x <= v}] of the released value rounded to an integer, v;
+   and the 0-based ranks of the rows equal to v, the released value rounded to an integer;
    0 if inside; see ``rank_error``). DP rows
    also show the noise the release states (``dp.noise_std_per_value``, the quantiles'
    ``rank_error``) and the error it predicts.
@@ -136,8 +136,9 @@ def reference(x: np.ndarray, parts: list[np.ndarray], args: argparse.Namespace) 
 
 
 def rank_error(sorted_values: np.ndarray, q: float, p: float) -> float:
-    """Rows between the target rank p (n - 1) / 100 and the ranks [#{x < v}, #{x <= v}] of v,
-    the released value q rounded to the nearest integer.
+    """Rows between the target rank p (n - 1) / 100 and the 0-based ranks of the rows equal to
+    v, [#{x < v}, #{x <= v} - 1] (just #{x < v} if none is), v being the released value q
+    rounded to the nearest integer.
 
     Both columns hold whole numbers (public: ages in years, hours per week), and one value holds
     47 % of the rows (40 hours): a released 40.06 or 39.78 for a true 40 would otherwise

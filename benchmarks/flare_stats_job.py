@@ -3,13 +3,14 @@
 Run by ``federated_stats_bench.py`` in a child process (the interpreter given by
 ``--flare-python``, default the benchmark's own), never imported by it, so FLARE's simulator, its
 logging and its threads stay out of the benchmark's process. It reads the same per-site CSV files
-the LETEO-Fed owners read (``DATA_DIR/site-N.csv``), runs one FLARE job per statistic
-(count + mean; histogram; quantiles) with ``FedStatsRecipe`` and ``SimEnv`` (server and sites
-in one simulator run per job), times each job, and writes one JSON document: per job the wall time
-and the statistics file FLARE's server wrote (global and per-site values), plus what each site's
-task result carried to the server (recorded by ``SiteStatistics`` itself, see ``_sent``).
+the LETEO-Fed owners read (``DATA_DIR/site-N.csv``), runs the FLARE jobs named by ``--jobs``
+(count + mean; histogram; quantiles; the benchmark runs one per process) with ``FedStatsRecipe``
+and ``SimEnv`` (server and sites in one simulator run per job), times each job, and writes one
+JSON document: per job the wall time, the task phase from the server's log, the statistics file
+FLARE's server wrote (global and per-site values), and the facts of the t-digest each site sent
+(recorded by ``SiteStatistics`` itself, see ``_sent``).
 
-Needs ``nvflare`` (2.6+), ``pandas`` and, for quantiles, ``fastdigest`` < 0.6 (FLARE's
+Needs ``nvflare`` (tested: 2.9.0), ``pandas`` and, for quantiles, ``fastdigest`` < 0.6 (FLARE's
 ``DFStatisticsCore.quantiles`` calls ``TDigest(values)`` and ``compress``, an API that
 fastdigest 0.6 removed).
 """
