@@ -225,9 +225,9 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 def run_flare(args: argparse.Namespace, data_dir: Path, root: Path) -> dict:
     """Run each FLARE job in its own ``flare_stats_job.py`` process in the FLARE interpreter;
-    a job is retried when its simulator hangs (seen on this busy machine, about one simulator
-    run in four: a site's worker gets "connection reset by peer" while registering and the
-    server then waits for its result forever)."""
+    a job is retried when its simulator hangs (seen on this busy machine in 3 of 17 simulator
+    runs: a site's worker gets "connection reset by peer" while registering and the server
+    then waits for its result forever)."""
     python = flare_python(args)
     doc: dict = {"python": python, "jobs": {}, "attempts": {}}
     for job in JOBS:
