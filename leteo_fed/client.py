@@ -78,8 +78,12 @@ def output_file(request: Any) -> str:
 def round_request(request: Any, options: RoundOptions | None = None) -> pb.RoundRequest:
     """The RoundRequest (unsigned) asking for `request` with `options`."""
     o = options or RoundOptions()
+    protocol = protocol_of(request)
+    row_norm_bound = o.row_norm_bound
+    if row_norm_bound is None and o.dp_epsilon is not None:
+        row_norm_bound = protocol.fixed_row_norm_bound
     return request_to_proto(
-        protocol_of(request).name,
+        protocol.name,
         request,
         owners=tuple(o.owners),
         min_owners=o.min_owners,
@@ -88,7 +92,7 @@ def round_request(request: Any, options: RoundOptions | None = None) -> pb.Round
         value_bound=o.value_bound,
         dp_epsilon=o.dp_epsilon,
         dp_delta=o.dp_delta,
-        row_norm_bound=o.row_norm_bound,
+        row_norm_bound=row_norm_bound,
     )
 
 

@@ -177,7 +177,11 @@ def skellam_plan(
 
 
 def owner_noise_bound(
-    mu: float, quorum: int, n_values: int, remedy: str = "lower scale_bits or raise dp_epsilon"
+    mu: float,
+    quorum: int,
+    n_values: int,
+    remedy: str = "rescale the columns so rows have norms near 1 and lower row_norm_bound "
+    "(--row-norm-bound) to match, lower scale_bits, or raise dp_epsilon",
 ) -> int:
     """The slot room one owner's Skellam(mu / quorum) noise needs, refusing noise too large to
     sample exactly."""
@@ -399,6 +403,9 @@ class FederatedProtocol(ABC):
     kind: ClassVar[str] = SECURE_SUM
     multi_round: ClassVar[bool] = False  # a job of several rounds (round ids get "-it<t>")
     plot_file: ClassVar[str | None] = None  # the figure the CLI draws of a result, if any
+    # A protocol where a row adds at most one count to each released value (crosstab,
+    # quantiles) has its DP bound fixed: a DP request that names none gets this one.
+    fixed_row_norm_bound: ClassVar[float | None] = None
 
     def result_file(self, label: str) -> str | None:
         """The file the CLI writes a result of a job labelled `label` (RoundStatus.protocol)

@@ -53,6 +53,20 @@ def test_a_request_round_trips_through_the_signed_message(request_):
     assert common_from_proto(msg, 3).dp is None
 
 
+def test_counting_protocols_need_no_row_norm_bound_for_dp():
+    """crosstab and quantiles clip nothing (a row adds counts): a DP request naming no bound
+    gets theirs (1); the others still refuse one without a bound, by name."""
+    from leteo_fed.errors import DataError
+
+    for request_ in (REQUESTS[5], REQUESTS[7]):
+        msg = round_request(request_, RoundOptions(dp_epsilon=1.0))
+        assert msg.row_norm_bound == 1.0
+        assert common_from_proto(msg, 3).dp.row_norm_bound == 1.0
+    msg = round_request(REQUESTS[3], RoundOptions(dp_epsilon=1.0))  # weighted stats
+    with pytest.raises(DataError, match="row_norm_bound"):
+        common_from_proto(msg, 3)
+
+
 def test_the_options_carry_a_dp_release():
     options = RoundOptions(dp_epsilon=1.5, dp_delta=1e-7, row_norm_bound=2.0, scale_bits=12)
     msg = round_request(REQUESTS[0], options)
