@@ -29,6 +29,7 @@ from leteo_fed.cli import (
     quantiles,
     rounds,
     services,
+    synthesize,
     weighted_stats,
 )
 from leteo_fed.cli.options import join_negative_values
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     kmeans.add_parsers(sub, demo)  # kmeans; demo kmeans
     dp_kmeans.add_parser(sub)
+    synthesize.add_parser(sub)
     weighted_stats.add_parser(sub)  # stats
     linreg.add_parser(sub)
     crosstab.add_parser(sub)
