@@ -71,18 +71,15 @@ def _group_rows(
 ) -> dict[str, np.ndarray]:
     m = model.models[(c, gi)]
     alloc = apportion(n, m.counts)
-    w, v = np.linalg.eigh(m.covariances) if m.means.shape[0] else (None, None)
     n_cat = sum(col.kind == "categorical" for col in cols)
     d = m.means.shape[1]
     xs, us = [], []
     for j, nj in enumerate(alloc.tolist()):  # one step per cluster
         if nj == 0:
             continue
-        assert w is not None and v is not None
         g = rng(seed, DRAW_CLUSTER, c, gi, j)
         z = g.standard_normal((nj, d))
-        factor = v[j] * np.sqrt(np.maximum(w[j], 0.0))
-        xs.append(m.means[j] + z @ factor.T)
+        xs.append(m.means[j] + z @ m.factors[j].T)
         us.append(g.random((nj, n_cat)))
     x = np.concatenate(xs) if xs else np.zeros((0, d))
     u = np.concatenate(us) if us else np.zeros((0, n_cat))

@@ -163,8 +163,8 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
                 rng(seed, NOISE_SUMS, c, gi),
                 rng(seed, NOISE_COV, c, gi),
             )
-            mu, cov = gaussian_model(noisy_counts[c], ns, nq)
-            model.models[(c, gi)] = ClusterModel(noisy_counts[c], mu, cov, cells_of[c])
+            mu, cov, factor = gaussian_model(noisy_counts[c], ns, nq)
+            model.models[(c, gi)] = ClusterModel(noisy_counts[c], mu, cov, factor, cells_of[c])
     # each group's unclipped noisy histogram total estimates the class size without bias
     model.class_sizes = [max(0.0, float(totals[c].mean())) for c in range(agg.n_classes)]
     return model

@@ -104,6 +104,7 @@ class ClusterModel:
     counts: np.ndarray  # [m] noisy counts (sum of the cells' max(0, noisy) counts)
     means: np.ndarray  # [m, d]
     covariances: np.ndarray  # [m, d, d], positive semi-definite
+    factors: np.ndarray  # [m, d, d], F with F F^T = covariance (drawing x = mu + F z)
     cluster_of_cell: np.ndarray  # [cells] the partition (post-processing of the histogram)
 
 
@@ -136,15 +137,16 @@ def noisy_moments(
 
 def gaussian_model(
     counts: np.ndarray, s: np.ndarray, q: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Means clip(S / N, 0, 1) and covariances Q / N - mu mu^T repaired to PSD by clipping the
-    eigenvalues at 0 (post-processing; no redraw until positive definite)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Means clip(S / N, 0, 1), covariances Q / N - mu mu^T repaired to PSD by clipping the
+    eigenvalues at 0 (post-processing; no redraw until positive definite), and their factors
+    V sqrt(W)."""
     n = np.maximum(counts, 1.0)[:, None]
     mu = np.clip(s / n, 0.0, 1.0)
     cov = q / n[:, :, None] - mu[:, :, None] * mu[:, None, :]
     cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
     if cov.shape[0] == 0:
-        return mu, cov
+        return mu, cov, cov.copy()
     w, v = np.linalg.eigh(cov)
     w = np.maximum(w, 0.0)
-    return mu, (v * w[:, None, :]) @ np.swapaxes(v, 1, 2)
+    return mu, (v * w[:, None, :]) @ np.swapaxes(v, 1, 2), v * np.sqrt(w)[:, None, :]
