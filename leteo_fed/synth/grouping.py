@@ -3,8 +3,10 @@
 Under DP: one Laplace release of (count, sum of x, upper triangle of sum of x x^T) over all
 encoded dimensions, at L1 sensitivity 1 + W + W(W+1)/2 for W released columns (one record adds
 1 to the count, at most W to the sum, at most W(W+1)/2 to the triangle). From it (post-
-processing): a correlation matrix of the encoded dimensions, a column association
-A_ij = max |rho| over the dimensions of columns i and j, average-linkage clustering on 1 - A
+processing): the covariance matrix C of the encoded dimensions, a column association
+A_ij = sqrt(RV_ij), RV_ij = ||C_ij||_F^2 / (||C_ii||_F ||C_jj||_F) (Escoufier's RV coefficient of
+the two columns' blocks: |rho| for two numeric columns; a rare category's tiny, noise-dominated
+variance cannot inflate it the way a largest per-dimension |rho| would), average-linkage clustering on 1 - A
 (scipy), cut at `grouping_cut`; a group whose grid exceeds max_cells is split along its own
 linkage until every group fits. Nothing here looks at the raw data except through that release.
 """
@@ -24,10 +26,10 @@ def moments_l1(n_columns: int) -> float:
     return 1.0 + n_columns + n_columns * (n_columns + 1) / 2.0
 
 
-def noisy_correlation(
+def noisy_covariance(
     sums: Sums, n_columns: int, epsilon: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """The correlation matrix of the encoded dimensions from one Laplace release."""
+    """The covariance matrix of the encoded dimensions from one Laplace release."""
     scale = float(1 << 16)
     count, s, q = sums
     d = s.shape[1]
@@ -41,23 +43,22 @@ def noisy_correlation(
     sym = np.zeros((d, d))
     sym[iu[0], iu[1]] = noisy[1 + d :]
     sym[iu[1], iu[0]] = noisy[1 + d :]
-    cov = sym / n - np.outer(mu, mu)
-    sd = np.sqrt(np.maximum(np.diag(cov), 1e-12))
-    return np.clip(cov / np.outer(sd, sd), -1.0, 1.0)
+    return sym / n - np.outer(mu, mu)
 
 
-def association(rho: np.ndarray, columns: list[Column]) -> np.ndarray:
-    """Column-level |correlation|: the largest |rho| between the two columns' dimensions."""
+def association(cov: np.ndarray, columns: list[Column]) -> np.ndarray:
+    """Column-level association sqrt(RV) in [0, 1] between the columns' covariance blocks."""
     spans, at = [], 0
     for c in columns:
         spans.append(slice(at, at + c.width))
         at += c.width
-    a = np.abs(rho)
+    norms = [max(float(np.linalg.norm(cov[si, si])), 1e-12) for si in spans]
     out = np.ones((len(columns), len(columns)))
     for i, si in enumerate(spans):
         for j, sj in enumerate(spans):
             if i != j:
-                out[i, j] = a[si, sj].max()
+                rv = float(np.linalg.norm(cov[si, sj]) ** 2) / (norms[i] * norms[j])
+                out[i, j] = min(1.0, np.sqrt(max(rv, 0.0)))
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from leteo_fed.synth.config import Column, SynthConfig
-from leteo_fed.synth.grouping import association, dp_groups, moments_l1, noisy_correlation
+from leteo_fed.synth.grouping import association, dp_groups, moments_l1, noisy_covariance
 from leteo_fed.synth.partition import check_cells, clusters_from_histogram, morton_order
 from leteo_fed.synth.statistics import (
     ClusterModel,
@@ -116,10 +116,10 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
     """The DP model: groups, the partition of each group's grid per class, the noisy models."""
     if config.groups is None:
         eps_grouping = config.epsilon * config.grouping_share
-        rho = noisy_correlation(
+        cov = noisy_covariance(
             agg.moments(), len(config.columns), eps_grouping, rng(seed, NOISE_GROUPING)
         )
-        groups = dp_groups(association(rho, list(config.columns)), config)
+        groups = dp_groups(association(cov, list(config.columns)), config)
         provenance = "dp"
     else:
         groups = [list(g) for g in config.groups]
