@@ -23,6 +23,7 @@ from leteo_fed.synth.config import Column, SynthConfig
 if TYPE_CHECKING:
     import pyarrow as pa
 
+_NUMBER = r"^\s*[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|inf|infinity|nan)\s*$"
 SCALE = 1 << 16  # products reach 2^32: int64 sums stay exact up to 2^31 rows per key
 
 
@@ -103,7 +104,7 @@ def _numbers(values: pa.ChunkedArray, name: str) -> np.ndarray:
         try:
             values = pc.cast(values, pa.float64())
         except pa.ArrowInvalid:
-            ok = pc.utf8_is_numeric(pc.utf8_trim_whitespace(values))
+            ok = pc.match_substring_regex(values, _NUMBER, ignore_case=True)
             bad = sorted(set(pc.filter(values, pc.invert(ok)).to_pylist()))[:5]
             raise not_numbers(name, [str(b) for b in bad]) from None
     elif not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
