@@ -11,6 +11,7 @@ import secrets
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from leteo_fed.cli.options import SubParsers, set_handler
@@ -127,7 +128,7 @@ def add_parser(sub: SubParsers) -> None:
     set_handler(p, run)
 
 
-def _progress(start: float) -> object:
+def _progress(start: float) -> Callable[[str], None]:
     def say(message: str) -> None:
         print(f"[{time.monotonic() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
 
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         input_fmt=args.format,
         release_format=args.release_format,
         command=[shlex.quote(c) for c in command],
-        progress=say,  # type: ignore[arg-type]
+        progress=say,
     )
     clusters = sum(c["clusters"] for c in report["clusters"])
     print(

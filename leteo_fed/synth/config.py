@@ -7,10 +7,11 @@ release reveals it. Nothing in it may be derived from the data being synthesized
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from leteo_fed.errors import ConfigError
 from leteo_fed.privacy.budget import check_epsilon
@@ -174,7 +175,9 @@ def parse(doc: dict[str, Any]) -> SynthConfig:
         flat = [c for g in groups for c in g]
         unknown = sorted(set(flat) - set(names))
         if unknown:
-            raise ConfigError(f"synthesize.groups names undeclared columns {unknown}", field="groups")
+            raise ConfigError(
+                f"synthesize.groups names undeclared columns {unknown}", field="groups"
+            )
         if sorted(flat) != sorted(names):
             missing = sorted(set(names) - set(flat))
             raise ConfigError(
@@ -186,7 +189,9 @@ def parse(doc: dict[str, Any]) -> SynthConfig:
         raise ConfigError('synthesize.groups must be a list of lists or "dp"', field="groups")
     split = top.get("group_split", "dimension")
     if split not in ("dimension", "equal"):
-        raise ConfigError("synthesize.group_split must be 'dimension' or 'equal'", field="group_split")
+        raise ConfigError(
+            "synthesize.group_split must be 'dimension' or 'equal'", field="group_split"
+        )
     engine = top.get("engine", "auto")
     if engine not in ENGINES:
         raise ConfigError(f"synthesize.engine must be one of {list(ENGINES)}", field="engine")

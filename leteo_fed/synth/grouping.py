@@ -34,9 +34,7 @@ def noisy_covariance(
     count, s, q = sums
     d = s.shape[1]
     iu = upper(d)
-    exact = np.concatenate(
-        [[float(count[0])], s[0] / scale, q[0][iu[0], iu[1]] / (scale * scale)]
-    )
+    exact = np.concatenate([[float(count[0])], s[0] / scale, q[0][iu[0], iu[1]] / (scale * scale)])
     noisy = exact + np.asarray(laplace(epsilon, moments_l1(n_columns)).sample(exact.shape, rng))
     n = max(noisy[0], 1.0)
     mu = np.clip(noisy[1 : 1 + d] / n, 0.0, 1.0)
@@ -62,7 +60,9 @@ def association(cov: np.ndarray, columns: list[Column]) -> np.ndarray:
     return out
 
 
-def _split(members: list[int], dist: np.ndarray, columns: list[Column], cap: int) -> list[list[int]]:
+def _split(
+    members: list[int], dist: np.ndarray, columns: list[Column], cap: int
+) -> list[list[int]]:
     """Split a group along its own average linkage until each part's grid fits the cap."""
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.spatial.distance import squareform

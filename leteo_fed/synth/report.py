@@ -76,8 +76,7 @@ def build_report(
         "groups": {"provenance": model.provenance, "columns": model.groups},
         "clusters": clusters,
         "class_sizes": {
-            str(name): round(size, 3)
-            for name, size in zip(classes, model.class_sizes, strict=True)
+            str(name): round(size, 3) for name, size in zip(classes, model.class_sizes, strict=True)
         },
         "columns": column_spec(config),
         "label": (

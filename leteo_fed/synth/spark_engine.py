@@ -118,7 +118,9 @@ def encode_frame(df: DataFrame, config: SynthConfig) -> tuple[DataFrame, dict[st
             continue
         x = F.least(F.greatest(numbers[c.name], F.lit(c.lo)), F.lit(c.hi))
         u = (x - F.lit(c.lo)) / F.lit(c.hi - c.lo)
-        cols.append(F.floor(u * F.lit(float(E.SCALE)) + F.lit(0.5)).cast("long").alias(_code_name(i)))
+        cols.append(
+            F.floor(u * F.lit(float(E.SCALE)) + F.lit(0.5)).cast("long").alias(_code_name(i))
+        )
     cls = (
         _index_expr(texts[config.label], config.classes)
         if config.label is not None
@@ -218,4 +220,3 @@ class SparkAggregator:
             F.broadcast(mapping), on=["_cls", "_cell"], how="inner"
         )
         return self._sums(frame, group, n_keys)
-

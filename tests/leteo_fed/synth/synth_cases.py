@@ -64,7 +64,13 @@ def rows(n: int, seed: int) -> list[dict[str, str]]:
     c = np.where(d < 3, "x", np.where(g.random(n) < 0.5, "y", "z"))
     y = np.where(a + g.normal(0, 10, n) > 55, "yes", "no")
     return [
-        {"a": str(int(a[i])), "b": f"{b[i]:.4f}", "c": str(c[i]), "d": f"{d[i]:.3f}", "y": str(y[i])}
+        {
+            "a": str(int(a[i])),
+            "b": f"{b[i]:.4f}",
+            "c": str(c[i]),
+            "d": f"{d[i]:.3f}",
+            "y": str(y[i]),
+        }
         for i in range(n)
     ]
 

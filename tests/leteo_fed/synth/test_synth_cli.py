@@ -82,5 +82,13 @@ def test_help_explains(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["synthesize", "--help"])
     text = capsys.readouterr().out
-    for words in ("--epsilon", "--seed", "--engine", "--rows", "report.json", "Z-order", "max_cells"):
+    for words in (
+        "--epsilon",
+        "--seed",
+        "--engine",
+        "--rows",
+        "report.json",
+        "Z-order",
+        "max_cells",
+    ):
         assert words in text

@@ -10,7 +10,10 @@ from leteo_fed.synth.partition import cell_ids, clusters_from_histogram, morton_
 
 
 def _cols() -> list[Column]:
-    return [Column("a", "numeric", 0, 1, bins=4), Column("c", "categorical", categories=("x", "y", "z"))]
+    return [
+        Column("a", "numeric", 0, 1, bins=4),
+        Column("c", "categorical", categories=("x", "y", "z")),
+    ]
 
 
 def test_morton_order_is_a_fixed_permutation_of_the_grid() -> None:
@@ -20,7 +23,12 @@ def test_morton_order_is_a_fixed_permutation_of_the_grid() -> None:
     assert order.tolist() == morton_order(cols).tolist()
     # Z-order: cells (a, c) = (0,0), (1,0), (0,1), (1,1) come first (a's bit 0 is interleaved first)
     lv = [order // strides(cols)[0], order % 3]
-    assert list(zip(lv[0][:4].tolist(), lv[1][:4].tolist(), strict=True)) == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert list(zip(lv[0][:4].tolist(), lv[1][:4].tolist(), strict=True)) == [
+        (0, 0),
+        (1, 0),
+        (0, 1),
+        (1, 1),
+    ]
     assert cell_ids([np.array([3]), np.array([2])], cols).tolist() == [11]
 
 

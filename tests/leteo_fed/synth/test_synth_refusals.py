@@ -63,7 +63,9 @@ def test_bad_epsilon(tmp_path: Path, epsilon: str) -> None:
 def test_grid_over_the_cell_cap_names_bins_and_the_group(tmp_path: Path) -> None:
     config = tmp_path / "synth.toml"
     config.write_text(
-        CONFIG.format(epsilon=1, k=10, groups=GROUPS).replace("bins = 4", "bins = 4\nmax_cells = 12")
+        CONFIG.format(epsilon=1, k=10, groups=GROUPS).replace(
+            "bins = 4", "bins = 4\nmax_cells = 12"
+        )
     )
     rc, err = _run(tmp_path, rows(30, seed=1), config, "--engine", "local")
     assert rc == 2 and "['a', 'b'] spans 16 grid cells" in err and "`bins`" in err
