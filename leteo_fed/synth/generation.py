@@ -1,4 +1,11 @@
-"""Rows from the released model: per class, per group, per cluster N(mu, Sigma), decoded.
+"""Rows from the released model: per class, per group, per cluster, decoded to public values.
+
+A row of a cluster gets a grid cell, drawn in proportion to the cells' clipped noisy counts
+(the DP histogram, post-processing): the cell fixes the categorical values and the numeric
+bins. Its numeric values come from the cluster's N(mu, Sigma), moved into the cell's bins by
+the Gaussian copula (`_into_bins`): within the cluster the numerics keep the Gaussian's
+dependence, and they agree with the cell, so numeric-categorical dependence is kept at the
+grid's resolution.
 
 Row counts: each class gets round(its noisy size) rows (the mean over groups of the unclipped
 noisy histogram totals), or with --rows a requested total split across classes in proportion to
@@ -17,6 +24,8 @@ import numpy as np
 
 from leteo_fed.synth.config import Column, SynthConfig
 from leteo_fed.synth.model import DRAW_CLUSTER, DRAW_PERMUTATION, SynthModel, rng
+from leteo_fed.synth.partition import strides
+from leteo_fed.synth.statistics import ClusterModel
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,24 +54,64 @@ def class_rows(model: SynthModel, rows: int | None) -> np.ndarray:
     return apportion(rows, sizes)
 
 
-def _decode(x: np.ndarray, u: np.ndarray, cols: list[Column]) -> dict[str, np.ndarray]:
-    """Encoded draws back to public values: numerics clipped to [0, 1] and rescaled (rounded
-    when integer); a one-hot block clipped at 0, renormalized and sampled with uniforms `u`."""
+def _into_bins(
+    x: np.ndarray, mu: np.ndarray, sd: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """Gaussian draws moved into their cells' bins [lo, hi) by the Gaussian copula: each
+    coordinate's quantile Phi((x - mu) / sd) is mapped to the same quantile of N(mu, sd^2)
+    truncated to the bin (uniform in the bin when the bin holds no Gaussian mass)."""
+    from scipy.special import ndtr, ndtri
+
+    safe = np.where(sd > 1e-12, sd, 1.0)
+    u = ndtr((x - mu) / safe)
+    a, b = ndtr((lo - mu) / safe), ndtr((hi - mu) / safe)
+    inside = mu + safe * ndtri(np.clip(a + u * (b - a), 1e-300, 1 - 1e-16))
+    flat = (sd <= 1e-12) | (b - a < 1e-12)
+    return np.clip(np.where(flat, lo + u * (hi - lo), inside), lo, hi)
+
+
+def _cluster_rows(
+    m: ClusterModel, j: int, nj: int, cols: list[Column], g: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(cells [nj], numeric values on [0, 1] [nj, w]) for cluster j: cells drawn in proportion
+    to their clipped noisy counts, numerics from the cluster's Gaussian moved into the cells."""
+    cells = np.flatnonzero(m.cluster_of_cell == j)
+    weights = m.cell_counts[cells]
+    p = (
+        weights / weights.sum()
+        if weights.sum() > 0
+        else np.full(cells.shape[0], 1 / cells.shape[0])
+    )
+    chosen = cells[
+        np.minimum(np.searchsorted(np.cumsum(p), g.random(nj), side="right"), cells.shape[0] - 1)
+    ]
+    d = m.means.shape[1]
+    if d == 0:
+        return chosen, np.zeros((nj, 0))
+    x = m.means[j] + g.standard_normal((nj, d)) @ m.factors[j].T
+    numeric = [c for c in cols if c.kind == "numeric"]
+    st = strides(cols)
+    pos = [i for i, c in enumerate(cols) if c.kind == "numeric"]
+    bins = np.array([c.bins for c in numeric], dtype=np.float64)
+    level = np.column_stack([(chosen // st[i]) % cols[i].levels for i in pos]).astype(np.float64)
+    sd = np.sqrt(np.maximum(np.diagonal(m.covariances[j]), 0.0))
+    return chosen, _into_bins(x, m.means[j], sd, level / bins, (level + 1) / bins)
+
+
+def _decode(cells: np.ndarray, x: np.ndarray, cols: list[Column]) -> dict[str, np.ndarray]:
+    """Public values: categoricals from the cell; numerics rescaled from [0, 1] (rounded when
+    integer)."""
     out: dict[str, np.ndarray] = {}
-    at, cat = 0, 0
-    for c in cols:
+    st = strides(cols)
+    at = 0
+    for i, c in enumerate(cols):
         if c.kind == "numeric":
             v = np.clip(x[:, at], 0.0, 1.0) * (c.hi - c.lo) + c.lo
             out[c.name] = np.rint(v).astype(np.int64) if c.integer else v
             at += 1
-            continue
-        p = np.clip(x[:, at : at + c.width], 0.0, None)
-        s = p.sum(axis=1, keepdims=True)
-        p = np.where(s > 0, p / np.where(s > 0, s, 1.0), 1.0 / c.width)
-        idx = (u[:, cat : cat + 1] > np.cumsum(p, axis=1)).sum(axis=1)
-        out[c.name] = np.asarray(c.categories, dtype=object)[np.minimum(idx, c.width - 1)]
-        at += c.width
-        cat += 1
+        else:
+            idx = (cells // st[i]) % c.levels
+            out[c.name] = np.asarray(c.categories, dtype=object)[idx]
     return out
 
 
@@ -71,20 +120,18 @@ def _group_rows(
 ) -> dict[str, np.ndarray]:
     m = model.models[(c, gi)]
     alloc = apportion(n, m.counts)
-    n_cat = sum(col.kind == "categorical" for col in cols)
-    d = m.means.shape[1]
-    xs, us = [], []
+    w = sum(col.kind == "numeric" for col in cols)
+    cells, xs = [], []
     for j, nj in enumerate(alloc.tolist()):  # one step per cluster
         if nj == 0:
             continue
-        g = rng(seed, DRAW_CLUSTER, c, gi, j)
-        z = g.standard_normal((nj, d))
-        xs.append(m.means[j] + z @ m.factors[j].T)
-        us.append(g.random((nj, n_cat)))
-    x = np.concatenate(xs) if xs else np.zeros((0, d))
-    u = np.concatenate(us) if us else np.zeros((0, n_cat))
+        cj, xj = _cluster_rows(m, j, nj, cols, rng(seed, DRAW_CLUSTER, c, gi, j))
+        cells.append(cj)
+        xs.append(xj)
+    cell = np.concatenate(cells) if cells else np.zeros(0, dtype=np.int64)
+    x = np.concatenate(xs) if xs else np.zeros((0, w))
     perm = rng(seed, DRAW_PERMUTATION, c, gi).permutation(x.shape[0])
-    return _decode(x[perm], u[perm], cols)
+    return _decode(cell[perm], x[perm], cols)
 
 
 def generate(model: SynthModel, config: SynthConfig, seed: int, rows: int | None) -> pa.Table:

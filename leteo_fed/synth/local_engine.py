@@ -34,6 +34,8 @@ class LocalAggregator:
         flat = self.encoded.classes * cells + self.cells(group)
         return np.bincount(flat, minlength=self.n_classes * cells).reshape(self.n_classes, cells)
 
-    def cluster_sums(self, group: list[Column], key_of_cell: np.ndarray, n_keys: int) -> Sums:
+    def cluster_sums(
+        self, group: list[Column], key_of_cell: np.ndarray, n_keys: int, numeric: list[Column]
+    ) -> Sums:
         keys = key_of_cell[self.encoded.classes, self.cells(group)]
-        return summer(widths(group), n_keys)(keys, self._codes(group))
+        return summer(widths(numeric), n_keys)(keys, self._codes(numeric))

@@ -53,8 +53,11 @@ class Aggregator(Protocol):
         """[classes, cells] int64 counts of the group's grid cells per class."""
         ...
 
-    def cluster_sums(self, group: list[Column], key_of_cell: np.ndarray, n_keys: int) -> Sums:
-        """Per key (key_of_cell[class, cell]) counts, sums of x and of x x^T."""
+    def cluster_sums(
+        self, group: list[Column], key_of_cell: np.ndarray, n_keys: int, numeric: list[Column]
+    ) -> Sums:
+        """Per key (key_of_cell[class, cell of `group`]) counts, sums of x and of x x^T over
+        the `numeric` columns."""
         ...
 
 
@@ -78,11 +81,22 @@ def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]
     grouping = eps * config.grouping_share if config.groups is None else 0.0
     rest = eps - grouping
     total_width = sum(len(g) for g in groups)
-    per_group = []
+    per_group: list[dict[str, Any]] = []
     for g in groups:
         share = len(g) / total_width if config.group_split == "dimension" else 1 / len(groups)
         e = rest * share
-        w = len(g)
+        w = sum(config.column(n).kind == "numeric" for n in g)
+        if w == 0:  # categorical only: the grid cell is the whole record; no moments needed
+            per_group.append(
+                {
+                    "columns": g,
+                    "epsilon": e,
+                    "histogram": {"epsilon": e, "l1_sensitivity": 1.0},
+                    "sums": None,
+                    "covariance": None,
+                }
+            )
+            continue
         per_group.append(
             {
                 "columns": g,
@@ -136,7 +150,7 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
         order = morton_order(cols)
         hist_noise = laplace(part["histogram"]["epsilon"], 1.0)
         keys = np.zeros_like(hist)
-        offsets, noisy_counts, cells_of = [], [], []
+        offsets, noisy_counts, cells_of, cell_counts = [], [], [], []
         n_keys = 0
         for c in range(agg.n_classes):
             noisy = hist[c] + np.asarray(
@@ -145,26 +159,35 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
             totals[c, gi] = noisy.sum()
             cluster = clusters_from_histogram(noisy, order, config.k)
             m = int(cluster.max()) + 1
-            noisy_counts.append(np.bincount(cluster, np.maximum(noisy, 0.0), minlength=m))
+            cell_counts.append(np.maximum(noisy, 0.0))
+            noisy_counts.append(np.bincount(cluster, cell_counts[-1], minlength=m))
             keys[c] = cluster + n_keys
             offsets.append(n_keys)
             cells_of.append(cluster)
             n_keys += m
-        _, s, q = agg.cluster_sums(cols, keys, n_keys)
+        numeric = [col for col in cols if col.kind == "numeric"]
+        if numeric:
+            _, s, q = agg.cluster_sums(cols, keys, n_keys, numeric)
         for c in range(agg.n_classes):
             m = noisy_counts[c].shape[0]
-            sl = slice(offsets[c], offsets[c] + m)
-            ns, nq = noisy_moments(
-                s[sl],
-                q[sl],
-                len(cols),
-                part["sums"]["epsilon"],
-                part["covariance"]["epsilon"],
-                rng(seed, NOISE_SUMS, c, gi),
-                rng(seed, NOISE_COV, c, gi),
+            if numeric:
+                sl = slice(offsets[c], offsets[c] + m)
+                ns, nq = noisy_moments(
+                    s[sl],
+                    q[sl],
+                    len(numeric),
+                    part["sums"]["epsilon"],
+                    part["covariance"]["epsilon"],
+                    rng(seed, NOISE_SUMS, c, gi),
+                    rng(seed, NOISE_COV, c, gi),
+                )
+            else:
+                ns, nq = np.zeros((m, 0)), np.zeros((m, 0, 0))
+            q_scale = gram_l1(len(numeric)) / part["covariance"]["epsilon"] if numeric else 0.0
+            mu, cov, factor = gaussian_model(noisy_counts[c], ns, nq, q_scale)
+            model.models[(c, gi)] = ClusterModel(
+                noisy_counts[c], cell_counts[c], mu, cov, factor, cells_of[c]
             )
-            mu, cov, factor = gaussian_model(noisy_counts[c], ns, nq)
-            model.models[(c, gi)] = ClusterModel(noisy_counts[c], mu, cov, factor, cells_of[c])
     # each group's unclipped noisy histogram total estimates the class size without bias
     model.class_sizes = [max(0.0, float(totals[c].mean())) for c in range(agg.n_classes)]
     return model

@@ -206,7 +206,9 @@ class SparkAggregator:
             out[int(r["_cls"]), int(r["_cell"])] = int(r["count"])
         return out
 
-    def cluster_sums(self, group: list[Column], key_of_cell: np.ndarray, n_keys: int) -> Sums:
+    def cluster_sums(
+        self, group: list[Column], key_of_cell: np.ndarray, n_keys: int, numeric: list[Column]
+    ) -> Sums:
         from pyspark.sql import functions as F
 
         spark = self.frame.sparkSession
@@ -219,4 +221,4 @@ class SparkAggregator:
         frame = self.frame.withColumn("_cell", self._cell(group)).join(
             F.broadcast(mapping), on=["_cls", "_cell"], how="inner"
         )
-        return self._sums(frame, group, n_keys)
+        return self._sums(frame, numeric, n_keys)

@@ -1,12 +1,13 @@
 """Exact per-key sums (both engines), their Laplace noise, and the model each cluster releases.
 
-Sensitivities under add/remove of one record, for a group of w released columns (d encoded
-dimensions; numeric values in [0, 1], one-hot blocks; docs/synthetic-data.md derives them):
+Sensitivities under add/remove of one record (docs/synthetic-data.md derives them):
 
 * the cell histogram: L1 = 1 (the record is in one cell);
-* the cluster sum of x: L1 <= w (each numeric coordinate <= 1, each one-hot block sums to 1);
+* over a group's w numeric columns (values in [0, 1]; categorical columns need no moments:
+  the grid cell fixes their value), the cluster sum of x: L1 <= w;
 * the cluster sum of the upper triangle (diagonal included) of x x^T:
   L1 = sum_{i <= j} x_i x_j = ((sum x)^2 + sum x_i^2) / 2 <= (w^2 + w) / 2.
+  (`summer` also takes one-hot blocks, each adding at most 1 to the sum: the DP grouping uses it.)
 
 Given the partition (itself post-processing of the DP histogram), a record changes only its own
 cluster's vectors, so the clusters compose in parallel.
@@ -98,10 +99,12 @@ def total(parts: Iterable[Sums]) -> Sums:
 
 @dataclass(frozen=True)
 class ClusterModel:
-    """The released Gaussian model of a group within one class: per cluster the noisy count,
-    the mean and the PSD covariance on the encoded [0, 1] scale."""
+    """The released model of a group within one class: the cells' clipped noisy counts and
+    their clusters; per cluster the noisy count and, over the group's numeric columns, the mean
+    and PSD covariance on the encoded [0, 1] scale (d = 0 without numeric columns)."""
 
     counts: np.ndarray  # [m] noisy counts (sum of the cells' max(0, noisy) counts)
+    cell_counts: np.ndarray  # [cells] max(0, noisy count) of every cell
     means: np.ndarray  # [m, d]
     covariances: np.ndarray  # [m, d, d], positive semi-definite
     factors: np.ndarray  # [m, d, d], F with F F^T = covariance (drawing x = mu + F z)
@@ -136,16 +139,26 @@ def noisy_moments(
 
 
 def gaussian_model(
-    counts: np.ndarray, s: np.ndarray, q: np.ndarray
+    counts: np.ndarray, s: np.ndarray, q: np.ndarray, q_scale: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Means clip(S / N, 0, 1), covariances Q / N - mu mu^T repaired to PSD by clipping the
     eigenvalues at 0 (post-processing; no redraw until positive definite), and their factors
-    V sqrt(W)."""
+    V sqrt(W).
+
+    `q_scale` (the public Laplace scale of Q's noise) shrinks each off-diagonal entry towards 0
+    by the positive part of 1 - v / c^2, v = 2 q_scale^2 / N^2 the noise variance of the entry
+    c: a correlation the noise alone would explain is not passed on to the generated rows (in
+    the copula it would become a strong spurious dependence). Post-processing too."""
     n = np.maximum(counts, 1.0)[:, None]
     mu = np.clip(s / n, 0.0, 1.0)
     cov = q / n[:, :, None] - mu[:, :, None] * mu[:, None, :]
     cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
-    if cov.shape[0] == 0:
+    if q_scale > 0 and cov.shape[1] > 1:
+        v = (2.0 * q_scale * q_scale / (n * n))[:, :, None]
+        keep = np.maximum(0.0, 1.0 - v / np.maximum(cov * cov, 1e-300))
+        off = ~np.eye(cov.shape[1], dtype=bool)
+        cov = np.where(off, cov * keep, cov)
+    if cov.shape[0] == 0 or cov.shape[1] == 0:
         return mu, cov, cov.copy()
     w, v = np.linalg.eigh(cov)
     w = np.maximum(w, 0.0)
