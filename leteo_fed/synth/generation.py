@@ -1,7 +1,7 @@
 """Rows from the released model: per class, per group, per cluster, decoded to public values.
 
-A row of a cluster gets a grid cell, drawn in proportion to the cells' clipped noisy counts
-(the DP histogram, post-processing): the cell fixes the categorical values and the numeric
+A row of a cluster gets a grid cell, drawn in proportion to the cells' noisy counts, those
+below the noise floor set to 0 (the DP histogram, post-processing): the cell fixes the categorical values and the numeric
 bins. Its numeric values come from the cluster's N(mu, Sigma), moved into the cell's bins by
 the Gaussian copula (`_into_bins`): within the cluster the numerics keep the Gaussian's
 dependence, and they agree with the cell, so numeric-categorical dependence is kept at the
@@ -10,8 +10,8 @@ grid's resolution.
 Row counts: each class gets round(its noisy size) rows (the mean over groups of the unclipped
 noisy histogram totals), or with --rows a requested total split across classes in proportion to
 those sizes; within a class, every group spreads the class's rows across its clusters in
-proportion to their noisy counts (largest remainders), so all groups give the class the same
-number of rows. Groups are stitched by an independent random permutation within the class: they
+proportion to the noisy counts of their cells above the noise floor b ln(cells) (largest
+remainders), so all groups give the class the same number of rows. Groups are stitched by an independent random permutation within the class: they
 are modelled as conditionally independent given the class. Every draw is seeded by (seed, class,
 group, cluster), so both engines write the same table.
 """
@@ -119,7 +119,8 @@ def _group_rows(
     model: SynthModel, cols: list[Column], c: int, gi: int, n: int, seed: int
 ) -> dict[str, np.ndarray]:
     m = model.models[(c, gi)]
-    alloc = apportion(n, m.counts)
+    weights = np.bincount(m.cluster_of_cell, m.cell_counts, minlength=m.counts.shape[0])
+    alloc = apportion(n, weights)
     w = sum(col.kind == "numeric" for col in cols)
     cells, xs = [], []
     for j, nj in enumerate(alloc.tolist()):  # one step per cluster

@@ -159,8 +159,12 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
             totals[c, gi] = noisy.sum()
             cluster = clusters_from_histogram(noisy, order, config.k)
             m = int(cluster.max()) + 1
-            cell_counts.append(np.maximum(noisy, 0.0))
-            noisy_counts.append(np.bincount(cluster, cell_counts[-1], minlength=m))
+            noisy_counts.append(np.bincount(cluster, np.maximum(noisy, 0.0), minlength=m))
+            # rows are drawn only from cells above the noise floor b ln(cells) (about the
+            # largest noise among the empty cells): post-processing that keeps the phantom
+            # mass of empty cells out of the synthetic rows
+            floor = hist_noise.scale * np.log(max(hist.shape[1], 1))
+            cell_counts.append(np.where(noisy >= floor, np.maximum(noisy, 0.0), 0.0))
             keys[c] = cluster + n_keys
             offsets.append(n_keys)
             cells_of.append(cluster)

@@ -104,7 +104,7 @@ class ClusterModel:
     and PSD covariance on the encoded [0, 1] scale (d = 0 without numeric columns)."""
 
     counts: np.ndarray  # [m] noisy counts (sum of the cells' max(0, noisy) counts)
-    cell_counts: np.ndarray  # [cells] max(0, noisy count) of every cell
+    cell_counts: np.ndarray  # [cells] noisy count of every cell, 0 below the noise floor
     means: np.ndarray  # [m, d]
     covariances: np.ndarray  # [m, d, d], positive semi-definite
     factors: np.ndarray  # [m, d, d], F with F F^T = covariance (drawing x = mu + F z)
