@@ -15,6 +15,9 @@ is ``leteo_fed.synth.job.run_job`` (what the CLI calls) with ``examples/synth-ad
   sqrt(sum_g cells_g * 2 b_g^2) / G (mean of G groups' unclipped Laplace histogram totals).
 
   python benchmarks/synthesize_bench.py [--epsilon 0.5 1 2 4] [--spark] [--groups dp]
+      [--out out/synthesize_bench.json]
+
+The table is printed and written (atomically) as JSON to --out.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 import tomllib
 
 from leteo_fed.data.adult import locate_wheel, read_adult
+from leteo_fed.fileio import atomic_write_json
 from leteo_fed.synth.config import load
 from leteo_fed.synth.job import run_job
 from leteo_fed.synth.partition import cell_count
@@ -112,6 +116,7 @@ def main() -> None:
     ap.add_argument("--spark", action="store_true", help="also run the Spark engine")
     ap.add_argument("--groups", choices=["config", "dp"], default="config")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=Path("out/synthesize_bench.json"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="synth-bench-") as tmp:
         folder = Path(tmp)
@@ -134,6 +139,7 @@ def main() -> None:
             f"{'corr':>6} {'c.max':>6} {'c.in':>6} {'c.acr':>6} {'tvd1':>6} {'size err/sd':>12}"
         )
         print(header)
+        results = []
         for eps in args.epsilon:
             for engine in engines:
                 out = folder / f"out-{engine}-{eps}"
@@ -146,6 +152,16 @@ def main() -> None:
                 m = measure(real, syn, config, report["groups"]["columns"])
                 sd = predicted_size_sd(config, report)
                 errs = [abs(report["class_sizes"][c] - n) / sd for c, n in true_sizes.items()]
+                results.append(
+                    {
+                        "engine": engine,
+                        "epsilon": eps,
+                        "seconds": took,
+                        "groups": report["groups"]["columns"],
+                        **m,
+                        "class_size_error_over_sd": errs,
+                    }
+                )
                 print(
                     f"{engine:6} {eps:4g} {took:7.1f} {len(report['groups']['columns']):6d} "
                     f"{m['mean_err']:7.4f} {m['sd_err']:7.4f} {m['corr_err_mean']:6.3f} "
@@ -153,6 +169,9 @@ def main() -> None:
                     f"{m['corr_err_across']:6.3f} {m['tvd_1way']:6.3f} "
                     f"{'/'.join(f'{e:.2f}' for e in errs):>12}"
                 )
+
+        atomic_write_json(args.out, {"rows": len(real[label]), "k": 50, "results": results})
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
