@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from leteo_fed import extras
 from leteo_fed.cli.options import SubParsers, set_handler
 from leteo_fed.errors import ConfigError
 
@@ -136,6 +137,8 @@ def _progress(start: float) -> Callable[[str], None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine == "spark":
+        extras.require("pyspark")  # before anything is read (auto asks once it has chosen)
     from leteo_fed.synth.job import REPORT_NAME, run_job
 
     if args.out.exists() and not args.out.is_dir():
