@@ -101,6 +101,7 @@ def _numbers(values: pa.ChunkedArray, name: str) -> np.ndarray:
     if values.null_count:
         raise missing_values(name, values.null_count)
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        values = pc.utf8_trim_whitespace(values)  # as Spark's cast does
         try:
             values = pc.cast(values, pa.float64())
         except pa.ArrowInvalid:
