@@ -112,7 +112,12 @@ def run_job(
     timings["read_encode"] = time.perf_counter() - t0
     t = time.perf_counter()
     say("building the DP model (grouping, histograms, cluster statistics)")
-    model = build(agg, config, seed)
+    try:
+        model = build(agg, config, seed)
+    finally:
+        close = getattr(agg, "close", None)
+        if close is not None:
+            close()
     timings["model"] = time.perf_counter() - t
     t = time.perf_counter()
     say(f"generating rows for {len(model.groups)} groups")

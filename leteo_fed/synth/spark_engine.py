@@ -164,6 +164,10 @@ class SparkAggregator:
         self.n_classes = max(1, len(config.classes))
         self.index = {c.name: i for i, c in enumerate(config.columns)}
 
+    def close(self) -> None:
+        """Drop the cached encoded frame (the session outlives the job)."""
+        self.frame.unpersist()
+
     def _level(self, c: Column) -> SparkColumn:
         from pyspark.sql import functions as F
 
