@@ -35,9 +35,9 @@ micro-aggregation method with a clustering that no single record can move:
   5. rows drawn from N(mean, covariance) per cluster, groups stitched at random within a class.
 
 Writes, only once everything is computed: DIR/synthetic.csv (or DIR/synthetic.parquet with
---release-format parquet) and DIR/report.json (epsilon, the budget split, groups, clusters,
-timings; its `holder_only` section holds the seed and exact clipped counts: keep it private,
-the seed determines the noise).
+--release-format parquet) and DIR/report.json (epsilon, the budget split, groups, clusters;
+its `holder_only` section holds the seed, exact clipped counts, the engine and timings: keep it
+private, the seed determines the noise).
 
   --engine auto   (default) in process for a local input of at most min(256 MiB, memory / 8)
   --engine local  in process (NumPy)
@@ -170,11 +170,12 @@ def run(args: argparse.Namespace) -> int:
         progress=say,
     )
     clusters = sum(c["clusters"] for c in report["clusters"])
+    private = report["holder_only"]
     print(
         f"released {report['output']['rows']} synthetic rows at epsilon {report['epsilon']:g} "
         f"(pure DP), {len(report['groups']['columns'])} groups ({report['groups']['provenance']}), "
-        f"{clusters} clusters, k = {report['k']}, in {report['timings_seconds']['total']:.1f} s "
-        f"(engine {report['engine']['used']})"
+        f"{clusters} clusters, k = {report['k']}, in {private['timings_seconds']['total']:.1f} s "
+        f"(engine {private['engine']['used']})"
     )
     print(f"wrote {report['output']['path']}")
     print(f"report: {args.out / REPORT_NAME} (keep its holder_only section private)")

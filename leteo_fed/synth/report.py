@@ -3,8 +3,10 @@
 `build_report` is a pure function of the release's pieces, so the HTML report and the risk
 measures (distance to closest record, membership inference) can be added beside it later. Every
 top-level field except `holder_only` derives from the public config and the DP model; the
-`holder_only` section (exact clipped counts, the seed, the command with the seed) is for the
-data holder: publishing it voids the guarantee (the seed determines the noise).
+`holder_only` section is for the data holder: the seed and the command with it (the seed
+determines the noise: publishing it voids the guarantee), the exact clipped counts and input row
+count, and what depends on the input's size without noise (the engine choice and its reason,
+which quote the input's bytes, and the timings).
 """
 
 from __future__ import annotations
@@ -96,10 +98,10 @@ def build_report(
             else "the requested total, split across classes in proportion to their noisy sizes",
         },
         "output": {"path": output, "format": release_format, "rows": rows_written},
-        "engine": engine,
-        "timings_seconds": {k: round(v, 4) for k, v in timings.items()},
         "holder_only": {
             "note": "NOT covered by epsilon; remove this section before publishing the report",
+            "engine": engine,
+            "timings_seconds": {k: round(v, 4) for k, v in timings.items()},
             "seed": seed,
             "input_rows": input_rows,
             "clipped": clipped,

@@ -68,7 +68,7 @@ def test_rows_and_failed_run_keeps_the_previous_release(tmp_path: Path) -> None:
     args = ["--input", str(data), "--config", str(config), "--out", str(out)]
     rc, _, err = cli(*args, "--rows", "123", "--seed", "1")
     assert rc == 0, err
-    engine = json.loads((out / "report.json").read_text())["engine"]
+    engine = json.loads((out / "report.json").read_text())["holder_only"]["engine"]
     assert engine["requested"] == "auto" and engine["used"] == "local"  # a small local file
     before = (out / "synthetic.csv").read_bytes()
     assert before.count(b"\n") == 124  # header + the requested rows

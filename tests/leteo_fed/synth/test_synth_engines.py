@@ -32,7 +32,7 @@ def _run(tmp_path: Path, data: Path, config: Path, *extra: str) -> dict[str, Any
         )  # fmt: skip
         assert rc == 0, err
         report = json.loads((out / "report.json").read_text())
-        assert report["engine"]["used"] == engine
+        assert report["holder_only"]["engine"]["used"] == engine
         got[engine] = (report, out)
     for section in DP_SECTIONS:
         if section == "output":
