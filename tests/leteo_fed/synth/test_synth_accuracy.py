@@ -4,8 +4,9 @@ Why it should, and how close (the tolerances below):
 
 * cells: a generated row's grid cell is drawn in proportion to the clipped noisy cell counts,
   so every categorical frequency and every numeric bin frequency is the real one up to
-  sampling, sd sqrt(p (1 - p) / n), plus the histogram noise (at epsilon 50, 20 for the
-  histogram: Laplace scale 0.05 per cell, negligible). We allow 5 sd.
+  sampling, sd sqrt(p (1 - p) / n), plus the histogram noise (at epsilon 50, 10 for each
+  group's histogram: Laplace scale 0.1 per cell, noise floor 0.1 ln(cells) < 0.5 rows,
+  negligible). We allow 5 sd.
 * numerics: within a cluster the values come from its Gaussian (exact mean and covariance
   without noise) moved into the drawn cell's bin by the Gaussian copula. The mean of n rows
   has sampling sd sqrt(var / n); the in-bin placement adds a bias that we do not bound by
@@ -124,3 +125,24 @@ def test_groups_are_independent_given_the_class(
     """Across groups the only link is the class: a and d, independent in the data, stay so."""
     _, syn = real_and_synthetic
     assert abs(np.corrcoef(syn["a"], syn["d"])[0, 1]) < 5 / np.sqrt(N)
+
+
+def test_class_size_noise_matches_its_prediction() -> None:
+    """The released class size is the mean over G groups of the unclipped noisy histogram
+    totals, so its error has variance sum_g cells_g 2 b_g^2 / G^2 (b_g = 1 / eps_histogram).
+    Over R seeds the sample variance of the error has relative sd at most sqrt((2 + 3) / R)
+    (excess kurtosis of a Laplace sum <= 3); we allow 4 of them."""
+    doc = {**DOC, "synthesize": {**DOC["synthesize"], "epsilon": 1.0, "k": 50}}
+    cfg = parse(doc)
+    table = _data(seed=6).slice(0, 300)
+    agg = LocalAggregator(encode_table(table, cfg), cfg)
+    truth = float((np.asarray(table.column("y").to_pylist()) == "no").sum())
+    runs = 1500
+    errors = np.array([build(agg, cfg, seed=s).class_sizes[0] - truth for s in range(runs)])
+    model = build(agg, cfg, seed=0)
+    cells = [8 * 8, 3 * 8]  # {a, b} and {c, d} grids at bins = 8
+    b = [1 / g["histogram"]["epsilon"] for g in model.budget["groups"]]
+    predicted = sum(n * 2 * bb * bb for n, bb in zip(cells, b, strict=True)) / 4
+    # the clip at 0 of a class size only matters far below 300 rows: the error is the noise
+    assert abs(errors.var() / predicted - 1) < 4 * np.sqrt(5 / runs), (errors.var(), predicted)
+    assert abs(errors.mean()) < 4 * np.sqrt(predicted / runs)  # unbiased
