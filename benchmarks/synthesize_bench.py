@@ -117,13 +117,14 @@ def main() -> None:
     ap.add_argument("--groups", choices=["config", "dp"], default="config")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("out/synthesize_bench.json"))
+    ap.add_argument("--config", type=Path, default=CONFIG, help="an Adult synth.toml")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="synth-bench-") as tmp:
         folder = Path(tmp)
         data, real = write_adult(folder)
-        config = CONFIG
+        config = args.config
         if args.groups == "dp":
-            text = CONFIG.read_text()
+            text = config.read_text()
             start = text.index("groups = [")
             end = text.index("]\n", text.index('["race", "native-country"]')) + 2
             config = folder / "synth-dp.toml"

@@ -43,7 +43,7 @@ def test_adult_end_to_end(adult_csv: Path, tmp_path: Path) -> None:
     assert "released" in stdout and "pure DP" in stdout
     report = json.loads((out / "report.json").read_text())
     assert report["epsilon"] == 2.0 and report["delta"] == 0.0 and report["k"] == 50
-    assert report["groups"]["provenance"] == "config" and len(report["groups"]["columns"]) == 5
+    assert report["groups"]["provenance"] == "config" and len(report["groups"]["columns"]) == 6
     spent = sum(g["epsilon"] for g in report["budget"]["groups"])
     assert spent == pytest.approx(2.0)  # the split adds up to the whole budget
     assert {c["class"] for c in report["clusters"]} == {"<=50K", ">50K"}
