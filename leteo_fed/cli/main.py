@@ -32,6 +32,7 @@ from leteo_fed.cli import (
     quantiles,
     rounds,
     services,
+    synthesize,
     weighted_stats,
 )
 from leteo_fed.cli.options import join_negative_values
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     kmeans.add_parsers(sub, demo)  # kmeans; demo kmeans
     dp_kmeans.add_parser(sub)
+    synthesize.add_parser(sub)
     weighted_stats.add_parser(sub)  # stats
     linreg.add_parser(sub)
     logreg.add_parser(sub)

@@ -105,6 +105,8 @@ def test_serve_help_without_extras(service):
     [
         (["anonymize", "--input", "in.csv", "--config", "anon.toml", "--out", "o",
           "--engine", "spark"], "spark"),
+        (["synthesize", "--input", "in.csv", "--config", "synth.toml", "--out", "o",
+          "--engine", "spark"], "spark"),
         (["dp-kmeans", "--data", "d.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm",
           "--bounds", "0,1", "--out", "o", "--engine", "spark"], "spark"),
         (["dp-kmeans", "--data", "d.csv", "--k", "2", "--epsilon", "1", "--method", "eugkm",
@@ -155,3 +157,28 @@ def test_anonymize_in_process_needs_no_extra(tmp_path):
         assert not [a for a in result["attempts"] if a["module"].startswith("pyspark")]
         assert (tmp_path / f"out-{engine}" / "release.csv").read_text().startswith("id,age,edu\n")
         assert (tmp_path / f"out-{engine}" / "report.json").exists()
+
+
+def test_synthesize_in_process_needs_no_extra(tmp_path):
+    """`synthesize --engine local` runs on the base install: pyarrow, NumPy and SciPy."""
+    (tmp_path / "synth.toml").write_text(
+        '[synthesize]\nepsilon = 1.0\nk = 5\ngroups = [["age", "edu"]]\n'
+        '[[column]]\nname = "age"\ntype = "numeric"\nlo = 18\nhi = 60\n'
+        '[[column]]\nname = "edu"\ntype = "categorical"\ncategories = ["HS", "BA", "MA"]\n'
+    )
+    lines = ["age,edu"] + [f"{20 + i % 30},{['HS', 'BA', 'MA'][i % 3]}" for i in range(60)]
+    (tmp_path / "in.csv").write_text("\n".join(lines) + "\n")
+    result = run_lean(
+        f"""
+        import os
+        os.chdir({str(tmp_path)!r})
+        result = cli("synthesize", "--input", "in.csv", "--config", "synth.toml",
+                     "--out", "out", "--engine", "local", "--seed", "1")
+        print(json.dumps({{**result, "attempts": ATTEMPTS}}))
+        """
+    )
+    assert result["code"] == 0, result["stderr"]
+    assert "(engine local)" in result["stdout"]
+    assert not [a for a in result["attempts"] if a["module"].startswith("pyspark")]
+    assert (tmp_path / "out" / "synthetic.csv").read_text().startswith("age,edu\n")
+    assert (tmp_path / "out" / "report.json").exists()

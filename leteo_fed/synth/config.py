@@ -1,0 +1,235 @@
+"""synth.toml: the public description of every released column, the groups and the budget split.
+
+Everything here is public by assumption (the bounds, the domains, the grid, k, the shares): the
+release reveals it. Nothing in it may be derived from the data being synthesized.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from leteo_fed.errors import ConfigError
+from leteo_fed.privacy.budget import check_epsilon
+
+ENGINES = ("auto", "local", "spark")
+DEFAULT_BINS = 4
+DEFAULT_K = 50
+# A DP histogram over more cells than this mostly counts noise: every empty cell adds
+# E[max(0, Lap(b))] = b/2 to the clipped counts (docs/synthetic-data.md, "Limits").
+DEFAULT_MAX_CELLS = 4096
+DEFAULT_SHARES = {"histogram": 0.4, "sums": 0.3, "covariance": 0.3}
+DEFAULT_GROUPING_SHARE = 0.1
+DEFAULT_GROUPING_CUT = 0.9  # average linkage on 1 - |rho|: columns join below this distance
+
+
+@dataclass(frozen=True)
+class Column:
+    """One released column: numeric with public bounds, or categorical with its public domain."""
+
+    name: str
+    kind: str  # "numeric" or "categorical"
+    lo: float = 0.0
+    hi: float = 1.0
+    integer: bool = False
+    bins: int = DEFAULT_BINS
+    categories: tuple[str, ...] = ()
+
+    @property
+    def width(self) -> int:
+        """Encoded dimensions: 1 for a numeric column, one per category for a categorical one."""
+        return 1 if self.kind == "numeric" else len(self.categories)
+
+    @property
+    def levels(self) -> int:
+        """Grid cells along this column: its bins, or its categories."""
+        return self.bins if self.kind == "numeric" else len(self.categories)
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """The parsed synth.toml (see docs/synthetic-data.md for every key)."""
+
+    columns: tuple[Column, ...]
+    epsilon: float
+    k: int = DEFAULT_K
+    groups: tuple[tuple[str, ...], ...] | None = None  # None: computed under DP
+    group_split: str = "dimension"
+    shares: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SHARES))
+    grouping_share: float = DEFAULT_GROUPING_SHARE
+    grouping_cut: float = DEFAULT_GROUPING_CUT
+    max_cells: int = DEFAULT_MAX_CELLS
+    label: str | None = None
+    classes: tuple[str, ...] = ()
+    engine: str = "auto"
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def with_epsilon(self, epsilon: float) -> SynthConfig:
+        from dataclasses import replace
+
+        return replace(self, epsilon=check_epsilon(epsilon, "epsilon"))
+
+
+def _num(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where} must be a finite number, got {value!r}", field=where)
+    return float(value)
+
+
+def _int(value: Any, where: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{where} must be an integer >= {low}, got {value!r}", field=where)
+    return value
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where} must be a non-empty list of strings", field=where)
+    if len(set(value)) != len(value):
+        raise ConfigError(f"{where} lists a value twice", field=where)
+    return tuple(value)
+
+
+def _column(raw: Any, i: int, default_bins: int) -> Column:
+    where = f"column[{i}]"
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        raise ConfigError(f"{where} needs a name", field=where)
+    name = raw["name"]
+    kind = raw.get("type")
+    known = {"name", "type", "lo", "hi", "integer", "bins", "categories"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"column {name!r}: unknown keys {unknown}", field=name)
+    if kind == "numeric":
+        if "lo" not in raw or "hi" not in raw:
+            raise ConfigError(
+                f"column {name!r}: a numeric column needs its public bounds lo and hi", field=name
+            )
+        lo, hi = _num(raw["lo"], f"{name}.lo"), _num(raw["hi"], f"{name}.hi")
+        if not lo < hi:
+            raise ConfigError(f"column {name!r}: lo must be < hi, got [{lo}, {hi}]", field=name)
+        integer = raw.get("integer", False)
+        if not isinstance(integer, bool):
+            raise ConfigError(f"column {name!r}: integer must be true or false", field=name)
+        bins = _int(raw.get("bins", default_bins), f"{name}.bins", 1)
+        return Column(name, "numeric", lo, hi, integer, bins)
+    if kind == "categorical":
+        cats = _strings(raw.get("categories"), f"{name}.categories")
+        return Column(name, "categorical", categories=cats)
+    raise ConfigError(
+        f"column {name!r}: type must be 'numeric' or 'categorical', got {kind!r}", field=name
+    )
+
+
+def _shares(raw: Any) -> dict[str, float]:
+    if raw is None:
+        return dict(DEFAULT_SHARES)
+    if not isinstance(raw, dict) or set(raw) != set(DEFAULT_SHARES):
+        raise ConfigError(
+            f"synthesize.shares must set exactly {sorted(DEFAULT_SHARES)}", field="shares"
+        )
+    out = {k: _num(v, f"shares.{k}") for k, v in raw.items()}
+    if any(v <= 0 for v in out.values()):
+        raise ConfigError("every synthesize.shares value must be > 0", field="shares")
+    total = sum(out.values())
+    return {k: v / total for k, v in out.items()}  # normalized: only the proportions matter
+
+
+def parse(doc: dict[str, Any]) -> SynthConfig:
+    """A SynthConfig from the TOML document; ConfigError naming the key otherwise."""
+    top = doc.get("synthesize", {})
+    if not isinstance(top, dict):
+        raise ConfigError("[synthesize] must be a table", field="synthesize")
+    default_bins = _int(top.get("bins", DEFAULT_BINS), "synthesize.bins", 1)
+    raw_cols = doc.get("column")
+    if not isinstance(raw_cols, list) or not raw_cols:
+        raise ConfigError("synth.toml declares no [[column]]", field="column")
+    columns = tuple(_column(c, i, default_bins) for i, c in enumerate(raw_cols))
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise ConfigError("a column is declared twice", field="column")
+    label = top.get("label")
+    classes: tuple[str, ...] = ()
+    if label is not None:
+        if not isinstance(label, str) or label in names:
+            raise ConfigError(
+                "synthesize.label must name a column that is not a [[column]]", field="label"
+            )
+        classes = _strings(top.get("classes"), "synthesize.classes")
+    groups: tuple[tuple[str, ...], ...] | None
+    raw_groups = top.get("groups", "dp")
+    if raw_groups == "dp":
+        groups = None
+    elif isinstance(raw_groups, list):
+        groups = tuple(_strings(g, "synthesize.groups") for g in raw_groups)
+        flat = [c for g in groups for c in g]
+        unknown = sorted(set(flat) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"synthesize.groups names undeclared columns {unknown}", field="groups"
+            )
+        if sorted(flat) != sorted(names):
+            missing = sorted(set(names) - set(flat))
+            raise ConfigError(
+                f"synthesize.groups must put every column in exactly one group "
+                f"(missing {missing}, or a column listed twice)",
+                field="groups",
+            )
+    else:
+        raise ConfigError('synthesize.groups must be a list of lists or "dp"', field="groups")
+    split = top.get("group_split", "dimension")
+    if split not in ("dimension", "equal"):
+        raise ConfigError(
+            "synthesize.group_split must be 'dimension' or 'equal'", field="group_split"
+        )
+    engine = top.get("engine", "auto")
+    if engine not in ENGINES:
+        raise ConfigError(f"synthesize.engine must be one of {list(ENGINES)}", field="engine")
+    grouping_share = _num(top.get("grouping_share", DEFAULT_GROUPING_SHARE), "grouping_share")
+    if not 0 < grouping_share < 1:
+        raise ConfigError("synthesize.grouping_share must be in (0, 1)", field="grouping_share")
+    cut = _num(top.get("grouping_cut", DEFAULT_GROUPING_CUT), "grouping_cut")
+    if not 0 < cut <= 1:
+        raise ConfigError("synthesize.grouping_cut must be in (0, 1]", field="grouping_cut")
+    epsilon = check_epsilon(top.get("epsilon", 1.0), "epsilon")
+    known = {
+        "epsilon", "k", "bins", "groups", "group_split", "shares", "grouping_share",
+        "grouping_cut", "max_cells", "label", "classes", "engine",
+    }  # fmt: skip
+    unknown = sorted(set(top) - known)
+    if unknown:
+        raise ConfigError(f"[synthesize]: unknown keys {unknown}", field="synthesize")
+    return SynthConfig(
+        columns=columns,
+        epsilon=epsilon,
+        k=_int(top.get("k", DEFAULT_K), "synthesize.k", 1),
+        groups=groups,
+        group_split=split,
+        shares=_shares(top.get("shares")),
+        grouping_share=grouping_share,
+        grouping_cut=cut,
+        max_cells=_int(top.get("max_cells", DEFAULT_MAX_CELLS), "synthesize.max_cells", 1),
+        label=label,
+        classes=classes,
+        engine=engine,
+    )
+
+
+def load(path: Path) -> SynthConfig:
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}", field="config") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}", field="config") from exc
+    return parse(doc)

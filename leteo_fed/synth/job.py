@@ -1,0 +1,150 @@
+"""`synthesize` as one call: read, encode, build the DP model, generate, write atomically.
+
+The engine is chosen as anonymize chooses it (:mod:`leteo_fed.anonymize.engine`); both engines
+feed the same driver-side model (:mod:`model`) with the same exact aggregates, so they write the
+same table for the same seed and config. Nothing is written until everything has been
+computed; then the synthetic table and report.json are moved into the output folder (each by
+an atomic rename), the report last.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from leteo_fed.anonymize.engine import choose
+from leteo_fed.anonymize.inputs import input_format
+from leteo_fed.errors import ConfigError
+from leteo_fed.fileio import atomic_write_json
+from leteo_fed.synth.config import SynthConfig, load
+from leteo_fed.synth.generation import generate
+from leteo_fed.synth.model import Aggregator, SynthModel, build
+from leteo_fed.synth.report import build_report
+
+RELEASE_NAME = "synthetic"
+REPORT_NAME = "report.json"
+
+
+def _aggregator(
+    path: str, fmt: str, engine: str, config: SynthConfig
+) -> tuple[Aggregator, dict[str, dict[str, int]], int]:
+    if engine == "local":
+        from leteo_fed.synth.encoding import encode_table, read_local
+        from leteo_fed.synth.local_engine import LocalAggregator
+
+        encoded = encode_table(read_local(path, fmt), config)
+        return LocalAggregator(encoded, config), encoded.clipped, encoded.rows
+    from leteo_fed import extras
+
+    extras.require("pyspark")
+    from leteo_fed.anonymize.spark_job import read_input
+    from leteo_fed.data.spark_stats import get_spark
+    from leteo_fed.synth.spark_engine import SparkAggregator, encode_frame
+
+    frame, clipped = encode_frame(read_input(get_spark(), path, fmt), config)
+    agg = SparkAggregator(frame, config)
+    return agg, clipped, int(agg.frame.count())
+
+
+def _publish(src: Path, dst: Path) -> None:
+    """Move src to dst; an existing folder (Parquet) is swapped out and removed after."""
+    if dst.is_dir() and not dst.is_symlink():
+        old = dst.with_name(f"{dst.name}.old-{uuid.uuid4().hex[:12]}")
+        os.replace(dst, old)
+        os.replace(src, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, dst)
+
+
+def write_release(table: Any, folder: Path, release_format: str) -> tuple[Path, Path]:
+    """Stage the table in a hidden sibling inside `folder`; returns (staged, final path)."""
+    from leteo_fed.anonymize.local_io import write_csv, write_parquet
+
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = folder / f".synthesize-{uuid.uuid4().hex[:12]}"
+    staging.mkdir()
+    staged = staging / f"{RELEASE_NAME}.{release_format}"
+    if release_format == "csv":
+        write_csv(table, staged)
+    else:
+        write_parquet(table, staged)
+    return staged, folder / staged.name
+
+
+def run_job(
+    input_path: str,
+    config_path: Path,
+    out_dir: Path,
+    *,
+    epsilon: float | None = None,
+    seed: int | None = None,
+    engine: str | None = None,
+    rows: int | None = None,
+    input_fmt: str | None = None,
+    release_format: str = "csv",
+    command: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], SynthModel]:
+    """Run the synthesizer; returns (the report as written, the model for later measures)."""
+    say = progress or (lambda _msg: None)
+    t0 = time.perf_counter()
+    config = load(config_path)
+    if epsilon is not None:
+        config = config.with_epsilon(epsilon)
+    if rows is not None and (isinstance(rows, bool) or rows < 0):
+        raise ConfigError(f"--rows must be an integer >= 0, got {rows!r}", field="rows")
+    if seed is None:
+        seed = secrets.randbits(63)
+    elif seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {seed}", field="seed")
+    fmt = input_format(input_path, input_fmt)
+    choice = choose(engine or config.engine, input_path, fmt, types=False)
+    timings: dict[str, float] = {}
+    say(f"reading and encoding {input_path} ({choice.used} engine)")
+    agg, clipped, input_rows = _aggregator(input_path, fmt, choice.used, config)
+    timings["read_encode"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    say("building the DP model (grouping, histograms, cluster statistics)")
+    try:
+        model = build(agg, config, seed)
+    finally:
+        close = getattr(agg, "close", None)
+        if close is not None:
+            close()
+    timings["model"] = time.perf_counter() - t
+    t = time.perf_counter()
+    say(f"generating rows for {len(model.groups)} groups")
+    table = generate(model, config, seed, rows)
+    timings["generate"] = time.perf_counter() - t
+    t = time.perf_counter()
+    say(f"writing {table.num_rows} rows")
+    staged, final = write_release(table, out_dir, release_format)
+    timings["write"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+    report = build_report(
+        config,
+        model,
+        rows_written=table.num_rows,
+        requested_rows=rows,
+        engine=choice.as_dict(),
+        timings=timings,
+        output=str(final),
+        release_format=release_format,
+        command=command or [],
+        seed=seed,
+        clipped=clipped,
+        input_rows=input_rows,
+    )
+    try:
+        _publish(staged, final)
+        atomic_write_json(out_dir / REPORT_NAME, report)
+    finally:
+        shutil.rmtree(staged.parent, ignore_errors=True)
+    return report, model

@@ -1,0 +1,197 @@
+"""The release, computed on the driver from exact aggregates: groups, partitions, noisy models.
+
+Both engines hand this module the same exact integer aggregates (`Aggregator`); every noise draw
+comes from a generator seeded by (seed, purpose, class, group), so the release depends on the
+seed, the config and the data only, never on the engine or the order of the work.
+
+Budget (pure epsilon-DP, Laplace everywhere): with groups = "dp", `grouping_share` of epsilon
+goes to the DP correlation release; the rest is split across groups (sequential composition)
+in proportion to their number of columns ("dimension", the book's choice) or equally; within a
+group, the histogram, the sums and the covariance take `shares` of the group's part. Classes are
+disjoint sets of records: they compose in parallel and each spends the whole group budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from leteo_fed.synth.config import Column, SynthConfig
+from leteo_fed.synth.grouping import association, dp_groups, moments_l1, noisy_covariance
+from leteo_fed.synth.partition import check_cells, clusters_from_histogram, morton_order
+from leteo_fed.synth.statistics import (
+    ClusterModel,
+    Sums,
+    gaussian_model,
+    gram_l1,
+    laplace,
+    noisy_moments,
+    sum_l1,
+)
+
+# purposes of the seeded generators (first element after the seed)
+NOISE_GROUPING, NOISE_HISTOGRAM, NOISE_SUMS, NOISE_COV, DRAW_CLUSTER, DRAW_PERMUTATION = range(6)
+
+
+def rng(seed: int, *path: int) -> np.random.Generator:
+    """A generator for one purpose: SeedSequence([seed, *path]) (order-independent draws)."""
+    return np.random.default_rng(np.random.SeedSequence([seed, *path]))
+
+
+class Aggregator(Protocol):
+    """Exact integer aggregates of the encoded input (in process or on Spark)."""
+
+    n_classes: int
+
+    def moments(self) -> Sums:
+        """(count, sum x, sum x x^T) over all released columns, as one key."""
+        ...
+
+    def histogram(self, group: list[Column]) -> np.ndarray:
+        """[classes, cells] int64 counts of the group's grid cells per class."""
+        ...
+
+    def cluster_sums(
+        self, group: list[Column], key_of_cell: np.ndarray, n_keys: int, numeric: list[Column]
+    ) -> Sums:
+        """Per key (key_of_cell[class, cell of `group`]) counts, sums of x and of x x^T over
+        the `numeric` columns."""
+        ...
+
+
+@dataclass
+class SynthModel:
+    """What is released (all of it DP): groups, per (class, group) cluster models, class sizes.
+
+    Kept whole so later measures (distance to closest record, membership inference) can use it.
+    """
+
+    groups: list[list[str]]
+    provenance: str
+    budget: dict[str, Any]
+    models: dict[tuple[int, int], ClusterModel] = field(default_factory=dict)
+    class_sizes: list[float] = field(default_factory=list)
+
+
+def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]:
+    """Every epsilon spent, with the sensitivity each Laplace release is calibrated to."""
+    eps = config.epsilon
+    grouping = eps * config.grouping_share if config.groups is None else 0.0
+    rest = eps - grouping
+    total_width = sum(len(g) for g in groups)
+    per_group: list[dict[str, Any]] = []
+    for g in groups:
+        share = len(g) / total_width if config.group_split == "dimension" else 1 / len(groups)
+        e = rest * share
+        w = sum(config.column(n).kind == "numeric" for n in g)
+        if w == 0:  # categorical only: the grid cell is the whole record; no moments needed
+            per_group.append(
+                {
+                    "columns": g,
+                    "epsilon": e,
+                    "histogram": {"epsilon": e, "l1_sensitivity": 1.0},
+                    "sums": None,
+                    "covariance": None,
+                }
+            )
+            continue
+        per_group.append(
+            {
+                "columns": g,
+                "epsilon": e,
+                "histogram": {"epsilon": e * config.shares["histogram"], "l1_sensitivity": 1.0},
+                "sums": {"epsilon": e * config.shares["sums"], "l1_sensitivity": sum_l1(w)},
+                "covariance": {
+                    "epsilon": e * config.shares["covariance"],
+                    "l1_sensitivity": gram_l1(w),
+                },
+            }
+        )
+    out: dict[str, Any] = {
+        "mechanism": "laplace",
+        "neighbouring": "add/remove one record",
+        "composition": "sequential across grouping and groups; parallel across classes and "
+        "across cells/clusters within a group",
+        "total_epsilon": eps,
+        "grouping": None,
+        "groups": per_group,
+    }
+    if config.groups is None:
+        out["grouping"] = {
+            "epsilon": grouping,
+            "l1_sensitivity": moments_l1(len(config.columns)),
+        }
+    return out
+
+
+def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
+    """The DP model: groups, the partition of each group's grid per class, the noisy models."""
+    if config.groups is None:
+        eps_grouping = config.epsilon * config.grouping_share
+        cov = noisy_covariance(
+            agg.moments(), len(config.columns), eps_grouping, rng(seed, NOISE_GROUPING)
+        )
+        groups = dp_groups(association(cov, list(config.columns)), config)
+        provenance = "dp"
+    else:
+        groups = [list(g) for g in config.groups]
+        for g in groups:
+            check_cells([config.column(n) for n in g], config.max_cells)
+        provenance = "config"
+    budget = budget_split(config, groups)
+    model = SynthModel(groups, provenance, budget)
+    totals = np.zeros((agg.n_classes, len(groups)))
+    for gi, names in enumerate(groups):
+        cols = [config.column(n) for n in names]
+        part = budget["groups"][gi]
+        hist = agg.histogram(cols)
+        order = morton_order(cols)
+        hist_noise = laplace(part["histogram"]["epsilon"], 1.0)
+        keys = np.zeros_like(hist)
+        offsets, noisy_counts, cells_of, cell_counts = [], [], [], []
+        n_keys = 0
+        for c in range(agg.n_classes):
+            noisy = hist[c] + np.asarray(
+                hist_noise.sample(hist.shape[1], rng(seed, NOISE_HISTOGRAM, c, gi))
+            )
+            totals[c, gi] = noisy.sum()
+            cluster = clusters_from_histogram(noisy, order, config.k)
+            m = int(cluster.max()) + 1
+            noisy_counts.append(np.bincount(cluster, np.maximum(noisy, 0.0), minlength=m))
+            # rows are drawn only from cells above the noise floor b ln(cells) (about the
+            # largest noise among the empty cells): post-processing that keeps the phantom
+            # mass of empty cells out of the synthetic rows
+            floor = hist_noise.scale * np.log(max(hist.shape[1], 1))
+            cell_counts.append(np.where(noisy >= floor, np.maximum(noisy, 0.0), 0.0))
+            keys[c] = cluster + n_keys
+            offsets.append(n_keys)
+            cells_of.append(cluster)
+            n_keys += m
+        numeric = [col for col in cols if col.kind == "numeric"]
+        if numeric:
+            _, s, q = agg.cluster_sums(cols, keys, n_keys, numeric)
+        for c in range(agg.n_classes):
+            m = noisy_counts[c].shape[0]
+            if numeric:
+                sl = slice(offsets[c], offsets[c] + m)
+                ns, nq = noisy_moments(
+                    s[sl],
+                    q[sl],
+                    len(numeric),
+                    part["sums"]["epsilon"],
+                    part["covariance"]["epsilon"],
+                    rng(seed, NOISE_SUMS, c, gi),
+                    rng(seed, NOISE_COV, c, gi),
+                )
+            else:
+                ns, nq = np.zeros((m, 0)), np.zeros((m, 0, 0))
+            q_scale = gram_l1(len(numeric)) / part["covariance"]["epsilon"] if numeric else 0.0
+            mu, cov, factor = gaussian_model(noisy_counts[c], ns, nq, q_scale)
+            model.models[(c, gi)] = ClusterModel(
+                noisy_counts[c], cell_counts[c], mu, cov, factor, cells_of[c]
+            )
+    # each group's unclipped noisy histogram total estimates the class size without bias
+    model.class_sizes = [max(0.0, float(totals[c].mean())) for c in range(agg.n_classes)]
+    return model

@@ -1,0 +1,94 @@
+"""The public grid of a feature group, its data-independent total order, and the cut into clusters.
+
+A group's columns span a grid: `bins` equal-width bins per numeric column (on the encoded
+[0, 1] scale), one level per category. A cell's id is its mixed-radix index (row-major in the
+group's column order); both engines compute it from the codes with integer arithmetic. The walk
+order is the Morton (Z-order) rank over the cells' level indices: bits interleaved, so cells
+close in the order are close in the grid. It depends on the public grid only.
+
+The cut (`clusters_from_histogram`) walks the cells in that order, accumulating the clipped
+non-negative noisy counts, and closes a cluster as soon as the sum reaches k; a last remainder
+below k joins the previous cluster. It reads nothing but the DP histogram: post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from leteo_fed.errors import ConfigError
+from leteo_fed.synth.config import Column
+
+
+def cell_count(columns: list[Column]) -> int:
+    return math.prod(c.levels for c in columns)
+
+
+def check_cells(columns: list[Column], max_cells: int) -> int:
+    """The group's number of cells; ConfigError naming bins and the group when over the cap."""
+    cells = cell_count(columns)
+    if cells > max_cells:
+        detail = ", ".join(
+            f"{c.name}: {c.levels} {'bins' if c.kind == 'numeric' else 'categories'}"
+            for c in columns
+        )
+        raise ConfigError(
+            f"the group {[c.name for c in columns]} spans {cells} grid cells ({detail}), more "
+            f"than synthesize.max_cells = {max_cells}: lower `bins`, split the group into "
+            "smaller ones, or raise max_cells (a DP histogram over many cells is mostly noise)",
+            field="bins",
+        )
+    return cells
+
+
+def strides(columns: list[Column]) -> list[int]:
+    """Row-major strides of the mixed-radix cell id (last column varies fastest)."""
+    out, step = [], 1
+    for c in reversed(columns):
+        out.append(step)
+        step *= c.levels
+    return out[::-1]
+
+
+def cell_ids(levels: list[np.ndarray], columns: list[Column]) -> np.ndarray:
+    """Mixed-radix cell id of every row from its per-column levels."""
+    ids = np.zeros(levels[0].shape[0] if levels else 0, dtype=np.int64)
+    for lv, s in zip(levels, strides(columns), strict=True):
+        ids += lv * s
+    return ids
+
+
+def morton_order(columns: list[Column]) -> np.ndarray:
+    """Cell ids sorted by their Morton key: the fixed, public walk order of the grid."""
+    cells = cell_count(columns)
+    ids = np.arange(cells, dtype=np.int64)
+    idx = [(ids // s) % c.levels for c, s in zip(columns, strides(columns), strict=True)]
+    bits = [max(0, (c.levels - 1).bit_length()) for c in columns]
+    key = np.zeros(cells, dtype=np.int64)
+    pos = 0
+    for t in range(max(bits, default=0)):
+        for lv, b in zip(idx, bits, strict=True):
+            if t < b:
+                key |= ((lv >> t) & 1) << pos
+                pos += 1
+    return ids[np.argsort(key, kind="stable")]
+
+
+def clusters_from_histogram(noisy: np.ndarray, order: np.ndarray, k: int) -> np.ndarray:
+    """Cluster index of every cell (by cell id) from the noisy histogram: cut along `order`
+    whenever the accumulated max(0, noisy) count reaches k; a tail below k joins the last
+    cluster. Every cell belongs to exactly one cluster, so each record does."""
+    clipped = np.maximum(noisy[order], 0.0)
+    cluster = np.empty(order.shape[0], dtype=np.int64)
+    current, acc = 0, 0.0
+    for i, v in enumerate(clipped.tolist()):  # one step per cell of the public grid, not per row
+        cluster[i] = current
+        acc += v
+        if acc >= k:
+            current, acc = current + 1, 0.0
+    if acc < k and current > 0 and order.shape[0] and cluster[-1] == current:
+        cluster[cluster == current] = current - 1  # the tail below k joins the previous cluster
+    out = np.empty_like(cluster)
+    out[order] = cluster
+    return out

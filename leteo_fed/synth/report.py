@@ -1,0 +1,110 @@
+"""report.json of a synthetic release: what was released, the guarantee, and how to redo it.
+
+`build_report` is a pure function of the release's pieces, so the HTML report and the risk
+measures (distance to closest record, membership inference) can be added beside it later. Every
+top-level field except `holder_only` derives from the public config and the DP model; the
+`holder_only` section is for the data holder: the seed and the command with it (the seed
+determines the noise: publishing it voids the guarantee), the exact clipped counts and input row
+count, and what depends on the input's size without noise (the engine choice and its reason,
+which quote the input's bytes, and the timings).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leteo_fed.synth.config import SynthConfig
+from leteo_fed.synth.model import SynthModel
+
+REPORT_VERSION = 1
+
+
+def column_spec(config: SynthConfig) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for c in config.columns:
+        if c.kind == "numeric":
+            out.append(
+                {
+                    "name": c.name,
+                    "type": "numeric",
+                    "bounds": [c.lo, c.hi],
+                    "integer": c.integer,
+                    "bins": c.bins,
+                }
+            )
+        else:
+            out.append({"name": c.name, "type": "categorical", "categories": list(c.categories)})
+    return out
+
+
+def build_report(
+    config: SynthConfig,
+    model: SynthModel,
+    *,
+    rows_written: int,
+    requested_rows: int | None,
+    engine: dict[str, Any],
+    timings: dict[str, float],
+    output: str,
+    release_format: str,
+    command: list[str],
+    seed: int,
+    clipped: dict[str, dict[str, int]],
+    input_rows: int | None,
+) -> dict[str, Any]:
+    """The report dict (JSON-ready)."""
+    classes = list(config.classes) if config.label is not None else [None]
+    clusters = [
+        {
+            "class": classes[c],
+            "group": gi,
+            "clusters": int(m.counts.shape[0]),
+            "noisy_rows": float(m.counts.sum()),
+        }
+        for (c, gi), m in sorted(model.models.items())
+    ]
+    return {
+        "kind": "synthesize",
+        "report_version": REPORT_VERSION,
+        "epsilon": config.epsilon,
+        "delta": 0.0,
+        "guarantee": (
+            f"{config.epsilon:g}-differential privacy (pure, Laplace mechanism) for the "
+            "synthetic table and every field of this report outside holder_only, under "
+            "add/remove of one record; the config (bounds, domains, grid, k) is public"
+        ),
+        "budget": model.budget,
+        "k": config.k,
+        "groups": {"provenance": model.provenance, "columns": model.groups},
+        "clusters": clusters,
+        "class_sizes": {
+            str(name): round(size, 3) for name, size in zip(classes, model.class_sizes, strict=True)
+        },
+        "columns": column_spec(config),
+        "label": (
+            {"column": config.label, "classes": list(config.classes)}
+            if config.label is not None
+            else None
+        ),
+        "parameters": {
+            "max_cells": config.max_cells,
+            "shares": config.shares,
+            "group_split": config.group_split,
+            "grouping_share": config.grouping_share if config.groups is None else None,
+            "grouping_cut": config.grouping_cut if config.groups is None else None,
+            "rows": requested_rows,
+            "row_count_rule": "round(noisy class size) per class"
+            if requested_rows is None
+            else "the requested total, split across classes in proportion to their noisy sizes",
+        },
+        "output": {"path": output, "format": release_format, "rows": rows_written},
+        "holder_only": {
+            "note": "NOT covered by epsilon; remove this section before publishing the report",
+            "engine": engine,
+            "timings_seconds": {k: round(v, 4) for k, v in timings.items()},
+            "seed": seed,
+            "input_rows": input_rows,
+            "clipped": clipped,
+            "command": command,
+        },
+    }
