@@ -31,6 +31,8 @@ class DpRelease:
     reproduce_note: str = ""
     figures: Sequence[tuple[bytes | None, str]] = ()
     version: str = ""
+    holder_note: str = ""  # what on the page is NOT covered by the guarantee, said first
+    risk_note: str = ""
 
     def guarantee(self) -> dict[str, Any]:
         """The DP bound in the terms a reader weighs: for a 50/50 prior on whether one person's
@@ -64,15 +66,22 @@ class DpRelease:
     def page(self) -> Page:
         g = self.guarantee()
         page = Page(f"Release report: {self.title}", f"leteo-fed {self.version}")
+        if self.holder_note:
+            page.paragraph(self.holder_note, "note")
         page.section("What was released")
         page.pairs(self.released.items())
+        model = (
+            f"{self.epsilon:g}-differential privacy (pure)"
+            if self.delta == 0
+            else f"({self.epsilon:g}, {self.delta:g})-differential privacy"
+        )
         page.section(
             "The guarantee",
-            f"({self.epsilon:g}, {self.delta:g})-differential privacy, {self.adjacency}: "
-            f"whether any one person's row was in the data changes the probability of any "
-            f"output by a factor of at most e^epsilon = {g['odds_ratio_bound']:.3g} (except "
-            f"with probability delta). Everything released is computed from noisy values and "
-            f"public parameters.",
+            f"{model}, {self.adjacency}: whether any one person's row was in the data changes "
+            f"the probability of any output by a factor of at most e^epsilon = "
+            f"{g['odds_ratio_bound']:.3g}"
+            + (f" (except with probability delta = {self.delta:g})" if self.delta else "")
+            + ". Everything released is computed from noisy values and public parameters.",
         )
         page.pairs(
             [("epsilon", self.epsilon), ("delta", self.delta), ("accountant", self.accountant)]
@@ -87,7 +96,7 @@ class DpRelease:
             "Re-identification risk",
             "Bounded by the guarantee: at a 50/50 prior, no attack on the release tells whether "
             "a given person's row was used with accuracy above "
-            f"{g['membership_guess_accuracy_at_most']:.4f} (0.5 is a coin toss).",
+            f"{g['membership_guess_accuracy_at_most']:.4f} (0.5 is a coin toss). " + self.risk_note,
         )
         if self.risk:
             page.pairs(self.risk.items())

@@ -10,8 +10,11 @@ from typing import Any
 from leteo_fed import extras
 
 
-def png(draw: Callable[[Any], None], size: tuple[float, float] = (6.4, 3.4)) -> bytes | None:
-    """Run `draw(ax)` on a fresh figure and return it as PNG bytes."""
+def png(
+    draw: Callable[[Any], None], size: tuple[float, float] = (6.4, 3.4), tight: bool = True
+) -> bytes | None:
+    """Run `draw(ax)` on a fresh figure and return it as PNG bytes (`tight`: let matplotlib
+    lay it out; False when `draw` places its own axes)."""
     if not extras.installed("matplotlib"):
         return None
     import matplotlib
@@ -22,7 +25,8 @@ def png(draw: Callable[[Any], None], size: tuple[float, float] = (6.4, 3.4)) -> 
     fig, ax = plt.subplots(figsize=size, dpi=100)
     try:
         draw(ax)
-        fig.tight_layout()
+        if tight:
+            fig.tight_layout()
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png")
         return buffer.getvalue()

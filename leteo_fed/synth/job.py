@@ -3,8 +3,8 @@
 The engine is chosen as anonymize chooses it (:mod:`leteo_fed.anonymize.engine`); both engines
 feed the same driver-side model (:mod:`model`) with the same exact aggregates, so they write the
 same table for the same seed and config. Nothing is written until everything has been
-computed; then the synthetic table and report.json are moved into the output folder (each by
-an atomic rename), the report last.
+computed; then the synthetic table, report.html (the page for the data holder) and report.json
+are moved into the output folder (each by an atomic rename), report.json last.
 """
 
 from __future__ import annotations
@@ -18,17 +18,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from leteo_fed import __version__
 from leteo_fed.anonymize.engine import choose
 from leteo_fed.anonymize.inputs import input_format
 from leteo_fed.errors import ConfigError
 from leteo_fed.fileio import atomic_write_json
+from leteo_fed.report.synthetic import synthetic_release
 from leteo_fed.synth.config import SynthConfig, load
+from leteo_fed.synth.encoding import read_local
 from leteo_fed.synth.generation import generate
 from leteo_fed.synth.model import Aggregator, SynthModel, build
 from leteo_fed.synth.report import build_report
 
 RELEASE_NAME = "synthetic"
 REPORT_NAME = "report.json"
+PAGE_NAME = "report.html"
 
 
 def _aggregator(
@@ -142,9 +146,56 @@ def run_job(
         clipped=clipped,
         input_rows=input_rows,
     )
+    marginals = None
+    if choice.used == "local":  # the real rows fit in memory: measure the table against them
+        say("measuring the synthetic table against the real rows (for the data holder)")
+        from leteo_fed.synth.evaluation import evaluate, marginal_shares
+
+        real = read_local(input_path, fmt)
+        report["holder_only"]["utility"] = evaluate(real, table, config)
+        marginals = marginal_shares(real, table, config)
+    page = synthetic_release(
+        report, _parameters(config, config_path, command or [], seed), marginals, __version__
+    ).page()
     try:
         _publish(staged, final)
+        page.write(out_dir / PAGE_NAME)
         atomic_write_json(out_dir / REPORT_NAME, report)
     finally:
         shutil.rmtree(staged.parent, ignore_errors=True)
     return report, model
+
+
+FLAGS = {"epsilon": "--epsilon", "seed": "--seed", "rows": "--rows", "engine": "--engine"}
+
+
+def _parameters(
+    config: SynthConfig, config_path: Path, command: list[str], seed: int
+) -> dict[str, dict[str, Any]]:
+    """Every parameter of the release with where it came from (the page's provenance table)."""
+    given = {t.split("=", 1)[0] for t in command if t.startswith("--")}
+    where = f"config {config_path}"
+
+    def entry(name: str, value: Any) -> dict[str, Any]:
+        flag = FLAGS.get(name)
+        return {"value": value, "source": "command line" if flag in given else where}
+
+    out = {
+        "epsilon": entry("epsilon", config.epsilon),
+        "k": entry("k", config.k),
+        "groups": entry(
+            "groups", "dp" if config.groups is None else [list(g) for g in config.groups]
+        ),
+        "group_split": entry("group_split", config.group_split),
+        "shares": entry("shares", config.shares),
+        "max_cells": entry("max_cells", config.max_cells),
+        "label": entry("label", config.label),
+        "classes": entry("classes", list(config.classes) if config.label else None),
+        "engine": entry("engine", config.engine),
+    }
+    out["seed"] = (
+        {"value": seed, "source": "command line"}
+        if "--seed" in given
+        else {"value": seed, "source": "drawn at random (not given)"}
+    )
+    return out

@@ -129,4 +129,82 @@ def test_the_dp_kmeans_page_renders_in_headless_chromium(tmp_path):
         "How to reproduce it",
     ]
     assert len(page.images) == 1 and page.images[0]["complete"] and page.images[0]["width"] > 100
-    assert "(2, 0)-differential privacy" in page.text
+    assert "2-differential privacy (pure)" in page.text
+
+
+SYNTH_CONFIG = """\
+[synthesize]
+epsilon = 4.0
+k = 20
+bins = 4
+groups = [["a", "b"], ["c"]]
+
+[[column]]
+name = "a"
+type = "numeric"
+lo = 0
+hi = 100
+
+[[column]]
+name = "b"
+type = "numeric"
+lo = 0
+hi = 1
+
+[[column]]
+name = "c"
+type = "categorical"
+categories = ["x", "y", "z"]
+"""
+
+
+def _synthesize(tmp_path: Path) -> Path:
+    from leteo_fed.cli.main import main
+
+    rng = np.random.default_rng(11)
+    a = rng.uniform(0, 100, 1500)
+    b = np.clip(a / 100 + rng.normal(0, 0.1, a.size), 0, 1)
+    c = rng.choice(["x", "y", "z"], a.size, p=[0.6, 0.3, 0.1])
+    (tmp_path / "real.csv").write_text(
+        "a,b,c\n" + "".join(f"{u:.3f},{v:.4f},{w}\n" for u, v, w in zip(a, b, c, strict=True))
+    )
+    (tmp_path / "synth.toml").write_text(SYNTH_CONFIG)
+    out = tmp_path / "syn"
+    argv = ["synthesize", "--input", str(tmp_path / "real.csv"), "--config"]
+    argv += [str(tmp_path / "synth.toml"), "--out", str(out), "--seed", "4", "--engine", "local"]
+    assert main(argv) == 0
+    return out
+
+
+def test_the_synthetic_report_measures_the_table_for_the_holder_only(tmp_path):
+    out = _synthesize(tmp_path)
+    report = json.loads((out / "report.json").read_text())
+    utility = report["holder_only"]["utility"]  # measured on the real rows: holder only
+    assert "utility" not in report and set(utility["tvd_1way"]) == {"a", "b", "c"}
+    assert 0 <= utility["tvd_1way_mean"] < 0.15  # epsilon 4, 1,500 rows, 4 bins
+    corr = utility["correlation"]
+    assert corr["columns"] == ["a", "b"] and corr["real"][0][1] > 0.9
+    assert corr["abs_error_max"] == pytest.approx(abs(corr["real"][0][1] - corr["synthetic"][0][1]))
+    html = (out / "report.html").read_text()
+    assert "For the data holder" in html and "<script" not in html
+
+
+@pytest.mark.slow
+def test_the_synthetic_page_renders_in_headless_chromium(tmp_path):
+    need_browser()
+    out = _synthesize(tmp_path)
+    page = render(out / "report.html")
+    assert page.requests == [(out / "report.html").resolve().as_uri()]
+    assert page.failed == [] and page.console_errors == []
+    assert page.headings[1:] == [
+        "What was released",
+        "The guarantee",
+        "Utility",
+        "Re-identification risk",
+        "Parameters and where they came from",
+        "How to reproduce it",
+    ]
+    assert len(page.images) == 2  # marginals, correlations
+    assert all(i["complete"] and i["width"] > 100 for i in page.images)
+    assert "4-differential privacy (pure)" in page.text
+    assert "--seed 4" in page.text and "For the data holder" in page.text
