@@ -115,6 +115,15 @@ def add_parser(sub: SubParsers) -> None:
         help="rows to generate in total (default: each class's noisy size)",
     )
     p.add_argument(
+        "--holdout",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="in process only: keep this share of the input rows (drawn with the seed) out of "
+        "the model, to measure the release's distance to closest record and a membership "
+        "attack against them (report.html and report.json's holder_only.disclosure); e.g. 0.2",
+    )
+    p.add_argument(
         "--release-format",
         choices=["csv", "parquet"],
         default="csv",
@@ -152,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         ("--engine", args.engine),
         ("--rows", args.rows),
         ("--format", args.format),
+        ("--holdout", args.holdout),
     ):
         if value is not None:
             command += [flag, str(value)]
@@ -168,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         release_format=args.release_format,
         command=[shlex.quote(c) for c in command],
         progress=say,
+        holdout=args.holdout,
+        seed_source="command line" if args.seed is not None else "drawn at random (not given)",
     )
     clusters = sum(c["clusters"] for c in report["clusters"])
     private = report["holder_only"]

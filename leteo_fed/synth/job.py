@@ -18,6 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from leteo_fed import __version__
 from leteo_fed.anonymize.engine import choose
 from leteo_fed.anonymize.inputs import input_format
@@ -27,22 +30,31 @@ from leteo_fed.report.synthetic import synthetic_release
 from leteo_fed.synth.config import SynthConfig, load
 from leteo_fed.synth.encoding import read_local
 from leteo_fed.synth.generation import generate
-from leteo_fed.synth.model import Aggregator, SynthModel, build
+from leteo_fed.synth.model import Aggregator, SynthModel, build, rng
 from leteo_fed.synth.report import build_report
 
 RELEASE_NAME = "synthetic"
 REPORT_NAME = "report.json"
 PAGE_NAME = "report.html"
+HOLDOUT_STREAM = 0x686F6C64  # the seed's stream that draws the held-out rows ("hold")
+
+
+def split_holdout(table: pa.Table, share: float, seed: int) -> tuple[pa.Table, pa.Table]:
+    """(rows the model sees, held-out rows): a seeded random `share` of the rows held out."""
+    n = table.num_rows
+    held = np.zeros(n, dtype=bool)
+    held[rng(seed, HOLDOUT_STREAM).permutation(n)[: int(round(share * n))]] = True
+    return table.filter(pa.array(~held)), table.filter(pa.array(held))
 
 
 def _aggregator(
-    path: str, fmt: str, engine: str, config: SynthConfig
+    path: str, fmt: str, engine: str, config: SynthConfig, table: pa.Table | None = None
 ) -> tuple[Aggregator, dict[str, dict[str, int]], int]:
     if engine == "local":
-        from leteo_fed.synth.encoding import encode_table, read_local
+        from leteo_fed.synth.encoding import encode_table
         from leteo_fed.synth.local_engine import LocalAggregator
 
-        encoded = encode_table(read_local(path, fmt), config)
+        encoded = encode_table(read_local(path, fmt) if table is None else table, config)
         return LocalAggregator(encoded, config), encoded.clipped, encoded.rows
     from leteo_fed import extras
 
@@ -95,8 +107,13 @@ def run_job(
     release_format: str = "csv",
     command: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    holdout: float | None = None,
+    seed_source: str | None = None,
 ) -> tuple[dict[str, Any], SynthModel]:
-    """Run the synthesizer; returns (the report as written, the model for later measures)."""
+    """Run the synthesizer; returns (the report as written, the model for later measures).
+
+    ``holdout`` (in process only): that share of the input rows, drawn with the seed, is kept
+    out of the model and used to measure disclosure (holder_only.disclosure)."""
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     config = load(config_path)
@@ -108,11 +125,24 @@ def run_job(
         seed = secrets.randbits(63)
     elif seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {seed}", field="seed")
+    if holdout is not None and not 0 < holdout <= 0.5:
+        raise ConfigError(f"--holdout must be in (0, 0.5], got {holdout}", field="holdout")
     fmt = input_format(input_path, input_fmt)
     choice = choose(engine or config.engine, input_path, fmt, types=False)
+    if holdout is not None and choice.used != "local":
+        raise ConfigError(
+            "--holdout measures against rows held in memory: it needs the in-process engine "
+            f"(--engine local); this input runs on {choice.used}",
+            field="holdout",
+        )
     timings: dict[str, float] = {}
     say(f"reading and encoding {input_path} ({choice.used} engine)")
-    agg, clipped, input_rows = _aggregator(input_path, fmt, choice.used, config)
+    real = held = None
+    if choice.used == "local":
+        real = read_local(input_path, fmt)
+        if holdout is not None:
+            real, held = split_holdout(real, holdout, seed)
+    agg, clipped, input_rows = _aggregator(input_path, fmt, choice.used, config, real)
     timings["read_encode"] = time.perf_counter() - t0
     t = time.perf_counter()
     say("building the DP model (grouping, histograms, cluster statistics)")
@@ -147,16 +177,19 @@ def run_job(
         input_rows=input_rows,
     )
     marginals = None
-    if choice.used == "local":  # the real rows fit in memory: measure the table against them
+    if real is not None:  # the real rows fit in memory: measure the table against them
         say("measuring the synthetic table against the real rows (for the data holder)")
         from leteo_fed.synth.evaluation import evaluate, marginal_shares
 
-        real = read_local(input_path, fmt)
         report["holder_only"]["utility"] = evaluate(real, table, config)
         marginals = marginal_shares(real, table, config)
-    page = synthetic_release(
-        report, _parameters(config, config_path, command or [], seed), marginals, __version__
-    ).page()
+        if held is not None:
+            say(f"measuring disclosure against {held.num_rows} held-out rows")
+            report["holder_only"]["disclosure"] = disclosure_of(table, real, held, config, seed)
+    parameters = _parameters(config, config_path, command or [], seed, seed_source)
+    if holdout is not None:
+        parameters["holdout"] = {"value": holdout, "source": "command line"}
+    page = synthetic_release(report, parameters, marginals, __version__).page()
     try:
         _publish(staged, final)
         page.write(out_dir / PAGE_NAME)
@@ -169,8 +202,38 @@ def run_job(
 FLAGS = {"epsilon": "--epsilon", "seed": "--seed", "rows": "--rows", "engine": "--engine"}
 
 
+def disclosure_of(
+    synthetic: pa.Table, train: pa.Table, held: pa.Table, config: SynthConfig, seed: int
+) -> dict[str, Any]:
+    """Distance to closest record and the distance-based membership attack (holder only),
+    against as many rows the model saw (a seeded sample) as were held out: equal sets, so a
+    generator that does not memorise has a DCR share near 0.5 and the attack a 50/50 prior."""
+    from leteo_fed.synth.disclosure import Schema, measure
+
+    schema = Schema(
+        numeric={c.name: (c.lo, c.hi) for c in config.columns if c.kind == "numeric"},
+        categorical={c.name: c.categories for c in config.columns if c.kind == "categorical"},
+    )
+
+    def columns(t: pa.Table) -> dict[str, np.ndarray]:
+        return {c.name: t.column(c.name).to_numpy(zero_copy_only=False) for c in config.columns}
+
+    pick = np.sort(rng(seed, HOLDOUT_STREAM, 1).permutation(train.num_rows)[: held.num_rows])
+    seen = train.take(pa.array(pick))
+    out = measure(columns(synthetic), columns(seen), columns(held), schema, epsilon=config.epsilon)
+    out["computed_on"] = (
+        f"{seen.num_rows} of the rows the model saw (a seeded sample) and {held.num_rows} "
+        "held-out rows (NOT covered by epsilon: for the data holder only)"
+    )
+    return out
+
+
 def _parameters(
-    config: SynthConfig, config_path: Path, command: list[str], seed: int
+    config: SynthConfig,
+    config_path: Path,
+    command: list[str],
+    seed: int,
+    seed_source: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every parameter of the release with where it came from (the page's provenance table)."""
     given = {t.split("=", 1)[0] for t in command if t.startswith("--")}
@@ -193,9 +256,7 @@ def _parameters(
         "classes": entry("classes", list(config.classes) if config.label else None),
         "engine": entry("engine", config.engine),
     }
-    out["seed"] = (
-        {"value": seed, "source": "command line"}
-        if "--seed" in given
-        else {"value": seed, "source": "drawn at random (not given)"}
-    )
+    if seed_source is None:
+        seed_source = "command line" if "--seed" in given else "drawn at random (not given)"
+    out["seed"] = {"value": seed, "source": seed_source}
     return out

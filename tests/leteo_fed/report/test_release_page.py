@@ -158,7 +158,7 @@ categories = ["x", "y", "z"]
 """
 
 
-def _synthesize(tmp_path: Path) -> Path:
+def _synthesize(tmp_path: Path, *extra: str) -> Path:
     from leteo_fed.cli.main import main
 
     rng = np.random.default_rng(11)
@@ -172,7 +172,7 @@ def _synthesize(tmp_path: Path) -> Path:
     out = tmp_path / "syn"
     argv = ["synthesize", "--input", str(tmp_path / "real.csv"), "--config"]
     argv += [str(tmp_path / "synth.toml"), "--out", str(out), "--seed", "4", "--engine", "local"]
-    assert main(argv) == 0
+    assert main([*argv, *extra]) == 0
     return out
 
 
@@ -208,3 +208,39 @@ def test_the_synthetic_page_renders_in_headless_chromium(tmp_path):
     assert all(i["complete"] and i["width"] > 100 for i in page.images)
     assert "4-differential privacy (pure)" in page.text
     assert "--seed 4" in page.text and "For the data holder" in page.text
+
+
+def test_a_holdout_measures_disclosure_against_rows_the_model_never_saw(tmp_path):
+    """--holdout 0.3: 450 of 1,500 rows stay out of the model. Against as many seen rows, a
+    DP generator that does not memorise has a DCR share and an attack AUC near 0.5: with 450
+    rows a side the AUC's standard error is sqrt((1/450 + 1/450) / 12) ~ 0.019, so 0.5 +/- 0.1
+    is five of them."""
+    out = _synthesize(tmp_path, "--holdout", "0.3")
+    report = json.loads((out / "report.json").read_text())
+    doc = report["holder_only"]["disclosure"]
+    attack, dcr = doc["membership"], doc["dcr"]
+    assert attack["members"] == attack["non_members"] == 450
+    assert abs(attack["auc"] - 0.5) < 0.1 and abs(dcr["dcr_share"] - 0.5) < 0.1
+    assert attack["dp_accuracy_bound"] == pytest.approx(np.exp(4) / (1 + np.exp(4)))
+    assert report["holder_only"]["input_rows"] == 1050  # the model saw the rest only
+    html = (out / "report.html").read_text()
+    assert "membership attack: ROC AUC" in html
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--holdout", "0.7"], "--holdout must be in"),
+        (["--holdout", "0.2", "--engine", "spark"], "needs the in-process engine"),
+    ],
+)
+def test_a_bad_holdout_is_refused_by_name(tmp_path, capsys, extra, message):
+    from leteo_fed.cli.main import main
+
+    (tmp_path / "real.csv").write_text("a,b,c\n1,0.5,x\n")
+    (tmp_path / "synth.toml").write_text(SYNTH_CONFIG)
+    argv = ["synthesize", "--input", str(tmp_path / "real.csv"), "--config"]
+    argv += [str(tmp_path / "synth.toml"), "--out", str(tmp_path / "o"), *extra]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
