@@ -28,7 +28,7 @@ from leteo_fed.cli.options import (
     csv_list,
     set_handler,
 )
-from leteo_fed.cli.round_output import run_and_write
+from leteo_fed.cli.round_output import round_options, run_and_write
 from leteo_fed.defaults import DP_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
@@ -159,19 +159,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the bar chart, before any round is started
-    from leteo_fed.client import RoundOptions
 
     request = build_request(args.columns, args.domain, args.edges)
-    dp = args.dp_epsilon is not None
-    options = RoundOptions(
-        min_owners=args.min_owners,
-        deadline_seconds=args.deadline,
-        owners=tuple(args.owners),
-        scale_bits=args.scale_bits,
-        dp_epsilon=args.dp_epsilon,
-        dp_delta=args.dp_delta,
-        row_norm_bound=1.0 if dp else None,  # a row is one count in one cell
-    )
+    options = round_options(args)
     # planned locally first: a bad grid is refused before anyone is contacted
     from leteo_fed.protocols.crosstab import noise_preview
 

@@ -41,6 +41,7 @@ from leteo_fed.cli.options import (
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.cli.round_output import round_options
 from leteo_fed.defaults import (
     DEMO_SEED,
     KMEANS_DEFAULT_ITERATIONS,
@@ -260,7 +261,7 @@ def _initial_centers(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, An
 
 
 def _run_against_services(args: argparse.Namespace) -> int:
-    from leteo_fed.client import RoundOptions, output_file
+    from leteo_fed.client import output_file
     from leteo_fed.fileio import atomic_write_json
     from leteo_fed.protocols.kmeans_round import KmeansRequest
 
@@ -272,16 +273,7 @@ def _run_against_services(args: argparse.Namespace) -> int:
         iterations=args.rounds,
         tolerance=args.tolerance,
     )
-    options = RoundOptions(
-        min_owners=args.min_owners,
-        deadline_seconds=args.deadline,  # per iteration
-        scale_bits=args.scale_bits,
-        value_bound=args.value_bound,
-        owners=tuple(args.owners),
-        dp_epsilon=args.epsilon,  # the whole job's budget, split evenly over the iterations
-        dp_delta=args.delta,
-        row_norm_bound=args.row_norm_bound,
-    )
+    options = round_options(args, dp_epsilon=args.epsilon, dp_delta=args.delta)  # the whole job's
     from leteo_fed.protocols.kmeans_round import kmeans_noise_preview
 
     stop = check_locally(request, options, kmeans_noise_preview, args, _dry_run, "--epsilon")

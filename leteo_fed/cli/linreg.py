@@ -27,7 +27,7 @@ from leteo_fed.cli.options import (
     analyst_client,
     set_handler,
 )
-from leteo_fed.cli.round_output import run_and_write
+from leteo_fed.cli.round_output import round_options, run_and_write
 
 DEFAULT_OUT = Path("out/linreg")
 RESULT_JSON = "result.json"
@@ -91,7 +91,6 @@ def add_parser(sub: SubParsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the coefficient plot, before any round is started
-    from leteo_fed.client import RoundOptions
     from leteo_fed.protocols.linreg import LinregRequest
 
     request = LinregRequest(
@@ -100,16 +99,7 @@ def run(args: argparse.Namespace) -> int:
         ridge=args.ridge,
         label_bound=args.label_bound,
     )
-    options = RoundOptions(
-        min_owners=args.min_owners,
-        deadline_seconds=args.deadline,
-        owners=tuple(args.owners),
-        scale_bits=args.scale_bits,
-        value_bound=args.value_bound,
-        dp_epsilon=args.dp_epsilon,
-        dp_delta=args.dp_delta,
-        row_norm_bound=args.row_norm_bound,
-    )
+    options = round_options(args)
     from leteo_fed.protocols.linreg import noise_preview
 
     stop = check_locally(request, options, noise_preview, args, _dry_run)

@@ -28,7 +28,7 @@ from leteo_fed.cli.options import (
     analyst_client,
     set_handler,
 )
-from leteo_fed.cli.round_output import run_and_write
+from leteo_fed.cli.round_output import round_options, run_and_write
 
 DEFAULT_OUT = Path("out/logreg")
 RESULT_JSON = "result.json"
@@ -113,7 +113,6 @@ def add_parser(sub: SubParsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the coefficient plot, before any round is started
-    from leteo_fed.client import RoundOptions
     from leteo_fed.protocols.logreg import LogregRequest, noise_preview
 
     request = LogregRequest(
@@ -124,16 +123,7 @@ def run(args: argparse.Namespace) -> int:
         tolerance=args.tolerance,
         coefficient_bound=args.coefficient_bound,
     )
-    options = RoundOptions(
-        min_owners=args.min_owners,
-        deadline_seconds=args.deadline,
-        owners=tuple(args.owners),
-        scale_bits=args.scale_bits,
-        value_bound=args.value_bound,
-        dp_epsilon=args.dp_epsilon,
-        dp_delta=args.dp_delta,
-        row_norm_bound=args.row_norm_bound,
-    )
+    options = round_options(args)
     stop = check_locally(request, options, noise_preview, args, _dry_run, plan_without_dp=True)
     if stop is not None:
         return stop

@@ -31,7 +31,7 @@ from leteo_fed.cli.options import (
     csv_list,
     set_handler,
 )
-from leteo_fed.cli.round_output import run_and_write
+from leteo_fed.cli.round_output import round_options, run_and_write
 from leteo_fed.errors import ConfigError
 
 DEFAULT_OUT = Path("out/naive-bayes")
@@ -225,20 +225,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the plot, before any round is started
-    from leteo_fed.client import RoundOptions
     from leteo_fed.protocols.naive_bayes import noise_preview
 
     request, row_norm_bound = build_request(args)
-    options = RoundOptions(
-        min_owners=args.min_owners,
-        deadline_seconds=args.deadline,
-        owners=tuple(args.owners),
-        scale_bits=args.scale_bits,
-        value_bound=args.value_bound,
-        dp_epsilon=args.dp_epsilon,
-        dp_delta=args.dp_delta,
-        row_norm_bound=row_norm_bound,
-    )
+    options = round_options(args, row_norm_bound=row_norm_bound)
     # planned locally first: a bad request is refused before anyone is contacted
     stop = check_locally(request, options, noise_preview, args, _dry_run, plan_without_dp=True)
     if stop is not None:

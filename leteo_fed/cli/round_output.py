@@ -14,6 +14,24 @@ from typing import Any
 from leteo_fed.cli.progress import ProgressPrinter
 
 
+def round_options(args: argparse.Namespace, **given: Any) -> Any:
+    """The RoundOptions of the flags every analyst command shares (quorum, deadline, owners,
+    encoding, DP); `given` overrides one a command names otherwise or does not have."""
+    from leteo_fed.client import RoundOptions
+
+    values: dict[str, Any] = {
+        "min_owners": args.min_owners,
+        "deadline_seconds": args.deadline,
+        "owners": tuple(args.owners),
+        "scale_bits": args.scale_bits,
+        "value_bound": getattr(args, "value_bound", 0.0),
+        "dp_epsilon": getattr(args, "dp_epsilon", None),
+        "dp_delta": getattr(args, "dp_delta", None),
+        "row_norm_bound": getattr(args, "row_norm_bound", None),
+    }
+    return RoundOptions(**(values | given))
+
+
 def run_and_write(
     args: argparse.Namespace,
     request: Any,

@@ -38,6 +38,7 @@ from leteo_fed.cli.options import (
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
+from leteo_fed.cli.round_output import round_options
 from leteo_fed.defaults import DEMO_SEED, PCA_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
@@ -223,7 +224,7 @@ def _groupings(args: argparse.Namespace) -> tuple:
 
 
 def _run_round(args: argparse.Namespace) -> int:
-    from leteo_fed.client import RoundOptions, output_file
+    from leteo_fed.client import output_file
     from leteo_fed.fileio import atomic_write_json
     from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 
@@ -237,16 +238,7 @@ def _run_round(args: argparse.Namespace) -> int:
         rho_prime=getattr(args, "rho_prime", None),
         projection_only=args.projection_only,
     )
-    options = RoundOptions(
-        min_owners=args.min_owners,
-        deadline_seconds=args.deadline,
-        scale_bits=args.scale_bits,
-        value_bound=args.value_bound,
-        owners=tuple(args.owners),
-        dp_epsilon=args.dp_epsilon,
-        dp_delta=args.dp_delta,
-        row_norm_bound=args.row_norm_bound,
-    )
+    options = round_options(args)
     from leteo_fed.protocols.moments_round import moments_noise_preview
 
     stop = check_locally(request, options, moments_noise_preview, args, _dry_run)

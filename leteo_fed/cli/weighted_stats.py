@@ -25,7 +25,7 @@ from leteo_fed.cli.options import (
     analyst_client,
     set_handler,
 )
-from leteo_fed.cli.round_output import run_and_write
+from leteo_fed.cli.round_output import round_options, run_and_write
 
 DEFAULT_OUT = Path("out/stats")
 
@@ -68,7 +68,6 @@ def add_parser(sub: SubParsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from leteo_fed.client import RoundOptions
     from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 
     request = WeightedStatsRequest(
@@ -76,16 +75,7 @@ def run(args: argparse.Namespace) -> int:
         weight_column=args.weight_column,
         weight_bound=args.weight_bound,
     )
-    options = RoundOptions(
-        min_owners=args.min_owners,
-        deadline_seconds=args.deadline,
-        owners=tuple(args.owners),
-        scale_bits=args.scale_bits,
-        value_bound=args.value_bound,
-        dp_epsilon=args.dp_epsilon,
-        dp_delta=args.dp_delta,
-        row_norm_bound=args.row_norm_bound,
-    )
+    options = round_options(args)
     from leteo_fed.protocols.weighted_stats import noise_preview
 
     stop = check_locally(request, options, noise_preview, args, _dry_run)
