@@ -38,6 +38,14 @@ class Column:
     integer: bool = False
     bins: int = DEFAULT_BINS
     categories: tuple[str, ...] = ()
+    edges: tuple[float, ...] = ()  # public bin edges lo < ... < hi; empty: `bins` equal bins
+
+    def bin_edges(self) -> tuple[float, ...]:
+        """The numeric bins' edges in the column's units, lo first and hi last."""
+        if self.edges:
+            return self.edges
+        step = (self.hi - self.lo) / self.bins
+        return tuple(self.lo + i * step for i in range(self.bins)) + (self.hi,)
 
     @property
     def width(self) -> int:
@@ -100,13 +108,40 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _edges(raw: Any, name: str, lo: float, hi: float) -> tuple[float, ...]:
+    """Public bin edges: numbers from lo to hi, strictly increasing (e.g. [0, 0.5, 5000, hi]
+    gives an integer column's zeros a bin of their own)."""
+    where = f"{name}.edges"
+    if not isinstance(raw, list) or len(raw) < 2:
+        raise ConfigError(f"'{where}' must be a list of at least 2 numbers", field=where)
+    edges = tuple(_num(v, where) for v in raw)
+    if edges[0] != lo or edges[-1] != hi:
+        raise ConfigError(
+            f"'{where}' must start at lo ({lo:g}) and end at hi ({hi:g}), got "
+            f"{edges[0]:g} .. {edges[-1]:g}",
+            field=where,
+        )
+    if any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+        raise ConfigError(f"'{where}' must increase strictly", field=where)
+    # values are binned on their 16-bit codes: inner edges must fall on distinct inner codes
+    scale = 1 << 16
+    codes = [int((e - lo) / (hi - lo) * scale + 0.5) for e in edges[1:-1]]
+    if any(c <= 0 or c >= scale for c in codes) or len(set(codes)) != len(codes):
+        raise ConfigError(
+            f"'{where}': inner edges closer to each other or to lo/hi than the encoding's "
+            f"resolution ({(hi - lo) / scale:.4g} units) cannot be told apart",
+            field=where,
+        )
+    return edges
+
+
 def _column(raw: Any, i: int, default_bins: int) -> Column:
     where = f"column[{i}]"
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
         raise ConfigError(f"{where} needs a name", field=where)
     name = raw["name"]
     kind = raw.get("type")
-    known = {"name", "type", "lo", "hi", "integer", "bins", "categories"}
+    known = {"name", "type", "lo", "hi", "integer", "bins", "edges", "categories"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"column {name!r}: unknown keys {unknown}", field=name)
@@ -121,6 +156,11 @@ def _column(raw: Any, i: int, default_bins: int) -> Column:
         integer = raw.get("integer", False)
         if not isinstance(integer, bool):
             raise ConfigError(f"column {name!r}: integer must be true or false", field=name)
+        if "edges" in raw:
+            if "bins" in raw:
+                raise ConfigError(f"column {name!r}: give bins or edges, not both", field=name)
+            edges = _edges(raw["edges"], name, lo, hi)
+            return Column(name, "numeric", lo, hi, integer, len(edges) - 1, edges=edges)
         bins = _int(raw.get("bins", default_bins), f"{name}.bins", 1)
         return Column(name, "numeric", lo, hi, integer, bins)
     if kind == "categorical":

@@ -73,10 +73,19 @@ def quantize(x: np.ndarray, col: Column) -> np.ndarray:
     return np.floor(u * SCALE + 0.5).astype(np.int64)
 
 
+def cuts(col: Column) -> np.ndarray:
+    """The codes where a column with public `edges` enters its next bin: the inner edges
+    quantized like the values (exact integers, so both engines bin alike)."""
+    return quantize(np.asarray(col.edges[1:-1], dtype=np.float64), col)
+
+
 def level(codes: np.ndarray, col: Column) -> np.ndarray:
-    """A code's grid level: its category, or its bin (q * bins) // SCALE, capped at bins - 1."""
+    """A code's grid level: its category; its bin (q * bins) // SCALE, capped at bins - 1; or,
+    with public edges, how many inner edges' codes it reaches."""
     if col.kind == "categorical":
         return codes
+    if col.edges:
+        return np.searchsorted(cuts(col), codes, side="right").astype(np.int64)
     return np.minimum((codes * col.bins) // SCALE, col.bins - 1)
 
 

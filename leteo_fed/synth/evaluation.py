@@ -126,7 +126,7 @@ def marginal_shares(
         if c.kind == "categorical":
             labels = list(c.categories)
         else:
-            edges = np.linspace(c.lo, c.hi, c.bins + 1)
+            edges = c.bin_edges()
             labels = [f"{edges[i]:.4g}" for i in range(c.bins)]
         size = len(labels)
         out[c.name] = (

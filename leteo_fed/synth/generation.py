@@ -55,19 +55,31 @@ def class_rows(model: SynthModel, rows: int | None) -> np.ndarray:
 
 
 def _into_bins(
-    x: np.ndarray, mu: np.ndarray, sd: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    x: np.ndarray,
+    mu: np.ndarray,
+    sd: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    spare: np.ndarray,
 ) -> np.ndarray:
     """Gaussian draws moved into their cells' bins [lo, hi) by the Gaussian copula: each
     coordinate's quantile Phi((x - mu) / sd) is mapped to the same quantile of N(mu, sd^2)
-    truncated to the bin (uniform in the bin when the bin holds no Gaussian mass)."""
+    truncated to the bin. Where that Gaussian says nothing about the bin, `spare` (uniform
+    draws) places the value: a degenerate Gaussian (sd 0: every row at mu) keeps mu when mu
+    lies in the bin and is uniform in the bin otherwise; a bin the Gaussian gives no mass is
+    uniform. (Using the Gaussian's own quantile there, 0.5 for every row when sd is 0, would
+    stack every row of the cluster on the bin's midpoint.)"""
     from scipy.special import ndtr, ndtri
 
-    safe = np.where(sd > 1e-12, sd, 1.0)
+    degenerate = sd <= 1e-12
+    safe = np.where(degenerate, 1.0, sd)
     u = ndtr((x - mu) / safe)
     a, b = ndtr((lo - mu) / safe), ndtr((hi - mu) / safe)
     inside = mu + safe * ndtri(np.clip(a + u * (b - a), 1e-300, 1 - 1e-16))
-    flat = (sd <= 1e-12) | (b - a < 1e-12)
-    return np.clip(np.where(flat, lo + u * (hi - lo), inside), lo, hi)
+    uniform = lo + spare * (hi - lo)
+    at_mean = degenerate & (mu >= lo) & (mu <= hi)
+    value = np.where(degenerate | (b - a < 1e-12), uniform, inside)
+    return np.clip(np.where(at_mean, mu, value), lo, hi)
 
 
 def _cluster_rows(
@@ -89,13 +101,18 @@ def _cluster_rows(
     if d == 0:
         return chosen, np.zeros((nj, 0))
     x = m.means[j] + g.standard_normal((nj, d)) @ m.factors[j].T
+    spare = g.random((nj, d))  # for the values the Gaussian cannot place (see _into_bins)
     numeric = [c for c in cols if c.kind == "numeric"]
     st = strides(cols)
     pos = [i for i, c in enumerate(cols) if c.kind == "numeric"]
-    bins = np.array([c.bins for c in numeric], dtype=np.float64)
-    level = np.column_stack([(chosen // st[i]) % cols[i].levels for i in pos]).astype(np.float64)
+    level = np.column_stack([(chosen // st[i]) % cols[i].levels for i in pos])
+    lo = np.empty((nj, len(numeric)))
+    hi = np.empty((nj, len(numeric)))
+    for k, c in enumerate(numeric):  # each bin as [lo, hi) on the column's [0, 1] scale
+        u = (np.asarray(c.bin_edges()) - c.lo) / (c.hi - c.lo)
+        lo[:, k], hi[:, k] = u[level[:, k]], u[level[:, k] + 1]
     sd = np.sqrt(np.maximum(np.diagonal(m.covariances[j]), 0.0))
-    return chosen, _into_bins(x, m.means[j], sd, level / bins, (level + 1) / bins)
+    return chosen, _into_bins(x, m.means[j], sd, lo, hi, spare)
 
 
 def _decode(cells: np.ndarray, x: np.ndarray, cols: list[Column]) -> dict[str, np.ndarray]:
@@ -107,7 +124,13 @@ def _decode(cells: np.ndarray, x: np.ndarray, cols: list[Column]) -> dict[str, n
     for i, c in enumerate(cols):
         if c.kind == "numeric":
             v = np.clip(x[:, at], 0.0, 1.0) * (c.hi - c.lo) + c.lo
-            out[c.name] = np.rint(v).astype(np.int64) if c.integer else v
+            if c.integer:  # rounded, but kept among the integers of the row's bin [a, b)
+                edges = np.asarray(c.bin_edges())
+                lvl = (cells // st[i]) % c.levels
+                first, last = np.ceil(edges[lvl]), np.ceil(edges[lvl + 1]) - 1
+                last[lvl == c.levels - 1] = np.floor(c.hi)  # the last bin holds hi itself
+                v = np.clip(np.rint(v), first, np.maximum(first, last)).astype(np.int64)
+            out[c.name] = v
             at += 1
         else:
             idx = (cells // st[i]) % c.levels

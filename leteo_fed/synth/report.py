@@ -30,6 +30,7 @@ def column_spec(config: SynthConfig) -> list[dict[str, Any]]:
                     "bounds": [c.lo, c.hi],
                     "integer": c.integer,
                     "bins": c.bins,
+                    "edges": list(c.edges) or None,
                 }
             )
         else:

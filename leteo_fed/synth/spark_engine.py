@@ -173,6 +173,12 @@ class SparkAggregator:
 
         if c.kind == "categorical":
             return F.col(_code_name(self.index[c.name]))
+        code = F.col(_code_name(self.index[c.name]))
+        if c.edges:  # how many inner edges' codes the value reaches (E.level's searchsorted)
+            reached = F.lit(0).cast("long")
+            for cut in E.cuts(c).tolist():
+                reached = reached + F.when(code >= F.lit(int(cut)), 1).otherwise(0).cast("long")
+            return reached
         binned = F.expr(f"({_code_name(self.index[c.name])} * {c.bins}) div {E.SCALE}")
         return F.least(binned, F.lit(c.bins - 1).cast("long"))
 
