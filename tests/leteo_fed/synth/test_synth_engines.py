@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -53,6 +54,28 @@ def test_config_groups_with_label_csv(spark: Any, tmp_path: Path) -> None:
     assert local == spark_bytes and local.count(b"\n") > 500
     clipped = got["local"][0]["holder_only"]["clipped"]
     assert clipped["b"]["below"] + clipped["b"]["above"] > 0  # rows() puts some out of bounds
+
+
+def test_public_edges_bin_alike_on_both_engines(spark: Any, tmp_path: Path) -> None:
+    """Column a with public, unequal edges (a bin of its own for 0 <= a < 1): both engines put
+    every value in the same bin, so the releases are identical, and the integer values of the
+    release stay in their bins."""
+    raw = rows(600, seed=23)
+    for r in raw[::3]:
+        r["a"] = "0"
+    data = write_csv(tmp_path / "data.csv", raw)
+    config = write_config(tmp_path, k=15)
+    text = config.read_text().replace(
+        "hi = 100\ninteger = true\n", "hi = 100\ninteger = true\nedges = [0, 1, 30, 50, 60, 100]\n"
+    )
+    assert "edges" in text
+    config.write_text(text)
+    got = _run(tmp_path, data, config)
+    local, spark_bytes = ((got[e][1] / "synthetic.csv").read_bytes() for e in ("local", "spark"))
+    assert local == spark_bytes
+    a = np.array([int(line.split(b",")[0]) for line in local.splitlines()[1:]])
+    assert 0.2 < (a == 0).mean() < 0.5  # a third of the input's a are 0, kept as 0
+    assert got["local"][0]["columns"][0]["edges"] == [0, 1, 30, 50, 60, 100]
 
 
 def test_dp_groups_parquet_in_and_out(spark: Any, tmp_path: Path) -> None:
