@@ -16,11 +16,11 @@ Methods, each at every epsilon:
   ``ours-dpgroups``: the same with ``groups = "dp"`` (grouping computed under DP). Pure
   epsilon-DP (delta = 0).
 * ``mst`` and ``aim``: smartnoise-synth 1.0.8 on the same public grid our config uses: each
-  numeric column cut into the config's equal-width bins of its public [lo, hi], each categorical
-  column indexed in its public domain; the domain sizes given to `mbi` are these public ones
+  numeric column cut into the config's bins of its public [lo, hi] (equal, or its public
+  edges), each categorical column indexed in its public domain; the domain sizes given to `mbi` are these public ones
   (the snsynth ``fit`` wrapper would read the categories off the data instead, so the worker calls
   its ``MST`` / ``AIM`` methods on an `mbi` Dataset with the public Domain). A numeric value comes
-  back uniform within its bin (rounded for integer columns). (epsilon, delta = 1e-9)-DP through
+  back uniform within its bin (uniform among its integers for integer columns). (epsilon, delta = 1e-9)-DP through
   their zCDP accounting. Rows are drawn with ``synthetic_data(method="sample")`` (independent
   draws from the fitted model): the default randomized rounding of ``sample()`` fills columns in
   row order and creates false correlations (with MST, efficacy below the majority rate).
@@ -161,9 +161,16 @@ def from_grid(codes: np.ndarray, config: Any, rng: np.random.Generator) -> dict[
     for j, c in enumerate(all_columns(config)):
         v = codes[:, j].astype(np.int64)
         if c.kind == "numeric":
-            width = (c.hi - c.lo) / c.bins
-            x = c.lo + (v + rng.random(v.shape[0])) * width
-            out[c.name] = np.clip(np.round(x) if c.integer else x, c.lo, c.hi)
+            edges = np.asarray(c.bin_edges())  # equal bins, or the config's public edges
+            lo, hi = edges[v], edges[v + 1]
+            u = rng.random(v.shape[0])
+            if c.integer:  # uniform among the integers of the bin [lo, hi) (hi itself: last bin)
+                first = np.ceil(lo)
+                last = np.where(v == c.levels - 1, np.floor(hi), np.ceil(hi) - 1)
+                last = np.maximum(first, last)
+                out[c.name] = first + np.floor(u * (last - first + 1))
+            else:
+                out[c.name] = lo + u * (hi - lo)
         else:
             out[c.name] = np.asarray(c.categories)[v]
     return out
