@@ -19,6 +19,23 @@ SECTIONS = [
     "How to reproduce it",
 ]
 
+DP_SECTIONS = [
+    "What was released",
+    "The guarantee",
+    "Utility",
+    "Re-identification risk",
+    "Parameters and where they came from",
+    "How to reproduce it",
+]
+
+
+def render_alone(page_file: Path):
+    """The page rendered, having asked for nothing but itself and logged no error."""
+    page = render(page_file)
+    assert page.requests == [page_file.resolve().as_uri()]  # nothing else, ever
+    assert page.failed == [] and page.console_errors == []
+    return page
+
 
 def _anonymize(tmp_path: Path) -> Path:
     from leteo_fed.cli.main import main
@@ -66,9 +83,7 @@ def test_the_anonymization_page_renders_in_headless_chromium(tmp_path):
     need_browser()
     out = _anonymize(tmp_path)
     report = json.loads((out / "report.json").read_text())
-    page = render(out / "report.html")
-    assert page.requests == [(out / "report.html").resolve().as_uri()]  # nothing else, ever
-    assert page.failed == [] and page.console_errors == []
+    page = render_alone(out / "report.html")
     assert page.headings[1:] == SECTIONS
     assert len(page.images) == 2  # NCP per QI; records by class size
     for image in page.images:
@@ -117,17 +132,8 @@ def test_the_dp_kmeans_report_states_its_guarantee_and_provenance(tmp_path):
 def test_the_dp_kmeans_page_renders_in_headless_chromium(tmp_path):
     need_browser()
     out = _dp_kmeans(tmp_path)
-    page = render(out / "report.html")
-    assert page.requests == [(out / "report.html").resolve().as_uri()]
-    assert page.failed == [] and page.console_errors == []
-    assert page.headings[1:] == [
-        "What was released",
-        "The guarantee",
-        "Utility",
-        "Re-identification risk",
-        "Parameters and where they came from",
-        "How to reproduce it",
-    ]
+    page = render_alone(out / "report.html")
+    assert page.headings[1:] == DP_SECTIONS
     assert len(page.images) == 1 and page.images[0]["complete"] and page.images[0]["width"] > 100
     assert "2-differential privacy (pure)" in page.text
 
@@ -193,17 +199,8 @@ def test_the_synthetic_report_measures_the_table_for_the_holder_only(tmp_path):
 def test_the_synthetic_page_renders_in_headless_chromium(tmp_path):
     need_browser()
     out = _synthesize(tmp_path)
-    page = render(out / "report.html")
-    assert page.requests == [(out / "report.html").resolve().as_uri()]
-    assert page.failed == [] and page.console_errors == []
-    assert page.headings[1:] == [
-        "What was released",
-        "The guarantee",
-        "Utility",
-        "Re-identification risk",
-        "Parameters and where they came from",
-        "How to reproduce it",
-    ]
+    page = render_alone(out / "report.html")
+    assert page.headings[1:] == DP_SECTIONS
     assert len(page.images) == 2  # marginals, correlations
     assert all(i["complete"] and i["width"] > 100 for i in page.images)
     assert "4-differential privacy (pure)" in page.text
