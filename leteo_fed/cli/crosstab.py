@@ -23,6 +23,7 @@ from leteo_fed.cli.options import (
     add_deadline,
     add_owner_filter,
     add_quorum,
+    add_result_output,
     add_tls,
     analyst_client,
     csv_list,
@@ -95,18 +96,7 @@ def add_parser(sub: SubParsers) -> None:
         f"{DP_DEFAULT_SCALE_BITS}, the resolution of the noise)",
     )
     add_owner_filter(p)
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help=f"output folder: writes OUT/{RESULT_FILE} and OUT/{PLOT_FILE} (default: "
-        f"{DEFAULT_OUT})",
-    )
-    p.add_argument(
-        "--no-plot",
-        action="store_true",
-        help=f"write no {PLOT_FILE} (the plot needs the [plots] extra)",
-    )
+    add_result_output(p, DEFAULT_OUT, RESULT_FILE, PLOT_FILE)
     g = p.add_argument_group(DP_GROUP_TITLE)
     g.add_argument(
         "--dp-epsilon", type=float, default=None, help="release the counts (epsilon, delta)-DP"

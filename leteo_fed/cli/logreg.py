@@ -20,9 +20,9 @@ from leteo_fed.cli.options import (
     add_deadline,
     add_dp_flags,
     add_features,
-    add_out_folder,
     add_owner_filter,
     add_quorum,
+    add_result_output,
     add_tls,
     add_value_bound,
     analyst_client,
@@ -98,12 +98,7 @@ def add_parser(sub: SubParsers) -> None:
     add_value_bound(p)
     p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
     add_owner_filter(p)
-    add_out_folder(p, DEFAULT_OUT)
-    p.add_argument(
-        "--no-plot",
-        action="store_true",
-        help=f"write no {RESULT_PNG} (the plot needs the [plots] extra)",
-    )
+    add_result_output(p, DEFAULT_OUT, RESULT_JSON, RESULT_PNG)
     add_dp_flags(p)
     add_noise_flags(p, "each coefficient")
     add_tls(p, "analyst", "analyst")

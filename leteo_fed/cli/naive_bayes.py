@@ -25,6 +25,7 @@ from leteo_fed.cli.options import (
     add_features,
     add_owner_filter,
     add_quorum,
+    add_result_output,
     add_tls,
     add_value_bound,
     analyst_client,
@@ -109,18 +110,7 @@ def add_parser(sub: SubParsers) -> None:
     add_value_bound(p)
     p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
     add_owner_filter(p)
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help=f"output folder: writes OUT/{RESULT_FILE} and OUT/{PLOT_FILE} (default: "
-        f"{DEFAULT_OUT})",
-    )
-    p.add_argument(
-        "--no-plot",
-        action="store_true",
-        help=f"write no {PLOT_FILE} (the plot needs the [plots] extra)",
-    )
+    add_result_output(p, DEFAULT_OUT, RESULT_FILE, PLOT_FILE)
     g = p.add_argument_group(DP_GROUP_TITLE)
     g.add_argument(
         "--dp-epsilon", type=float, default=None, help="release the model (epsilon, delta)-DP"

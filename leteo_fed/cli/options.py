@@ -168,6 +168,21 @@ def add_out_folder(p: Container, default: Path) -> None:
     p.add_argument("--out", type=Path, default=default, help=f"output folder (default: {default})")
 
 
+def add_result_output(p: Container, default: Path, result_file: str, plot_file: str) -> None:
+    """`--out DIR` and `--no-plot` of a command that writes one result and its figure."""
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=default,
+        help=f"output folder: writes OUT/{result_file} and OUT/{plot_file} (default: {default})",
+    )
+    p.add_argument(
+        "--no-plot",
+        action="store_true",
+        help=f"write no {plot_file} (the plot needs the [plots] extra)",
+    )
+
+
 # ---------------------------------------------------------------- differential privacy
 
 
