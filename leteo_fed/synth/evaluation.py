@@ -13,6 +13,7 @@ columns in their bins over [lo, hi], categoricals by category), where marginals 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +28,27 @@ if TYPE_CHECKING:
 MAX_PAIRS_LISTED = 10  # the worst 2-way marginals named in the report
 
 
-def grid_levels(table: pa.Table, config: SynthConfig) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Every column's grid level per row, and the class index per row."""
-    encoded = encode_table(table, config)
-    cols = {c.name: c for c in config.columns}
-    return {n: level(codes, cols[n]) for n, codes in encoded.codes.items()}, encoded.classes
+@dataclass(frozen=True)
+class Graded:
+    """A table on the public grid, encoded once: every measure below reads it."""
+
+    levels: dict[str, np.ndarray]
+    classes: np.ndarray
+    numeric: dict[str, np.ndarray]  # numeric columns on [0, 1]
+
+    @classmethod
+    def of(cls, table: pa.Table, config: SynthConfig) -> Graded:
+        encoded = encode_table(table, config)
+        cols = {c.name: c for c in config.columns}
+        return cls(
+            {n: level(codes, cols[n]) for n, codes in encoded.codes.items()},
+            encoded.classes,
+            {
+                c.name: encoded.codes[c.name].astype(np.float64) / SCALE
+                for c in config.columns
+                if c.kind == "numeric"
+            },
+        )
 
 
 def _shares(codes: np.ndarray, size: int) -> np.ndarray:
@@ -44,15 +61,6 @@ def tvd(real: np.ndarray, synthetic: np.ndarray, size: int) -> float:
     return 0.5 * float(np.abs(_shares(real, size) - _shares(synthetic, size)).sum())
 
 
-def _numeric(table: pa.Table, config: SynthConfig) -> dict[str, np.ndarray]:
-    encoded = encode_table(table, config)
-    return {
-        c.name: encoded.codes[c.name].astype(np.float64) / SCALE
-        for c in config.columns
-        if c.kind == "numeric"
-    }
-
-
 def _correlations(values: dict[str, np.ndarray], names: list[str]) -> np.ndarray:
     x = np.column_stack([values[n] for n in names])
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -60,10 +68,10 @@ def _correlations(values: dict[str, np.ndarray], names: list[str]) -> np.ndarray
     return np.nan_to_num(np.atleast_2d(r))  # a constant column correlates with nothing
 
 
-def evaluate(real: pa.Table, synthetic: pa.Table, config: SynthConfig) -> dict[str, Any]:
+def evaluate(real: Graded, synthetic: Graded, config: SynthConfig) -> dict[str, Any]:
     """The utility measures of `synthetic` against `real` (see the module docstring)."""
-    real_levels, real_classes = grid_levels(real, config)
-    syn_levels, syn_classes = grid_levels(synthetic, config)
+    real_levels, real_classes = real.levels, real.classes
+    syn_levels, syn_classes = synthetic.levels, synthetic.classes
     sizes = {
         c.name: (len(c.categories) if c.kind == "categorical" else c.bins) for c in config.columns
     }
@@ -87,15 +95,15 @@ def evaluate(real: pa.Table, synthetic: pa.Table, config: SynthConfig) -> dict[s
     out: dict[str, Any] = {
         "computed_on": "the real input rows and the written synthetic table (NOT covered by "
         "epsilon: for the data holder only)",
-        "rows": {"real": real.num_rows, "synthetic": synthetic.num_rows},
+        "rows": {"real": int(real_classes.size), "synthetic": int(syn_classes.size)},
         "tvd_1way": one_way,
         "tvd_1way_mean": float(np.mean(list(one_way.values()))),
         "tvd_2way_mean": float(np.mean([p[0] for p in pairs])) if pairs else None,
         "tvd_2way_worst": [{"columns": [a, b], "tvd": t} for t, a, b in pairs[:MAX_PAIRS_LISTED]],
     }
     if len(numeric) >= 2:
-        r_real = _correlations(_numeric(real, config), numeric)
-        r_syn = _correlations(_numeric(synthetic, config), numeric)
+        r_real = _correlations(real.numeric, numeric)
+        r_syn = _correlations(synthetic.numeric, numeric)
         upper = np.triu_indices(len(numeric), 1)
         err = np.abs(r_real - r_syn)[upper]
         out["correlation"] = {
@@ -116,11 +124,10 @@ def evaluate(real: pa.Table, synthetic: pa.Table, config: SynthConfig) -> dict[s
 
 
 def marginal_shares(
-    real: pa.Table, synthetic: pa.Table, config: SynthConfig
+    real: Graded, synthetic: Graded, config: SynthConfig
 ) -> dict[str, tuple[list[str], np.ndarray, np.ndarray]]:
     """Per column: bin or category labels, real shares, synthetic shares (the report's figure)."""
-    real_levels, _ = grid_levels(real, config)
-    syn_levels, _ = grid_levels(synthetic, config)
+    real_levels, syn_levels = real.levels, synthetic.levels
     out = {}
     for c in config.columns:
         if c.kind == "categorical":

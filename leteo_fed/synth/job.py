@@ -179,10 +179,11 @@ def run_job(
     marginals = None
     if real is not None:  # the real rows fit in memory: measure the table against them
         say("measuring the synthetic table against the real rows (for the data holder)")
-        from leteo_fed.synth.evaluation import evaluate, marginal_shares
+        from leteo_fed.synth.evaluation import Graded, evaluate, marginal_shares
 
-        report["holder_only"]["utility"] = evaluate(real, table, config)
-        marginals = marginal_shares(real, table, config)
+        graded = Graded.of(real, config), Graded.of(table, config)
+        report["holder_only"]["utility"] = evaluate(*graded, config)
+        marginals = marginal_shares(*graded, config)
         if held is not None:
             say(f"measuring disclosure against {held.num_rows} held-out rows")
             report["holder_only"]["disclosure"] = disclosure_of(table, real, held, config, seed)

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from leteo_fed.synth.config import parse
-from leteo_fed.synth.evaluation import evaluate, tvd
+from leteo_fed.synth.evaluation import Graded, evaluate, tvd
 
 CONFIG = {
     "synthesize": {"epsilon": 1.0, "k": 2, "bins": 2, "groups": [["a", "c"]]},
@@ -27,11 +27,11 @@ def test_tvd_by_hand():
 def test_evaluate_by_hand():
     config = parse(CONFIG)
     real = pa.table({"a": [1.0, 2.0, 7.0, 9.0], "c": ["x", "x", "y", "y"]})
-    same = evaluate(real, real, config)
+    same = evaluate(Graded.of(real, config), Graded.of(real, config), config)
     assert same["tvd_1way"] == {"a": 0.0, "c": 0.0} and same["tvd_2way_mean"] == 0.0
     # a: bins [0, 5) [5, 10]: real 2/2, synthetic 3/1 -> 0.25; c: 2/2 vs 1/3 -> 0.25
     synthetic = pa.table({"a": [1.0, 2.0, 3.0, 9.0], "c": ["x", "y", "y", "y"]})
-    got = evaluate(real, synthetic, config)
+    got = evaluate(Graded.of(real, config), Graded.of(synthetic, config), config)
     assert got["tvd_1way"] == {"a": 0.25, "c": 0.25}
     # (a, c) cells: real {(0,x): 2, (1,y): 2}; synthetic {(0,x): 1, (0,y): 2, (1,y): 1}
     assert got["tvd_2way_mean"] == pytest.approx(0.5 * (0.25 + 0.5 + 0.25))
