@@ -32,6 +32,30 @@ LOCAL_FIXES = (
 )
 
 
+class NoiseWarning(UserWarning):
+    """A released figure is mostly noise or clipping: what the Python API warns with (the CLI
+    prints the same text as a `warning:` line and writes it under "warnings" in the result)."""
+
+
+@dataclass(frozen=True)
+class ReleaseWarning:
+    """One released figure the noise (or clipping) buries, said after the release."""
+
+    figure: str  # e.g. "coefficient age", "eigenvalue 2", "cluster 3"
+    message: str  # one readable sentence, ending with what to change
+
+    def to_dict(self) -> dict:
+        return {"figure": self.figure, "message": self.message}
+
+
+def warn_all(found: Iterable[ReleaseWarning]) -> None:
+    """The Python API's side: one NoiseWarning per buried figure (never a print)."""
+    import warnings
+
+    for w in found:
+        warnings.warn(w.message, NoiseWarning, stacklevel=3)
+
+
 @dataclass(frozen=True)
 class SignalCheck:
     """One released statistic: its expected error against the largest value it can take."""
