@@ -69,20 +69,40 @@ class Encoding(_message.Message):
     def __init__(self, scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., max_rows_per_owner: _Optional[int] = ..., max_owners: _Optional[int] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., slot_offset: _Optional[bytes] = ..., mask_bits: _Optional[int] = ..., statistical_security: _Optional[int] = ..., rotation_dimension: _Optional[int] = ..., count_scale_bits: _Optional[int] = ..., noise_bound: _Optional[bytes] = ...) -> None: ...
 
 class DpSpec(_message.Message):
-    __slots__ = ("epsilon", "delta", "row_norm_bound", "mu", "quorum", "mechanism")
+    __slots__ = ("epsilon", "delta", "row_norm_bound", "mu", "quorum", "mechanism", "bounds")
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
     QUORUM_FIELD_NUMBER: _ClassVar[int]
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
     epsilon: float
     delta: float
     row_norm_bound: float
     mu: float
     quorum: int
     mechanism: str
-    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., mu: _Optional[float] = ..., quorum: _Optional[int] = ..., mechanism: _Optional[str] = ...) -> None: ...
+    bounds: _containers.RepeatedCompositeFieldContainer[ColumnBounds]
+    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., mu: _Optional[float] = ..., quorum: _Optional[int] = ..., mechanism: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ...) -> None: ...
+
+class ColumnBounds(_message.Message):
+    __slots__ = ("column", "lower", "upper")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    lower: float
+    upper: float
+    def __init__(self, column: _Optional[str] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ...) -> None: ...
+
+class ReleaseWarning(_message.Message):
+    __slots__ = ("figure", "message")
+    FIGURE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    figure: str
+    message: str
+    def __init__(self, figure: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Signed(_message.Message):
     __slots__ = ("body", "signature", "certificate")
@@ -445,7 +465,7 @@ class NaiveBayesSpec(_message.Message):
     def __init__(self, features: _Optional[_Iterable[str]] = ..., domains: _Optional[_Iterable[_Union[NaiveBayesDomain, _Mapping]]] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., bounds: _Optional[_Iterable[_Union[NaiveBayesBound, _Mapping]]] = ...) -> None: ...
 
 class RoundRequest(_message.Message):
-    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "bounds", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -454,6 +474,7 @@ class RoundRequest(_message.Message):
     DP_EPSILON_FIELD_NUMBER: _ClassVar[int]
     DP_DELTA_FIELD_NUMBER: _ClassVar[int]
     ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
     NONCE_FIELD_NUMBER: _ClassVar[int]
     ISSUED_UNIX_FIELD_NUMBER: _ClassVar[int]
     MOMENTS_FIELD_NUMBER: _ClassVar[int]
@@ -473,6 +494,7 @@ class RoundRequest(_message.Message):
     dp_epsilon: float
     dp_delta: float
     row_norm_bound: float
+    bounds: _containers.RepeatedCompositeFieldContainer[ColumnBounds]
     nonce: str
     issued_unix: float
     moments: MomentsRequest
@@ -484,7 +506,7 @@ class RoundRequest(_message.Message):
     quantiles: QuantilesRequest
     logreg: LogregRequest
     naive_bayes: NaiveBayesRequest
-    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
     __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
@@ -775,7 +797,14 @@ class EncodingFacts(_message.Message):
     def __init__(self, scale_bits: _Optional[int] = ..., count_scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., mask_bits: _Optional[int] = ..., statistical_security_bits: _Optional[int] = ..., values_per_share: _Optional[int] = ..., ciphertexts_per_share: _Optional[int] = ..., paillier_bits: _Optional[int] = ...) -> None: ...
 
 class DpFacts(_message.Message):
-    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "skellam_mu_aggregate", "noise_std_per_value", "post_processing", "note")
+    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "skellam_mu_aggregate", "noise_std_per_value", "post_processing", "note", "bounds", "clipped_rows", "figure_noise_std", "warnings")
+    class FigureNoiseStdEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
@@ -787,6 +816,10 @@ class DpFacts(_message.Message):
     NOISE_STD_PER_VALUE_FIELD_NUMBER: _ClassVar[int]
     POST_PROCESSING_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    CLIPPED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    FIGURE_NOISE_STD_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     mechanism: str
     epsilon: float
     delta: float
@@ -798,7 +831,11 @@ class DpFacts(_message.Message):
     noise_std_per_value: float
     post_processing: str
     note: str
-    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., skellam_mu_aggregate: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+    bounds: _containers.RepeatedCompositeFieldContainer[ColumnBounds]
+    clipped_rows: float
+    figure_noise_std: _containers.ScalarMap[str, float]
+    warnings: _containers.RepeatedCompositeFieldContainer[ReleaseWarning]
+    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., skellam_mu_aggregate: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., clipped_rows: _Optional[float] = ..., figure_noise_std: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[_Union[ReleaseWarning, _Mapping]]] = ...) -> None: ...
 
 class KmeansDpFacts(_message.Message):
     __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_sum_with_quorum", "noise_std_count_with_quorum", "post_processing", "note")

@@ -24,10 +24,12 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from leteo_fed import defaults
-from leteo_fed.encoding.packing import SlotLayout
+from leteo_fed.encoding.packing import SlotLayout, check_finite_and_bounded
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.budget import Budget, check_delta, check_epsilon
 from leteo_fed.protocols.results import DpFacts, EncodingFacts, RoundTimings
 
@@ -40,15 +42,41 @@ REPORTS = "reports"  # owners send perturbed reports; the engine folds them into
 
 @dataclass(frozen=True)
 class DpRequest:
-    """A DP release: the budget and the L2 bound every row is clipped to."""
+    """A DP release: the budget, and what bounds a row: public bounds per column (values
+    clipped and scaled to [-1, 1], `leteo_fed.privacy.bounds`) and/or an L2 bound every row is
+    clipped to (0: derived from the bounds, sqrt(d) for d bounded columns)."""
 
     epsilon: float
     delta: float
-    row_norm_bound: float
+    row_norm: float
+    bounds: tuple[ColumnBounds, ...] = ()
 
     @property
     def budget(self) -> Budget:
         return Budget(self.epsilon, self.delta)
+
+    @property
+    def row_norm_bound(self) -> float:
+        """The L2 bound of a protocol that takes no per-column bounds."""
+        if self.row_norm <= 0:
+            raise DataError(
+                "this protocol clips whole rows: give row_norm_bound (--row-norm-bound)",
+                field="row_norm_bound",
+            )
+        return self.row_norm
+
+    def release_bounds(self, columns: Sequence[str]) -> tuple[ColumnBounds, ...]:
+        """The bounds of the numeric `columns` a release reads, in order; () without bounds."""
+        if not self.bounds:
+            return ()
+        return bounds_of.for_columns(self.bounds, columns)
+
+    def norm_for(self, d: int) -> float:
+        """The L2 bound of rows of d columns: the one given, else sqrt(d) (every scaled value
+        in [-1, 1]). With bounds, a given bound is in the scaled units."""
+        if self.row_norm > 0:
+            return self.row_norm
+        return math.sqrt(d)
 
 
 MAX_SCALE_BITS = 64  # fixed-point fraction bits any encoding accepts (encoding.share)
@@ -116,13 +144,19 @@ def check_features(features: tuple[str, ...], purpose: str) -> tuple[str, ...]:
 
 
 def dp_request(
-    epsilon: float | None, delta: float | None, row_norm_bound: float | None
+    epsilon: float | None,
+    delta: float | None,
+    row_norm_bound: float | None,
+    bounds: Sequence[ColumnBounds] = (),
 ) -> DpRequest | None:
     """The request's DP fields, validated (one validator for every protocol)."""
     if epsilon is None:
-        if delta is not None or row_norm_bound is not None:
-            raise DataError("dp_delta and row_norm_bound need dp_epsilon", field="dp_epsilon")
+        if delta is not None or row_norm_bound is not None or bounds:
+            raise DataError(
+                "dp_delta, row_norm_bound and bounds need dp_epsilon", field="dp_epsilon"
+            )
         return None
+    bounds = bounds_of.check_unique(bounds)
     eps = check_epsilon(epsilon, field="dp_epsilon")
     dlt = defaults.DEFAULT_DP_DELTA if delta is None else check_delta(delta, field="dp_delta")
     if dlt > defaults.MAX_DP_DELTA:  # a larger delta allows leaking a row outright
@@ -130,15 +164,19 @@ def dp_request(
             f"dp_delta must be in (0, {defaults.MAX_DP_DELTA:g}], got {delta}", field="dp_delta"
         )
     if row_norm_bound is None:
+        if bounds:
+            return DpRequest(eps, dlt, 0.0, bounds)
         raise DataError(
-            "a DP round needs row_norm_bound (rows are clipped to it)", field="row_norm_bound"
+            "a DP round needs public bounds per column (bounds, --bounds COL=LO,HI) or "
+            "row_norm_bound (rows are clipped to it)",
+            field="bounds",
         )
     if not (math.isfinite(row_norm_bound) and row_norm_bound > 0):
         raise DataError(
             f"row_norm_bound must be a positive number, got {row_norm_bound}",
             field="row_norm_bound",
         )
-    return DpRequest(eps, dlt, float(row_norm_bound))
+    return DpRequest(eps, dlt, float(row_norm_bound), bounds)
 
 
 # ------------------------------------------------------------------ what owners receive
@@ -154,6 +192,12 @@ class DpSpec:
     mu: float  # aggregate Skellam parameter with exactly `quorum` shares
     quorum: int
     mechanism: str = "skellam"
+    bounds: tuple[ColumnBounds, ...] = ()  # owners clip and scale these columns; +1 value
+
+    @property
+    def counts_clipped(self) -> bool:
+        """A release with public bounds carries one more value: the rows clipped."""
+        return bool(self.bounds)
 
     @property
     def budget(self) -> Budget:
@@ -168,12 +212,66 @@ MAX_OWNER_MU = 1e17  # numpy's exact Poisson sampler stops near 9e18
 
 
 def skellam_plan(
-    dp: DpRequest, sensitivity: noise.Sensitivity, quorum: int, n_values: int
+    dp: DpRequest,
+    sensitivity: noise.Sensitivity,
+    quorum: int,
+    n_values: int,
+    *,
+    row_norm_bound: float | None = None,
+    bounds: tuple[ColumnBounds, ...] = (),
 ) -> tuple[DpSpec, int]:
-    """Calibrate the aggregate Skellam noise for one release; (spec, per-owner noise bound)."""
+    """Calibrate the aggregate Skellam noise for one release; (spec, per-owner noise bound).
+
+    With `bounds` the owners clip and scale those columns and add the count of clipped rows as
+    one more value: `sensitivity` and `n_values` must already count it (`with_clip_count`)."""
     mu = noise.calibrate_mu(dp.epsilon, dp.delta, sensitivity.l1, sensitivity.l2)
-    spec = DpSpec(dp.epsilon, dp.delta, dp.row_norm_bound, mu, quorum)
+    norm = dp.row_norm_bound if row_norm_bound is None else row_norm_bound
+    spec = DpSpec(dp.epsilon, dp.delta, norm, mu, quorum, bounds=bounds)
     return spec, owner_noise_bound(mu, quorum, n_values)
+
+
+def with_clip_count(
+    sensitivity: noise.Sensitivity, n_values: int, count_scale_bits: int, bounded: bool
+) -> tuple[noise.Sensitivity, int]:
+    """A bounded release's share has one more value, the rows this owner clipped (encoded as
+    a count, 2^count_scale_bits per row): one row moves it by at most one count."""
+    if not bounded:
+        return sensitivity, n_values
+    unit = float(2**count_scale_bits)
+    return (
+        noise.Sensitivity(sensitivity.l1 + unit, math.hypot(sensitivity.l2, unit)),
+        n_values + 1,
+    )
+
+
+def split_clip_count(
+    totals: list[int], dp: DpSpec | None, count_scale_bits: int
+) -> tuple[list[int], float | None]:
+    """The released totals without the clipped-rows value, and that (noisy) count."""
+    if dp is None or not dp.counts_clipped:
+        return totals, None
+    return totals[:-1], totals[-1] / 2**count_scale_bits
+
+
+def clip_for_release(
+    x: np.ndarray, columns: Sequence[str], dp: DpSpec
+) -> tuple[np.ndarray, np.ndarray]:
+    """An owner's rows as a DP release reads them: any finite value accepted; with public
+    bounds each column clipped and scaled to [-1, 1]; every row then clipped to L2 norm
+    `row_norm_bound`. Returns the rows and which of them were clipped."""
+    check_finite_and_bounded(x, columns, np.inf)
+    if x.shape[0] == 0:
+        raise DataError("the data source has no rows", rule="rows")
+    clipped = np.zeros(x.shape[0], dtype=bool)
+    if dp.bounds:
+        x, clipped = bounds_of.scale_columns(x, bounds_of.for_columns(dp.bounds, columns))
+    norms = np.linalg.norm(x, axis=1)
+    clipped |= norms > dp.row_norm_bound
+    return noise.clip_rows(x, dp.row_norm_bound), clipped
+
+
+def clip_count_value(clipped: np.ndarray, count_scale_bits: int) -> int:
+    return int(np.count_nonzero(clipped)) << count_scale_bits
 
 
 def owner_noise_bound(
@@ -220,8 +318,17 @@ def require_same_count_scale(encoding: ShareEncoding) -> None:
         raise ProtocolError("DP rounds must encode counts at the same scale as sums")
 
 
-def dp_facts(mechanism: str, dp: DpSpec, sensitivity: noise.Sensitivity, **more) -> DpFacts:
-    """What a result says about its noise (shared by the secure-sum protocols)."""
+def dp_facts(
+    mechanism: str, dp: DpSpec, sensitivity: noise.Sensitivity, truth: Any = None, **more
+) -> DpFacts:
+    """What a result says about its noise (shared by the secure-sum protocols); `truth` a
+    `dp_release.Truth`: each figure's noise, the warnings, the clipped rows."""
+    if truth is not None:
+        more |= {
+            "figure_noise_std": dict(truth.figure_noise_std),
+            "warnings": list(truth.warnings),
+            "clipped_rows": truth.clipped_rows,
+        }
     return DpFacts(
         mechanism=mechanism,
         epsilon=dp.epsilon,
@@ -230,6 +337,7 @@ def dp_facts(mechanism: str, dp: DpSpec, sensitivity: noise.Sensitivity, **more)
         quorum=dp.quorum,
         sensitivity_l1=sensitivity.l1,
         sensitivity_l2=sensitivity.l2,
+        bounds=list(dp.bounds),
         **more,
     )
 
@@ -406,6 +514,9 @@ class FederatedProtocol(ABC):
     # A protocol where a row adds at most one count to each released value (crosstab,
     # quantiles) has its DP bound fixed: a DP request that names none gets this one.
     fixed_row_norm_bound: ClassVar[float | None] = None
+    # A protocol whose DP release reads numeric columns it can clip and scale to public
+    # per-column bounds (`DpRequest.release_bounds`); others refuse a request with bounds.
+    takes_bounds: ClassVar[bool] = False
 
     def result_file(self, label: str) -> str | None:
         """The file the CLI writes a result of a job labelled `label` (RoundStatus.protocol)

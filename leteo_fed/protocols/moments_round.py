@@ -26,10 +26,11 @@ from leteo_fed.encoding.share import (
     require_bound,
 )
 from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import discriminant, moments, pca, registry, rotation
+from leteo_fed.protocols import discriminant, dp_release, moments, pca, registry, rotation
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -40,11 +41,15 @@ from leteo_fed.protocols.base import (
     SiteData,
     Step,
     check_features,
+    clip_count_value,
+    clip_for_release,
     clip_note,
     dp_facts,
     preview_facts,
     require_same_count_scale,
     skellam_plan,
+    split_clip_count,
+    with_clip_count,
 )
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping
 from leteo_fed.protocols.results import (
@@ -174,7 +179,8 @@ class MomentsPlan:
 
     @property
     def n_values(self) -> int:
-        return moments.n_values(len(self.features), self.groupings)
+        extra = 1 if self.dp is not None and self.dp.counts_clipped else 0
+        return moments.n_values(len(self.features), self.groupings) + extra
 
 
 def data_bound(value_bound: float, max_rows: int, widen: int, scale_bits: int, count_bits: int):
@@ -356,8 +362,16 @@ def moments_noise_preview(plan: MomentsPlan, rows: int | None = None) -> dict:
     return discriminant_noise_preview(plan, rows)
 
 
+def pca_figures(result: pca.PcaResult) -> dict[str, float]:
+    """The figures a PCA release states: its eigenvalues and the means."""
+    figures = {f"eigenvalue {i + 1}": v for i, v in enumerate(result.eigenvalues)}
+    figures |= {f"mean of {f}": m for f, m in zip(result.features, result.mean, strict=True)}
+    return figures
+
+
 class MomentsProtocol(FederatedProtocol):
     name = "moments"
+    takes_bounds = True
     request_type = MomentsRequest
     spec_type = MomentsSpec
 
@@ -420,10 +434,24 @@ class MomentsProtocol(FederatedProtocol):
             )
         else:
             f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-            c = common.dp.row_norm_bound
-            sens = sensitivity(c, f, d, groupings, count_scale_bits=f)
-            n_vals = moments.n_values(d, groupings)
-            dp_spec, noise_bound = skellam_plan(common.dp, sens, min_owners, n_vals)
+            bounds = common.dp.release_bounds(features)
+            if bounds and (method != pca.PROTOCOL or request.projection_only):
+                raise DataError(
+                    "per-column bounds are supported for PCA releases; give row_norm_bound "
+                    f"(--row-norm-bound) for {method}"
+                    + (" in projection-only mode" if request.projection_only else ""),
+                    field="bounds",
+                )
+            c = common.dp.norm_for(d) if bounds else common.dp.row_norm_bound
+            sens, n_vals = with_clip_count(
+                sensitivity(c, f, d, groupings, count_scale_bits=f),
+                moments.n_values(d, groupings),
+                f,
+                bool(bounds),
+            )
+            dp_spec, noise_bound = skellam_plan(
+                common.dp, sens, min_owners, n_vals, row_norm_bound=c, bounds=bounds
+            )
             if method != pca.PROTOCOL:
                 # the noisy S_W (or S_B of the privacy label) has spectral norm ~ 2 sqrt(d) sigma
                 sigma = dp_spec.noise_std(min_owners, f)
@@ -515,24 +543,20 @@ class MomentsProtocol(FederatedProtocol):
         if outcome.projection is not None:
             return Step(self._projection_result(plan, state, outcome))
         start = time.perf_counter()
-        agg = moments.decode_totals(
-            outcome.require_totals(),
-            len(plan.features),
-            plan.groupings,
-            plan.encoding.scale_bits,
-            plan.encoding.count_scale_bits,
-            noisy=plan.dp is not None,
-        )
-        result: pca.PcaResult | discriminant.DiscriminantResult
+        totals = outcome.require_totals()
         if plan.label == pca.PROTOCOL:
-            result = pca.pca_from_moments(
-                agg,
-                list(plan.features),
-                plan.components,
-                plan.standardize,
-                psd_project=plan.dp is not None,
+            result: pca.PcaResult | discriminant.DiscriminantResult = self.pca_from_totals(
+                plan, totals
             )
         else:
+            agg = moments.decode_totals(
+                totals,
+                len(plan.features),
+                plan.groupings,
+                plan.encoding.scale_bits,
+                plan.encoding.count_scale_bits,
+                noisy=plan.dp is not None,
+            )
             result = discriminant.from_aggregate(
                 agg,
                 plan.label,
@@ -542,10 +566,50 @@ class MomentsProtocol(FederatedProtocol):
                 plan.ridge,
             )
         outcome.timings["eigendecomposition_seconds"] = time.perf_counter() - start
-        dp = self._dp_facts(plan, outcome.n_owners)
+        truth = None
+        if plan.dp is not None and isinstance(result, pca.PcaResult):
+            start = time.perf_counter()
+            _, clipped = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
+            truth = dp_release.release_truth(
+                lambda t: pca_figures(self.pca_from_totals(plan, t)),
+                totals,
+                plan.dp.mu * outcome.n_owners / plan.dp.quorum,
+                outcome.round_id,
+                result.n_samples,
+                clipped,
+            )
+            outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
+        dp = self._dp_facts(plan, outcome.n_owners, truth)
         if isinstance(result, pca.PcaResult):
             return Step(PcaRoundResult(**result.to_dict(), **outcome.facts(), dp=dp))
         return Step(DiscriminantRoundResult(**result.to_dict(), **outcome.facts(), dp=dp))
+
+    @staticmethod
+    def pca_from_totals(plan: MomentsPlan, totals: list[int]) -> pca.PcaResult:
+        """The PCA a round's totals give, in natural units (a bounded release is mapped back
+        from its scaled columns: post-processing)."""
+        totals, _ = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
+        agg = moments.decode_totals(
+            totals,
+            len(plan.features),
+            plan.groupings,
+            plan.encoding.scale_bits,
+            plan.encoding.count_scale_bits,
+            noisy=plan.dp is not None,
+        )
+        scatter, mean = moments.total_scatter(agg), moments.mean(agg)
+        if plan.dp is not None and plan.dp.bounds:
+            scatter = bounds_of.unscale_scatter(scatter, plan.dp.bounds)
+            mean = bounds_of.unscale_mean(mean, plan.dp.bounds)
+        return pca.pca_from_scatter(
+            scatter,
+            mean,
+            agg.n,
+            list(plan.features),
+            plan.components,
+            plan.standardize,
+            psd_project=plan.dp is not None,
+        )
 
     def _projection_result(
         self, plan: MomentsPlan, state: dict, outcome: Outcome
@@ -575,7 +639,9 @@ class MomentsProtocol(FederatedProtocol):
         )
 
     @staticmethod
-    def _dp_facts(plan: MomentsPlan, n: int) -> DpFacts | None:
+    def _dp_facts(
+        plan: MomentsPlan, n: int, truth: dp_release.Truth | None = None
+    ) -> DpFacts | None:
         dp = plan.dp
         if dp is None or plan.sensitivity is None:
             return None
@@ -583,9 +649,15 @@ class MomentsProtocol(FederatedProtocol):
             "distributed Skellam noise on the encoded statistics",
             dp,
             plan.sensitivity,
+            truth,
             skellam_mu_aggregate=dp.mu * n / dp.quorum,
             noise_std_per_value=dp.noise_std(n, plan.encoding.scale_bits),
-            note="rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+            note=(
+                "every value clipped to its column's public bounds and scaled to [-1, 1], "
+                if dp.bounds
+                else ""
+            )
+            + "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
         )
 
     # ---------------------------------------------------------------- owner side
@@ -629,8 +701,15 @@ class MomentsProtocol(FederatedProtocol):
             )
         require_same_count_scale(enc)
         groupings = _declared(spec) or [ALL_ROWS]
-        sens = sensitivity(dp.row_norm_bound, enc.scale_bits, d, groupings, enc.count_scale_bits)
-        verify_release(dp, sens, moments.n_values(d, groupings), enc.noise_bound)
+        if dp.bounds:  # the signed request's bounds, for exactly the features
+            bounds_of.for_columns(dp.bounds, spec.features)
+        sens, n_vals = with_clip_count(
+            sensitivity(dp.row_norm_bound, enc.scale_bits, d, groupings, enc.count_scale_bits),
+            moments.n_values(d, groupings),
+            enc.count_scale_bits,
+            dp.counts_clipped,
+        )
+        verify_release(dp, sens, n_vals, enc.noise_bound)
 
     def describe(self, spec: MomentsSpec, dp: DpSpec | None) -> str:
         return f"{spec.method} on {len(spec.features)} features" + clip_note(dp)
@@ -646,30 +725,37 @@ class MomentsProtocol(FederatedProtocol):
         start = time.perf_counter()
         features = list(spec.features)
         declared = _declared(spec)
-        mom = self._local_moments(features, declared, enc, dp, site)
+        mom, clipped = self._local_moments(features, declared, enc, dp, site)
         if spec.rotation:  # projection-only mode: send the moments of rotated rows
             omega = rotation.rotation_from_wire(spec.rotation, len(features))
             mom = rotation.rotate_moments(mom, omega)
         timings["statistics_seconds"] = time.perf_counter() - start
-        return moments.encode_moments(
+        values = moments.encode_moments(
             mom, enc.scale_bits, enc.data_bound, enc.max_rows_per_owner, enc.count_scale_bits
         )
+        if dp is not None and dp.counts_clipped:
+            values.append(clip_count_value(clipped, enc.count_scale_bits))
+        return values
 
     @staticmethod
-    def _local_moments(features, declared, enc, dp, site: SiteData) -> moments.LocalMoments:
-        """R and per-class sums/counts of this site's rows; DP rounds clip every row to C."""
+    def _local_moments(
+        features, declared, enc, dp, site: SiteData
+    ) -> tuple[moments.LocalMoments, np.ndarray]:
+        """R and per-class sums/counts of this site's rows, and which rows were clipped; DP
+        rounds clip (and, with public bounds, scale) every row (`clip_for_release`)."""
         groupings = declared or [ALL_ROWS]
         if site.uses_spark and dp is None:
-            return site.spark_moments(features, declared, enc.value_bound)
+            return site.spark_moments(features, declared, enc.value_bound), np.zeros(0, bool)
         table = site.read([*features, *(g.label_column for g in declared)])
         x = table.matrix(features)
+        clipped = np.zeros(x.shape[0], dtype=bool)
         if dp is not None:
-            x = pca.clip_finite_rows(x, features, dp.row_norm_bound)
+            x, clipped = clip_for_release(x, features, dp)
         pca.validate_rows(x, features, enc)
         index: list[np.ndarray | None] = [
             moments.class_indices(table.labels(str(g.label_column)), g) for g in declared
         ]
-        return moments.local_moments(x, index or [None], groupings)
+        return moments.local_moments(x, index or [None], groupings), clipped
 
 
 PROTOCOL = registry.register(MomentsProtocol())

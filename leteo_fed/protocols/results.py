@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from leteo_fed import extras
+from leteo_fed.privacy.bounds import ColumnBounds
+from leteo_fed.privacy.noise_gate import ReleaseWarning
 
 OMIT_NONE = {"omit_none": True}
 
@@ -86,6 +88,10 @@ class DpFacts:
     noise_std_per_value: float | None = omitted()
     post_processing: str | None = omitted()
     note: str | None = omitted()
+    bounds: list[ColumnBounds] = field(default_factory=list)  # public bounds clipped to
+    clipped_rows: float | None = omitted()  # noisy count of rows with a clipped value
+    figure_noise_std: dict[str, float] = field(default_factory=dict)  # per released figure
+    warnings: list[ReleaseWarning] = field(default_factory=list)  # figures that are noise
 
 
 def to_dict(obj: Any) -> Any:
@@ -121,6 +127,12 @@ class Result:
     def table(self) -> tuple[dict[str, list], list, str] | None:
         """The main table: (columns by name, row labels, the row labels' name); None: none."""
         return None
+
+    def release_warnings(self) -> list[ReleaseWarning]:
+        """The released figures the DP noise or clipping buries (none without DP): the CLI
+        prints them, the Python API warns them (`noise_gate.NoiseWarning`)."""
+        dp = getattr(self, "dp", None)
+        return list(getattr(dp, "warnings", None) or [])
 
     def to_pandas(self) -> Any:
         """The main table as a pandas.DataFrame (needs pandas); TypeError if there is none."""

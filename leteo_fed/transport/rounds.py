@@ -13,6 +13,7 @@ from typing import Any
 from leteo_fed.encoding.packing import SlotLayout
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpSpec, FederatedProtocol, RoundPlan, dp_request
@@ -69,9 +70,11 @@ def request_to_proto(
     dp_epsilon: float | None = None,
     dp_delta: float | None = None,
     row_norm_bound: float | None = None,
+    bounds: tuple[ColumnBounds, ...] = (),
 ) -> pb.RoundRequest:
     msg = pb.RoundRequest(
         owners=list(owners),
+        bounds=[pb.ColumnBounds(column=b.column, lower=b.lower, upper=b.upper) for b in bounds],
         min_owners=min_owners,
         deadline_seconds=deadline_seconds,
         scale_bits=scale_bits,
@@ -91,6 +94,10 @@ def request_to_proto(
 def request_from_proto(msg: pb.RoundRequest) -> tuple[FederatedProtocol, Any]:
     """The protocol a request names and its payload as the protocol's request dataclass."""
     protocol = _payload(msg)
+    if msg.bounds and not protocol.takes_bounds:
+        raise DataError(
+            f"{protocol.name} takes no per-column bounds (give row_norm_bound)", field="bounds"
+        )
     return protocol, from_proto(getattr(msg, protocol.name), protocol.request_type)
 
 
@@ -104,7 +111,12 @@ def common_from_proto(msg: pb.RoundRequest, n_invited: int) -> Common:
         deadline_seconds=msg.deadline_seconds,
         scale_bits=msg.scale_bits,
         value_bound=msg.value_bound,
-        dp=dp_request(opt("dp_epsilon"), opt("dp_delta"), opt("row_norm_bound")),
+        dp=dp_request(
+            opt("dp_epsilon"),
+            opt("dp_delta"),
+            opt("row_norm_bound"),
+            tuple(ColumnBounds(b.column, b.lower, b.upper) for b in msg.bounds),
+        ),
     )
 
 

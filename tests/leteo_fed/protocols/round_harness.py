@@ -1,0 +1,42 @@
+"""One secure-sum round of any single-round protocol, in process: the engine's loop without a
+network (plan, the owners' check and shares noised as owners noise them, the slot-wise sum,
+finish), the result as the analyst receives it after the wire. For tests that repeat releases."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from leteo_fed.encoding.packing import pack, slot_totals, unpack
+from leteo_fed.privacy.verify import add_owner_noise
+from leteo_fed.protocols import registry
+from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
+from leteo_fed.protocols.dp_release import ArraySite
+from leteo_fed.transport.rounds import result_from_proto, result_to_proto
+
+
+def sites_of(parts: Sequence[Mapping[str, np.ndarray]]) -> list[ArraySite]:
+    return [ArraySite(p) for p in parts]
+
+
+def run_round(request: Any, sites: Sequence[ArraySite], dp: DpRequest | None = None) -> Any:
+    protocol = registry.for_request(request)
+    common = Common(n_invited=len(sites), min_owners=len(sites), dp=dp)
+    plan = protocol.plan(request, common)
+    rnd = protocol.next_round(plan, protocol.start(plan, "job", []), 1)
+    enc = rnd.share_encoding
+    shares = []
+    for s in sites:
+        protocol.check(rnd.spec, enc, rnd.dp, s)
+        values = protocol.share_values(rnd.spec, enc, rnd.dp, s, {})
+        assert len(values) == rnd.n_values
+        shares.append(add_owner_noise(values, rnd.dp) if rnd.dp is not None else values)
+    layout = enc.layout(2048)
+    summed = [sum(col) for col in zip(*(pack(v, layout) for v in shares), strict=True)]
+    outcome = Outcome("r1", rnd, [], {f"site-{i}": {} for i in range(len(sites))}, {})
+    outcome.totals = slot_totals(unpack(summed, rnd.n_values, layout), len(sites), layout)
+    outcome.encoding = encoding_facts(enc, layout, rnd.n_values, 2048)
+    result = protocol.finish_round(plan, None, outcome).result
+    return result_from_proto(result_to_proto(result))
