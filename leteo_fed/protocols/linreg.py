@@ -31,6 +31,7 @@ site's. Single-round: one DP release costs each owner the round's (epsilon, delt
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -45,10 +46,12 @@ from leteo_fed import defaults
 from leteo_fed.encoding.packing import check_finite_and_bounded
 from leteo_fed.encoding.share import ShareEncoding, require_bound
 from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
-from leteo_fed.privacy.noise_gate import SignalCheck
+from leteo_fed.privacy.bounds import ColumnBounds
+from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
 from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import moments, moments_round, pca, registry
+from leteo_fed.protocols import dp_release, moments, moments_round, pca, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -58,10 +61,13 @@ from leteo_fed.protocols.base import (
     SiteData,
     Step,
     check_features,
+    clip_count_value,
     dp_facts,
     preview_facts,
     require_same_count_scale,
     skellam_plan,
+    split_clip_count,
+    with_clip_count,
 )
 from leteo_fed.protocols.moments import ALL_ROWS
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
@@ -195,6 +201,32 @@ class Fit:
     mean: np.ndarray  # d + 1: the pooled means of x, then of y
     a_inverse: np.ndarray  # (S_xx + lambda I)^-1, for the noise's delta method
     floored: int = 0  # DP: eigenvalues of the noisy scatter raised to the floor
+    covariance: np.ndarray | None = None  # (d + 1) square: the intercept, then beta
+
+    def in_natural_units(self, bounds: Sequence[ColumnBounds]) -> Fit:
+        """The fit of scaled columns x' = (x - c) / h, y' = (y - c_y) / h_y mapped back:
+        beta_j = h_y beta'_j / h_j, intercept = c_y + h_y (b0' - sum_j beta'_j c_j / h_j),
+        their covariance T C T^T for that linear map T (post-processing)."""
+        center, half = bounds_of.centers_halves(bounds)
+        c_x, h_x, c_y, h_y = center[:-1], half[:-1], float(center[-1]), float(half[-1])
+        d = len(c_x)
+        t = np.zeros((d + 1, d + 1))
+        t[0, 0] = h_y
+        t[0, 1:] = -h_y * c_x / h_x
+        t[1:, 1:] = np.diag(h_y / h_x)
+        theta = t @ np.concatenate([[self.intercept], self.coefficients])
+        theta[0] += c_y
+        assert self.covariance is not None
+        cov = t @ self.covariance @ t.T
+        return dataclasses.replace(
+            self,
+            intercept=float(theta[0]),
+            coefficients=theta[1:],
+            std_errors=np.sqrt(np.maximum(np.diag(cov), 0.0)),
+            residual_std_error=self.residual_std_error * h_y,
+            mean=center + half * self.mean,
+            covariance=cov,
+        )
 
 
 def floor_eigenvalues(matrix: np.ndarray, floor: float) -> tuple[np.ndarray, int]:
@@ -269,6 +301,9 @@ def fit_from_scatter(
     intercept = m_y - float(m_x @ beta)
     var_intercept = sigma2 / n + float(m_x @ cov_beta @ m_x)
     se = np.sqrt(np.maximum(np.concatenate([[var_intercept], np.diag(cov_beta)]), 0.0))
+    cov = np.empty((d + 1, d + 1))
+    cov[0, 0], cov[1:, 1:] = var_intercept, cov_beta
+    cov[0, 1:] = cov[1:, 0] = -(cov_beta @ m_x)  # intercept = mean(y) - mean(x)^T beta
     r2 = 1.0 - rss / s_yy
     return Fit(
         n=n,
@@ -282,6 +317,7 @@ def fit_from_scatter(
         mean=mean,
         a_inverse=a_inv,
         floored=floored,
+        covariance=cov,
     )
 
 
@@ -407,14 +443,33 @@ def _check_request(request: LinregRequest, common: Common) -> tuple[tuple[str, .
                 field="label_bound",
             )
         return features, 0.0
+    if common.dp.bounds:
+        if request.label_bound:
+            raise DataError(
+                "with per-column bounds the label's bounds come from them: give the label "
+                "column's bounds (--bounds LABEL=LO,HI), not label_bound",
+                field="label_bound",
+            )
+        return features, 1.0  # every scaled value lies in [-1, 1]
     b = request.label_bound or common.dp.row_norm_bound
     if not (math.isfinite(b) and b > 0):
         raise DataError(f"label_bound must be a positive number, got {b}", field="label_bound")
     return features, float(b)
 
 
+def linreg_figures(features: Sequence[str], fit: Fit) -> dict[str, float]:
+    """The figures a regression release states: every coefficient and R^2."""
+    figures = {f"coefficient {INTERCEPT}": fit.intercept}
+    figures |= {
+        f"coefficient {f}": float(b) for f, b in zip(features, fit.coefficients, strict=True)
+    }
+    figures["r_squared"] = fit.r_squared
+    return figures
+
+
 class LinregProtocol(FederatedProtocol):
     name = PROTOCOL_NAME
+    takes_bounds = True
     request_type = LinregRequest
     spec_type = LinregSpec
 
@@ -439,9 +494,14 @@ class LinregProtocol(FederatedProtocol):
             )
         else:
             f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-            c = common.dp.row_norm_bound
-            sens = sensitivity(c, label_bound, f, d, f)
-            dp, noise_bound = skellam_plan(common.dp, sens, min_owners, n_values(d))
+            bounds = common.dp.release_bounds([*features, request.label_column])
+            c = common.dp.norm_for(d) if bounds else common.dp.row_norm_bound
+            sens, n_vals = with_clip_count(
+                sensitivity(c, label_bound, f, d, f), n_values(d), f, bool(bounds)
+            )
+            dp, noise_bound = skellam_plan(
+                common.dp, sens, min_owners, n_vals, row_norm_bound=c, bounds=bounds
+            )
             enc = moments_round.encoding(
                 f,
                 joint_bound(c, label_bound),
@@ -464,17 +524,13 @@ class LinregProtocol(FederatedProtocol):
     def next_round(self, plan: LinregPlan, state: None, index: int) -> RoundPlan:
         spec = LinregSpec(plan.features, plan.label_column, plan.label_bound)
         d = len(plan.features)
-        return RoundPlan(spec, plan.label, plan.encoding, n_values(d), plan.dp, dimension=d + 1)
+        n_vals = n_values(d) + (1 if plan.dp is not None and plan.dp.counts_clipped else 0)
+        return RoundPlan(spec, plan.label, plan.encoding, n_vals, plan.dp, dimension=d + 1)
 
     def finish_round(self, plan: LinregPlan, state: None, outcome: Outcome) -> Step:
         start = time.perf_counter()
-        d = len(plan.features)
-        sigma = 0.0
-        if plan.dp is not None:
-            sigma = plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits)
-        fit = fit_from_totals(
-            outcome.require_totals(), d, plan.encoding, plan.ridge, plan.dp is not None, sigma
-        )
+        totals = outcome.require_totals()
+        fit = self.fit_from_totals(plan, totals, outcome.n_owners)
         terms = [INTERCEPT, *plan.features]
         coef = np.concatenate([[fit.intercept], fit.coefficients])
         se = fit.std_errors
@@ -482,11 +538,34 @@ class LinregProtocol(FederatedProtocol):
             t = np.where(se > 0, coef / np.where(se > 0, se, 1.0), np.nan)
         p = 2.0 * sps.t.sf(np.abs(t), fit.df)
         q = float(sps.t.ppf(0.5 + CI_LEVEL / 2, fit.df))
-        noise_se = None
-        if plan.dp is not None:  # post-processing: the delta method at the released fit
-            errs = noise_errors(fit.a_inverse, fit.coefficients, fit.mean, fit.n, sigma)
-            noise_se = dict(zip(terms, errs.tolist(), strict=True))
+        noise_se, truth = None, None
         outcome.timings["regression_seconds"] = time.perf_counter() - start
+        if plan.dp is not None:  # post-processing: noise redrawn around the released totals
+            start = time.perf_counter()
+            _, clipped = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
+            extra = []
+            if fit.floored:
+                extra.append(
+                    ReleaseWarning(
+                        "spread of the features",
+                        f"{fit.floored} of {len(plan.features)} directions of the features' "
+                        "spread are below what the noise alone could make: the fit is shrunk "
+                        "there (raise epsilon, pool more rows)",
+                    )
+                )
+            truth = dp_release.release_truth(
+                lambda tt: linreg_figures(
+                    plan.features, self.fit_from_totals(plan, tt, outcome.n_owners)
+                ),
+                totals,
+                plan.dp.mu * outcome.n_owners / plan.dp.quorum,
+                outcome.round_id,
+                fit.n,
+                clipped,
+                extra,
+            )
+            noise_se = {term: truth.figure_noise_std[f"coefficient {term}"] for term in terms}
+            outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
 
         def by_term(values) -> dict[str, float]:
             return {k: float(v) for k, v in zip(terms, values, strict=True)}
@@ -514,12 +593,27 @@ class LinregProtocol(FederatedProtocol):
                 label_bound=plan.label_bound if plan.dp is not None else None,
                 noise_std_errors=noise_se,
                 **outcome.facts(),
-                dp=self._dp_facts(plan, outcome.n_owners, fit.floored),
+                dp=self._dp_facts(plan, outcome.n_owners, fit.floored, truth),
             )
         )
 
     @staticmethod
-    def _dp_facts(plan: LinregPlan, n: int, floored: int) -> DpFacts | None:
+    def fit_from_totals(plan: LinregPlan, totals: list[int], n_owners: int) -> Fit:
+        """The fit a round's totals give, in natural units."""
+        totals, _ = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
+        d = len(plan.features)
+        sigma = 0.0
+        if plan.dp is not None:
+            sigma = plan.dp.noise_std(n_owners, plan.encoding.scale_bits)
+        fit = fit_from_totals(totals, d, plan.encoding, plan.ridge, plan.dp is not None, sigma)
+        if plan.dp is not None and plan.dp.bounds:
+            fit = fit.in_natural_units(plan.dp.bounds)
+        return fit
+
+    @staticmethod
+    def _dp_facts(
+        plan: LinregPlan, n: int, floored: int, truth: dp_release.Truth | None = None
+    ) -> DpFacts | None:
         dp = plan.dp
         if dp is None or plan.sensitivity is None:
             return None
@@ -527,6 +621,7 @@ class LinregProtocol(FederatedProtocol):
             "distributed Skellam noise on the encoded moments of [x, y]",
             dp,
             plan.sensitivity,
+            truth,
             skellam_mu_aggregate=dp.mu * n / dp.quorum,
             noise_std_per_value=dp.noise_std(n, plan.encoding.scale_bits),
             post_processing="eigenvalues of the noisy centered X'X floored at "
@@ -571,10 +666,17 @@ class LinregProtocol(FederatedProtocol):
             )
         require_same_count_scale(enc)
         d = len(spec.features)
-        sens = sensitivity(
-            dp.row_norm_bound, spec.label_bound, enc.scale_bits, d, enc.count_scale_bits
+        if dp.bounds:  # the signed request's bounds, for exactly the columns read
+            bounds_of.for_columns(dp.bounds, self.columns(spec))
+        sens, n_vals = with_clip_count(
+            sensitivity(
+                dp.row_norm_bound, spec.label_bound, enc.scale_bits, d, enc.count_scale_bits
+            ),
+            n_values(d),
+            enc.count_scale_bits,
+            dp.counts_clipped,
         )
-        verify_release(dp, sens, n_values(d), enc.noise_bound)
+        verify_release(dp, sens, n_vals, enc.noise_bound)
 
     def describe(self, spec: LinregSpec, dp: DpSpec | None) -> str:
         text = f"linear regression of {spec.label_column} on {len(spec.features)} feature(s)"
@@ -597,17 +699,27 @@ class LinregProtocol(FederatedProtocol):
         else:
             table = site.read(columns)
             z = table.matrix(columns)
-            if dp is not None:  # features clipped to L2 norm C, the label to [-B, B]
+            if dp is not None:  # (bounds: scaled;) features clipped to norm C, label to +/-B
                 check_finite_and_bounded(z, columns, np.inf)
+                clipped = np.zeros(z.shape[0], dtype=bool)
+                if dp.bounds:
+                    z, clipped = bounds_of.scale_columns(
+                        z, bounds_of.for_columns(dp.bounds, columns)
+                    )
+                clipped |= np.linalg.norm(z[:, :-1], axis=1) > dp.row_norm_bound
+                clipped |= np.abs(z[:, -1]) > spec.label_bound
                 x = pca.clip_finite_rows(z[:, :-1], list(spec.features), dp.row_norm_bound)
                 y = np.clip(z[:, -1], -spec.label_bound, spec.label_bound)
                 z = np.column_stack([x, y])
             pca.validate_rows(z, columns, enc)
             mom = moments.local_moments(z, [None], [ALL_ROWS])
         timings["statistics_seconds"] = time.perf_counter() - start
-        return moments.encode_moments(
+        values = moments.encode_moments(
             mom, enc.scale_bits, enc.data_bound, enc.max_rows_per_owner, enc.count_scale_bits
         )
+        if dp is not None and dp.counts_clipped:
+            values.append(clip_count_value(clipped, enc.count_scale_bits))
+        return values
 
 
 PROTOCOL = registry.register(LinregProtocol())
