@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,9 @@ import grpc
 
 from leteo_fed import defaults
 from leteo_fed.errors import LeteoError, PeerUnavailable
+from leteo_fed.privacy import bounds as bounds_of
+from leteo_fed.privacy.bounds import ColumnBounds
+from leteo_fed.privacy.noise_gate import warn_all
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import registry
@@ -63,6 +66,13 @@ class RoundOptions:
     dp_epsilon: float | None = None  # None: no DP (k-means: the whole job's budget)
     dp_delta: float | None = None
     row_norm_bound: float | None = None
+    # DP: public bounds per numeric column, natural units: ColumnBounds, or {column: (lo, hi)}
+    bounds: tuple[ColumnBounds, ...] | Mapping[str, tuple[float, float]] = ()
+
+    def column_bounds(self) -> tuple[ColumnBounds, ...]:
+        if isinstance(self.bounds, Mapping):
+            return bounds_of.from_mapping(self.bounds)
+        return bounds_of.check_unique(self.bounds)
 
 
 def protocol_of(request: Any) -> FederatedProtocol:
@@ -93,6 +103,7 @@ def round_request(request: Any, options: RoundOptions | None = None) -> pb.Round
         dp_epsilon=o.dp_epsilon,
         dp_delta=o.dp_delta,
         row_norm_bound=row_norm_bound,
+        bounds=o.column_bounds(),
     )
 
 
@@ -241,7 +252,9 @@ class AnalystClient:
         o = options or RoundOptions()
         status = self.start(request, o)
         timeout = protocol_of(request).job_timeout(request, o.deadline_seconds)
-        return job_result(self.wait(status.round_id, timeout + 60, on_tick))
+        result = job_result(self.wait(status.round_id, timeout + 60, on_tick))
+        warn_all(result.release_warnings())  # a figure that is noise: a NoiseWarning, no print
+        return result
 
     def result_of(self, job_id: str) -> Result:
         """The typed result of a job that ended (RoundFailed if it is running or failed)."""

@@ -41,8 +41,12 @@ ridge with --ridge L (the penalty on the coefficients, not the intercept). Write
 OUT/result.json (coefficients, standard errors, t statistics, p-values, 95% confidence
 intervals, R^2) and OUT/coefficients.png (each coefficient with its confidence interval).
 
-With --dp-epsilon the release is (epsilon, delta)-DP: every owner clips its rows' features to
---row-norm-bound (L2) and its labels to +/- --label-bound, and adds its share of Skellam noise.
+With --dp-epsilon the release is (epsilon, delta)-DP: give public bounds per column in natural
+units (--bounds age=17,90 for every feature and the label, or --codebook FILE); every owner
+clips each value to them and adds its share of Skellam noise. --dry-run shows each figure's
+expected error first; after the release each figure is printed with its noise, and a warning
+names any figure the noise buries. Experts may instead clip rows to --row-norm-bound (L2) and
+labels to +/- --label-bound.
 See docs/linear-regression.md.
 """
 
@@ -71,7 +75,7 @@ def add_parser(sub: SubParsers) -> None:
     p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
     add_owner_filter(p)
     add_result_output(p, DEFAULT_OUT, RESULT_JSON, RESULT_PNG)
-    add_dp_flags(p)
+    add_dp_flags(p, bounds=True)
     p.add_argument(
         "--label-bound",
         type=float,

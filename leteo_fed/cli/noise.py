@@ -80,10 +80,59 @@ def check_locally(
         plan_request(msg, len(options.owners) or max(options.min_owners, DEFAULT_QUORUM))
         return None
     plan = plan_for_preview(msg, options.owners, options.min_owners, epsilon_flag)
-    if args.dry_run:
+    if getattr(getattr(plan, "dp", None), "bounds", ()):  # bounded: simulate the release
+        doc = bounded_preview(request, plan, args)
+        if args.dry_run:
+            print(json.dumps(doc))
+            print_bounded_preview(doc)
+            return 0
+        for name in doc["noise_buries"]:
+            print(
+                f"warning: the preview expects {name} to be noise "
+                f"(+/- {doc['expected_error'][name]:.3g}; see --dry-run)",
+                file=sys.stderr,
+            )
+    elif args.dry_run:
         return dry_run(plan, args.rows)
     refuse_drowned_round(plan, preview, args)
     return None
+
+
+def bounded_preview(request: Any, plan: Any, args: argparse.Namespace) -> dict:
+    """The simulated preview of a release with public bounds (`dp_release.preview_release`)
+    at the analyst's --rows (or the policy's floor), under the stated assumption."""
+    from leteo_fed.cli.round_output import assumption_from_args
+    from leteo_fed.privacy.noise_gate import rows_to_assume
+    from leteo_fed.protocols import registry
+    from leteo_fed.protocols.dp_release import preview_release
+
+    rows, basis = rows_to_assume(args.rows, plan.dp.quorum)
+    doc = preview_release(registry.for_request(request), plan, rows, assumption_from_args(args))
+    return {
+        "epsilon": plan.dp.epsilon,
+        "delta": plan.dp.delta,
+        "quorum": plan.dp.quorum,
+        "bounds": [str(b) for b in plan.dp.bounds],
+        "rows_basis": basis,
+        **doc,
+    }
+
+
+def print_bounded_preview(doc: dict) -> None:
+    out = sys.stderr
+    print(
+        f"preview at epsilon {doc['epsilon']:g}, delta {doc['delta']:g}, "
+        f"{doc['assumed_rows']} rows ({doc['rows_basis']}); nothing was sent",
+        file=out,
+    )
+    print(f"assumed: {doc['assumption']}", file=out)
+    print("expected figures +/- the DP noise's std:", file=out)
+    for name, value in doc["expected_figures"].items():
+        print(f"  {name}: {value:.6g} +/- {doc['expected_error'][name]:.3g}", file=out)
+    for name in doc["noise_buries"]:
+        print(f"warning: the noise would bury {name}", file=out)
+    if not doc["noise_buries"]:
+        print("no figure is expected to be buried by the noise", file=out)
 
 
 def noise_check(plan: Any, preview: Preview, rows: int | None) -> dict:

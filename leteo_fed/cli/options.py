@@ -195,14 +195,64 @@ def add_row_norm_bound(g: Container, epsilon_flag: str) -> None:
     )
 
 
-def add_dp_flags(p: argparse.ArgumentParser) -> None:
-    """`--dp-epsilon`, `--dp-delta`, `--row-norm-bound` of a moment round (PCA, DCA, ...)."""
+def add_dp_flags(p: argparse.ArgumentParser, bounds: bool = False) -> None:
+    """`--dp-epsilon`, `--dp-delta`, `--row-norm-bound` of a moment round (PCA, DCA, ...);
+    with `bounds`, the public per-column bounds and the preview's hints too."""
     g = p.add_argument_group(DP_GROUP_TITLE)
     g.add_argument(
         "--dp-epsilon", type=float, default=None, help="release the statistics (epsilon, delta)-DP"
     )
     g.add_argument("--dp-delta", type=float, default=None, help=f"DP delta ({DP_DELTA_DEFAULT})")
-    add_row_norm_bound(g, "--dp-epsilon")
+    if not bounds:
+        add_row_norm_bound(g, "--dp-epsilon")
+        return
+    add_bounds_flags(g)
+
+
+def add_bounds_flags(g: Container) -> None:
+    """Public bounds per column (data in natural units) and what the preview may assume."""
+    g.add_argument(
+        "--bounds",
+        action="append",
+        default=[],
+        metavar="COL=LO,HI",
+        help="DP: public bounds of a numeric column, in its natural units (repeat per column; "
+        "from a codebook, never from the data): owners clip each value to them, so the "
+        "release needs no rescaled data. Wider than the data costs accuracy, narrower clips "
+        "it (the result says how many rows were clipped)",
+    )
+    g.add_argument(
+        "--codebook",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="DP: a public codebook (TOML `age = [17, 90]` or JSON) with bounds per column; "
+        "--bounds overrides it column by column",
+    )
+    g.add_argument(
+        "--row-norm-bound",
+        type=float,
+        default=None,
+        help="DP, for experts: every row is clipped to this L2 norm (with --bounds: in the "
+        "scaled [-1, 1] units, default sqrt(columns); without --bounds: required, in the data's "
+        "units)",
+    )
+    g.add_argument(
+        "--expect-std",
+        action="append",
+        default=[],
+        metavar="COL=S",
+        help="the preview's assumption: the standard deviation you expect of a column "
+        "(default: a sixth of its bounds' width)",
+    )
+    g.add_argument(
+        "--expect-mean",
+        action="append",
+        default=[],
+        metavar="COL=M",
+        help="the preview's assumption: the mean you expect of a column (default: the middle "
+        "of its bounds)",
+    )
 
 
 # ---------------------------------------------------------------- local demos

@@ -28,8 +28,58 @@ def round_options(args: argparse.Namespace, **given: Any) -> Any:
         "dp_epsilon": getattr(args, "dp_epsilon", None),
         "dp_delta": getattr(args, "dp_delta", None),
         "row_norm_bound": getattr(args, "row_norm_bound", None),
+        "bounds": bounds_from_args(args),
     }
     return RoundOptions(**(values | given))
+
+
+def bounds_from_args(args: argparse.Namespace) -> tuple:
+    """`--codebook` then `--bounds` (each overriding the codebook's column)."""
+    from leteo_fed.privacy import bounds
+
+    given = [bounds.parse_bound(t) for t in getattr(args, "bounds", None) or []]
+    book = getattr(args, "codebook", None)
+    return bounds.merged(given, bounds.load_codebook(book) if book else ())
+
+
+def assumption_from_args(args: argparse.Namespace) -> Any:
+    """The preview's assumption: `--expect-mean` / `--expect-std` hints, else the default."""
+    from leteo_fed.errors import ConfigError
+    from leteo_fed.protocols.dp_release import Assumption
+
+    def pairs(flag: str, items: list[str]) -> dict[str, float]:
+        out = {}
+        for item in items:
+            name, sep, value = item.partition("=")
+            try:
+                out[name.strip()] = float(value)
+            except ValueError:
+                raise ConfigError(f"{flag} takes COL=NUMBER, got {item!r}") from None
+            if not sep:
+                raise ConfigError(f"{flag} takes COL=NUMBER, got {item!r}")
+        return out
+
+    return Assumption(
+        pairs("--expect-mean", getattr(args, "expect_mean", []) or []),
+        pairs("--expect-std", getattr(args, "expect_std", []) or []),
+    )
+
+
+def print_release_truth(result: dict) -> None:
+    """After a DP release: each figure with its noise, then a warning line per figure the
+    noise or clipping buries (stderr; the same is in the result file under dp)."""
+    dp = result.get("dp") or {}
+    figures, noise = dp.get("figures") or {}, dp.get("figure_noise_std") or {}
+    if figures:
+        print("released figures (value +/- the DP noise's std):", file=sys.stderr)
+        for name, value in figures.items():
+            e = noise.get(name)
+            tail = f" +/- {e:.3g}" if e is not None else ""
+            print(f"  {name}: {value:.6g}{tail}", file=sys.stderr)
+    if dp.get("clipped_rows") is not None:
+        print(f"rows clipped to --bounds (noisy count): {dp['clipped_rows']:.0f}", file=sys.stderr)
+    for w in dp.get("warnings") or []:
+        print(f"warning: {w['message']}", file=sys.stderr)
 
 
 def run_and_write(
@@ -65,5 +115,6 @@ def run_and_write(
         written.append(out / protocol.plot_file)
     atomic_write_json(written[0], result)
     print(json.dumps({k: result[k] for k in summary}))
+    print_release_truth(result)
     print(f"wrote {' and '.join(str(p) for p in written)}", file=sys.stderr)
     return result

@@ -38,7 +38,7 @@ from leteo_fed.cli.options import (
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
-from leteo_fed.cli.round_output import round_options
+from leteo_fed.cli.round_output import print_release_truth, round_options
 from leteo_fed.defaults import DEMO_SEED, PCA_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
@@ -139,7 +139,7 @@ def _add_round_args(p: argparse.ArgumentParser, default_out: Path) -> None:
     add_owner_filter(p)
     add_out_folder(p, default_out)
     _add_projection_flag(p)
-    add_dp_flags(p)
+    add_dp_flags(p, bounds=True)
     add_tls(p, "analyst", "analyst")
 
 
@@ -251,6 +251,7 @@ def _run_round(args: argparse.Namespace) -> int:
     out = Path(args.out) / output_file(request)
     atomic_write_json(out, result)
     print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))
+    print_release_truth(result)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -797,8 +797,15 @@ class EncodingFacts(_message.Message):
     def __init__(self, scale_bits: _Optional[int] = ..., count_scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., mask_bits: _Optional[int] = ..., statistical_security_bits: _Optional[int] = ..., values_per_share: _Optional[int] = ..., ciphertexts_per_share: _Optional[int] = ..., paillier_bits: _Optional[int] = ...) -> None: ...
 
 class DpFacts(_message.Message):
-    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "skellam_mu_aggregate", "noise_std_per_value", "post_processing", "note", "bounds", "clipped_rows", "figure_noise_std", "warnings")
+    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "skellam_mu_aggregate", "noise_std_per_value", "post_processing", "note", "bounds", "clipped_rows", "figure_noise_std", "warnings", "figures")
     class FigureNoiseStdEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class FiguresEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -820,6 +827,7 @@ class DpFacts(_message.Message):
     CLIPPED_ROWS_FIELD_NUMBER: _ClassVar[int]
     FIGURE_NOISE_STD_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
     mechanism: str
     epsilon: float
     delta: float
@@ -835,7 +843,8 @@ class DpFacts(_message.Message):
     clipped_rows: float
     figure_noise_std: _containers.ScalarMap[str, float]
     warnings: _containers.RepeatedCompositeFieldContainer[ReleaseWarning]
-    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., skellam_mu_aggregate: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., clipped_rows: _Optional[float] = ..., figure_noise_std: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[_Union[ReleaseWarning, _Mapping]]] = ...) -> None: ...
+    figures: _containers.ScalarMap[str, float]
+    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., skellam_mu_aggregate: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., clipped_rows: _Optional[float] = ..., figure_noise_std: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[_Union[ReleaseWarning, _Mapping]]] = ..., figures: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class KmeansDpFacts(_message.Message):
     __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_sum_with_quorum", "noise_std_count_with_quorum", "post_processing", "note")

@@ -328,6 +328,7 @@ def dp_facts(
             "figure_noise_std": dict(truth.figure_noise_std),
             "warnings": list(truth.warnings),
             "clipped_rows": truth.clipped_rows,
+            "figures": dict(truth.figures),
         }
     return DpFacts(
         mechanism=mechanism,
@@ -665,6 +666,11 @@ class FederatedProtocol(ABC):
     ) -> list[int]:
         """Secure-sum protocols: this site's encoded statistics (before noise)."""
         raise NotImplementedError(f"{self.name} sends no encrypted share")
+
+    def release_figures(self, plan: Any, totals: list[int], n_owners: int) -> dict[str, float]:
+        """Secure-sum DP releases with public bounds: the figures the round's (noisy) totals
+        give, in natural units, by name (`dp_release`: the preview and the stated noise)."""
+        raise NotImplementedError(f"{self.name} states no release figures")
 
     def reports(
         self, spec: Any, site: SiteData, rng: np.random.Generator, timings: dict[str, float]

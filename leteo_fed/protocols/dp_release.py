@@ -174,6 +174,7 @@ class Truth:
     figure_noise_std: dict[str, float]
     warnings: list[ReleaseWarning]
     clipped_rows: float | None
+    figures: dict[str, float]
 
 
 def release_truth(
@@ -192,7 +193,7 @@ def release_truth(
     draws = noise_draws(figures_of, totals, mu, repeats, seeded_rng("truth", round_id))
     noise = spread(draws, released)
     found = [*clipping_warning(clipped_rows, n_rows), *buried(released, noise), *extra]
-    return Truth(noise, found, clipped_rows)
+    return Truth(noise, found, clipped_rows, released)
 
 
 def simulate_preview(
@@ -231,6 +232,22 @@ def simulate_preview(
         "refused_draws": repeats - len(draws),
         "noise_buries": [w.figure for w in buried(exact, errors)],
     }
+
+
+def preview_release(protocol, plan, rows: int, assumption: Assumption) -> dict:
+    """`simulate_preview` of a single-round secure-sum protocol's bounded DP plan, through its
+    own owner code (`share_values`) and aggregator code (`release_figures`)."""
+    dp = plan.dp
+    rnd = protocol.next_round(plan, protocol.start(plan, "preview", []), 1)
+    enc = rnd.share_encoding
+
+    def share_of(site: ArraySite) -> list[int]:
+        return protocol.share_values(rnd.spec, enc, rnd.dp, site, {})
+
+    def figures_of(totals: list[int]) -> dict[str, float]:
+        return protocol.release_figures(plan, totals, dp.quorum)
+
+    return simulate_preview(share_of, figures_of, dp.bounds, dp.mu, rows, assumption)
 
 
 __all__ = [

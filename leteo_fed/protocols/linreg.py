@@ -597,6 +597,9 @@ class LinregProtocol(FederatedProtocol):
             )
         )
 
+    def release_figures(self, plan: LinregPlan, totals: list[int], n_owners: int) -> dict:
+        return linreg_figures(plan.features, self.fit_from_totals(plan, totals, n_owners))
+
     @staticmethod
     def fit_from_totals(plan: LinregPlan, totals: list[int], n_owners: int) -> Fit:
         """The fit a round's totals give, in natural units."""

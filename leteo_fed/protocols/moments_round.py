@@ -584,6 +584,11 @@ class MomentsProtocol(FederatedProtocol):
             return Step(PcaRoundResult(**result.to_dict(), **outcome.facts(), dp=dp))
         return Step(DiscriminantRoundResult(**result.to_dict(), **outcome.facts(), dp=dp))
 
+    def release_figures(self, plan: MomentsPlan, totals: list[int], n_owners: int) -> dict:
+        if plan.label != pca.PROTOCOL:
+            raise DataError("only a PCA release states its figures", field="method")
+        return pca_figures(self.pca_from_totals(plan, totals))
+
     @staticmethod
     def pca_from_totals(plan: MomentsPlan, totals: list[int]) -> pca.PcaResult:
         """The PCA a round's totals give, in natural units (a bounded release is mapped back

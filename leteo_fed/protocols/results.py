@@ -92,6 +92,7 @@ class DpFacts:
     clipped_rows: float | None = omitted()  # noisy count of rows with a clipped value
     figure_noise_std: dict[str, float] = field(default_factory=dict)  # per released figure
     warnings: list[ReleaseWarning] = field(default_factory=list)  # figures that are noise
+    figures: dict[str, float] = field(default_factory=dict)  # the figures noise is stated of
 
 
 def to_dict(obj: Any) -> Any:
