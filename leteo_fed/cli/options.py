@@ -215,6 +215,7 @@ def add_bounds_flags(g: Container) -> None:
         "--bounds",
         action="append",
         default=[],
+        dest="column_bounds",
         metavar="COL=LO,HI",
         help="DP: public bounds of a numeric column, in its natural units (repeat per column; "
         "from a codebook, never from the data): owners clip each value to them, so the "

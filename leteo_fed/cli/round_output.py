@@ -37,7 +37,7 @@ def bounds_from_args(args: argparse.Namespace) -> tuple:
     """`--codebook` then `--bounds` (each overriding the codebook's column)."""
     from leteo_fed.privacy import bounds
 
-    given = [bounds.parse_bound(t) for t in getattr(args, "bounds", None) or []]
+    given = [bounds.parse_bound(t) for t in getattr(args, "column_bounds", None) or []]
     book = getattr(args, "codebook", None)
     return bounds.merged(given, bounds.load_codebook(book) if book else ())
 

@@ -169,7 +169,7 @@ def dp_request(
         raise DataError(
             "a DP round needs public bounds per column (bounds, --bounds COL=LO,HI) or "
             "row_norm_bound (rows are clipped to it)",
-            field="bounds",
+            field="row_norm_bound",
         )
     if not (math.isfinite(row_norm_bound) and row_norm_bound > 0):
         raise DataError(
