@@ -5,9 +5,10 @@ print a one-line JSON summary."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,26 @@ def assumption_from_args(args: argparse.Namespace) -> Any:
     )
 
 
+@contextlib.contextmanager
+def quiet_noise_warnings() -> Iterator[None]:
+    """The Python API's NoiseWarnings are the CLI's own `warning:` lines (print_release_truth),
+    printed once, after the result."""
+    import warnings
+
+    from leteo_fed.privacy.noise_gate import NoiseWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoiseWarning)
+        yield
+
+
+def figure_order(name: str) -> tuple:
+    """Figures in reading order: the wire's maps keep none (intercept first, numbers as
+    numbers)."""
+    kind, _, rest = name.partition(" ")
+    return (kind, rest != "intercept", int(rest) if rest.isdigit() else 0, rest)
+
+
 def print_release_truth(result: dict) -> None:
     """After a DP release: each figure with its noise, then a warning line per figure the
     noise or clipping buries (stderr; the same is in the result file under dp)."""
@@ -72,7 +93,7 @@ def print_release_truth(result: dict) -> None:
     figures, noise = dp.get("figures") or {}, dp.get("figure_noise_std") or {}
     if figures:
         print("released figures (value +/- the DP noise's std):", file=sys.stderr)
-        for name, value in figures.items():
+        for name, value in sorted(figures.items(), key=lambda kv: figure_order(kv[0])):
             e = noise.get(name)
             tail = f" +/- {e:.3g}" if e is not None else ""
             print(f"  {name}: {value:.6g}{tail}", file=sys.stderr)
@@ -100,7 +121,7 @@ def run_and_write(
 
     protocol = registry.for_request(request)
     progress = ProgressPrinter()
-    with connect(args) as client:
+    with connect(args) as client, quiet_noise_warnings():
         result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
     if prepare is not None:

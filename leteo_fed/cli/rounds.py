@@ -38,7 +38,7 @@ from leteo_fed.cli.options import (
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
-from leteo_fed.cli.round_output import print_release_truth, round_options
+from leteo_fed.cli.round_output import print_release_truth, quiet_noise_warnings, round_options
 from leteo_fed.defaults import DEMO_SEED, PCA_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
@@ -245,7 +245,7 @@ def _run_round(args: argparse.Namespace) -> int:
     if stop is not None:
         return stop
     progress = ProgressPrinter()
-    with analyst_client(args) as client:
+    with analyst_client(args) as client, quiet_noise_warnings():
         result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
     out = Path(args.out) / output_file(request)

@@ -667,6 +667,13 @@ class FederatedProtocol(ABC):
         """Secure-sum protocols: this site's encoded statistics (before noise)."""
         raise NotImplementedError(f"{self.name} sends no encrypted share")
 
+    def preview_data(
+        self, plan: Any, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The preview's simulated rows made fit for this protocol (e.g. a label that depends
+        on the features), and what that adds to the stated assumption ("" : nothing)."""
+        return columns, ""
+
     def release_figures(self, plan: Any, totals: list[int], n_owners: int) -> dict[str, float]:
         """Secure-sum DP releases with public bounds: the figures the round's (noisy) totals
         give, in natural units, by name (`dp_release`: the preview and the stated noise)."""

@@ -35,6 +35,7 @@ Figures = Callable[[list[int]], dict[str, float]]  # noisy totals -> released fi
 
 BOOTSTRAP_REPEATS = 100  # relative error of a std estimate ~ 1/sqrt(2 R): 7% at R = 100
 PREVIEW_REPEATS = 200
+NOISE_MULTIPLE = 2.0  # a figure within this many noise std of 0 is said to be noise
 HEAVY_CLIPPING = 0.10  # warn when about this share of the rows (or more) was clipped
 SPREAD_OF_BOUNDS = 6.0  # the default assumption: std = (upper - lower) / 6
 
@@ -134,19 +135,28 @@ def spread(draws: list[dict[str, float]], centre: Mapping[str, float]) -> dict[s
 
 
 def buried(figures: Mapping[str, float], noise: Mapping[str, float]) -> list[ReleaseWarning]:
-    """Figures whose noise std is at least their size."""
+    """Figures within two noise std of 0 (a 95% interval of the noise alone reaches them), or
+    held at 0 by the post-processing (a noisy eigenvalue or variance at its floor)."""
     out = []
     for name, value in figures.items():
         e = noise.get(name)
         if e is None or not math.isfinite(value):
             continue
-        if e >= abs(value):
+        if value == 0.0 and e == 0.0:
             out.append(
                 ReleaseWarning(
                     name,
-                    f"{name} = {value:.4g} +/- {e:.2g}: the DP noise is at least as large as "
-                    "the figure itself (raise epsilon, pool more rows, or narrow --bounds to "
-                    "the data's real range)",
+                    f"{name} is at its floor (0): the DP noise buried it and the release's "
+                    "post-processing held it at 0 (raise epsilon or pool more rows)",
+                )
+            )
+        elif NOISE_MULTIPLE * e >= abs(value):
+            out.append(
+                ReleaseWarning(
+                    name,
+                    f"{name} = {value:.4g} +/- {e:.2g}: the DP noise is about as large as the "
+                    "figure itself (within two noise std of 0); raise epsilon, pool more rows, "
+                    "or narrow --bounds to the data's real range",
                 )
             )
     return out
@@ -196,6 +206,9 @@ def release_truth(
     return Truth(noise, found, clipped_rows, released)
 
 
+Shape = Callable[[dict[str, np.ndarray], np.random.Generator], tuple[dict[str, np.ndarray], str]]
+
+
 def simulate_preview(
     share_of: Callable[[ArraySite], list[int]],
     figures_of: Figures,
@@ -203,7 +216,7 @@ def simulate_preview(
     mu: float,
     rows: int,
     assumption: Assumption,
-    extra_columns: Mapping[str, np.ndarray] | None = None,
+    shape: Shape | None = None,
     repeats: int = PREVIEW_REPEATS,
     seed: int = 0,
 ) -> dict:
@@ -219,13 +232,15 @@ def simulate_preview(
     for b in bounds:
         mean, std = assumption.of(b)
         columns[b.column] = rng.normal(mean, std, size=rows)
-    columns |= dict(extra_columns or {})
+    added = ""
+    if shape is not None:
+        columns, added = shape(columns, rng)
     totals = share_of(ArraySite(columns))
     exact = figures_of(totals)
     draws = noise_draws(figures_of, totals, mu, repeats, rng)
     errors = spread(draws, exact)
     return {
-        "assumption": assumption.describe(bounds),
+        "assumption": assumption.describe(bounds) + (f"; {added}" if added else ""),
         "assumed_rows": rows,
         "expected_figures": exact,
         "expected_error": errors,
@@ -247,7 +262,10 @@ def preview_release(protocol, plan, rows: int, assumption: Assumption) -> dict:
     def figures_of(totals: list[int]) -> dict[str, float]:
         return protocol.release_figures(plan, totals, dp.quorum)
 
-    return simulate_preview(share_of, figures_of, dp.bounds, dp.mu, rows, assumption)
+    def shape(columns: dict, rng: np.random.Generator) -> tuple[dict, str]:
+        return protocol.preview_data(plan, columns, rng)
+
+    return simulate_preview(share_of, figures_of, dp.bounds, dp.mu, rows, assumption, shape)
 
 
 __all__ = [

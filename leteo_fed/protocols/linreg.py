@@ -73,6 +73,7 @@ from leteo_fed.protocols.moments import ALL_ROWS
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 
 PROTOCOL_NAME = "linreg"
+EXPLAINED = 0.5  # the preview's label: this share of its variance explained by the features
 INTERCEPT = "intercept"
 CI_LEVEL = 0.95
 DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
@@ -595,6 +596,25 @@ class LinregProtocol(FederatedProtocol):
                 **outcome.facts(),
                 dp=self._dp_facts(plan, outcome.n_owners, fit.floored, truth),
             )
+        )
+
+    def preview_data(
+        self, plan: LinregPlan, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The preview's label depends on the features: half its variance explained by them,
+        in equal parts (a label independent of them would make every coefficient 0, and the
+        preview would call each one noise whatever epsilon)."""
+        x = np.column_stack([columns[f] for f in plan.features])
+        y = columns[plan.label_column]
+        sd_x = np.maximum(x.std(axis=0), 1e-300)
+        sd_y, mean_y = float(y.std()), float(y.mean())
+        d = len(plan.features)
+        beta = sd_y * math.sqrt(EXPLAINED / d) / sd_x
+        noise = rng.normal(0.0, sd_y * math.sqrt(1 - EXPLAINED), size=len(y))
+        label = mean_y + (x - x.mean(axis=0)) @ beta + noise
+        return columns | {plan.label_column: label}, (
+            f"{plan.label_column} = its mean + a linear function of the features explaining "
+            f"{EXPLAINED:.0%} of its variance in equal parts + normal noise"
         )
 
     def release_figures(self, plan: LinregPlan, totals: list[int], n_owners: int) -> dict:

@@ -57,7 +57,7 @@ def test_dp_pca_in_natural_units_is_within_a_quarter_of_pooled(adult_cluster):
     # within 5 stated noise std of the pooled mean (a z-test at 5 sigma)
     for j, c in enumerate(COLUMNS):
         e = dp.figure_noise_std[f"mean of {c}"]
-        assert 0 < e and abs(result.mean[j] - mean[j]) <= 5 * e, (c, result.mean[j], mean[j], e)
+        assert e > 0 and abs(result.mean[j] - mean[j]) <= 5 * e, (c, result.mean[j], mean[j], e)
     # Adult's values lie within these bounds: the noisy clipped count is noise around 0
     # (its std is the noise per value, about 19 rows at this epsilon; 6 std)
     assert abs(dp.clipped_rows) < 120
