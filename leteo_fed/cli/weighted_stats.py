@@ -61,7 +61,7 @@ def add_parser(sub: SubParsers) -> None:
         default=DEFAULT_OUT,
         help=f"output folder: writes OUT/stats.json (default: {DEFAULT_OUT})",
     )
-    add_dp_flags(p)
+    add_dp_flags(p, bounds=True)
     add_noise_flags(p, "each mean and variance")
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)

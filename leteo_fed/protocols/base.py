@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -31,6 +31,7 @@ from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.budget import Budget, check_delta, check_epsilon
+from leteo_fed.privacy.verify import verify_release
 from leteo_fed.protocols.results import DpFacts, EncodingFacts, RoundTimings
 
 SECURE_SUM = "secure_sum"  # owners send Paillier-encrypted, packed integers; the engine sums them
@@ -228,6 +229,46 @@ def skellam_plan(
     norm = dp.row_norm_bound if row_norm_bound is None else row_norm_bound
     spec = DpSpec(dp.epsilon, dp.delta, norm, mu, quorum, bounds=bounds)
     return spec, owner_noise_bound(mu, quorum, n_values)
+
+
+def plan_dp(
+    dp: DpRequest,
+    columns: Sequence[str],
+    sensitivity_of: Callable[[float], noise.Sensitivity],
+    n_values: int,
+    count_scale_bits: int,
+    quorum: int,
+    norm_columns: int | None = None,
+) -> tuple[DpSpec, int, noise.Sensitivity, int]:
+    """The DP part of a secure-sum plan, the same for every protocol: the public bounds of the
+    numeric `columns` (if the request has bounds), the row-norm bound C (given, or derived for
+    `norm_columns` scaled columns), the sensitivity at C (one more count for the clipped
+    rows), the calibrated noise. Returns (spec, per-owner noise bound, sensitivity, values)."""
+    bounds = dp.release_bounds(columns)
+    c = dp.norm_for(len(columns) if norm_columns is None else norm_columns)
+    if not bounds:
+        c = dp.row_norm_bound
+    sens, n_vals = with_clip_count(sensitivity_of(c), n_values, count_scale_bits, bool(bounds))
+    spec, noise_bound = skellam_plan(dp, sens, quorum, n_vals, row_norm_bound=c, bounds=bounds)
+    return spec, noise_bound, sens, n_vals
+
+
+def verify_dp(
+    dp: DpSpec,
+    columns: Sequence[str],
+    sensitivity: noise.Sensitivity,
+    n_values: int,
+    encoding: ShareEncoding,
+) -> None:
+    """The owner's side of `plan_dp`: the bounds are the signed request's for exactly these
+    columns, and the announced noise delivers the announced budget at the sensitivity the owner
+    recomputed (`verify_release`), with room in the encoding."""
+    if dp.bounds:
+        bounds_of.for_columns(dp.bounds, columns)
+    sens, n_vals = with_clip_count(
+        sensitivity, n_values, encoding.count_scale_bits, dp.counts_clipped
+    )
+    verify_release(dp, sens, n_vals, encoding.noise_bound)
 
 
 def with_clip_count(

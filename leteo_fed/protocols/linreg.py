@@ -50,7 +50,6 @@ from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
-from leteo_fed.privacy.verify import verify_release
 from leteo_fed.protocols import dp_release, moments, moments_round, pca, registry
 from leteo_fed.protocols.base import (
     Common,
@@ -63,11 +62,11 @@ from leteo_fed.protocols.base import (
     check_features,
     clip_count_value,
     dp_facts,
+    plan_dp,
     preview_facts,
     require_same_count_scale,
-    skellam_plan,
     split_clip_count,
-    with_clip_count,
+    verify_dp,
 )
 from leteo_fed.protocols.moments import ALL_ROWS
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
@@ -495,14 +494,16 @@ class LinregProtocol(FederatedProtocol):
             )
         else:
             f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-            bounds = common.dp.release_bounds([*features, request.label_column])
-            c = common.dp.norm_for(d) if bounds else common.dp.row_norm_bound
-            sens, n_vals = with_clip_count(
-                sensitivity(c, label_bound, f, d, f), n_values(d), f, bool(bounds)
+            dp, noise_bound, sens, _ = plan_dp(
+                common.dp,
+                [*features, request.label_column],
+                lambda c: sensitivity(c, label_bound, f, d, f),
+                n_values(d),
+                f,
+                min_owners,
+                norm_columns=d,  # the features' norm; the label is bounded on its own
             )
-            dp, noise_bound = skellam_plan(
-                common.dp, sens, min_owners, n_vals, row_norm_bound=c, bounds=bounds
-            )
+            c = dp.row_norm_bound
             enc = moments_round.encoding(
                 f,
                 joint_bound(c, label_bound),
@@ -689,17 +690,15 @@ class LinregProtocol(FederatedProtocol):
             )
         require_same_count_scale(enc)
         d = len(spec.features)
-        if dp.bounds:  # the signed request's bounds, for exactly the columns read
-            bounds_of.for_columns(dp.bounds, self.columns(spec))
-        sens, n_vals = with_clip_count(
+        verify_dp(
+            dp,
+            self.columns(spec),
             sensitivity(
                 dp.row_norm_bound, spec.label_bound, enc.scale_bits, d, enc.count_scale_bits
             ),
             n_values(d),
-            enc.count_scale_bits,
-            dp.counts_clipped,
+            enc,
         )
-        verify_release(dp, sens, n_vals, enc.noise_bound)
 
     def describe(self, spec: LinregSpec, dp: DpSpec | None) -> str:
         text = f"linear regression of {spec.label_column} on {len(spec.features)} feature(s)"

@@ -29,7 +29,6 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.privacy.verify import verify_release
 from leteo_fed.protocols import discriminant, dp_release, moments, pca, registry, rotation
 from leteo_fed.protocols.base import (
     Common,
@@ -45,11 +44,11 @@ from leteo_fed.protocols.base import (
     clip_for_release,
     clip_note,
     dp_facts,
+    plan_dp,
     preview_facts,
     require_same_count_scale,
-    skellam_plan,
     split_clip_count,
-    with_clip_count,
+    verify_dp,
 )
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping
 from leteo_fed.protocols.results import (
@@ -442,16 +441,15 @@ class MomentsProtocol(FederatedProtocol):
                     + (" in projection-only mode" if request.projection_only else ""),
                     field="bounds",
                 )
-            c = common.dp.norm_for(d) if bounds else common.dp.row_norm_bound
-            sens, n_vals = with_clip_count(
-                sensitivity(c, f, d, groupings, count_scale_bits=f),
+            dp_spec, noise_bound, sens, _ = plan_dp(
+                common.dp,
+                features,
+                lambda c: sensitivity(c, f, d, groupings, count_scale_bits=f),
                 moments.n_values(d, groupings),
                 f,
-                bool(bounds),
+                min_owners,
             )
-            dp_spec, noise_bound = skellam_plan(
-                common.dp, sens, min_owners, n_vals, row_norm_bound=c, bounds=bounds
-            )
+            c = dp_spec.row_norm_bound
             if method != pca.PROTOCOL:
                 # the noisy S_W (or S_B of the privacy label) has spectral norm ~ 2 sqrt(d) sigma
                 sigma = dp_spec.noise_std(min_owners, f)
@@ -706,15 +704,13 @@ class MomentsProtocol(FederatedProtocol):
             )
         require_same_count_scale(enc)
         groupings = _declared(spec) or [ALL_ROWS]
-        if dp.bounds:  # the signed request's bounds, for exactly the features
-            bounds_of.for_columns(dp.bounds, spec.features)
-        sens, n_vals = with_clip_count(
+        verify_dp(
+            dp,
+            spec.features,
             sensitivity(dp.row_norm_bound, enc.scale_bits, d, groupings, enc.count_scale_bits),
             moments.n_values(d, groupings),
-            enc.count_scale_bits,
-            dp.counts_clipped,
+            enc,
         )
-        verify_release(dp, sens, n_vals, enc.noise_bound)
 
     def describe(self, spec: MomentsSpec, dp: DpSpec | None) -> str:
         return f"{spec.method} on {len(spec.features)} features" + clip_note(dp)

@@ -37,10 +37,10 @@ from leteo_fed.encoding.share import (
     require_bound,
 )
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import pca, registry
+from leteo_fed.protocols import dp_release, pca, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -50,11 +50,15 @@ from leteo_fed.protocols.base import (
     SiteData,
     Step,
     check_features,
+    clip_count_value,
+    clip_for_release,
     clip_note,
     dp_facts,
+    plan_dp,
     preview_facts,
     require_same_count_scale,
-    skellam_plan,
+    split_clip_count,
+    verify_dp,
 )
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 
@@ -275,8 +279,16 @@ def noise_preview(
     return doc
 
 
+def stats_figures(features: list[str], stats: dict) -> dict[str, float]:
+    """The figures a statistics release states: each column's mean and variance."""
+    figures = {f"mean of {f}": m for f, m in zip(features, stats["means"], strict=True)}
+    figures |= {f"variance of {f}": v for f, v in zip(features, stats["variances"], strict=True)}
+    return figures
+
+
 class WeightedStatsProtocol(FederatedProtocol):
     name = "weighted_stats"
+    takes_bounds = True
     request_type = WeightedStatsRequest
     spec_type = WeightedStatsSpec
 
@@ -310,9 +322,15 @@ class WeightedStatsProtocol(FederatedProtocol):
             )
         else:
             f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-            c = common.dp.row_norm_bound
-            sens = sensitivity(c, wb, f, d, f)
-            dp, noise_bound = skellam_plan(common.dp, sens, min_owners, n_values(d))
+            dp, noise_bound, sens, _ = plan_dp(
+                common.dp,
+                features,
+                lambda c: sensitivity(c, wb, f, d, f),
+                n_values(d),
+                f,
+                min_owners,
+            )
+            c = dp.row_norm_bound
             enc = encoding(
                 f, c, wb, max_owners=max_owners, count_scale_bits=f, noise_bound=noise_bound
             )
@@ -323,28 +341,35 @@ class WeightedStatsProtocol(FederatedProtocol):
     def next_round(self, plan: WeightedStatsPlan, state: None, index: int) -> RoundPlan:
         spec = WeightedStatsSpec(plan.features, plan.weight_column, plan.weight_bound)
         d = len(plan.features)
-        return RoundPlan(spec, plan.label, plan.encoding, n_values(d), plan.dp, dimension=d)
+        n_vals = n_values(d) + (1 if plan.dp is not None and plan.dp.counts_clipped else 0)
+        return RoundPlan(spec, plan.label, plan.encoding, n_vals, plan.dp, dimension=d)
 
     def finish_round(self, plan: WeightedStatsPlan, state: None, outcome: Outcome) -> Step:
         start = time.perf_counter()
-        noisy = plan.dp is not None
-        sigma = 0.0
-        if plan.dp is not None:
-            sigma = plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits)
-        stats = statistics(
-            outcome.require_totals(), len(plan.features), plan.encoding, noisy, sigma
-        )
+        totals = outcome.require_totals()
+        stats = self.statistics_of(plan, totals, outcome.n_owners)
         outcome.timings["statistics_seconds"] = time.perf_counter() - start
         names = list(plan.features)
         dp = None
         if plan.dp is not None and plan.sensitivity is not None:
+            _, clipped = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
+            truth = dp_release.release_truth(
+                lambda t: stats_figures(names, self.statistics_of(plan, t, outcome.n_owners)),
+                totals,
+                plan.dp.mu * outcome.n_owners / plan.dp.quorum,
+                outcome.round_id,
+                stats["n_rows"],
+                clipped,
+            )
             dp = dp_facts(
                 "distributed Skellam noise on every encoded total",
                 plan.dp,
                 plan.sensitivity,
+                truth,
                 noise_std_per_value=plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits),
                 post_processing="means projected onto [-C, C]; each variance kept at least its "
-                "own standard error (never 0 or negative)",
+                "own standard error (never 0 or negative)"
+                + ("; then mapped back from the scaled [-1, 1] columns" if plan.dp.bounds else ""),
             )
         return Step(
             WeightedStatsResult(
@@ -362,6 +387,23 @@ class WeightedStatsProtocol(FederatedProtocol):
                 dp=dp,
             )
         )
+
+    @staticmethod
+    def statistics_of(plan: WeightedStatsPlan, totals: list[int], n_owners: int) -> dict:
+        """Means and variances a round's totals give, in natural units."""
+        totals, _ = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
+        sigma = 0.0
+        if plan.dp is not None:
+            sigma = plan.dp.noise_std(n_owners, plan.encoding.scale_bits)
+        stats = statistics(totals, len(plan.features), plan.encoding, plan.dp is not None, sigma)
+        if plan.dp is not None and plan.dp.bounds:
+            _, half = bounds_of.centers_halves(plan.dp.bounds)
+            stats["means"] = bounds_of.unscale_mean(stats["means"], plan.dp.bounds).tolist()
+            stats["variances"] = (np.asarray(stats["variances"]) * half * half).tolist()
+        return stats
+
+    def release_figures(self, plan: WeightedStatsPlan, totals: list[int], n_owners: int) -> dict:
+        return stats_figures(list(plan.features), self.statistics_of(plan, totals, n_owners))
 
     # ---------------------------------------------------------------- owner side
 
@@ -392,10 +434,15 @@ class WeightedStatsProtocol(FederatedProtocol):
         if dp is not None:
             d = len(spec.features)
             require_same_count_scale(enc)
-            sens = sensitivity(
-                dp.row_norm_bound, spec.weight_bound, enc.scale_bits, d, enc.count_scale_bits
+            verify_dp(
+                dp,
+                spec.features,
+                sensitivity(
+                    dp.row_norm_bound, spec.weight_bound, enc.scale_bits, d, enc.count_scale_bits
+                ),
+                n_values(d),
+                enc,
             )
-            verify_release(dp, sens, n_values(d), enc.noise_bound)
 
     def describe(self, spec: WeightedStatsSpec, dp: DpSpec | None) -> str:
         return f"weighted mean/variance of {len(spec.features)} column(s)" + clip_note(dp)
@@ -412,8 +459,9 @@ class WeightedStatsProtocol(FederatedProtocol):
         features = list(spec.features)
         table = site.read(self.columns(spec))
         x = table.matrix(features)
+        clipped = np.zeros(len(x), dtype=bool)
         if dp is not None:
-            x = pca.clip_finite_rows(x, features, dp.row_norm_bound)
+            x, clipped = clip_for_release(x, features, dp)
         pca.validate_rows(x, features, enc)
         if spec.weight_column:
             w = table.matrix([spec.weight_column])[:, 0]
@@ -431,7 +479,10 @@ class WeightedStatsProtocol(FederatedProtocol):
             w = np.ones(len(x))
         sums = local_sums(x, w)
         timings["statistics_seconds"] = time.perf_counter() - start
-        return encode_sums(sums, enc, enc.max_rows_per_owner)
+        values = encode_sums(sums, enc, enc.max_rows_per_owner)
+        if dp is not None and dp.counts_clipped:
+            values.append(clip_count_value(clipped, enc.count_scale_bits))
+        return values
 
 
 PROTOCOL = registry.register(WeightedStatsProtocol())
