@@ -65,8 +65,7 @@ class Assumption:
                 + (" (your hint)" if given else "")
             )
         return (
-            "each column independent, "
-            + "; ".join(parts)
+            "; ".join(parts)
             + " (default: the middle of its bounds and a sixth of their width; give "
             "--expect-std COL=S / --expect-mean COL=M for what you know)"
         )
