@@ -118,6 +118,13 @@ class Result:
         doc: dict[str, Any] = to_dict(self)
         return doc
 
+    def release_warnings(self) -> list[Any]:
+        """The released figures the noise (or clipping) buries, as
+        `privacy.noise_gate.ReleaseWarning`s; none by default. Protocols override it; the
+        client turns each into a `NoiseWarning` and the CLI prints each as a `warning:` line
+        and writes them under "warnings" in the result file."""
+        return []
+
     def table(self) -> tuple[dict[str, list], list, str] | None:
         """The main table: (columns by name, row labels, the row labels' name); None: none."""
         return None
