@@ -271,7 +271,7 @@ def noise_preview(
         checks = [SignalCheck(f["figure"], f["expected_std"], 1.0) for f in figures]
         return _finish(doc, rows, figures, assumption, checks)
     if spec.mechanism == lc.GEO:
-        return _geo_preview(doc, spec, rows)
+        return _geo_preview(doc, spec, rows, expect)
     mech = lc.mechanism_for(spec)
     if lc.is_frequency(spec.mechanism):
         doc["kind"] = "frequency"
@@ -353,7 +353,61 @@ def noise_preview(
     return _finish(doc, rows, figures, assumption, checks)
 
 
-def _geo_preview(doc: dict, spec: lc.LdpSpec, rows: int | None) -> dict:
+GEO_SAMPLE = 20_000  # points of the seeded simulation of the box's bias
+GEO_POSITIONS = np.linspace(0.0, 0.5, 11)  # where the default spread's mean may sit
+
+
+def geo_box_bias(
+    spec: lc.LdpSpec, means: Sequence[float], stds: Sequence[float], seed: int = 0
+) -> np.ndarray:
+    """Per column, how far fitting the reports into the box moves the mean report, for points
+    drawn N(mean, std) per column (clipped into the box, as owners clip them): a seeded
+    simulation through the owner's own perturbation (`perturb_chunks`). Remap: the mean
+    displacement of the clipped reports (exact in expectation, no noise term); resample: the
+    mean report minus the mean point."""
+    rng = np.random.default_rng(seed)
+    lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
+    q = (np.arange(GEO_SAMPLE) + 0.5) / GEO_SAMPLE
+    from scipy.special import ndtri
+
+    z = ndtri(q)
+    x = np.column_stack(
+        [np.clip(mu + sd * rng.permutation(z), a, b) for mu, sd, a, b in zip(means, stds, lo, hi)]
+    )
+    if spec.box_fit == "resample":
+        reports = np.vstack(list(lc.perturb_chunks(x, spec, rng)))
+        return reports.mean(axis=0) - x.mean(axis=0)
+    from leteo_fed.ldp.geo import nd_laplace
+
+    raw = nd_laplace(x, spec.epsilon, rng)
+    return (np.clip(raw, lo, hi) - raw).mean(axis=0)
+
+
+def _geo_bias(spec: lc.LdpSpec, expect: Expectation) -> tuple[np.ndarray, str]:
+    """The box's bias under what the analyst expects, else under the worst placement of a
+    spread of a sixth of the box per column."""
+    m = len(spec.columns)
+    lo, hi = np.asarray(spec.box_lower), np.asarray(spec.box_upper)
+    width = hi - lo
+    means = _per_column(expect.mean, m, "mean")
+    stds = _per_column(expect.std, m, "std")
+    if all(v is not None for v in means) and all(v is not None for v in stds):
+        bias = geo_box_bias(spec, means, stds)  # type: ignore[arg-type]
+        return np.abs(bias), "the points N(mean, std) per column as you expect them"
+    sd = [s if s is not None else w / 6 for s, w in zip(stds, width, strict=True)]
+    worst = np.zeros(m)
+    for t in GEO_POSITIONS:
+        mu = [v if v is not None else a + t * w for v, a, w in zip(means, lo, width, strict=True)]
+        worst = np.maximum(worst, np.abs(geo_box_bias(spec, mu, sd)))
+    return worst, (
+        "the points spread a sixth of the box per column (or --expect-std) around the worst "
+        "mean (or --expect-mean) for the box's bias"
+    )
+
+
+def _geo_preview(
+    doc: dict, spec: lc.LdpSpec, rows: int | None, expect: Expectation | None = None
+) -> dict:
     per_report = lc.geo_noise_variance(spec)
     m = len(spec.columns)
     doc["kind"] = "geo"
@@ -366,12 +420,21 @@ def _geo_preview(doc: dict, spec: lc.LdpSpec, rows: int | None) -> dict:
         return doc
     std = math.sqrt(per_report / rows)
     doc["mean_std_error"] = std
-    figures = [{"figure": f"mean of {c}", "expected_std": std} for c in spec.columns]
+    bias, basis = _geo_bias(spec, expect or Expectation())
+    doc["box_bias"] = bias.tolist()
+    figures = [
+        {
+            "figure": f"mean of {c}",
+            "expected_std": math.hypot(std, float(b)),
+            "noise_std": std,
+            "bias": float(b),
+        }
+        for c, b in zip(spec.columns, bias, strict=True)
+    ]
     half = min(b - a for a, b in zip(spec.box_lower, spec.box_upper, strict=True)) / 2
     assumption = (
-        f"{rows} reports; the noise alone, before the box (fitting reports into the box only "
-        f"shrinks it, and biases the mean toward the box when points lie within about "
-        f"{doc['mean_noise_distance']:.3g} of a face)"
+        f"{rows} reports; each mean's error is its noise (the same for every column) and the "
+        f"bias of fitting reports into the box ({spec.box_fit}), under {basis}"
     )
     return _finish(doc, rows, figures, assumption, [SignalCheck("mean location", std, half)])
 
