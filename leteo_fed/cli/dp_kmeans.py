@@ -490,14 +490,28 @@ def _dry_run(args: argparse.Namespace) -> int:
     if args.method == "lsh":
         center = _per_feature(args.center, d, "center") if args.center is not None else None
         doc = preview(
-            "lsh", args.k, args.epsilon, d, args.rows, radius=args.radius, center=center,
-            delta=args.delta, expect_std=std,
+            "lsh",
+            args.k,
+            args.epsilon,
+            d,
+            args.rows,
+            radius=args.radius,
+            center=center,
+            delta=args.delta,
+            expect_std=std,
         )
     else:
         lo, hi = _bounds_for(args.bounds, d)
         doc = preview(
-            args.method, args.k, args.epsilon, d, args.rows, lo=lo, hi=hi,
-            n_public=args.n_public, expect_std=std,
+            args.method,
+            args.k,
+            args.epsilon,
+            d,
+            args.rows,
+            lo=lo,
+            hi=hi,
+            n_public=args.n_public,
+            expect_std=std,
         )
     print(json.dumps(doc))
     names = {
@@ -693,7 +707,9 @@ def _print_centers(centers: np.ndarray, noise: list[dict[str, Any]], warnings: l
         if noise:
             n = noise[i]
             line += (
-                " +/- (" + ", ".join(f"{v:.2g}" for v in n["center_std"]) + ")"
+                " +/- ("
+                + ", ".join(f"{v:.2g}" for v in n["center_std"])
+                + ")"
                 + f", count {n['noisy_count']:.4g} +/- {n['count_std']:.3g}"
             )
         print(line, file=sys.stderr)

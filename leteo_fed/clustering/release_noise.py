@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from leteo_fed.clustering.result import DPKMeansResult
+from leteo_fed.errors import ConfigError
 from leteo_fed.privacy.noise_gate import ReleaseWarning
 
 PREVIEW_REPEATS = 5
@@ -87,7 +88,7 @@ def preview(
     center: Sequence[float] | np.ndarray | None = None,
     delta: float | None = None,
     n_public: int | None = None,
-    expect_std: Sequence[float] | None = None,
+    expect_std: Sequence[float] | np.ndarray | None = None,
     repeats: int = PREVIEW_REPEATS,
 ) -> dict[str, Any]:
     """What the job's noise does, before any row is read (module docstring)."""
@@ -97,10 +98,12 @@ def preview(
     if method == "lsh":
         from leteo_fed.clustering.lsh_coreset import DEFAULT_DELTA
 
+        if radius is None:
+            raise ConfigError("lsh needs a radius", field="radius")
         c = np.zeros(d) if center is None else np.broadcast_to(np.asarray(center, float), (d,))
-        half = float(radius) / math.sqrt(d)  # a box inside the ball
+        half = radius / math.sqrt(d)  # a box inside the ball
         lo_a, hi_a = c - half, c + half
-        lsh = (float(radius), c, DEFAULT_DELTA if delta is None else delta)
+        lsh = (radius, c, DEFAULT_DELTA if delta is None else delta)
     else:
         lo_a = np.broadcast_to(np.asarray(lo, float), (d,)).copy()
         hi_a = np.broadcast_to(np.asarray(hi, float), (d,)).copy()
@@ -140,14 +143,14 @@ def _count_noise(method, epsilon, d, rows, lo, hi, lsh, n_public) -> dict[str, A
     if method == "eugkm":
         from leteo_fed.clustering.eugkm import EugkmParams, level1_grid
 
-        p = EugkmParams()
-        eps_n = 0.0 if n_public is not None else p.count_fraction * epsilon
+        ep = EugkmParams()
+        eps_n = 0.0 if n_public is not None else ep.count_fraction * epsilon
         eps_g = epsilon - eps_n
         out["row_count_std"] = math.sqrt(2) / eps_n if eps_n else 0.0
-        out["level1_cell_count_std"] = math.sqrt(2) / (p.alpha * eps_g)
-        out["level2_cell_count_std"] = math.sqrt(2) / ((1 - p.alpha) * eps_g)
+        out["level1_cell_count_std"] = math.sqrt(2) / (ep.alpha * eps_g)
+        out["level2_cell_count_std"] = math.sqrt(2) / ((1 - ep.alpha) * eps_g)
         if rows is not None:
-            _, m1 = level1_grid(rows, eps_g, d, p.c1)
+            _, m1 = level1_grid(rows, eps_g, d, ep.c1)
             out["level1_cells"] = m1**d
     elif method == "lsh":
         from leteo_fed.clustering.lsh_coreset import LshParams, plan_tree
@@ -273,8 +276,7 @@ def release_warnings(
         found.append(
             ReleaseWarning(
                 f"center {i + 1}",
-                f"center {i + 1} lies outside {where}: no row can be there; the noise put it "
-                "there",
+                f"center {i + 1} lies outside {where}: no row can be there; the noise put it there",
             )
         )
     return found

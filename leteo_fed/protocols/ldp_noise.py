@@ -372,7 +372,10 @@ def geo_box_bias(
 
     z = ndtri(q)
     x = np.column_stack(
-        [np.clip(mu + sd * rng.permutation(z), a, b) for mu, sd, a, b in zip(means, stds, lo, hi)]
+        [
+            np.clip(mu + sd * rng.permutation(z), a, b)
+            for mu, sd, a, b in zip(means, stds, lo, hi, strict=True)
+        ]
     )
     if spec.box_fit == "resample":
         reports = np.vstack(list(lc.perturb_chunks(x, spec, rng)))

@@ -65,8 +65,10 @@ def test_frequencies_on_adult(adult, mechanism):
     rng = np.random.default_rng(11)
     repeats = 200
     errors = np.array(
-        [np.array(list(_release(spec, encoded, rng)["estimates"].values())) - truth
-         for _ in range(repeats)]
+        [
+            np.array(list(_release(spec, encoded, rng)["estimates"].values())) - truth
+            for _ in range(repeats)
+        ]
     )
     measured = np.sqrt(np.mean(errors**2, axis=0)) / ROWS
     shares = {v: float(t) / ROWS for v, t in zip(domain, truth, strict=True)}
@@ -92,8 +94,12 @@ def test_means_on_adult(adult, mechanism, multi):
     highs = tuple(NUMERIC[c][1] for c in names)
     if multi:
         request = lc.LdpRequest(
-            column=names[0], columns=tuple(names), mechanism=mechanism, epsilon=2.0,
-            box_lower=lows, box_upper=highs,
+            column=names[0],
+            columns=tuple(names),
+            mechanism=mechanism,
+            epsilon=2.0,
+            box_lower=lows,
+            box_upper=highs,
         )
     else:
         request = lc.LdpRequest(
@@ -130,8 +136,13 @@ def test_geo_on_adult(adult, box_fit):
     x = np.column_stack([adult["age"].astype(float), adult["hours-per-week"].astype(float)])
     spec = lc.spec_from_request(
         lc.LdpRequest(
-            column="age", columns=("age", "hours"), mechanism="geo", epsilon=0.5,
-            box_lower=(17.0, 1.0), box_upper=(90.0, 99.0), box_fit=box_fit,
+            column="age",
+            columns=("age", "hours"),
+            mechanism="geo",
+            epsilon=0.5,
+            box_lower=(17.0, 1.0),
+            box_upper=(90.0, 99.0),
+            box_fit=box_fit,
         )
     )
     encoded = lc.encode_column(x, spec)
@@ -153,12 +164,13 @@ NB_FEATURES = ("sex", "race", "relationship", "workclass")
 @pytest.mark.parametrize("oracle", ["grr", "oue", "olh"])
 def test_naive_bayes_on_adult(adult, oracle):
     classes = ("<=50K", ">50K")
-    features = tuple(
-        lc.FeatureDomain(f, tuple(sorted(set(adult[f])))) for f in NB_FEATURES
-    )
+    features = tuple(lc.FeatureDomain(f, tuple(sorted(set(adult[f])))) for f in NB_FEATURES)
     spec = lc.spec_from_request(
         lc.LdpRequest(
-            mechanism=oracle, epsilon=2.0, label_column="income", classes=classes,
+            mechanism=oracle,
+            epsilon=2.0,
+            label_column="income",
+            classes=classes,
             features=features,
         )
     )
@@ -167,8 +179,9 @@ def test_naive_bayes_on_adult(adult, oracle):
     # the figures on the raw rows
     prior = np.array([np.mean(labels == c) for c in classes])
     cond = {
-        f.name: {c: [float(np.mean(rows[f.name][labels == c] == v)) for v in f.values]
-                 for c in classes}
+        f.name: {
+            c: [float(np.mean(rows[f.name][labels == c] == v)) for v in f.values] for c in classes
+        }
         for f in features
     }
     rng = np.random.default_rng(19)
@@ -179,12 +192,19 @@ def test_naive_bayes_on_adult(adult, oracle):
         model = lc.naive_bayes_model(spec)
         model.fit(model.client_reports(rows, labels, rng))
         doc = {
-            "column": "income", "mechanism": oracle, "epsilon": 2.0, "classes": list(classes),
+            "column": "income",
+            "mechanism": oracle,
+            "epsilon": 2.0,
+            "classes": list(classes),
             "features": list(NB_FEATURES),
             "priors": dict(zip(classes, np.exp(model.class_log_prior_).tolist(), strict=True)),
             "conditionals": {
-                f.name: {"values": f.values, "by_class": {
-                    c: model.conditional(f.name)[:, j].tolist() for j, c in enumerate(classes)}}
+                f.name: {
+                    "values": f.values,
+                    "by_class": {
+                        c: model.conditional(f.name)[:, j].tolist() for j, c in enumerate(classes)
+                    },
+                }
                 for f in features
             },
             "report_counts": dict(model.group_sizes_),
@@ -206,7 +226,9 @@ def test_naive_bayes_on_adult(adult, oracle):
     group = ROWS / (len(NB_FEATURES) + 1)
     model = lc.naive_bayes_model(spec)
     exact = nb_std_errors(
-        model, dict(zip(classes, prior, strict=True)), cond,
+        model,
+        dict(zip(classes, prior, strict=True)),
+        cond,
         dict.fromkeys(model.report_types, group),
     )
     predicted = {f"prior {c}": exact["priors"][c] for c in classes}
