@@ -421,7 +421,6 @@ def run_naive_bayes(args: argparse.Namespace) -> int:
     preview = _noise_preview(request, options, expectation(args))
     if args.dry_run:
         return _dry_run(preview, args.rows)
-    refuse_drowned_round(None, preview, args)
     if not args.no_plot:
         extras.require("matplotlib")
     test = _read_test_rows(args.test, args.features, args.label_column) if args.test else None
