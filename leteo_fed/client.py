@@ -248,7 +248,8 @@ class AnalystClient:
     ) -> Result:
         """Run the job `request` asks for and wait for its typed result (RoundFailed if it
         ends without one). The protocol says how long the job may take (k-means: every
-        iteration may use its deadline)."""
+        iteration may use its deadline). Every released figure the noise buries is said as a
+        `privacy.noise_gate.NoiseWarning` (`Result.release_warnings`), never printed."""
         o = options or RoundOptions()
         status = self.start(request, o)
         timeout = protocol_of(request).job_timeout(request, o.deadline_seconds)
@@ -257,8 +258,11 @@ class AnalystClient:
         return result
 
     def result_of(self, job_id: str) -> Result:
-        """The typed result of a job that ended (RoundFailed if it is running or failed)."""
-        return job_result(self.job(job_id))
+        """The typed result of a job that ended (RoundFailed if it is running or failed); a
+        figure the noise buries is said as a `NoiseWarning`, as by `run`."""
+        result = job_result(self.job(job_id))
+        warn_all(result.release_warnings())
+        return result
 
 
 def job_result(final: pb.RoundStatus) -> Result:

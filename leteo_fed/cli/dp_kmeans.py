@@ -168,6 +168,28 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         f"{DEFAULT_OUT})",
     )
     g = p.add_argument_group(
+        "noise preview",
+        "--dry-run reads no row and spends nothing: it prints the noise of every noisy count "
+        "and the expected center error under a stated assumption you can replace",
+    )
+    g.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the noise and the expected center error, then exit (needs --features when "
+        "--bounds or --center does not give one value per feature)",
+    )
+    g.add_argument(
+        "--rows", type=int, default=None, help="--dry-run: your estimate of the row count"
+    )
+    g.add_argument(
+        "--expect-std",
+        type=_floats,
+        default=None,
+        metavar="SIGMA",
+        help="--dry-run: the spread you expect of each cluster, one value or one per feature "
+        "(default: a quarter of the bounds' width)",
+    )
+    g = p.add_argument_group(
         "privacy ledger",
         "charge the run to a persistent budget of the data set (the same ledger format the owner "
         "agents keep): the spend is reserved before any row is read, committed once the result is "
@@ -407,6 +429,7 @@ def _release_report(args: argparse.Namespace, doc: dict[str, Any], result: Any, 
         ),
         figures=[(png.read_bytes(), "the DP synopsis and the released centers")],
         version=__version__,
+        warnings=list(doc.get("warnings", [])),
     )
 
 
@@ -424,6 +447,9 @@ def _engine(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Check, reserve the budget, read, fit, write the PNG, then the JSON (last, atomically)."""
     # before the ledger is touched; Spark's extra now if asked for, else once the engine is known
+    if getattr(args, "dry_run", False):
+        _check_args(args)
+        return _dry_run(args)
     extras.require(*(["pyspark"] if args.engine == "spark" else []), "matplotlib")
     _check_args(args)
     engine = _engine(args)
@@ -442,6 +468,70 @@ def run(args: argparse.Namespace) -> int:
         spend = held[0].commit(held[1])
         print(f"charged epsilon {spend.epsilon:g}, delta {spend.delta:g} to {held[0].path}")
     return code
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    """The preview (`clustering.release_noise.preview`) as JSON on stdout, in words on stderr."""
+    from leteo_fed.clustering.release_noise import preview
+
+    lengths = [len(args.features or [])]
+    if args.bounds is not None:
+        lengths.append(len(args.bounds) // 2)
+    if args.center is not None:
+        lengths.append(len(args.center))
+    if args.expect_std is not None:
+        lengths.append(len(args.expect_std))
+    d = max(lengths)
+    if d < 1:
+        raise ConfigError("--dry-run reads no data: name the --features", field="features")
+    if args.rows is not None and args.rows < args.k:
+        raise ConfigError(f"--rows must be at least --k ({args.k})", field="rows")
+    std = _per_feature(args.expect_std, d, "expect-std") if args.expect_std else None
+    if args.method == "lsh":
+        center = _per_feature(args.center, d, "center") if args.center is not None else None
+        doc = preview(
+            "lsh",
+            args.k,
+            args.epsilon,
+            d,
+            args.rows,
+            radius=args.radius,
+            center=center,
+            delta=args.delta,
+            expect_std=std,
+        )
+    else:
+        lo, hi = _bounds_for(args.bounds, d)
+        doc = preview(
+            args.method,
+            args.k,
+            args.epsilon,
+            d,
+            args.rows,
+            lo=lo,
+            hi=hi,
+            n_public=args.n_public,
+            expect_std=std,
+        )
+    print(json.dumps(doc))
+    names = {
+        "row_count_std": "the noisy row count",
+        "level1_cell_count_std": "each level-1 cell's count",
+        "level2_cell_count_std": "each level-2 cell's count",
+        "node_count_std": "each tree node's count",
+        "leaf_sum_std_per_feature": "each leaf sum, per feature",
+        "point_noise_std_per_feature": "each perturbed point, per feature",
+    }
+    print(f"noise (1 std) of {args.method} at epsilon {args.epsilon:g}:", file=sys.stderr)
+    for key, name in names.items():
+        if key in doc:
+            print(f"  {name} +/- {doc[key]:.4g}", file=sys.stderr)
+    if "center_error" in doc:
+        print(f"assuming {doc['assumption']}:", file=sys.stderr)
+        print(f"  each center +/- {doc['center_error']:.4g} (RMS distance)", file=sys.stderr)
+    else:
+        print(doc["assumption"], file=sys.stderr)
+    return 0
 
 
 def _fit_local(args: argparse.Namespace, x: np.ndarray, doc: dict[str, Any]) -> Any:
@@ -578,6 +668,13 @@ def _finish(
             "experiments only, do not publish",
         }
         result.timings["evaluate_loss_s"] = time.perf_counter() - t0
+    from leteo_fed.clustering.release_noise import center_noise, release_warnings
+
+    noise = center_noise(result)
+    box = doc.get("bounds") or {}
+    found = release_warnings(result, noise, box.get("lo"), box.get("hi"))
+    doc["center_noise"] = noise
+    doc["warnings"] = [w.to_dict() for w in found]
     out_json, png = args.out / RESULT_JSON, args.out / RESULT_PNG
     args.out.mkdir(parents=True, exist_ok=True)
     releasing()
@@ -597,5 +694,24 @@ def _finish(
     if args.evaluate_loss:
         summary["nonprivate_loss"] = doc["nonprivate_evaluation"]["loss"]
     print(json.dumps(summary))
+    _print_centers(result.centers, noise, doc["warnings"])
     print(f"wrote {out_json} and {png}", file=sys.stderr)
     return 0
+
+
+def _print_centers(centers: np.ndarray, noise: list[dict[str, Any]], warnings: list) -> None:
+    """Each released center beside its noise, then a `warning:` line per buried figure."""
+    print("released centers (+/- 1 std per feature; noisy count +/- its noise):", file=sys.stderr)
+    for i, c in enumerate(centers):
+        line = f"  center {i + 1}: (" + ", ".join(f"{v:.4g}" for v in c) + ")"
+        if noise:
+            n = noise[i]
+            line += (
+                " +/- ("
+                + ", ".join(f"{v:.2g}" for v in n["center_std"])
+                + ")"
+                + f", count {n['noisy_count']:.4g} +/- {n['count_std']:.3g}"
+            )
+        print(line, file=sys.stderr)
+    for w in warnings:
+        print(f"warning: {w['message']}", file=sys.stderr)

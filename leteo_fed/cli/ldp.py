@@ -115,6 +115,7 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
     )
     add_out_folder(p, Path("out/ldp"))
     add_noise_flags(p, "each frequency, the mean or the mean location")
+    _add_expect_flags(p)
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)
 
@@ -161,8 +162,73 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
     )
     add_out_folder(p, Path("out/ldp-naive-bayes"))
     p.add_argument("--no-plot", action="store_true", help=f"write no {NB_PLOT}")
+    add_noise_flags(p, "each prior and conditional")
+    p.add_argument(
+        "--expect-priors",
+        type=share_list,
+        default=None,
+        metavar="CLASS=SHARE,...",
+        help="--dry-run: the class shares you expect (default: the worst share for the priors, "
+        "and a class holding 1/(2k) of the records for the conditionals)",
+    )
     add_tls(p, "analyst", "analyst")
     set_handler(p, run_naive_bayes)
+
+
+def share_list(text: str) -> dict[str, float]:
+    """V1=F1,V2=F2,...: expected shares of values or classes."""
+    out: dict[str, float] = {}
+    for item in csv_list(text):
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError(item)
+            out[name.strip()] = float(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"expected VALUE=SHARE,...: {exc}") from exc
+    return out
+
+
+def _add_expect_flags(p: argparse.ArgumentParser) -> None:
+    """What the analyst expects of the data: replaces the preview's worst case."""
+    g = p.add_argument_group(
+        "what you expect of the data (for --dry-run's errors; default: the worst case)"
+    )
+    g.add_argument(
+        "--expect-mean",
+        type=float_list,
+        default=None,
+        metavar="MU",
+        help="numeric mechanisms: the column's expected mean, in its units (several columns: "
+        "one value, or one per column)",
+    )
+    g.add_argument(
+        "--expect-std",
+        type=float_list,
+        default=None,
+        metavar="SIGMA",
+        help="numeric mechanisms: the column's expected standard deviation, in its units",
+    )
+    g.add_argument(
+        "--expect-frequencies",
+        type=share_list,
+        default=None,
+        metavar="V=SHARE,...",
+        help="frequency oracles: the shares you expect, e.g. a=0.5,b=0.3 (values not named: "
+        "their worst share)",
+    )
+
+
+def expectation(args: argparse.Namespace):
+    """The `ldp_noise.Expectation` of the --expect-* flags."""
+    from leteo_fed.protocols.ldp_noise import Expectation
+
+    return Expectation(
+        frequencies=getattr(args, "expect_frequencies", None) or {},
+        mean=tuple(getattr(args, "expect_mean", None) or ()),
+        std=tuple(getattr(args, "expect_std", None) or ()),
+        priors=getattr(args, "expect_priors", None) or {},
+    )
 
 
 def float_list(text: str) -> list[float]:
@@ -285,14 +351,15 @@ def _collect(args: argparse.Namespace) -> int:
     if geo and not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the plot, before any round is started
     options = RoundOptions(min_owners=args.min_owners)
-    preview = _noise_preview(request, options)
+    preview = _noise_preview(request, options, expectation(args))
     if args.dry_run:
         return _dry_run(preview, args.rows)
     refuse_drowned_round(None, preview, args)
     progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run(request, options, on_tick=progress.tick).to_dict()
+        typed = _quietly(client.run, request, options, on_tick=progress.tick)
     progress.done()
+    result = released(typed)
     out = Path(args.out)
     atomic_write_json(out / output_file(request), result)
     keys = ("round_id", "owners", "n", *(("mean", "std_errors") if geo else ()))
@@ -350,15 +417,18 @@ def run_naive_bayes(args: argparse.Namespace) -> int:
         args.features, args.domain, args.label_column, args.classes, args.epsilon, args.oracle
     )
     spec_from_request(request)  # refused here, before anyone is contacted
+    options = RoundOptions(min_owners=args.min_owners)
+    preview = _noise_preview(request, options, expectation(args))
+    if args.dry_run:
+        return _dry_run(preview, args.rows)
     if not args.no_plot:
         extras.require("matplotlib")
     test = _read_test_rows(args.test, args.features, args.label_column) if args.test else None
     progress = ProgressPrinter()
     with analyst_client(args) as client:
-        result = client.run(
-            request, RoundOptions(min_owners=args.min_owners), on_tick=progress.tick
-        ).to_dict()
+        typed = _quietly(client.run, request, options, on_tick=progress.tick)
     progress.done()
+    result = released(typed)
     if test is not None:
         result["test"] = holdout_accuracy(result, test[0], test[1], str(args.test))
     out = Path(args.out)
@@ -399,43 +469,112 @@ def holdout_accuracy(result: dict, rows: dict, labels: list[str], source: str) -
     }
 
 
-def _noise_preview(request, options):
+def _noise_preview(request, options, expect=None):
     """The collection's noise preview as a (plan, rows) -> document function: the public
     parameters are checked exactly as the aggregator will check them."""
     from leteo_fed.protocols.ldp_collection import noise_preview, spec_from_request
 
     spec = spec_from_request(request)
     quorum = max(options.min_owners, MIN_QUORUM_LDP)
-    return lambda _plan, rows: noise_preview(spec, rows, quorum)
+    return lambda _plan, rows: noise_preview(spec, rows, quorum, expect)
 
 
 def _dry_run(preview, rows: int | None) -> int:
-    """Print the standard error of each estimate; nothing is sent."""
+    """Print the expected error of every released figure and what it assumes; nothing is
+    sent."""
     doc = print_preview(None, preview, rows)
-    print(
-        f"each report carries variance {doc['variance_per_report']:.4g} (epsilon "
-        f"{doc['epsilon']:g}, {doc['mechanism']})",
-        file=sys.stderr,
-    )
+    if "variance_per_report" in doc:
+        print(
+            f"each report carries variance {doc['variance_per_report']:.4g} at most (epsilon "
+            f"{doc['epsilon']:g}, {doc['mechanism']})",
+            file=sys.stderr,
+        )
     if rows is None:
-        print("give --rows N (the records collected) for each estimate's error", file=sys.stderr)
-    elif "frequency_std_error" in doc:
-        print(
-            f"  each frequency +/- {doc['frequency_std_error']:.4g} (1 std; "
-            f"+/- {doc['count_std_error']:.4g} records)",
-            file=sys.stderr,
-        )
-    elif "mean_noise_distance" in doc:
-        print(
-            f"  each report lies {doc['mean_noise_distance']:.4g} from its point on average "
-            f"(draws at epsilon {doc['draw_epsilon']:g}, box fit {doc['box_fit']}); the mean "
-            f"location +/- {doc['mean_std_error']:.4g} per column (1 std)",
-            file=sys.stderr,
-        )
+        print("give --rows N (the records collected) for each figure's error", file=sys.stderr)
     else:
-        print(f"  the mean +/- {doc['mean_std_error']:.4g} (1 std, at most)", file=sys.stderr)
+        print(f"assuming {doc['assumption']}:", file=sys.stderr)
+        if "mean_noise_distance" in doc:
+            print(
+                f"  each report lies {doc['mean_noise_distance']:.4g} from its point on average "
+                f"(draws at epsilon {doc['draw_epsilon']:g}, box fit {doc['box_fit']}); the "
+                f"mean location +/- {doc['mean_std_error']:.4g} per column (1 std)",
+                file=sys.stderr,
+            )
+        for f in doc["figures"]:
+            extra = f" ({f['count_std']:.4g} records)" if "count_std" in f else ""
+            print(f"  {f['figure']} +/- {f['expected_std']:.4g}{extra} (1 std)", file=sys.stderr)
     print_verdict(doc)
     return 0
+
+
+def _quietly(run, *args, **kwargs):
+    """`client.run` without its NoiseWarnings: the command prints them as `warning:` lines."""
+    import warnings
+
+    from leteo_fed.privacy.noise_gate import NoiseWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoiseWarning)
+        return run(*args, **kwargs)
+
+
+def released(result) -> dict:
+    """The result document with its "warnings" (and a naive Bayes model's "std_errors"),
+    after printing each released figure with its std error and a `warning:` line per figure
+    the noise buries, on stderr."""
+    doc = result.to_dict()
+    if hasattr(result, "std_errors") and callable(result.std_errors):
+        doc["std_errors"] = result.std_errors()
+    found = result.release_warnings()
+    doc["warnings"] = [w.to_dict() for w in found]
+    print_release(doc)
+    return doc
+
+
+MAX_LINES = 40  # figures and warnings shown on the terminal (all are in the result file)
+
+
+def print_release(doc: dict) -> None:
+    """Each released figure beside its std error, then one `warning:` line per buried figure."""
+    lines: list[str] = []
+    if "estimates" in doc:
+        n = doc["n"]
+        for v, est in doc["estimates"].items():
+            se = doc["std_errors"][v]
+            lines.append(
+                f"  {v}: {est:.6g} +/- {se:.3g} records (share {est / n:.4g} +/- {se / n:.3g})"
+            )
+    elif "priors" in doc:
+        se = doc["std_errors"]
+        for c, p in doc["priors"].items():
+            lines.append(f"  prior {c}: {p:.4g} +/- {se['priors'][c]:.3g}")
+        for name in doc["features"]:
+            cond = doc["conditionals"][name]
+            for i, value in enumerate(cond["values"]):
+                cells = ", ".join(
+                    f"{c} {cond['by_class'][c][i]:.3g} +/- {se['conditionals'][name][c][i]:.2g}"
+                    for c in doc["classes"]
+                )
+                lines.append(f"  P({name} = {value} | class): {cells}")
+    elif "means" in doc:
+        for c in doc["columns"]:
+            lines.append(f"  mean of {c}: {doc['means'][c]:.6g} +/- {doc['std_errors'][c]:.3g}")
+    elif "mean" in doc and "points" in doc:
+        for c, m, se in zip(doc["columns"], doc["mean"], doc["std_errors"], strict=True):
+            lines.append(f"  mean of {c}: {m:.6g} +/- {se:.3g}")
+    elif "mean" in doc:
+        lines.append(f"  mean of {doc['column']}: {doc['mean']:.6g} +/- {doc['std_error']:.3g}")
+    if lines:
+        print("released (estimate +/- 1 std error):", file=sys.stderr)
+    _print_capped(lines)
+    _print_capped([f"warning: {w['message']}" for w in doc["warnings"]])
+
+
+def _print_capped(lines: list[str]) -> None:
+    for line in lines[:MAX_LINES]:
+        print(line, file=sys.stderr)
+    if len(lines) > MAX_LINES:
+        print(f"  ... and {len(lines) - MAX_LINES} more (all in the result file)", file=sys.stderr)
 
 
 def plot_geo(result: dict, path: Path) -> None:

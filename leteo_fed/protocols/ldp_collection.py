@@ -20,7 +20,6 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.ldp import frequency, geo, numeric
 from leteo_fed.ldp.naive_bayes import LdpNaiveBayes
 from leteo_fed.privacy.budget import check_epsilon
-from leteo_fed.privacy.noise_gate import LOCAL_FIXES, SignalCheck
 
 GEO = "geo"  # n-dimensional Laplace (planar for 2 columns): perturbed points, e.g. for clustering
 MECHANISMS = (*frequency.FREQUENCY_MECHANISMS, *numeric.NUMERIC_MECHANISMS, GEO)
@@ -288,67 +287,12 @@ def mechanism_for(spec: LdpSpec):
     return numeric.make_numeric(spec.mechanism, spec.epsilon)
 
 
-def noise_preview(spec: LdpSpec, rows: int | None = None, quorum: int = 1) -> dict:
-    """What the local noise does to the estimates, from public parameters only.
+def noise_preview(spec: LdpSpec, rows: int | None = None, quorum: int = 1, expect=None) -> dict:
+    """What the local noise does to every released figure, from public parameters only (and
+    what the analyst expects of the data, `ldp_noise.Expectation`): see `ldp_noise`."""
+    from leteo_fed.protocols import ldp_noise
 
-    A frequency oracle's estimate of a value's share f has variance Var*/n (q*(1-q*)/(p*-q*)^2
-    per report, dropping the n_i term: exact for rare values, a slight overestimate otherwise);
-    a numeric mechanism's mean has at most its worst-case report variance / n, times the half
-    range squared once mapped back from [-1, 1]. n is the number of reports (one per row).
-    Geo: each coordinate of the mean report is off the pooled true mean by the mean of n
-    independent noise coordinates, variance (m + 1) / (e^2 n) (`geo_noise_variance`); fitting
-    reports into the box only shrinks that spread (it adds a bias toward the box instead, small
-    while the points lie more than a few 1/e from its faces).
-    """
-    if is_multi(spec) or is_naive_bayes(spec):
-        raise DataError(
-            "the noise preview covers one-column and geo LDP collections", field="mechanism"
-        )
-    doc: dict = {
-        "mechanism": spec.mechanism,
-        "epsilon": spec.epsilon,
-        "quorum": quorum,
-        "fixes": list(LOCAL_FIXES),
-    }
-    if spec.mechanism == GEO:
-        per_report = geo_noise_variance(spec)
-        m = len(spec.columns)
-        doc["columns"] = list(spec.columns)
-        doc["box_fit"] = spec.box_fit
-        doc["draw_epsilon"] = draw_epsilon(spec)
-        doc["variance_per_report"] = per_report  # per coordinate, in the columns' unit squared
-        doc["mean_noise_distance"] = m / draw_epsilon(spec)  # E[r], r ~ Gamma(m, 1/e)
-        if rows is None:
-            return doc
-        std = math.sqrt(per_report / rows)
-        doc["mean_std_error"] = std
-        half = min(b - a for a, b in zip(spec.box_lower, spec.box_upper, strict=True)) / 2
-        checks = [SignalCheck("mean location", std, half)]
-        doc["rows"] = rows
-        doc["signal_checks"] = [c.to_dict() for c in checks]
-        return doc
-    mech = mechanism_for(spec)
-    if is_frequency(spec.mechanism):
-        per_report = mech.theoretical_variance_per_user()
-        doc["variance_per_report"] = per_report
-        if rows is None:
-            return doc
-        std = math.sqrt(per_report / rows)
-        doc["frequency_std_error"] = std
-        doc["count_std_error"] = std * rows
-        checks = [SignalCheck("frequency of a value", std, 1.0)]
-    else:
-        half = (spec.upper - spec.lower) / 2  # numeric: the bounds are set
-        per_report = mech.worst_case_variance() * half * half
-        doc["variance_per_report"] = per_report
-        if rows is None:
-            return doc
-        std = math.sqrt(per_report / rows)
-        doc["mean_std_error"] = std
-        checks = [SignalCheck("mean", std, half)]
-    doc["rows"] = rows
-    doc["signal_checks"] = [c.to_dict() for c in checks]
-    return doc
+    return ldp_noise.noise_preview(spec, rows, quorum, expect)
 
 
 # ------------------------------------------------------------------ owner side

@@ -48,6 +48,12 @@ class _LdpFacts(Result):
     declined: dict[str, str]
     timings: ReportTimings
 
+    def release_warnings(self) -> list:
+        """The figures the local noise buries (`ldp_noise.release_warnings`)."""
+        from leteo_fed.protocols.ldp_noise import release_warnings
+
+        return release_warnings(self.to_dict())
+
 
 @result_type
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +133,14 @@ class LdpNaiveBayesResult(_LdpFacts):
     priors: dict[str, float]
     conditionals: dict[str, lc.NbConditional]
     report_counts: dict[str, int]
+
+    def std_errors(self) -> dict:
+        """{"priors": {class: std error}, "conditionals": {feature: {class: [std error per
+        value]}}}: the delta method over the oracle's covariance at the released figures
+        (post-processing; `ldp_noise.nb_std_errors`)."""
+        from leteo_fed.protocols.ldp_noise import nb_std_errors_of
+
+        return nb_std_errors_of(self.to_dict())
 
     def table(self) -> tuple[dict[str, list], list, str]:
         """A row per (feature, value): P(value | class) for each class."""

@@ -130,8 +130,10 @@ class Result:
         return None
 
     def release_warnings(self) -> list[ReleaseWarning]:
-        """The released figures the DP noise or clipping buries (none without DP): the CLI
-        prints them, the Python API warns them (`noise_gate.NoiseWarning`)."""
+        """The released figures the DP noise or clipping buries, as `ReleaseWarning`s (none
+        without DP): a secure-sum result's come in its `dp` facts; LDP results override this.
+        The client turns each into a `NoiseWarning`; the CLI prints each as a `warning:` line
+        and writes them under "warnings" (or dp.warnings) in the result file."""
         dp = getattr(self, "dp", None)
         return list(getattr(dp, "warnings", None) or [])
 

@@ -33,6 +33,7 @@ class DpRelease:
     version: str = ""
     holder_note: str = ""  # what on the page is NOT covered by the guarantee, said first
     risk_note: str = ""
+    warnings: Sequence[dict[str, str]] = ()  # {figure, message}: released figures the noise buries
 
     def guarantee(self) -> dict[str, Any]:
         """The DP bound in the terms a reader weighs: for a 50/50 prior on whether one person's
@@ -61,6 +62,7 @@ class DpRelease:
             "risk": self.risk,
             "parameters": self.parameters,
             "reproduce": self.reproduce,
+            "warnings": list(self.warnings),
         }
 
     def page(self) -> Page:
@@ -70,6 +72,9 @@ class DpRelease:
             page.paragraph(self.holder_note, "note")
         page.section("What was released")
         page.pairs(self.released.items())
+        if self.warnings:
+            page.section("Warnings", "Released figures the noise buries: read them as noise.")
+            page.table(["figure", "warning"], [(w["figure"], w["message"]) for w in self.warnings])
         model = (
             f"{self.epsilon:g}-differential privacy (pure)"
             if self.delta == 0

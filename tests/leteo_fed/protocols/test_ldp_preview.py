@@ -4,8 +4,8 @@ has.
 Repeated collections through the mechanisms' own code (the owner's perturbation, the
 aggregator's support counts and unbiased estimator). Over 300 repetitions the standard deviation
 of each estimate must match the preview within 20% (300 draws: a relative standard error of
-about 4%). Frequency oracles: the preview drops the n_i term of the exact variance, which at a
-share of 1/20 changes it by under 2%. Numeric mechanisms: the preview states the worst case, so
+about 4%). Frequency oracles: with the true shares as the analyst's hint the preview is the
+exact variance; without, each value's worst share (an upper bound). Numeric mechanisms: the preview states the worst case, so
 the data sits where each mechanism's report variance is largest (t^2 = 0 or 1). Seeded.
 """
 
@@ -21,6 +21,7 @@ from leteo_fed.protocols.ldp_collection import (
     noise_preview,
     spec_from_request,
 )
+from leteo_fed.protocols.ldp_noise import Expectation
 
 REPEATS = 300
 ROWS = 2000
@@ -41,8 +42,12 @@ def test_frequency_errors_match_the_preview(mechanism):
         est = oracle.estimate(oracle.support(oracle.perturb(codes, rng)), ROWS)
         errors.append(est.frequencies - truth)
     measured = np.sqrt(np.mean(np.square(np.array(errors))))  # pooled over the 20 values
-    predicted = noise_preview(spec, ROWS)["frequency_std_error"]
+    shares = dict(zip(DOMAIN, truth.tolist(), strict=True))
+    figures = noise_preview(spec, ROWS, expect=Expectation(frequencies=shares))["figures"]
+    predicted = np.sqrt(np.mean(np.square([f["expected_std"] for f in figures])))
     assert measured == pytest.approx(predicted, rel=0.2)
+    # without the shares the preview takes each value's worst share: never below the truth
+    assert measured <= 1.2 * noise_preview(spec, ROWS)["frequency_std_error"]
 
 
 @pytest.mark.parametrize("mechanism", ["laplace", "duchi", "pm", "hm"])
