@@ -54,7 +54,9 @@ import tomllib
 
 from leteo_fed.data.sql import SqlSource, sql_source
 from leteo_fed.defaults import DEFAULT_MIN_ROWS
-from leteo_fed.errors import ConfigError
+from leteo_fed.errors import ConfigError, DataError
+from leteo_fed.privacy import bounds as bounds_of
+from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.transport.certs import Party, check_site_id
 from leteo_fed.transport.grpc_io import TlsConfig
 
@@ -128,6 +130,9 @@ class OwnerConfig:
     policy: OwnerPolicy = OwnerPolicy()
     mode: str = OUTBOUND
     randomizer: str = "short-exponent"  # Paillier randomizer (leteo_fed.crypto.paillier)
+    # `[bounds]`: the public bounds this site publishes for its columns; a DP request with
+    # narrower ones (its values get clipped) is noted in the audit log
+    published_bounds: tuple[ColumnBounds, ...] = ()
 
     @property
     def outbound(self) -> bool:
@@ -147,6 +152,7 @@ _TOP_KEYS = {
     "privacy",
     "policy",
     "crypto",
+    "bounds",
 }
 _POLICY_KEYS = {
     "protocols",
@@ -400,7 +406,15 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
             f"'crypto.randomizer' must be one of {OWNER_RANDOMIZERS}, got {randomizer!r}",
             field="crypto.randomizer",
         )
+    published = doc.get("bounds", {})
+    if not isinstance(published, dict):
+        raise ConfigError("'bounds' must be a table of column = [lower, upper]", field="bounds")
+    try:
+        published_bounds = bounds_of.from_mapping(published, "[bounds]")
+    except DataError as exc:
+        raise ConfigError(str(exc), field="bounds") from None
     return OwnerConfig(
+        published_bounds=published_bounds,
         privacy=privacy,
         site_id=site_id,
         listen=listen,

@@ -92,6 +92,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             self.audit,
             config.policy,
             signer=config.tls.signer(),
+            published_bounds=config.published_bounds,
         )
         self.metrics = OwnerMetrics()
         self.metrics.watch_ledger(ledger)  # the budget gauges read the ledger at each scrape

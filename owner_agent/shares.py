@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +21,8 @@ from leteo_fed.config import OwnerPolicy
 from leteo_fed.crypto.paillier import Encryptor
 from leteo_fed.encoding.packing import masks_from_seed, new_mask_seed, pack
 from leteo_fed.errors import LeteoError, ProtocolError
+from leteo_fed.privacy import bounds as bounds_of
+from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.privacy.verify import add_owner_noise
@@ -80,6 +82,7 @@ class ShareRunner:
         audit: AuditLog | None = None,
         policy: OwnerPolicy | None = None,
         signer: Signer | None = None,
+        published_bounds: Sequence[ColumnBounds] = (),
     ) -> None:
         self.site = site
         self.ledger = ledger
@@ -89,6 +92,7 @@ class ShareRunner:
         self._audit = audit
         self.policy = policy or OwnerPolicy()
         self._signer = signer  # None only in insecure mode
+        self._published = {b.column: (b.lower, b.upper) for b in published_bounds}
 
     # ------------------------------------------------------------------ before accepting
 
@@ -107,6 +111,7 @@ class ShareRunner:
             inv.protocol.check(inv.spec, inv.encoding, inv.dp, self.site)
         except LeteoError as exc:
             return Refusal.said(str(exc))
+        self._note_narrow_bounds(inv)
         needed = inv.protocol.budget_needed(inv.spec, inv.dp)
         if needed is not None:
             reason = self._budget_reason(needed)
@@ -120,6 +125,16 @@ class ShareRunner:
             where = f"{self.site.file_name} (site {self.site.site_id})"
             return Refusal.rule("columns", f"column '{missing[0]}' is not in {where}")
         return None
+
+    def _note_narrow_bounds(self, inv: Invitation) -> None:
+        """A DP request whose bounds are narrower than the ones this site publishes clips its
+        values: allowed (the analyst signed them), but noted in the audit log."""
+        if inv.dp is None or not inv.dp.bounds or not self._published:
+            return
+        narrower = bounds_of.narrower_than(inv.dp.bounds, self._published)
+        if narrower:
+            log.info("round %s: bounds narrower than published: %s", inv.round_id, narrower)
+            self._record("bounds_narrower", inv.round_id, bounds=narrower)
 
     def _history(self) -> list[dict]:
         """What this site did before (the audit log), for the rules that count it."""
