@@ -384,7 +384,7 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
         accountant = p.get("accountant", "rdp")
         if accountant not in ("rdp", "basic"):
             raise ConfigError(
-                f"'privacy.accountant' must be \"rdp\" or \"basic\", got {accountant!r}",
+                f'\'privacy.accountant\' must be "rdp" or "basic", got {accountant!r}',
                 field="privacy.accountant",
             )
         privacy = PrivacyConfig(

@@ -393,9 +393,7 @@ class PrivacyLedger:
         """What the entries in `states` use under the current period's accountant."""
         chosen = [s for s in spends if s.state in states]
         if self._accountant == "basic":
-            return Balance(
-                math.fsum(s.epsilon for s in chosen), math.fsum(s.delta for s in chosen)
-            )
+            return Balance(math.fsum(s.epsilon for s in chosen), math.fsum(s.delta for s in chosen))
         return self._rdp_used([s.privacy_event for s in chosen])
 
     def _rdp_used(self, events: list[PrivacyEvent]) -> Balance:
@@ -475,7 +473,7 @@ class PrivacyLedger:
 
     def _charge_of(
         self, spends: list[Spend], amount: Budget, event: PrivacyEvent | None, job: str, n: int
-    ) -> Budget | Balance:
+    ) -> Balance:
         """What n releases add under basic composition: `amount` each, or for a job's rounds
         with an event, the increment of the job's RDP composition at the job's delta (that
         delta charged by the job's first counted round at this site)."""
@@ -484,7 +482,8 @@ class PrivacyLedger:
         prior = [s.privacy_event for s in spends if s.counted and s.job == job]
         before = compose_epsilon(prior, amount.delta) if prior else 0.0
         after = compose_epsilon([*prior, event.times(n)], amount.delta)
-        return Balance(max(after - before, 0.0), 0.0 if prior else amount.delta)
+        # never 0: an entry's epsilon is a Budget's (a round adds at least the smallest float)
+        return Balance(max(after - before, math.ulp(0.0)), 0.0 if prior else amount.delta)
 
     def _overspend(
         self,
@@ -561,9 +560,7 @@ class PrivacyLedger:
             self._eps_total, self._delta_total = eps, delta
             try:
                 used = self._used(spends, ("reserved", "committed"))
-                if used.epsilon > eps * (1.0 + REL_SLACK) or used.delta > delta * (
-                    1.0 + REL_SLACK
-                ):
+                if used.epsilon > eps * (1.0 + REL_SLACK) or used.delta > delta * (1.0 + REL_SLACK):
                     raise BudgetExceeded(
                         f"privacy ledger {self._path} already uses epsilon {used.epsilon:.6g}, "
                         f"delta {used.delta:.6g} this period ({self._accountant} accountant): "

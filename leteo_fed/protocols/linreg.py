@@ -571,10 +571,17 @@ class LinregProtocol(FederatedProtocol):
             )
         require_same_count_scale(enc)
         d = len(spec.features)
-        sens = sensitivity(
+        verify_release(dp, self.dp_sensitivity(spec, enc, dp), n_values(d), enc.noise_bound)
+
+    def dp_sensitivity(
+        self, spec: LinregSpec, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a regression round needs an encoding")
+        d = len(spec.features)
+        return sensitivity(
             dp.row_norm_bound, spec.label_bound, enc.scale_bits, d, enc.count_scale_bits
         )
-        verify_release(dp, sens, n_values(d), enc.noise_bound)
 
     def describe(self, spec: LinregSpec, dp: DpSpec | None) -> str:
         text = f"linear regression of {spec.label_column} on {len(spec.features)} feature(s)"

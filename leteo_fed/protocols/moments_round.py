@@ -629,8 +629,17 @@ class MomentsProtocol(FederatedProtocol):
             )
         require_same_count_scale(enc)
         groupings = _declared(spec) or [ALL_ROWS]
-        sens = sensitivity(dp.row_norm_bound, enc.scale_bits, d, groupings, enc.count_scale_bits)
+        sens = self.dp_sensitivity(spec, enc, dp)
         verify_release(dp, sens, moments.n_values(d, groupings), enc.noise_bound)
+
+    def dp_sensitivity(
+        self, spec: MomentsSpec, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a moments round needs an encoding")
+        groupings = _declared(spec) or [ALL_ROWS]
+        d = len(spec.features)
+        return sensitivity(dp.row_norm_bound, enc.scale_bits, d, groupings, enc.count_scale_bits)
 
     def describe(self, spec: MomentsSpec, dp: DpSpec | None) -> str:
         return f"{spec.method} on {len(spec.features)} features" + clip_note(dp)

@@ -148,5 +148,5 @@ def test_events_round_trip_through_json_and_times() -> None:
 
 def test_skellam_fractional_orders_use_the_next_integer() -> None:
     e = SkellamEvent(1e4, 10.0, 5.0)
-    frac = ORDERS[ORDERS != np.rint(ORDERS)]
+    frac = ORDERS[np.rint(ORDERS) != ORDERS]
     assert np.array_equal(e.curve(frac), e.curve(np.ceil(frac)))

@@ -56,7 +56,9 @@ def test_rdp_accepts_at_least_five_times_more_releases_than_basic(tmp_path: Path
     assert event.epsilon(1e-7) >= 0.1
     basic_reads: list[int] = []
     rdp_reads: list[int] = []
-    basic = _fill(PrivacyLedger(tmp_path / "b.json", 1.0, 1e-6, accountant="basic"), event, basic_reads)
+    basic = _fill(
+        PrivacyLedger(tmp_path / "b.json", 1.0, 1e-6, accountant="basic"), event, basic_reads
+    )
     rdp = _fill(PrivacyLedger(tmp_path / "r.json", 1.0, 1e-6, accountant="rdp"), event, rdp_reads)
     # the refused release read nothing: one read per accepted release, none for the refusal
     assert basic_reads == list(range(basic)) and rdp_reads == list(range(rdp))
@@ -65,9 +67,7 @@ def test_rdp_accepts_at_least_five_times_more_releases_than_basic(tmp_path: Path
     # the same with Skellam releases calibrated to (0.1, 1e-7) at a secure sum's sensitivity
     sens = (40.0, 20.0)
     mu = Skellam.calibrate(ALONE, sens).mu
-    sk = _fill(
-        PrivacyLedger(tmp_path / "s.json", 1.0, 1e-6), SkellamEvent(mu, *sens), []
-    )
+    sk = _fill(PrivacyLedger(tmp_path / "s.json", 1.0, 1e-6), SkellamEvent(mu, *sens), [])
     assert sk >= 5 * basic
 
 
