@@ -244,6 +244,7 @@ class PrivacyLedger:
         self._configured = check_accountant(accountant)
         self._accountant = self._configured  # the current period's (read from the file)
         self._period = Period(1, _now())
+        self._revision = -1  # of the totals (`set_totals`); -1 until the file is first read
         # a total is a sum over many releases: not capped (see the module docstring)
         self._eps_total, self._delta_total = _check_totals(epsilon_total, delta_total)
         self._path = Path(path)
@@ -309,6 +310,19 @@ class PrivacyLedger:
             raise self._corrupt(f"cannot read JSON ({exc})") from None
         if not isinstance(doc, dict) or doc.get("format") != LEDGER_FORMAT:
             raise self._corrupt(f"expected format {LEDGER_FORMAT!r}")
+        revision = doc.get("totals_revision", 0)
+        if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+            raise self._corrupt("'totals_revision' must be an integer >= 0")
+        if 0 <= self._revision < revision:
+            # `set_totals` (the budget command) changed them since this process opened the
+            # ledger: a running agent takes the new totals (the config was changed with them)
+            try:
+                self._eps_total, self._delta_total = _check_totals(
+                    doc.get("epsilon_total"), doc.get("delta_total")
+                )
+            except ConfigError as exc:
+                raise self._corrupt(str(exc)) from None
+        self._revision = revision
         for key, mine in (("epsilon_total", self._eps_total), ("delta_total", self._delta_total)):
             stored = doc.get(key)
             if isinstance(stored, bool) or not isinstance(stored, (int, float)):
@@ -374,6 +388,7 @@ class PrivacyLedger:
             "format": LEDGER_FORMAT,
             "epsilon_total": self._eps_total,
             "delta_total": self._delta_total,
+            "totals_revision": max(self._revision, 0),
             "accountant": self._accountant,
             "composition": "sequential" if self._accountant == "basic" else "renyi",
             "period": asdict(self._period),
@@ -556,7 +571,7 @@ class PrivacyLedger:
         eps, delta = _check_totals(epsilon_total, delta_total)
         with self._locked():
             spends = self._read()
-            old = self.total
+            old, revision = self.total, self._revision
             self._eps_total, self._delta_total = eps, delta
             try:
                 used = self._used(spends, ("reserved", "committed"))
@@ -567,9 +582,11 @@ class PrivacyLedger:
                         f"its totals cannot be lowered to epsilon {eps:g}, delta {delta:g}",
                         field="epsilon_total",
                     )
+                self._revision = max(self._revision, 0) + 1
                 self._write(spends)
             except BaseException:
                 self._eps_total, self._delta_total = old
+                self._revision = revision
                 raise
         return TotalsChange(old, self.total, used, self._accountant)
 
@@ -597,8 +614,9 @@ class PrivacyLedger:
         closed_with, old_totals = self._accountant, self.total
         self._period = Period(period.number + 1, ended)
         self._accountant = self._configured
-        if new_totals is not None:
+        if new_totals is not None and new_totals != (self._eps_total, self._delta_total):
             self._eps_total, self._delta_total = new_totals
+            self._revision = max(self._revision, 0) + 1
         self._write([])
         return ClosedPeriod(
             period,
