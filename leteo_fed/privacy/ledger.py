@@ -262,16 +262,27 @@ class PrivacyLedger:
     def path(self) -> Path:
         return self._path
 
+    def _fresh(self) -> None:
+        """Re-read the file (totals the budget command changed are taken)."""
+        with self._locked():
+            self._read()
+
     @property
     def epsilon_total(self) -> float:
+        self._fresh()
         return self._eps_total
 
     @property
     def delta_total(self) -> float:
+        self._fresh()
         return self._delta_total
 
     @property
     def total(self) -> Balance:
+        self._fresh()
+        return self._totals()
+
+    def _totals(self) -> Balance:
         return Balance(self._eps_total, self._delta_total)
 
     @property
@@ -571,7 +582,7 @@ class PrivacyLedger:
         eps, delta = _check_totals(epsilon_total, delta_total)
         with self._locked():
             spends = self._read()
-            old, revision = self.total, self._revision
+            old, revision = self._totals(), self._revision
             self._eps_total, self._delta_total = eps, delta
             try:
                 used = self._used(spends, ("reserved", "committed"))
@@ -588,7 +599,7 @@ class PrivacyLedger:
                 self._eps_total, self._delta_total = old
                 self._revision = revision
                 raise
-        return TotalsChange(old, self.total, used, self._accountant)
+        return TotalsChange(old, self._totals(), used, self._accountant)
 
     def _close_period(
         self,
@@ -611,7 +622,7 @@ class PrivacyLedger:
         atomic_write_bytes(archive, self._path.read_bytes(), mode=0o400)
         ended = _now()
         spent = self._used(spends, ("committed",))
-        closed_with, old_totals = self._accountant, self.total
+        closed_with, old_totals = self._accountant, self._totals()
         self._period = Period(period.number + 1, ended)
         self._accountant = self._configured
         if new_totals is not None and new_totals != (self._eps_total, self._delta_total):
@@ -627,7 +638,7 @@ class PrivacyLedger:
             closed_with,
             self._accountant,
             old_totals,
-            self.total,
+            self._totals(),
         )
 
     def _roll_if_due(self, spends: list[Spend]) -> tuple[list[Spend], ClosedPeriod | None]:
