@@ -84,6 +84,7 @@ class PrivacyConfig:
     epsilon_total: float
     delta_total: float
     period_days: float | None = None  # a new budget period starts once the current is this old
+    accountant: str = "rdp"  # "rdp" (Renyi composition) or "basic" (epsilons and deltas add up)
 
 
 ANY = "*"
@@ -226,7 +227,7 @@ def _require(table: dict[str, Any], key: str, where: str, kind: type = str) -> A
 
 
 _DATA_KEYS = {"path", "format", "label_column", "engine", *_SQL_KEYS}
-_PRIVACY_KEYS = {"ledger", "epsilon_total", "delta_total", "period_days"}
+_PRIVACY_KEYS = {"ledger", "epsilon_total", "delta_total", "period_days", "accountant"}
 # every key an owner's TOML may hold, per table ("" = the top level)
 OWNER_KEYS: dict[str, set[str]] = {
     "": _TOP_KEYS,
@@ -386,11 +387,18 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
                 "'privacy.period_days' must be a positive number of days",
                 field="privacy.period_days",
             )
+        accountant = p.get("accountant", "rdp")
+        if accountant not in ("rdp", "basic"):
+            raise ConfigError(
+                f'\'privacy.accountant\' must be "rdp" or "basic", got {accountant!r}',
+                field="privacy.accountant",
+            )
         privacy = PrivacyConfig(
             base / _require(p, "ledger", "privacy."),
             float(eps),
             float(delta),
             float(period) if period is not None else None,
+            accountant,
         )
     crypto = doc.get("crypto", {})
     if not isinstance(crypto, dict):

@@ -24,7 +24,16 @@ from typing import Any
 from leteo_fed.errors import ConfigError
 from leteo_fed.transport.rounds import Invitation
 
-EVENTS = ("invitation", "decision", "sent", "failed", "result", "withdrawn", "budget_period")
+EVENTS = (
+    "invitation",
+    "decision",
+    "sent",
+    "failed",
+    "result",
+    "withdrawn",
+    "budget_period",
+    "budget_change",
+)
 
 
 def _now() -> str:

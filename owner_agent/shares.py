@@ -24,10 +24,10 @@ from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.budget import Budget
-from leteo_fed.privacy.ledger import PrivacyLedger
+from leteo_fed.privacy.ledger import BUDGET_COMMANDS, PrivacyLedger
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import REPORTS
+from leteo_fed.protocols.base import REPORTS, LedgerCharge
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.rounds import Invitation
 from leteo_fed.transport.signing import Signer
@@ -112,7 +112,7 @@ class ShareRunner:
         except LeteoError as exc:
             return Refusal.said(str(exc))
         self._note_narrow_bounds(inv)
-        needed = inv.protocol.budget_needed(inv.spec, inv.dp)
+        needed = inv.protocol.ledger_charge(inv.spec, inv.encoding, inv.dp, ahead=True)
         if needed is not None:
             reason = self._budget_reason(needed)
             if reason:
@@ -140,17 +140,22 @@ class ShareRunner:
         """What this site did before (the audit log), for the rules that count it."""
         return audit_events(self._audit.path) if self._audit is not None else []
 
-    def _budget_reason(self, needed: Budget) -> str:
+    def _budget_reason(self, needed: LedgerCharge) -> str:
+        """Why the ledger cannot take this round (and, for a job, its later rounds), before any
+        data is read; "" if it can. The text names the command that changes a budget."""
         site_id = self.site.site_id
         if self.ledger is None:
             return f"site {site_id} has no privacy budget configured ([privacy] in its config)"
-        if self.ledger.can_afford(needed):
+        problem = self.ledger.shortfall(
+            needed.budget, needed.event, job=needed.job, further=needed.further
+        )
+        if problem is None:
             return ""
         left = self.ledger.remaining()
         return (
-            f"privacy budget of site {site_id} exhausted: the round asks epsilon "
-            f"{needed.epsilon:g}, delta {needed.delta:g}; remaining {left.epsilon:g}, "
-            f"{left.delta:g}"
+            f"privacy budget of site {site_id} exhausted ({self.ledger.accountant} accountant): "
+            f"{problem}; remaining epsilon {left.epsilon:g}, delta {left.delta:g}; "
+            f"{BUDGET_COMMANDS}"
         )
 
     # ------------------------------------------------------------------ after accepting
@@ -160,17 +165,21 @@ class ShareRunner:
         if the round's charge was given back (nothing left the site), so the analyst's request
         gets it back too."""
         charge = inv.protocol.charge(inv.spec, inv.dp)
+        taken = inv.protocol.ledger_charge(inv.spec, inv.encoding, inv.dp)
         released = False
         try:
-            ledger = self._ledger() if charge is not None else None
-            if ledger is not None and charge is not None:  # reserved before the data is touched
+            ledger = self._ledger() if taken is not None else None
+            if ledger is not None and taken is not None:  # reserved before the data is touched
                 try:
-                    ledger.reserve(
+                    entry = ledger.reserve(
                         inv.round_id,
                         inv.protocol.mechanism(inv.spec, inv.dp),
-                        charge,
+                        taken.budget,
                         note=inv.protocol.describe(inv.spec, inv.dp),
+                        event=taken.event,
+                        job=taken.job,
                     )
+                    charge = entry.budget  # what the ledger recorded for this round
                 except LeteoError as exc:
                     self._decline(inv.round_id, Refusal.rule("budget", str(exc)), released=True)
                     return True

@@ -206,7 +206,12 @@ def _budget(config: OwnerConfig) -> Finding:
     from leteo_fed.privacy.ledger import PrivacyLedger
 
     try:
-        ledger = PrivacyLedger(privacy.ledger, privacy.epsilon_total, privacy.delta_total)
+        ledger = PrivacyLedger(
+            privacy.ledger,
+            privacy.epsilon_total,
+            privacy.delta_total,
+            accountant=privacy.accountant,
+        )
         left = ledger.remaining()
     except LeteoError as exc:
         return Finding("budget", False, str(exc))
@@ -214,6 +219,6 @@ def _budget(config: OwnerConfig) -> Finding:
         "budget",
         True,
         f"epsilon {left.epsilon:g} of {privacy.epsilon_total:g}, delta {left.delta:g} of "
-        f"{privacy.delta_total:g} left ({privacy.ledger})",
+        f"{privacy.delta_total:g} left ({ledger.accountant} accountant; {privacy.ledger})",
         warning=left.epsilon <= 0,
     )

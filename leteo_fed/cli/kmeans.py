@@ -298,9 +298,11 @@ def _dry_run(plan, rows: int | None) -> int:
 
     doc = print_preview(plan, kmeans_noise_preview, rows)
     print(
-        f"each iteration (epsilon {doc['epsilon_per_iteration']:g} of {doc['epsilon']:g}) adds "
-        f"noise of std {doc['noise_std_per_sum']:.4g} to every cluster sum and "
-        f"{doc['noise_std_per_count_rows']:.4g} rows to every count",
+        f"each iteration adds noise of std {doc['noise_std_per_sum']:.4g} to every cluster sum "
+        f"and {doc['noise_std_per_count_rows']:.4g} rows to every count; the "
+        f"{doc['iterations']} iterations together are (epsilon {doc['epsilon']:g}, delta "
+        f"{doc['delta']:g})-DP by Renyi composition ({doc['accountant']} accountant; one "
+        f"iteration alone: epsilon {doc['epsilon_per_iteration']:.4g})",
         file=sys.stderr,
     )
     if rows is None:

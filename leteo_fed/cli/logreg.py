@@ -163,9 +163,9 @@ def _dry_run(plan, rows: int | None) -> int:
     doc = print_preview(plan, noise_preview, rows)
     print(
         f"each released sum carries noise of std {doc['noise_std_per_value']:.4g} per iteration "
-        f"(epsilon {doc['epsilon']:g} over {doc['iterations']} iterations, "
-        f"{doc['epsilon_per_iteration']:.4g} each; features clipped to "
-        f"{doc['row_norm_bound']:g})",
+        f"(epsilon {doc['epsilon']:g} for the {doc['iterations']} iterations together by Renyi "
+        f"composition ({doc['accountant']} accountant), {doc['epsilon_per_iteration']:.4g} for "
+        f"one alone; features clipped to {doc['row_norm_bound']:g})",
         file=sys.stderr,
     )
     if rows is None:

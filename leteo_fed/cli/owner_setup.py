@@ -59,19 +59,50 @@ def add_parsers(owner: SubParsers) -> None:
 
     budget = owner.add_parser(
         "budget",
-        help="this site's privacy budget: show it, or start a new budget period",
-        description="Show the privacy ledger's current period (spent, reserved, left), or "
-        "start a new budget period: the current ledger is archived read-only beside it and the "
-        "new period starts with nothing spent; the site's audit log records it. Renewing a "
-        "budget has a privacy cost: see docs/owner-config.md, 'Budget periods'.",
+        help="this site's privacy budget: show it, raise or lower it, or renew it",
+        description="Show the privacy ledger's current period (accountant, spent, reserved, "
+        "left); raise or lower the budget (`set`); or renew it (`new-period`): the current "
+        "ledger is archived read-only beside it and the new period starts with nothing spent. "
+        "Every change is recorded in the site's audit log (who, when, old and new totals, "
+        "reason). Each has a privacy meaning: see docs/owner-config.md, 'Changing a budget'.",
     ).add_subparsers(dest="budget_action", required=True, metavar="ACTION")
-    for action, text in (
-        ("show", "the current period and what is left"),
-        ("new-period", "archive this period and start the next"),
+    for action, text, more in (
+        ("show", "the current period and what is left", ""),
+        (
+            "set",
+            "raise or lower this period's budget (ledger and config together, audited)",
+            " Raising weakens the guarantee to every person whose data the site holds to the "
+            "new total; lowering is refused below what this period has already spent (under "
+            "its accountant). The config's [privacy] epsilon_total and delta_total are "
+            "rewritten (comments kept), so the agent starts afterwards; a running agent takes "
+            "the new totals at its next round.",
+        ),
+        (
+            "new-period",
+            "archive this period and start the next (also after the config's totals were "
+            "edited: the new period takes them)",
+            " A person whose data is used in both periods is protected only at the sum of the "
+            "two totals.",
+        ),
     ):
-        q = budget.add_parser(action, help=text, description=text)
+        q = budget.add_parser(
+            action, help=text, description=text[0].upper() + text[1:] + "." + more
+        )
         q.add_argument("--config", type=Path, required=True, help="owner TOML config file")
         q.add_argument("--json", action="store_true", help="print JSON")
+        if action == "set":
+            q.add_argument(
+                "--epsilon-total", type=float, required=True, help="the new epsilon total"
+            )
+            q.add_argument(
+                "--delta-total",
+                type=float,
+                default=None,
+                help="the new delta total (default: unchanged)",
+            )
+            q.add_argument(
+                "--reason", required=True, help="why (recorded in the audit log with your name)"
+            )
         if action == "new-period":
             q.add_argument("--reason", default="started by hand", help="recorded in the audit log")
         set_handler(q, run_budget)
@@ -130,28 +161,60 @@ def run_check(args: argparse.Namespace) -> int:
 def run_budget(args: argparse.Namespace) -> int:
     from leteo_fed.config import load_owner_config
     from leteo_fed.errors import ConfigError
-    from owner_agent.budget_period import audit_log, open_ledger
+    from owner_agent.budget_period import (
+        audit_log,
+        open_as_recorded,
+        set_totals,
+        stored_totals,
+    )
 
     config = load_owner_config(args.config)
-    ledger = open_ledger(config, audit_log(config))
-    if ledger is None:
+    audit = audit_log(config)
+    privacy = config.privacy
+    if privacy is None:
         raise ConfigError("this site has no [privacy] section: no budget", field="privacy")
-    closed_doc = None
+    closed_doc, change_doc = None, None
+    if args.budget_action == "set":
+        delta = args.delta_total
+        if delta is None:  # unchanged: what the ledger records (the config may have been edited)
+            delta = (
+                stored_totals(privacy.ledger)[1] if privacy.ledger.exists() else privacy.delta_total
+            )
+        change = set_totals(args.config, config, audit, args.epsilon_total, delta, args.reason)
+        change_doc = {
+            "epsilon_total_old": change.old.epsilon,
+            "delta_total_old": change.old.delta,
+            "epsilon_total_new": change.new.epsilon,
+            "delta_total_new": change.new.delta,
+            "reason": args.reason,
+        }
+        if not args.json:
+            print(
+                f"budget changed from epsilon {change.old.epsilon:g}, delta {change.old.delta:g} "
+                f"to epsilon {change.new.epsilon:g}, delta {change.new.delta:g} in the ledger "
+                f"and in {args.config} (recorded in {audit.path})",
+                file=sys.stderr,
+            )
+    ledger = open_as_recorded(config, audit)
     if args.budget_action == "new-period":
-        closed = ledger.new_period(args.reason)
+        # the new period takes the config's totals (an edited config is reconciled here)
+        closed = ledger.new_period(args.reason, totals=(privacy.epsilon_total, privacy.delta_total))
         closed_doc = {
             "closed_period": closed.period.number,
             "started": closed.period.started,
             "ended": closed.ended,
             "epsilon_spent": closed.spent.epsilon,
             "delta_spent": closed.spent.delta,
+            "accountant": closed.accountant,
             "archive": str(closed.archive),
         }
         if not args.json:
             print(
                 f"period {closed.period.number} closed (epsilon {closed.spent.epsilon:g}, "
-                f"delta {closed.spent.delta:g} spent), archived read-only in {closed.archive}; "
-                f"period {closed.period.number + 1} starts with the whole budget",
+                f"delta {closed.spent.delta:g} spent, {closed.accountant} accountant), archived "
+                f"read-only in {closed.archive}; period {closed.period.number + 1} starts with "
+                f"the whole budget (epsilon {ledger.epsilon_total:g}, delta "
+                f"{ledger.delta_total:g}, {ledger.accountant} accountant)",
                 file=sys.stderr,
             )
     period, spent, reserved, left = (
@@ -160,10 +223,13 @@ def run_budget(args: argparse.Namespace) -> int:
         ledger.reserved(),
         ledger.remaining(),
     )
+    accountant = ledger.accountant
     doc = {
         "period": period.number,
         "started": period.started,
-        "period_days": config.privacy.period_days if config.privacy else None,
+        "period_days": privacy.period_days,
+        "accountant": accountant,
+        "configured_accountant": ledger.configured_accountant,
         "epsilon_total": ledger.epsilon_total,
         "delta_total": ledger.delta_total,
         "epsilon_spent": spent.epsilon,
@@ -173,14 +239,25 @@ def run_budget(args: argparse.Namespace) -> int:
         "delta_left": left.delta,
         "ledger": str(ledger.path),
         "closed": closed_doc,
+        "changed": change_doc,
     }
     if args.json:
         print(json.dumps(doc))
     else:
+        how = (
+            f"Renyi composition at delta {ledger.delta_total:g}"
+            if accountant == "rdp"
+            else "basic composition: epsilons and deltas add up"
+        )
+        later = (
+            f"; the next period uses the {ledger.configured_accountant} accountant"
+            if ledger.configured_accountant != accountant
+            else ""
+        )
         print(
-            f"period {period.number} since {period.started[:19]}: epsilon {spent.epsilon:g} "
-            f"spent, {reserved.epsilon:g} reserved, {left.epsilon:g} of "
-            f"{ledger.epsilon_total:g} left; delta {left.delta:g} of {ledger.delta_total:g} "
-            f"left ({ledger.path})"
+            f"period {period.number} since {period.started[:19]} ({accountant} accountant, "
+            f"{how}{later}): epsilon {spent.epsilon:g} spent, {reserved.epsilon:g} reserved, "
+            f"{left.epsilon:g} of {ledger.epsilon_total:g} left; delta {left.delta:g} of "
+            f"{ledger.delta_total:g} left ({ledger.path})"
         )
     return 0

@@ -316,8 +316,9 @@ def print_summary(result: dict, comparison: dict, out: Path, plot: Path) -> None
     )
     if dp:
         w(
-            f"DP: each iteration (epsilon {dp['epsilon_per_iteration']:.4g}, delta "
-            f"{dp['delta_per_iteration']:.3g}); noise std per sum {dp['noise_std_sum_with_quorum']:.4g}, "
+            f"DP: (epsilon {dp['epsilon']:.4g}, delta {dp['delta']:.3g}) for the iterations "
+            f"together ({dp['accountant']} accountant; spent {dp['epsilon_spent']:.4g} in "
+            f"{result['iterations_run']} iteration(s)); noise std per sum {dp['noise_std_sum_with_quorum']:.4g}, "
             f"per count {dp['noise_std_count_with_quorum']:.4g} rows\n"
         )
     t = result["timings"]

@@ -6,8 +6,10 @@ class counts) and the room its encoding leaves; `verify_release` then recomputes
 that the announced Skellam parameter mu actually gives, and refuses a round whose noise is
 smaller than claimed or whose encoding has no room for the noise.
 
-`dp` is any object with the attributes mechanism, epsilon, delta, mu and quorum (a protocol
-message or a plan); this module does not depend on the protocols.
+`dp` is any object with the attributes mechanism, epsilon, delta, mu and quorum, and optionally
+compositions (a protocol message or a plan); this module does not depend on the protocols. With
+compositions = T > 1 the announced (epsilon, delta) is what T rounds with this noise give
+together (Renyi composition, a multi-round job): the epsilon is recomputed for T compositions.
 """
 
 from __future__ import annotations
@@ -35,14 +37,18 @@ def verify_release(dp, sensitivity: Sensitivity, n_values: int, noise_bound: int
         share = noise.owner_share(dp.quorum)
         announced = Budget(dp.epsilon, dp.delta)
         check_epsilon(announced.epsilon)  # a single release: the one cap applies
-        achieved = noise.epsilon(sensitivity, announced.delta)
+        compositions = int(getattr(dp, "compositions", 0) or 0)
+        if compositions < 0:
+            raise ProtocolError("a DP round's compositions cannot be negative")
+        achieved = noise.epsilon(sensitivity, announced.delta, compositions=max(1, compositions))
     except LeteoError as exc:
         raise ProtocolError(
             f"the round's DP parameters are not valid: {exc}", field=exc.field
         ) from exc
     if achieved > announced.epsilon * (1 + REL_SLACK):
+        over = f" over {compositions} rounds" if compositions > 1 else ""
         raise ProtocolError(
-            f"the round's noise gives epsilon {achieved:.4g}, more than the announced "
+            f"the round's noise gives epsilon {achieved:.4g}{over}, more than the announced "
             f"{dp.epsilon:.4g}"
         )
     needed = share.magnitude_bound(n_values)

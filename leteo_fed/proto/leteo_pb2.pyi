@@ -69,13 +69,14 @@ class Encoding(_message.Message):
     def __init__(self, scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., max_rows_per_owner: _Optional[int] = ..., max_owners: _Optional[int] = ..., slot_bits: _Optional[int] = ..., slots_per_ciphertext: _Optional[int] = ..., slot_offset: _Optional[bytes] = ..., mask_bits: _Optional[int] = ..., statistical_security: _Optional[int] = ..., rotation_dimension: _Optional[int] = ..., count_scale_bits: _Optional[int] = ..., noise_bound: _Optional[bytes] = ...) -> None: ...
 
 class DpSpec(_message.Message):
-    __slots__ = ("epsilon", "delta", "row_norm_bound", "mu", "quorum", "mechanism", "bounds")
+    __slots__ = ("epsilon", "delta", "row_norm_bound", "mu", "quorum", "mechanism", "compositions", "bounds")
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
     QUORUM_FIELD_NUMBER: _ClassVar[int]
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    COMPOSITIONS_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     epsilon: float
     delta: float
@@ -83,8 +84,9 @@ class DpSpec(_message.Message):
     mu: float
     quorum: int
     mechanism: str
+    compositions: int
     bounds: _containers.RepeatedCompositeFieldContainer[ColumnBounds]
-    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., mu: _Optional[float] = ..., quorum: _Optional[int] = ..., mechanism: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ...) -> None: ...
+    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., mu: _Optional[float] = ..., quorum: _Optional[int] = ..., mechanism: _Optional[str] = ..., compositions: _Optional[int] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ...) -> None: ...
 
 class ColumnBounds(_message.Message):
     __slots__ = ("column", "lower", "upper")
@@ -847,7 +849,7 @@ class DpFacts(_message.Message):
     def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., skellam_mu_aggregate: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., clipped_rows: _Optional[float] = ..., figure_noise_std: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[_Union[ReleaseWarning, _Mapping]]] = ..., figures: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class KmeansDpFacts(_message.Message):
-    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_sum_with_quorum", "noise_std_count_with_quorum", "post_processing", "note")
+    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_sum_with_quorum", "noise_std_count_with_quorum", "post_processing", "note", "accountant")
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
@@ -866,6 +868,7 @@ class KmeansDpFacts(_message.Message):
     NOISE_STD_COUNT_WITH_QUORUM_FIELD_NUMBER: _ClassVar[int]
     POST_PROCESSING_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTANT_FIELD_NUMBER: _ClassVar[int]
     mechanism: str
     epsilon: float
     delta: float
@@ -884,7 +887,8 @@ class KmeansDpFacts(_message.Message):
     noise_std_count_with_quorum: float
     post_processing: str
     note: str
-    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., composition: _Optional[str] = ..., iterations_budgeted: _Optional[int] = ..., epsilon_per_iteration: _Optional[float] = ..., delta_per_iteration: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., delta_spent: _Optional[float] = ..., skellam_mu_per_iteration: _Optional[float] = ..., noise_std_sum_with_quorum: _Optional[float] = ..., noise_std_count_with_quorum: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+    accountant: str
+    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., composition: _Optional[str] = ..., iterations_budgeted: _Optional[int] = ..., epsilon_per_iteration: _Optional[float] = ..., delta_per_iteration: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., delta_spent: _Optional[float] = ..., skellam_mu_per_iteration: _Optional[float] = ..., noise_std_sum_with_quorum: _Optional[float] = ..., noise_std_count_with_quorum: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., accountant: _Optional[str] = ...) -> None: ...
 
 class PcaResult(_message.Message):
     __slots__ = ("protocol", "features", "n_samples", "eigenvalues", "eigenvalue_normalization", "components", "explained_variance_ratio", "mean", "standardized", "round_id", "owners", "declined", "encoding", "timings", "dp")
@@ -1834,7 +1838,7 @@ class LogregIterationSummary(_message.Message):
     def __init__(self, iteration: _Optional[int] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., coefficients: _Optional[_Iterable[float]] = ..., max_step: _Optional[float] = ..., max_abs_gradient: _Optional[float] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class LogregDpFacts(_message.Message):
-    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_per_value", "post_processing", "note")
+    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_per_value", "post_processing", "note", "accountant")
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
@@ -1852,6 +1856,7 @@ class LogregDpFacts(_message.Message):
     NOISE_STD_PER_VALUE_FIELD_NUMBER: _ClassVar[int]
     POST_PROCESSING_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTANT_FIELD_NUMBER: _ClassVar[int]
     mechanism: str
     epsilon: float
     delta: float
@@ -1869,7 +1874,8 @@ class LogregDpFacts(_message.Message):
     noise_std_per_value: float
     post_processing: str
     note: str
-    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., composition: _Optional[str] = ..., iterations_budgeted: _Optional[int] = ..., epsilon_per_iteration: _Optional[float] = ..., delta_per_iteration: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., delta_spent: _Optional[float] = ..., skellam_mu_per_iteration: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+    accountant: str
+    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., composition: _Optional[str] = ..., iterations_budgeted: _Optional[int] = ..., epsilon_per_iteration: _Optional[float] = ..., delta_per_iteration: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., delta_spent: _Optional[float] = ..., skellam_mu_per_iteration: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., accountant: _Optional[str] = ...) -> None: ...
 
 class LogregResult(_message.Message):
     __slots__ = ("protocol", "method", "job_id", "features", "label_column", "positive_class", "n_rows", "n_positive", "terms", "coefficients", "std_errors", "z_statistics", "p_values", "ci_level", "ci_lower", "ci_upper", "iterations_run", "max_iterations", "tolerance", "converged", "coefficient_bound", "noise_std_errors", "iterations", "round_id", "owners", "declined", "encoding", "timings", "dp")

@@ -29,6 +29,7 @@ from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.accounting import ApproxEvent, PrivacyEvent, SkellamEvent
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.budget import Budget, check_delta, check_epsilon
 from leteo_fed.privacy.verify import verify_release
@@ -184,8 +185,21 @@ def dp_request(
 
 
 @dataclass(frozen=True)
+class LedgerCharge:
+    """A round's charge as the owner's ledger takes it (`PrivacyLedger.reserve`)."""
+
+    budget: Budget  # the release alone; a job's round: the job's (epsilon, delta)
+    event: PrivacyEvent | None  # its RDP curve (None: an ApproxEvent of `budget`)
+    job: str = ""  # the multi-round job it is a round of ("" for a single release)
+    further: int = 0  # later rounds of the job that must fit too
+
+
+@dataclass(frozen=True)
 class DpSpec:
-    """Distributed Skellam noise of a DP round (the wire's DpSpec)."""
+    """Distributed Skellam noise of a DP round (the wire's DpSpec).
+
+    (epsilon, delta) is what `compositions` rounds with this noise give together (0 or 1: a
+    single release; a multi-round job: its T rounds, calibrated by Renyi composition)."""
 
     epsilon: float
     delta: float
@@ -193,6 +207,7 @@ class DpSpec:
     mu: float  # aggregate Skellam parameter with exactly `quorum` shares
     quorum: int
     mechanism: str = "skellam"
+    compositions: int = 0
     bounds: tuple[ColumnBounds, ...] = ()  # owners clip and scale these columns; +1 value
 
     @property
@@ -203,6 +218,11 @@ class DpSpec:
     @property
     def budget(self) -> Budget:
         return Budget(self.epsilon, self.delta)
+
+    @property
+    def releases(self) -> int:
+        """How many rounds with this noise the (epsilon, delta) covers."""
+        return max(1, int(self.compositions))
 
     def noise_std(self, n_shares: int, scale_bits: int) -> float:
         """Standard deviation of the aggregate noise per value, in real units at that scale."""
@@ -220,15 +240,29 @@ def skellam_plan(
     *,
     row_norm_bound: float | None = None,
     bounds: tuple[ColumnBounds, ...] = (),
+    compositions: int = 1,
+    remedy: str | None = None,
 ) -> tuple[DpSpec, int]:
-    """Calibrate the aggregate Skellam noise for one release; (spec, per-owner noise bound).
+    """Calibrate the aggregate Skellam noise so that `compositions` releases with it are
+    together (epsilon, delta)-DP (Renyi composition); (spec, per-owner noise bound).
 
     With `bounds` the owners clip and scale those columns and add the count of clipped rows as
     one more value: `sensitivity` and `n_values` must already count it (`with_clip_count`)."""
-    mu = noise.calibrate_mu(dp.epsilon, dp.delta, sensitivity.l1, sensitivity.l2)
-    norm = dp.row_norm_bound if row_norm_bound is None else row_norm_bound
-    spec = DpSpec(dp.epsilon, dp.delta, norm, mu, quorum, bounds=bounds)
-    return spec, owner_noise_bound(mu, quorum, n_values)
+    mu = noise.calibrate_mu(
+        dp.epsilon, dp.delta, sensitivity.l1, sensitivity.l2, compositions=compositions
+    )
+    spec = DpSpec(
+        dp.epsilon,
+        dp.delta,
+        dp.row_norm_bound if row_norm_bound is None else row_norm_bound,
+        mu,
+        quorum,
+        compositions=compositions if compositions > 1 else 0,
+        bounds=bounds,
+    )
+    if remedy is None:
+        return spec, owner_noise_bound(mu, quorum, n_values)
+    return spec, owner_noise_bound(mu, quorum, n_values, remedy)
 
 
 def plan_dp(
@@ -681,9 +715,54 @@ class FederatedProtocol(ABC):
         """Refuse (LeteoError) a spec this owner must not or cannot compute."""
         return None
 
+    def dp_sensitivity(
+        self, spec: Any, encoding: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity | None:
+        """Secure-sum protocols: the L1/L2 sensitivity (integer units) of this site's share,
+        recomputed from the public round parameters: what `check` verifies the announced noise
+        against and what the round's privacy event is charged at. None: the protocol has no
+        DP share (then the charge is an ApproxEvent of `charge`)."""
+        return None
+
     def charge(self, spec: Any, dp: DpSpec | None) -> Budget | None:
-        """What this round spends from the owner's budget (None: nothing)."""
+        """What this round spends from the owner's budget under basic composition (None:
+        nothing). A job's round (`charge_job`): the increment of the job's Renyi composition
+        at the job's delta, eps(i) - eps(i - 1), the delta with round 1."""
         return dp.budget if dp is not None else None
+
+    def charge_event(
+        self, spec: Any, encoding: ShareEncoding | None, dp: DpSpec | None
+    ) -> PrivacyEvent | None:
+        """The round's privacy event, what an RDP ledger composes (None: no DP charge).
+        Default: the Skellam noise of the round at the quorum (never less than what is added)
+        and the sensitivity the owner recomputes (`dp_sensitivity`)."""
+        if dp is None:
+            return None
+        sens = self.dp_sensitivity(spec, encoding, dp)
+        if sens is None:
+            charge = self.charge(spec, dp)
+            return ApproxEvent(charge.epsilon, charge.delta) if charge is not None else None
+        if dp.counts_clipped:  # the clipped-rows count rides in the same noisy share
+            if encoding is None:
+                raise ProtocolError("a bounded DP round needs an encoding")
+            sens, _ = with_clip_count(sens, 0, encoding.count_scale_bits, True)
+        return SkellamEvent(dp.mu, sens.l1, sens.l2)
+
+    def ledger_charge(
+        self,
+        spec: Any,
+        encoding: ShareEncoding | None,
+        dp: DpSpec | None,
+        *,
+        ahead: bool = False,
+    ) -> LedgerCharge | None:
+        """What the owner's ledger is asked for this round (None: nothing): its budget alone
+        and its event; `ahead`: with every later round of its job that the owner must still
+        afford to take part (`budget_needed`)."""
+        budget = self.charge(spec, dp)
+        if budget is None:
+            return None
+        return LedgerCharge(budget, self.charge_event(spec, encoding, dp))
 
     def budget_needed(self, spec: Any, dp: DpSpec | None) -> Budget | None:
         """What the owner must still have to take part (k-means: every remaining iteration)."""

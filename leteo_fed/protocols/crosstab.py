@@ -541,7 +541,14 @@ class CrosstabProtocol(FederatedProtocol):
         require_bound(enc, data_bound(enc.max_rows_per_owner, enc.count_scale_bits))
         if dp is not None:
             cells = math.prod(grid_shape(columns))
-            verify_release(dp, sensitivity(enc.count_scale_bits), cells, enc.noise_bound)
+            verify_release(dp, self.dp_sensitivity(spec, enc, dp), cells, enc.noise_bound)
+
+    def dp_sensitivity(
+        self, spec: CrosstabSpec, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a cross-tabulation round needs a plain encoding")
+        return sensitivity(enc.count_scale_bits)
 
     def describe(self, spec: CrosstabSpec, dp: DpSpec | None) -> str:
         cells = math.prod(grid_shape(spec.columns))

@@ -16,11 +16,14 @@ Differential privacy (optional): every owner clips each row to L2 norm <= C and 
 Skellam noise to every encoded value (distributed noise, `leteo_fed.privacy.distributed_noise`).
 One row changes exactly one cluster's sum (by at most C) and count (by 1), whatever the centers,
 because a row's assignment depends only on the row and the public centers; `sensitivity` states
-the bound. The job's (epsilon, delta) is split evenly: each iteration is an (epsilon / T,
-delta / T)-DP release, calibrated with the Skellam RDP bound and converted to (epsilon, delta) per
-iteration exactly like a single DP release (`docs/dp-release.md`); iterations compose sequentially
-(basic composition, adaptive), which is what each owner's ledger adds up: t iterations cost
-t epsilon / T, so a job that stops early has spent exactly what was charged. Noisy counts are
+the bound. The job's (epsilon, delta) covers all T iterations together by Renyi composition: the
+per-iteration Skellam noise is calibrated so that the RDP curves of T iterations, added (RDP
+composes adaptively) and converted once at delta, give at most epsilon (`calibrate_iteration`,
+`Skellam.calibrate(..., compositions=T)`). That needs far less noise than splitting the budget
+into T (epsilon / T, delta / T) releases (basic composition; about 12x less variance at T = 20,
+epsilon = 1, delta = 1e-6). An owner's ledger charges each iteration its Skellam event (RDP
+ledger) or, under basic composition, the increment eps(m) - eps(m - 1) of the RDP bound of the
+m iterations it took part in, so a job that stops early has spent exactly eps(t). Noisy counts are
 rounded to whole rows; a cluster whose noisy count is below one keeps its previous center; every
 new center is projected onto the ball of radius C (it contains every clipped row, hence the true
 mean). Both steps are post-processing and cost no privacy.
@@ -45,6 +48,8 @@ from leteo_fed.encoding.share import (
 )
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.budget import Budget
+from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.privacy.verify import verify_release
 
 PROTOCOL = "kmeans"
@@ -427,7 +432,9 @@ def sensitivity(
 
 def split_budget(epsilon: float, delta: float, iterations: int) -> tuple[float, float]:
     """Even split of the job's (epsilon, delta) over T iterations (basic sequential composition:
-    T releases that are each (epsilon / T, delta / T)-DP are together (epsilon, delta)-DP)."""
+    T releases that are each (epsilon / T, delta / T)-DP are together (epsilon, delta)-DP).
+    No longer how jobs are calibrated (`calibrate_iteration` composes by RDP); kept as the
+    reference the RDP calibration is measured against."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise DataError(
             f"iterations must be an integer >= 1, got {iterations!r}", field="iterations"
@@ -437,14 +444,23 @@ def split_budget(epsilon: float, delta: float, iterations: int) -> tuple[float, 
 
 @dataclass(frozen=True)
 class IterationNoise:
-    """Calibrated noise of one DP iteration."""
+    """Calibrated noise of one DP iteration of a job of `iterations` iterations."""
 
-    epsilon: float  # per iteration
+    epsilon: float  # of the whole job: `iterations` iterations together (Renyi composition)
     delta: float
     mu: float  # aggregate Skellam parameter with exactly `quorum` shares
     l1: float
     l2: float
     count_scale_bits: int
+    iterations: int = 1
+
+    @property
+    def sensitivity(self) -> noise.Sensitivity:
+        return noise.Sensitivity(self.l1, self.l2)
+
+    def epsilon_after(self, t: int) -> float:
+        """Epsilon at the job's delta of t iterations (0 for none), by RDP composition."""
+        return rdp_epsilon(self.mu, self.sensitivity, self.delta, t)
 
 
 def dp_count_scale_bits(row_norm_bound: float, scale_bits: int, d: int) -> int:
@@ -469,13 +485,30 @@ def calibrate_iteration(
     k: int,
     count_scale_bits: int | None = None,
 ) -> IterationNoise:
-    """Skellam mu so that one iteration is (epsilon / T, delta / T)-DP."""
-    eps_i, delta_i = split_budget(epsilon, delta, iterations)
+    """Skellam mu so that T = `iterations` iterations are together (epsilon, delta)-DP by Renyi
+    composition (their RDP curves added, converted once at delta)."""
+    split_budget(epsilon, delta, iterations)  # validates iterations
     if count_scale_bits is None:
         count_scale_bits = dp_count_scale_bits(row_norm_bound, scale_bits, d)
     sens = sensitivity(row_norm_bound, scale_bits, d, k, count_scale_bits)
-    mu = noise.calibrate_mu(eps_i, delta_i, sens.l1, sens.l2)
-    return IterationNoise(eps_i, delta_i, mu, sens.l1, sens.l2, count_scale_bits)
+    mu = noise.calibrate_mu(epsilon, delta, sens.l1, sens.l2, compositions=iterations)
+    return IterationNoise(epsilon, delta, mu, sens.l1, sens.l2, count_scale_bits, iterations)
+
+
+def rdp_epsilon(mu: float, sens: noise.Sensitivity, delta: float, rounds: int) -> float:
+    """Epsilon at delta of `rounds` releases with Skellam(mu) noise at this sensitivity (RDP
+    composition, the accounting every owner recomputes); 0 for no round."""
+    if rounds < 1:
+        return 0.0
+    return Skellam(mu).epsilon(sens, delta, compositions=rounds)
+
+
+def round_increment(mu: float, sens: noise.Sensitivity, delta: float, index: int) -> Budget:
+    """What round `index` of a job adds under basic composition: eps(index) - eps(index - 1) of
+    the RDP bound, with the job's delta in round 1 (the charges of rounds 1..t add up to
+    (eps(t), delta), a valid bound for t rounds)."""
+    step = rdp_epsilon(mu, sens, delta, index) - rdp_epsilon(mu, sens, delta, index - 1)
+    return Budget(max(step, math.ulp(0.0)), delta if index == 1 else 0.0)
 
 
 def noise_std(mu: float, quorum: int, n_shares: int, scale_bits: int) -> float:
@@ -484,12 +517,18 @@ def noise_std(mu: float, quorum: int, n_shares: int, scale_bits: int) -> float:
     return math.sqrt(2 * noise.effective_mu(mu, quorum, n_shares)) / 2**scale_bits
 
 
-def verify_dp(dp, enc: ShareEncoding, d: int, k: int) -> None:
-    """Owner side: refuse an iteration whose announced noise does not give its (epsilon, delta),
-    or whose encoding has no room for the noise. `dp` is the round's DpSpec."""
+def dp_sensitivity(dp, enc: ShareEncoding, d: int, k: int) -> noise.Sensitivity:
+    """Owner side: the sensitivity of this site's share in a DP iteration, from the public
+    round parameters (what `verify_dp` checks the noise against and what the ledger charges)."""
     if enc.count_scale_bits < enc.scale_bits:
         raise ProtocolError("DP rounds must encode counts at least at the scale of sums")
     if not enc.value_bound >= dp.row_norm_bound:
         raise ProtocolError("the encoding's value bound is below the DP row-norm bound")
-    sens = sensitivity(dp.row_norm_bound, enc.scale_bits, d, k, enc.count_scale_bits)
-    verify_release(dp, sens, n_values(k, d), enc.noise_bound)
+    return sensitivity(dp.row_norm_bound, enc.scale_bits, d, k, enc.count_scale_bits)
+
+
+def verify_dp(dp, enc: ShareEncoding, d: int, k: int) -> None:
+    """Owner side: refuse an iteration whose announced noise does not give the job's (epsilon,
+    delta) over its `compositions` iterations, or whose encoding has no room for the noise.
+    `dp` is the round's DpSpec."""
+    verify_release(dp, dp_sensitivity(dp, enc, d, k), n_values(k, d), enc.noise_bound)

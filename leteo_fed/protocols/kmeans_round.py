@@ -3,8 +3,9 @@
 Each iteration publishes the current centers; owners send the encrypted per-cluster sums and
 counts of ALL k clusters (`kmeans`); the engine reveals the exact totals and this protocol
 updates the centers, stopping after T iterations or once no center moves more than the
-tolerance. DP jobs split (epsilon, delta) evenly over the T iterations (basic composition) and
-every owner's ledger is charged once per iteration it takes part in.
+tolerance. DP jobs calibrate each iteration's noise so that the T iterations together meet
+(epsilon, delta) by Renyi composition, and every owner's ledger is charged once per iteration it
+takes part in (its Skellam event; a basic ledger the increment of the RDP bound).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from leteo_fed.protocols.base import (
     Common,
     DpSpec,
     FederatedProtocol,
+    LedgerCharge,
     Outcome,
     RoundPlan,
     SiteData,
@@ -71,7 +73,7 @@ class KmeansPlan:
     min_owners: int
     deadline_seconds: float  # per iteration
     encoding: ShareEncoding
-    dp: DpSpec | None = None  # per iteration: (epsilon / T, delta / T)
+    dp: DpSpec | None = None  # every iteration's noise; (epsilon, delta) of the T together
     dp_total: tuple[float, float] | None = None  # the job's (epsilon, delta)
     sensitivity: noise.Sensitivity | None = None
     label: str = kmeans.PROTOCOL
@@ -135,6 +137,7 @@ class KmeansDpFacts:
     sensitivity_l1: float
     sensitivity_l2: float
     composition: str
+    accountant: str
     iterations_budgeted: int
     epsilon_per_iteration: float
     delta_per_iteration: float
@@ -215,8 +218,11 @@ def kmeans_noise_preview(
     sigma_s = kmeans.noise_std(dp.mu, dp.quorum, dp.quorum, enc.scale_bits)
     sigma_n = kmeans.noise_std(dp.mu, dp.quorum, dp.quorum, enc.count_scale_bits)
     doc: dict = {
-        "epsilon": plan.dp_total[0] if plan.dp_total else dp.epsilon,
-        "epsilon_per_iteration": dp.epsilon,
+        "epsilon": dp.epsilon,
+        "delta": dp.delta,
+        "accountant": "rdp",
+        # one iteration alone, at the job's delta (T of them compose to epsilon by RDP)
+        "epsilon_per_iteration": _alone(plan),
         "iterations": plan.iterations,
         "row_norm_bound": dp.row_norm_bound,
         "quorum": dp.quorum,
@@ -290,7 +296,14 @@ class KmeansProtocol(FederatedProtocol):
                 common.dp.epsilon, common.dp.delta, iterations, c, f, d, k
             )
             sens = noise.Sensitivity(it.l1, it.l2)
-            dp = DpSpec(it.epsilon, it.delta, c, it.mu, min_owners)
+            dp = DpSpec(
+                it.epsilon,
+                it.delta,
+                c,
+                it.mu,
+                min_owners,
+                compositions=iterations if iterations > 1 else 0,
+            )
             noise_bound = owner_noise_bound(
                 it.mu,
                 min_owners,
@@ -532,12 +545,14 @@ class KmeansProtocol(FederatedProtocol):
             quorum=q,
             sensitivity_l1=plan.sensitivity.l1,
             sensitivity_l2=plan.sensitivity.l2,
-            composition="basic sequential: T iterations, each (epsilon/T, delta/T)-DP",
+            composition="Renyi (RDP): the T iterations' curves added and converted once at "
+            "delta; each iteration's noise calibrated so that T of them are (epsilon, delta)-DP",
+            accountant="rdp",
             iterations_budgeted=plan.iterations,
-            epsilon_per_iteration=dp.epsilon,
+            epsilon_per_iteration=_alone(plan),
             delta_per_iteration=dp.delta,
-            epsilon_spent=dp.epsilon * iterations_run,
-            delta_spent=dp.delta * iterations_run,
+            epsilon_spent=kmeans.rdp_epsilon(dp.mu, plan.sensitivity, delta, iterations_run),
+            delta_spent=delta if iterations_run else 0.0,
             skellam_mu_per_iteration=dp.mu,
             noise_std_sum_with_quorum=kmeans.noise_std(dp.mu, q, q, f),
             noise_std_count_with_quorum=kmeans.noise_std(dp.mu, q, q, fc),
@@ -573,20 +588,55 @@ class KmeansProtocol(FederatedProtocol):
                 "k-means rounds are computed with the numpy engine on a local file only"
             )
         if dp is not None:
+            if dp.releases != max(1, spec.iterations):
+                raise ProtocolError(
+                    f"the round's noise is accounted for {dp.releases} iteration(s), the job "
+                    f"declares {spec.iterations}"
+                )
             kmeans.verify_dp(dp, enc, d, spec.k)
 
+    def dp_sensitivity(
+        self, spec: KmeansIteration, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a k-means round needs an encoding")
+        return kmeans.dp_sensitivity(dp, enc, len(spec.features), spec.k)
+
     def charge(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
-        return dp.budget if dp is not None else None
+        """The iteration's share of the job's signed (epsilon, delta), against the analyst's
+        authorization: T shares make the job's budget (the ledger charges by its accountant,
+        `ledger_charge`)."""
+        return dp.budget.split(max(1, spec.iterations)) if dp is not None else None
 
     def job_budget(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
-        """Every iteration the job declares, each charged (epsilon / T, delta / T)."""
-        return dp.budget.times(max(1, spec.iterations)) if dp is not None else None
+        """The job's (epsilon, delta): what its T iterations give together (Renyi
+        composition, verified by every owner in `check`)."""
+        return dp.budget if dp is not None else None
 
     def budget_needed(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
-        """Take part only if the budget covers this and every later iteration of the job."""
+        """The job's budget: take part only if the ledger covers this and every later
+        iteration (`ledger_charge(..., ahead=True)`)."""
+        return dp.budget if dp is not None else None
+
+    def ledger_charge(
+        self,
+        spec: KmeansIteration,
+        encoding: ShareEncoding | None,
+        dp: DpSpec | None,
+        *,
+        ahead: bool = False,
+    ) -> LedgerCharge | None:
+        """The iteration's Skellam event, as a round of job `kmeans:<job id>` whose budget is
+        the job's (epsilon, delta); `ahead`: with the later iterations."""
         if dp is None:
             return None
-        return dp.budget.times(max(1, spec.iterations - spec.iteration + 1))
+        further = max(0, spec.iterations - spec.iteration) if ahead else 0
+        return LedgerCharge(
+            dp.budget,
+            self.charge_event(spec, encoding, dp),
+            job=f"kmeans:{spec.job_id}",
+            further=further,
+        )
 
     def describe(self, spec: KmeansIteration, dp: DpSpec | None) -> str:
         what = f"kmeans job {spec.job_id} iteration {spec.iteration}/{spec.iterations}"
@@ -616,6 +666,14 @@ class KmeansProtocol(FederatedProtocol):
         sums, counts = kmeans.cluster_stats(x, kmeans.assign(x, centers), spec.k)
         timings["assign_seconds"] = time.perf_counter() - start
         return kmeans.encode_cluster_stats(sums, counts, enc)
+
+
+def _alone(plan: KmeansPlan) -> float:
+    """Epsilon of one iteration alone at the job's delta."""
+    dp, sens = plan.dp, plan.sensitivity
+    if dp is None or sens is None:
+        raise DataError("a preview is of DP noise: give --epsilon", field="dp_epsilon")
+    return kmeans.rdp_epsilon(dp.mu, sens, dp.delta, 1)
 
 
 def _plain(value: Any) -> Any:

@@ -16,6 +16,7 @@ import numpy as np
 from leteo_fed import defaults
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError
+from leteo_fed.privacy.accounting import PureEvent
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import registry
@@ -251,6 +252,12 @@ class LdpProtocol(FederatedProtocol):
 
     def charge(self, spec: lc.LdpSpec, dp: DpSpec | None) -> Budget:
         return Budget(spec.epsilon, 0.0)
+
+    def charge_event(
+        self, spec: lc.LdpSpec, encoding: ShareEncoding | None, dp: DpSpec | None
+    ) -> PureEvent:
+        """Every record's report is pure epsilon-DP: the sharp pure-DP Renyi curve."""
+        return PureEvent(spec.epsilon)
 
     def mechanism(self, spec: lc.LdpSpec, dp: DpSpec | None) -> str:
         return f"ldp-{spec.mechanism}"

@@ -690,14 +690,16 @@ class LinregProtocol(FederatedProtocol):
             )
         require_same_count_scale(enc)
         d = len(spec.features)
-        verify_dp(
-            dp,
-            self.columns(spec),
-            sensitivity(
-                dp.row_norm_bound, spec.label_bound, enc.scale_bits, d, enc.count_scale_bits
-            ),
-            n_values(d),
-            enc,
+        verify_dp(dp, self.columns(spec), self.dp_sensitivity(spec, enc, dp), n_values(d), enc)
+
+    def dp_sensitivity(
+        self, spec: LinregSpec, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a regression round needs an encoding")
+        d = len(spec.features)
+        return sensitivity(
+            dp.row_norm_bound, spec.label_bound, enc.scale_bits, d, enc.count_scale_bits
         )
 
     def describe(self, spec: LinregSpec, dp: DpSpec | None) -> str:

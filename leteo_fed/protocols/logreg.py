@@ -24,9 +24,10 @@ signed coefficient bound) are refused with an error saying so.
 
 DP jobs clip every row's features to L2 norm C (the intercept's 1 is not clipped), so
 ||x~||_2 <= sqrt(1 + C^2); |y - p| < 1 and p (1 - p) <= 1/4 bound one row's contribution to g
-and H whatever beta is (`sensitivity`, checked by brute force). The job's (epsilon, delta) is split
-evenly over the signed max_iterations (basic composition); every owner's ledger is charged once
-per iteration it takes part in. The noisy H's eigenvalues are floored (post-processing), the
+and H whatever beta is (`sensitivity`, checked by brute force). The job's (epsilon, delta) covers
+the signed max_iterations together by Renyi composition (each iteration's Skellam noise is
+calibrated with compositions = T, `skellam_plan`); every owner's ledger is charged once per
+iteration it takes part in (its Skellam event; a basic ledger the increment of the RDP bound). The noisy H's eigenvalues are floored (post-processing), the
 coefficients are projected into the signed bound, and the noise's own error of each term,
 sigma sqrt(diag(H^-2)) to first order, is reported beside the sampling errors.
 
@@ -61,6 +62,7 @@ from leteo_fed.protocols.base import (
     DpRequest,
     DpSpec,
     FederatedProtocol,
+    LedgerCharge,
     Outcome,
     RoundPlan,
     SiteData,
@@ -137,6 +139,7 @@ class LogregDpFacts:
     sensitivity_l1: float
     sensitivity_l2: float
     composition: str
+    accountant: str
     iterations_budgeted: int
     epsilon_per_iteration: float
     delta_per_iteration: float
@@ -395,7 +398,9 @@ def noise_preview(
         "epsilon": total[0],
         "delta": total[1],
         "iterations": plan.max_iterations,
-        "epsilon_per_iteration": plan.dp.epsilon,  # type: ignore[union-attr]  # checked above
+        "accountant": "rdp",
+        # one iteration alone at the job's delta; T of them compose to epsilon by RDP
+        "epsilon_per_iteration": _rdp_epsilon(plan, 1),
         "noise_std_per_value": sigma,
     }
     if rows is None:
@@ -544,6 +549,14 @@ def _check_request(request: LogregRequest) -> tuple[tuple[str, ...], int, float,
     return features, iterations, float(tol), float(bound)
 
 
+def _rdp_epsilon(plan: LogregPlan, rounds: int) -> float:
+    """Epsilon at the job's delta of `rounds` iterations with the plan's noise (RDP)."""
+    dp, sens = plan.dp, plan.sensitivity
+    if dp is None or sens is None:
+        raise DataError("a preview is of DP noise: give --dp-epsilon", field="dp_epsilon")
+    return kmeans.rdp_epsilon(dp.mu, sens, dp.delta, rounds)
+
+
 class LogregProtocol(FederatedProtocol):
     name = PROTOCOL_NAME
     request_type = LogregRequest
@@ -575,10 +588,14 @@ class LogregProtocol(FederatedProtocol):
         else:
             f = common.scale_bits or DP_DEFAULT_SCALE_BITS
             c = common.dp.row_norm_bound
-            eps_i, delta_i = kmeans.split_budget(common.dp.epsilon, common.dp.delta, iterations)
             sens = sensitivity(c, f, d)
+            # the T iterations together meet (epsilon, delta) by Renyi composition
             dp, noise_bound = skellam_plan(
-                DpRequest(eps_i, delta_i, c), sens, min_owners, n_values(d)
+                DpRequest(common.dp.epsilon, common.dp.delta, c),
+                sens,
+                min_owners,
+                n_values(d),
+                compositions=iterations,
             )
             dp_total = (common.dp.epsilon, common.dp.delta)
             enc = encoding(f, c, max_owners, count_scale_bits=f, noise_bound=noise_bound)
@@ -771,12 +788,14 @@ class LogregProtocol(FederatedProtocol):
             quorum=dp.quorum,
             sensitivity_l1=plan.sensitivity.l1,
             sensitivity_l2=plan.sensitivity.l2,
-            composition="basic sequential: T iterations, each (epsilon/T, delta/T)-DP",
+            composition="Renyi (RDP): the T iterations' curves added and converted once at "
+            "delta; each iteration's noise calibrated so that T of them are (epsilon, delta)-DP",
+            accountant="rdp",
             iterations_budgeted=plan.max_iterations,
-            epsilon_per_iteration=dp.epsilon,
+            epsilon_per_iteration=_rdp_epsilon(plan, 1),
             delta_per_iteration=dp.delta,
-            epsilon_spent=dp.epsilon * iterations_run,
-            delta_spent=dp.delta * iterations_run,
+            epsilon_spent=_rdp_epsilon(plan, iterations_run),
+            delta_spent=delta if iterations_run else 0.0,
             skellam_mu_per_iteration=dp.mu,
             noise_std_per_value=dp.noise_std(n, plan.encoding.scale_bits),
             post_processing="eigenvalues of the noisy Hessian floored at "
@@ -872,24 +891,56 @@ class LogregProtocol(FederatedProtocol):
         if dp is None:
             return
         require_same_count_scale(enc)
+        if dp.releases != max(1, spec.max_iterations):
+            raise ProtocolError(
+                f"the round's noise is accounted for {dp.releases} iteration(s), the job "
+                f"declares {spec.max_iterations}"
+            )
+        verify_release(dp, self.dp_sensitivity(spec, enc, dp), n_values(d), enc.noise_bound)
+
+    def dp_sensitivity(
+        self, spec: LogregIteration, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a logistic-regression round needs a plain encoding")
         if not enc.value_bound >= dp.row_norm_bound:
             raise ProtocolError("the encoding's value bound is below the DP row-norm bound")
-        verify_release(
-            dp, sensitivity(dp.row_norm_bound, enc.scale_bits, d), n_values(d), enc.noise_bound
-        )
+        return sensitivity(dp.row_norm_bound, enc.scale_bits, len(spec.features))
 
     def charge(self, spec: LogregIteration, dp: DpSpec | None) -> Budget | None:
-        return dp.budget if dp is not None else None
+        """The iteration's share of the job's signed (epsilon, delta), against the analyst's
+        authorization (the ledger charges by its accountant, `ledger_charge`)."""
+        return dp.budget.split(max(1, spec.max_iterations)) if dp is not None else None
 
     def job_budget(self, spec: LogregIteration, dp: DpSpec | None) -> Budget | None:
-        """Every iteration the job declares, each charged (epsilon / T, delta / T)."""
-        return dp.budget.times(max(1, spec.max_iterations)) if dp is not None else None
+        """The job's (epsilon, delta): what its T iterations give together (Renyi
+        composition, verified by every owner in `check`)."""
+        return dp.budget if dp is not None else None
 
     def budget_needed(self, spec: LogregIteration, dp: DpSpec | None) -> Budget | None:
-        """Take part only if the budget covers this and every later iteration of the job."""
+        """The job's budget: take part only if the ledger covers this and every later
+        iteration (`ledger_charge(..., ahead=True)`)."""
+        return dp.budget if dp is not None else None
+
+    def ledger_charge(
+        self,
+        spec: LogregIteration,
+        encoding: ShareEncoding | None,
+        dp: DpSpec | None,
+        *,
+        ahead: bool = False,
+    ) -> LedgerCharge | None:
+        """The iteration's Skellam event, as a round of job `logreg:<job id>` whose budget is
+        the job's (epsilon, delta); `ahead`: with the later iterations."""
         if dp is None:
             return None
-        return dp.budget.times(max(1, spec.max_iterations - spec.iteration + 1))
+        further = max(0, spec.max_iterations - spec.iteration) if ahead else 0
+        return LedgerCharge(
+            dp.budget,
+            self.charge_event(spec, encoding, dp),
+            job=f"logreg:{spec.job_id}",
+            further=further,
+        )
 
     def describe(self, spec: LogregIteration, dp: DpSpec | None) -> str:
         what = (

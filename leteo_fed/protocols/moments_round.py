@@ -725,10 +725,19 @@ class MomentsProtocol(FederatedProtocol):
         verify_dp(
             dp,
             spec.features,
-            sensitivity(dp.row_norm_bound, enc.scale_bits, d, groupings, enc.count_scale_bits),
+            self.dp_sensitivity(spec, enc, dp),
             moments.n_values(d, groupings),
             enc,
         )
+
+    def dp_sensitivity(
+        self, spec: MomentsSpec, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a moments round needs an encoding")
+        groupings = _declared(spec) or [ALL_ROWS]
+        d = len(spec.features)
+        return sensitivity(dp.row_norm_bound, enc.scale_bits, d, groupings, enc.count_scale_bits)
 
     def describe(self, spec: MomentsSpec, dp: DpSpec | None) -> str:
         return f"{spec.method} on {len(spec.features)} features" + clip_note(dp)

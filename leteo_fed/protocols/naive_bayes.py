@@ -940,8 +940,22 @@ class NaiveBayesProtocol(FederatedProtocol):
                 'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
             )
         require_same_count_scale(enc)
-        sens = sensitivity(len(layout.numeric), len(layout.categorical), enc.scale_bits)
-        verify_release(dp, sens, layout.n_values, enc.noise_bound)
+        verify_release(dp, self.dp_sensitivity(spec, enc, dp), layout.n_values, enc.noise_bound)
+
+    def dp_sensitivity(
+        self, spec: NaiveBayesSpec, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a naive Bayes round needs a plain encoding")
+        request = NaiveBayesRequest(
+            features=tuple(spec.features),
+            domains=tuple(spec.domains),
+            label_column=spec.label_column,
+            classes=tuple(spec.classes),
+        )
+        features, domains, classes, _, _ = _check_request(request)
+        layout = Layout.of(features, domains, len(classes))
+        return sensitivity(len(layout.numeric), len(layout.categorical), enc.scale_bits)
 
     def describe(self, spec: NaiveBayesSpec, dp: DpSpec | None) -> str:
         layout = Layout.of(spec.features, spec.domains, len(spec.classes))

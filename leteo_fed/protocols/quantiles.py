@@ -543,10 +543,17 @@ class QuantilesProtocol(FederatedProtocol):
         if dp is not None:
             verify_release(
                 dp,
-                sensitivity(enc.count_scale_bits, len(features), spec.bins),
+                self.dp_sensitivity(spec, enc, dp),
                 n_values(len(features), spec.bins, True),
                 enc.noise_bound,
             )
+
+    def dp_sensitivity(
+        self, spec: QuantilesSpec, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a quantiles round needs a plain encoding")
+        return sensitivity(enc.count_scale_bits, len(spec.features), spec.bins)
 
     def describe(self, spec: QuantilesSpec, dp: DpSpec | None) -> str:
         return f"quantiles of {', '.join(spec.features)} ({spec.bins} bins)"

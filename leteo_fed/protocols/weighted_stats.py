@@ -434,15 +434,17 @@ class WeightedStatsProtocol(FederatedProtocol):
         if dp is not None:
             d = len(spec.features)
             require_same_count_scale(enc)
-            verify_dp(
-                dp,
-                spec.features,
-                sensitivity(
-                    dp.row_norm_bound, spec.weight_bound, enc.scale_bits, d, enc.count_scale_bits
-                ),
-                n_values(d),
-                enc,
-            )
+            verify_dp(dp, spec.features, self.dp_sensitivity(spec, enc, dp), n_values(d), enc)
+
+    def dp_sensitivity(
+        self, spec: WeightedStatsSpec, enc: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError("a weighted-statistics round needs an encoding")
+        d = len(spec.features)
+        return sensitivity(
+            dp.row_norm_bound, spec.weight_bound, enc.scale_bits, d, enc.count_scale_bits
+        )
 
     def describe(self, spec: WeightedStatsSpec, dp: DpSpec | None) -> str:
         return f"weighted mean/variance of {len(spec.features)} column(s)" + clip_note(dp)

@@ -322,7 +322,9 @@ class OwnerMetrics(ServiceMetrics):
 
     def watch_ledger(self, ledger: Any) -> None:
         """The privacy budget (epsilon) read from the site's ledger file at each scrape: total,
-        spent (committed), reserved (rounds in flight) and left. None: no [privacy], no gauge."""
+        spent (committed), reserved (rounds in flight) and left, each under the ledger's
+        accountant (the same figures as `leteo-fed owner budget`), and which accountant that is.
+        None: no [privacy], no gauge."""
         if ledger is None:
             return
         gauges = {
@@ -334,6 +336,11 @@ class OwnerMetrics(ServiceMetrics):
         for name, (doc, read) in gauges.items():
             gauge = self._gauge(f"leteo_owner_budget_epsilon_{name}", doc)
             gauge.set_function(_safe(read))
+        # spent and left are composed under the current period's accountant: say which
+        self._gauge(
+            "leteo_owner_budget_accountant_rdp",
+            "1: the ledger composes releases by Renyi DP (rdp accountant); 0: basic composition",
+        ).set_function(_safe(lambda: 1.0 if ledger.accountant == "rdp" else 0.0))
 
 
 def _safe(read: Callable[[], float]) -> Callable[[], float]:

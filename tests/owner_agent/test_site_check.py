@@ -199,3 +199,70 @@ def test_owner_budget_shows_and_renews_the_period_into_the_audit_log(site, capsy
     assert len(events) == 1 and events[0]["reason"] == "school year 2027"
     assert events[0]["epsilon_spent"] == 2.0 and events[0]["archive"].endswith(".period-1.json")
     assert "period 1 closed (school year 2027)" in audit.table(events)
+
+
+def test_owner_budget_set_raises_lowers_and_refuses_below_spent_audited(site, capsys):
+    import json
+
+    from owner_agent import audit
+
+    config = load_owner_config(site)
+    assert config.privacy is not None and config.privacy.accountant == "rdp"
+    led = PrivacyLedger(config.privacy.ledger, 5.0, 1e-5)
+    led.charge("r1", "skellam", Budget(2.0, 0.0))
+    # editing the config alone is refused, naming the command
+    _edit(site, "epsilon_total = 5.0", "epsilon_total = 8.0")
+    with pytest.raises(ConfigError, match="leteo-fed owner budget set"):
+        PrivacyLedger(config.privacy.ledger, 8.0, 1e-5)
+    _edit(site, "epsilon_total = 8.0", "epsilon_total = 5.0")
+    base = ["owner", "budget", "set", "--config", str(site), "--json"]
+    assert main([*base, "--epsilon-total", "8", "--reason", "board decision 12"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["epsilon_total"] == 8.0 and doc["epsilon_left"] == 6.0
+    assert doc["changed"]["epsilon_total_old"] == 5.0 and doc["accountant"] == "rdp"
+    # the config says the same, so the agent's strict open works; comments were kept
+    after = load_owner_config(site)
+    assert after.privacy is not None and after.privacy.epsilon_total == 8.0
+    assert after.privacy.delta_total == 1e-5 and "[privacy]" in site.read_text()
+    PrivacyLedger(after.privacy.ledger, 8.0, 1e-5)
+    # lowering below what is spent is refused and changes neither file
+    before = (site.read_bytes(), after.privacy.ledger.read_bytes())
+    assert main([*base, "--epsilon-total", "1.5", "--reason", "oops"]) != 0
+    assert "cannot be lowered" in capsys.readouterr().err
+    assert (site.read_bytes(), after.privacy.ledger.read_bytes()) == before
+    assert main([*base, "--epsilon-total", "3", "--reason", "tighter policy"]) == 0
+    capsys.readouterr()
+    events = [e for e in audit.read(after.audit_log) if e["event"] == "budget_change"]
+    assert [(e["epsilon_total_old"], e["epsilon_total_new"]) for e in events] == [
+        (5.0, 8.0),
+        (8.0, 3.0),
+    ]
+    assert events[0]["reason"] == "board decision 12" and events[0]["by"] and events[0]["time"]
+    # a running agent's ledger object takes the totals the command changed
+    assert led.total == (3.0, 1e-5)
+
+
+def test_owner_budget_new_period_after_a_config_edit(site, capsys):
+    import json
+
+    from owner_agent import audit
+
+    config = load_owner_config(site)
+    assert config.privacy is not None
+    PrivacyLedger(config.privacy.ledger, 5.0, 1e-5).charge("r1", "skellam", Budget(2.0, 0.0))
+    _edit(site, "epsilon_total = 5.0", "epsilon_total = 4.0")
+    argv = ["owner", "budget", "new-period", "--config", str(site), "--json"]
+    assert main([*argv, "--reason", "new year, new policy"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["period"] == 2 and doc["epsilon_total"] == 4.0 and doc["epsilon_left"] == 4.0
+    PrivacyLedger(config.privacy.ledger, 4.0, 1e-5)  # the agent starts
+    ev = [e for e in audit.read(config.audit_log) if e["event"] == "budget_period"][0]
+    assert (ev["epsilon_total"], ev["next_epsilon_total"]) == (5.0, 4.0)
+    assert ev["accountant"] == ev["next_accountant"] == "rdp"
+
+
+def test_budget_set_help_names_the_privacy_meaning(capsys):
+    with pytest.raises(SystemExit):
+        main(["owner", "budget", "set", "--help"])
+    out = capsys.readouterr().out
+    assert "--epsilon-total" in out and "--reason" in out and "weakens" in out

@@ -65,7 +65,9 @@ def test_kmeans_dry_run_prints_the_preview_and_contacts_nobody(capsys):
     assert main([*argv, *dp, "--dry-run", "--rows", "30000"]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)
-    assert len(doc["center_rms_error"]) == 2 and doc["epsilon_per_iteration"] == 0.5
-    assert "each center moves by about" in err
+    assert len(doc["center_rms_error"]) == 2 and doc["accountant"] == "rdp"
+    # 10 iterations compose to epsilon 5 by RDP: one alone is more than the even share 0.5
+    assert 0.5 < doc["epsilon_per_iteration"] < 5.0
+    assert "each center moves by about" in err and "Renyi composition" in err
     assert main([*argv, "--dry-run"]) == 2
     assert "give --epsilon" in capsys.readouterr().err

@@ -305,20 +305,26 @@ def test_sensitivity_bounds_every_add_remove_neighbour(beta):
         assert worst_l2 >= 0.5 * sens.l2
 
 
-def test_the_dp_budget_is_split_over_the_signed_iterations():
+def test_the_signed_iterations_together_meet_the_dp_budget():
     request = dataclasses.replace(REQUEST, max_iterations=4)
     common = Common(n_invited=3, min_owners=3, dp=DpRequest(2.0, 1e-6, 3.0))
     plan = lg.PROTOCOL.plan(request, common)
-    assert plan.dp.epsilon == pytest.approx(0.5) and plan.dp.delta == pytest.approx(2.5e-7)
+    assert (plan.dp.epsilon, plan.dp.delta, plan.dp.compositions) == (2.0, 1e-6, 4)
+    assert Skellam(plan.dp.mu).epsilon(plan.sensitivity, 1e-6, compositions=4) <= 2.0
     state = lg.PROTOCOL.start(plan, "job-1", ["a", "b", "c"])
     rnd = lg.PROTOCOL.next_round(plan, state, 1)
+    # against the analyst's authorization each iteration takes its share, T of them the whole
     assert lg.PROTOCOL.charge(rnd.spec, rnd.dp).epsilon == pytest.approx(0.5)
     assert lg.PROTOCOL.job_budget(rnd.spec, rnd.dp).epsilon == pytest.approx(2.0)
     later = dataclasses.replace(rnd.spec, iteration=3)
-    assert lg.PROTOCOL.budget_needed(later, rnd.dp).epsilon == pytest.approx(1.0)
-    # an owner refuses the iteration if the announced noise is below its (epsilon / T) share
+    ahead = lg.PROTOCOL.ledger_charge(later, rnd.encoding, rnd.dp, ahead=True)
+    assert ahead.further == 1 and ahead.job == "logreg:job-1" and ahead.budget.epsilon == 2.0
+    assert ahead.event.mu == plan.dp.mu and ahead.event.l2 == plan.sensitivity.l2
+    # an owner refuses the iteration if the announced noise is below what T iterations need
     site = _sites()[0][0]
     lg.PROTOCOL.check(rnd.spec, rnd.encoding, rnd.dp, site)
+    with pytest.raises(ProtocolError, match="accounted for 3"):
+        lg.PROTOCOL.check(rnd.spec, rnd.encoding, dataclasses.replace(rnd.dp, compositions=3), site)
     with pytest.raises(ProtocolError, match="more than the announced"):
         lg.PROTOCOL.check(
             rnd.spec, rnd.encoding, dataclasses.replace(rnd.dp, mu=rnd.dp.mu / 2), site

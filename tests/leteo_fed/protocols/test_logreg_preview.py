@@ -108,7 +108,8 @@ def test_the_preview_matches_the_measured_error_of_the_coefficients():
     # each result's own noise errors (at its noisy Hessian) say the same
     np.testing.assert_allclose(np.mean(reported, axis=0), measured, rtol=0.2)
     assert not any(c["drowned"] for c in preview["signal_checks"])
-    assert preview["epsilon"] == 2.0 and preview["epsilon_per_iteration"] == pytest.approx(0.5)
+    assert preview["epsilon"] == 2.0 and preview["accountant"] == "rdp"
+    assert 0.5 < preview["epsilon_per_iteration"] < 2.0  # T alone compose to 2 by RDP
 
 
 def test_logreg_dry_run_prints_the_preview_and_contacts_nobody(capsys):
@@ -121,7 +122,7 @@ def test_logreg_dry_run_prints_the_preview_and_contacts_nobody(capsys):
     out, err = capsys.readouterr()
     doc = json.loads(out)
     assert set(doc["std_error"]) == {"intercept", "a", "b"} and doc["iterations"] == 5
-    assert doc["epsilon_per_iteration"] == pytest.approx(0.4) and doc["quorum"] == 3
+    assert 0.4 < doc["epsilon_per_iteration"] < 2.0 and doc["quorum"] == 3
     assert "a: +/-" in err and "noise check passes" in err
     assert main([*argv, "--dry-run"]) == 2
     assert "give --dp-epsilon" in capsys.readouterr().err

@@ -27,6 +27,7 @@ from leteo_fed.errors import (
     NotFoundError,
     ProtocolError,
 )
+from leteo_fed.privacy.accounting import GaussianEvent
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.transport import metrics
@@ -196,6 +197,10 @@ def test_owner_decisions_and_budget_follow_the_ledger(tmp_path):
     PrivacyLedger(tmp_path / "ledger.json", 2.0, 1e-5).charge("r2", "laplace", Budget(1.0, 0.0))
     assert _value(m, "leteo_owner_budget_epsilon_spent") == 1.5
     assert _value(m, "leteo_owner_budget_epsilon_left") == 0.5
+    # the figures are the ledger's, under its accountant (RDP: a Gaussian's curve composed)
+    assert _value(m, "leteo_owner_budget_accountant_rdp") == 1.0
+    ledger.charge("r3", "gaussian", Budget(0.01, 1e-7), event=GaussianEvent(400.0))
+    assert _value(m, "leteo_owner_budget_epsilon_spent") == ledger.spent().epsilon > 1.5
     # an unreadable ledger is NaN for that scrape, not a failed scrape
     (tmp_path / "ledger.json").write_text("{not json")
     left = _value(m, "leteo_owner_budget_epsilon_left")
