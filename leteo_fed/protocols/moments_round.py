@@ -62,6 +62,7 @@ from leteo_fed.protocols.results import (
 
 METHODS = ("pca", "dca", "lda", "mdr")
 PREVIEW_CORRELATION = 0.5  # the preview's columns: mixed eigenvectors, the noisier case
+PREVIEW_CLASS_SHIFT = 0.5  # the preview's classes: means this many std apart per column
 DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
 DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS
 DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
@@ -362,8 +363,9 @@ def moments_noise_preview(plan: MomentsPlan, rows: int | None = None) -> dict:
     return discriminant_noise_preview(plan, rows)
 
 
-def pca_figures(result: pca.PcaResult) -> dict[str, float]:
-    """The figures a PCA release states: its eigenvalues and the means."""
+def pca_figures(result: pca.PcaResult | discriminant.DiscriminantResult) -> dict[str, float]:
+    """The figures an eigen-release (PCA, DCA, LDA, MDR) states: its eigenvalues and the
+    pooled means."""
     figures = {f"eigenvalue {i + 1}": v for i, v in enumerate(result.eigenvalues)}
     figures |= {f"mean of {f}": m for f, m in zip(result.features, result.mean, strict=True)}
     return figures
@@ -435,11 +437,11 @@ class MomentsProtocol(FederatedProtocol):
         else:
             f = common.scale_bits or DP_DEFAULT_SCALE_BITS
             bounds = common.dp.release_bounds(features)
-            if bounds and (method != pca.PROTOCOL or request.projection_only):
+            if bounds and request.projection_only:
                 raise DataError(
-                    "per-column bounds are supported for PCA releases; give row_norm_bound "
-                    f"(--row-norm-bound) for {method}"
-                    + (" in projection-only mode" if request.projection_only else ""),
+                    "per-column bounds are not available in projection-only mode (the CSP's "
+                    "directions are of the scaled columns); give row_norm_bound "
+                    "(--row-norm-bound)",
                     field="bounds",
                 )
             dp_spec, noise_bound, sens, _ = plan_dp(
@@ -543,34 +545,18 @@ class MomentsProtocol(FederatedProtocol):
             return Step(self._projection_result(plan, state, outcome))
         start = time.perf_counter()
         totals = outcome.require_totals()
-        if plan.label == pca.PROTOCOL:
-            result: pca.PcaResult | discriminant.DiscriminantResult = self.pca_from_totals(
-                plan, totals
-            )
-        else:
-            agg = moments.decode_totals(
-                totals,
-                len(plan.features),
-                plan.groupings,
-                plan.encoding.scale_bits,
-                plan.encoding.count_scale_bits,
-                noisy=plan.dp is not None,
-            )
-            result = discriminant.from_aggregate(
-                agg,
-                plan.label,
-                plan.groupings,
-                list(plan.features),
-                plan.components,
-                plan.ridge,
-            )
+        result: pca.PcaResult | discriminant.DiscriminantResult = (
+            self.pca_from_totals(plan, totals)
+            if plan.label == pca.PROTOCOL
+            else self.discriminant_from_totals(plan, totals)
+        )
         outcome.timings["eigendecomposition_seconds"] = time.perf_counter() - start
         truth = None
-        if plan.dp is not None and isinstance(result, pca.PcaResult):
+        if plan.dp is not None:
             start = time.perf_counter()
             _, clipped = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
             truth = dp_release.release_truth(
-                lambda t: pca_figures(self.pca_from_totals(plan, t)),
+                lambda t: self.release_figures(plan, t, outcome.n_owners),
                 totals,
                 plan.dp.mu * outcome.n_owners / plan.dp.quorum,
                 outcome.round_id,
@@ -598,12 +584,51 @@ class MomentsProtocol(FederatedProtocol):
         z = np.column_stack([(columns[n] - columns[n].mean()) / columns[n].std() for n in names])
         z = z @ np.linalg.cholesky(corr).T
         mixed = {n: columns[n].mean() + columns[n].std() * z[:, j] for j, n in enumerate(names)}
-        return columns | mixed, f"the columns pairwise correlated {PREVIEW_CORRELATION:g}"
+        said = f"the columns pairwise correlated {PREVIEW_CORRELATION:g}"
+        for g in plan.declared:  # DCA, LDA, MDR: classes of equal size, means apart
+            k = len(g.classes)
+            index = rng.integers(0, k, size=len(z))
+            shift = (index - (k - 1) / 2.0) * PREVIEW_CLASS_SHIFT
+            for n in names:
+                mixed[n] = mixed[n] + shift * columns[n].std()
+            mixed[str(g.label_column)] = np.array(g.classes, dtype=object)[index]
+            said += (
+                f"; {g.label_column}'s {k} classes of equal size, each class's mean "
+                f"{PREVIEW_CLASS_SHIFT:g} std above the previous one's on every column"
+            )
+        return columns | mixed, said
 
     def release_figures(self, plan: MomentsPlan, totals: list[int], n_owners: int) -> dict:
-        if plan.label != pca.PROTOCOL:
-            raise DataError("only a PCA release states its figures", field="method")
-        return pca_figures(self.pca_from_totals(plan, totals))
+        if plan.label == pca.PROTOCOL:
+            return pca_figures(self.pca_from_totals(plan, totals))
+        return pca_figures(self.discriminant_from_totals(plan, totals))
+
+    @staticmethod
+    def discriminant_from_totals(
+        plan: MomentsPlan, totals: list[int]
+    ) -> discriminant.DiscriminantResult:
+        """The DCA / LDA / MDR a round's totals give. A bounded release is solved in the
+        scaled columns (the ridge is in their units) and its directions mapped back:
+        w = H^-1 w' (the generalized eigenvalues are unchanged by the congruence H . H)."""
+        totals, _ = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
+        agg = moments.decode_totals(
+            totals,
+            len(plan.features),
+            plan.groupings,
+            plan.encoding.scale_bits,
+            plan.encoding.count_scale_bits,
+            noisy=plan.dp is not None,
+        )
+        result = discriminant.from_aggregate(
+            agg, plan.label, plan.groupings, list(plan.features), plan.components, plan.ridge
+        )
+        if plan.dp is not None and plan.dp.bounds:
+            _, half = bounds_of.centers_halves(plan.dp.bounds)
+            w = np.asarray(result.components, dtype=np.float64).T / half[:, None]
+            w = pca.orient_components(w / np.linalg.norm(w, axis=0))
+            result.components = [[float(c) for c in w[:, i]] for i in range(w.shape[1])]
+            result.mean = bounds_of.unscale_mean(result.mean, plan.dp.bounds).tolist()
+        return result
 
     @staticmethod
     def pca_from_totals(plan: MomentsPlan, totals: list[int]) -> pca.PcaResult:
