@@ -71,9 +71,10 @@ def test_dp_linreg_coefficients_within_two_stated_errors_and_narrow_bounds_warn(
     beta = np.linalg.lstsq(design, x[:, 2], rcond=None)[0]
     for term, b in zip(result.terms, beta, strict=True):
         e = result.noise_std_errors[term]
-        # 2 stated errors, plus the sampling error the noise adds nothing to (2.5 for margin
-        # on 3 terms: P(|z| > 2.5) ~ 1.2% each)
-        assert abs(result.coefficients[term] - b) <= 2.5 * e, (term, result.coefficients, beta)
+        # the owners' noise is not seeded here: 4 stated std (P(|z| > 4) ~ 6e-5 per term);
+        # that 95% of releases fall within 2 is measured over seeded repeats in
+        # tests/leteo_fed/protocols/test_dp_release_preview.py
+        assert abs(result.coefficients[term] - b) <= 4 * e, (term, result.coefficients, beta)
     # bounds far narrower than the data: heavy clipping is said, as a NoiseWarning
     narrow = dict(BOUNDS, age=(17, 30))
     with warnings.catch_warnings(record=True) as caught:

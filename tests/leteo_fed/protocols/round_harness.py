@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
+from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
@@ -21,7 +22,13 @@ def sites_of(parts: Sequence[Mapping[str, np.ndarray]]) -> list[ArraySite]:
     return [ArraySite(p) for p in parts]
 
 
-def run_round(request: Any, sites: Sequence[ArraySite], dp: DpRequest | None = None) -> Any:
+def run_round(
+    request: Any,
+    sites: Sequence[ArraySite],
+    dp: DpRequest | None = None,
+    rng: np.random.Generator | None = None,
+) -> Any:
+    """`rng`: the owners' noise drawn from it (a seeded test), else as owners draw it."""
     protocol = registry.for_request(request)
     common = Common(n_invited=len(sites), min_owners=len(sites), dp=dp)
     plan = protocol.plan(request, common)
@@ -32,7 +39,12 @@ def run_round(request: Any, sites: Sequence[ArraySite], dp: DpRequest | None = N
         protocol.check(rnd.spec, enc, rnd.dp, s)
         values = protocol.share_values(rnd.spec, enc, rnd.dp, s, {})
         assert len(values) == rnd.n_values
-        shares.append(add_owner_noise(values, rnd.dp) if rnd.dp is not None else values)
+        if rnd.dp is not None and rng is not None:
+            z = Skellam(rnd.dp.mu).owner_share(rnd.dp.quorum).sample(len(values), rng)
+            values = [v + int(e) for v, e in zip(values, z.tolist(), strict=True)]
+        elif rnd.dp is not None:
+            values = add_owner_noise(values, rnd.dp)
+        shares.append(values)
     layout = enc.layout(2048)
     summed = [sum(col) for col in zip(*(pack(v, layout) for v in shares), strict=True)]
     outcome = Outcome("r1", rnd, [], {f"site-{i}": {} for i in range(len(sites))}, {})
