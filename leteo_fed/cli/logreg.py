@@ -99,7 +99,7 @@ def add_parser(sub: SubParsers) -> None:
     p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
     add_owner_filter(p)
     add_result_output(p, DEFAULT_OUT, RESULT_JSON, RESULT_PNG)
-    add_dp_flags(p)
+    add_dp_flags(p, bounds=True)
     add_noise_flags(p, "each coefficient")
     add_tls(p, "analyst", "analyst")
     set_handler(p, run)

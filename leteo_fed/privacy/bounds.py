@@ -166,7 +166,7 @@ def scale_columns(x: np.ndarray, bounds: Sequence[ColumnBounds]) -> tuple[np.nda
     return np.clip(scaled, -1.0, 1.0), clipped
 
 
-def unscale_mean(mean: np.ndarray, bounds: Sequence[ColumnBounds]) -> np.ndarray:
+def unscale_mean(mean: np.ndarray | Sequence[float], bounds: Sequence[ColumnBounds]) -> np.ndarray:
     center, half = centers_halves(bounds)
     return center + half * np.asarray(mean, dtype=np.float64)
 

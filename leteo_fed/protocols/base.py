@@ -273,6 +273,7 @@ def plan_dp(
     count_scale_bits: int,
     quorum: int,
     norm_columns: int | None = None,
+    compositions: int = 1,
 ) -> tuple[DpSpec, int, noise.Sensitivity, int]:
     """The DP part of a secure-sum plan, the same for every protocol: the public bounds of the
     numeric `columns` (if the request has bounds), the row-norm bound C (given, or derived for
@@ -283,7 +284,9 @@ def plan_dp(
     if not bounds:
         c = dp.row_norm_bound
     sens, n_vals = with_clip_count(sensitivity_of(c), n_values, count_scale_bits, bool(bounds))
-    spec, noise_bound = skellam_plan(dp, sens, quorum, n_vals, row_norm_bound=c, bounds=bounds)
+    spec, noise_bound = skellam_plan(
+        dp, sens, quorum, n_vals, row_norm_bound=c, bounds=bounds, compositions=compositions
+    )
     return spec, noise_bound, sens, n_vals
 
 
@@ -398,13 +401,7 @@ def dp_facts(
 ) -> DpFacts:
     """What a result says about its noise (shared by the secure-sum protocols); `truth` a
     `dp_release.Truth`: each figure's noise, the warnings, the clipped rows."""
-    if truth is not None:
-        more |= {
-            "figure_noise_std": dict(truth.figure_noise_std),
-            "warnings": list(truth.warnings),
-            "clipped_rows": truth.clipped_rows,
-            "figures": dict(truth.figures),
-        }
+    more |= truth_fields(dp, truth)
     return DpFacts(
         mechanism=mechanism,
         epsilon=dp.epsilon,
@@ -413,9 +410,22 @@ def dp_facts(
         quorum=dp.quorum,
         sensitivity_l1=sensitivity.l1,
         sensitivity_l2=sensitivity.l2,
-        bounds=list(dp.bounds),
         **more,
     )
+
+
+def truth_fields(dp: DpSpec, truth: Any = None) -> dict[str, Any]:
+    """The `ReleaseNoiseFacts` of a release: its bounds and, with a `dp_release.Truth`, each
+    figure's noise, the warnings and the clipped rows."""
+    out: dict[str, Any] = {"bounds": list(dp.bounds)}
+    if truth is not None:
+        out |= {
+            "figure_noise_std": dict(truth.figure_noise_std),
+            "warnings": list(truth.warnings),
+            "clipped_rows": truth.clipped_rows,
+            "figures": dict(truth.figures),
+        }
+    return out
 
 
 def encoding_facts(

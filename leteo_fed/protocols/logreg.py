@@ -52,14 +52,14 @@ from leteo_fed import defaults
 from leteo_fed.encoding.packing import encode_fixed
 from leteo_fed.encoding.share import ShareEncoding, check_parameters, require_bound
 from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import kmeans, moments_round, pca, registry
+from leteo_fed.protocols import dp_release, kmeans, moments_round, pca, registry
 from leteo_fed.protocols.base import (
     Common,
-    DpRequest,
     DpSpec,
     FederatedProtocol,
     LedgerCharge,
@@ -68,13 +68,24 @@ from leteo_fed.protocols.base import (
     SiteData,
     Step,
     check_features,
+    clip_count_value,
+    clip_for_release,
     clip_note,
+    plan_dp,
     preview_facts,
     require_same_count_scale,
-    skellam_plan,
+    split_clip_count,
+    truth_fields,
+    verify_dp,
 )
 from leteo_fed.protocols.linreg import COLLINEAR_RCOND, FLOOR_FACTOR, floor_eigenvalues
-from leteo_fed.protocols.results import EncodingFacts, Result, RoundTimings, result_type
+from leteo_fed.protocols.results import (
+    EncodingFacts,
+    ReleaseNoiseFacts,
+    Result,
+    RoundTimings,
+    result_type,
+)
 
 PROTOCOL_NAME = "logreg"
 METHOD = "newton"
@@ -130,7 +141,7 @@ class LogregIterationSummary:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LogregDpFacts:
+class LogregDpFacts(ReleaseNoiseFacts):
     mechanism: str
     epsilon: float
     delta: float
@@ -226,6 +237,7 @@ class LogregState:
     iterations: list[LogregIterationSummary] = field(default_factory=list)
     n_rows: int = 0
     n_positive: int = 0
+    clipped_rows: float | None = None  # bounded DP: the first iteration's noisy count
     converged: bool = False
     started: float = field(default_factory=time.perf_counter)
     opened: float = field(default_factory=time.perf_counter)
@@ -557,8 +569,22 @@ def _rdp_epsilon(plan: LogregPlan, rounds: int) -> float:
     return kmeans.rdp_epsilon(dp.mu, sens, dp.delta, rounds)
 
 
+def natural_units_map(bounds: Sequence[ColumnBounds]) -> np.ndarray:
+    """T with [b0, b] = T [b0', b'] for features scaled x' = (x - c) / h: the logit
+    b0' + sum b'_j (x_j - c_j) / h_j gives b_j = b'_j / h_j and b0 = b0' - sum b'_j c_j / h_j
+    (a logistic fit is equivariant to affine maps of its features)."""
+    center, half = bounds_of.centers_halves(bounds)
+    d = len(center)
+    t = np.zeros((d + 1, d + 1))
+    t[0, 0] = 1.0
+    t[0, 1:] = -center / half
+    t[1:, 1:] = np.diag(1.0 / half)
+    return t
+
+
 class LogregProtocol(FederatedProtocol):
     name = PROTOCOL_NAME
+    takes_bounds = True
     request_type = LogregRequest
     spec_type = LogregIteration
     multi_round = True
@@ -587,16 +613,17 @@ class LogregProtocol(FederatedProtocol):
             )
         else:
             f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-            c = common.dp.row_norm_bound
-            sens = sensitivity(c, f, d)
             # the T iterations together meet (epsilon, delta) by Renyi composition
-            dp, noise_bound = skellam_plan(
-                DpRequest(common.dp.epsilon, common.dp.delta, c),
-                sens,
-                min_owners,
+            dp, noise_bound, sens, _ = plan_dp(
+                common.dp,
+                features,
+                lambda c: sensitivity(c, f, d),
                 n_values(d),
+                f,
+                min_owners,
                 compositions=iterations,
             )
+            c = dp.row_norm_bound
             dp_total = (common.dp.epsilon, common.dp.delta)
             enc = encoding(f, c, max_owners, count_scale_bits=f, noise_bound=noise_bound)
         return LogregPlan(
@@ -630,7 +657,8 @@ class LogregProtocol(FederatedProtocol):
             coefficient_bound=plan.coefficient_bound,
         )
         d = len(plan.features)
-        return RoundPlan(spec, plan.label, plan.encoding, n_values(d), plan.dp, dimension=d)
+        n_vals = n_values(d) + (1 if plan.dp is not None and plan.dp.counts_clipped else 0)
+        return RoundPlan(spec, plan.label, plan.encoding, n_vals, plan.dp, dimension=d)
 
     def max_rounds(self, plan: LogregPlan) -> int:
         return plan.max_iterations
@@ -666,7 +694,12 @@ class LogregProtocol(FederatedProtocol):
         d = len(plan.features)
         noisy = plan.dp is not None
         sigma = plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits) if noisy else 0.0  # type: ignore[union-attr]
-        totals = decode_totals(outcome.require_totals(), d, plan.encoding, noisy)
+        released, clipped = split_clip_count(
+            outcome.require_totals(), plan.dp, plan.encoding.count_scale_bits
+        )
+        totals = decode_totals(released, d, plan.encoding, noisy)
+        if clipped is not None:
+            state.clipped_rows = clipped
         index = len(state.iterations) + 1
         if index == 1:  # at beta = 0: p = 1/2, so g_0 = n_positive - n / 2
             state.n_rows = totals.n
@@ -726,8 +759,12 @@ class LogregProtocol(FederatedProtocol):
         sigma: float,
     ) -> LogregResult:
         terms = [INTERCEPT, *plan.features]
-        coef = nstep.beta
-        se = np.sqrt(np.maximum(np.diag(nstep.hessian_inverse), 0.0))
+        coef, cov = nstep.beta, nstep.hessian_inverse
+        noise_cov = sigma * sigma * (cov @ cov)  # the noise's, to first order (coefficient_noise)
+        if plan.dp is not None and plan.dp.bounds:  # fitted on scaled features: map back
+            t = natural_units_map(plan.dp.bounds)
+            coef, cov, noise_cov = t @ coef, t @ cov @ t.T, t @ noise_cov @ t.T
+        se = np.sqrt(np.maximum(np.diag(cov), 0.0))
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(se > 0, coef / np.where(se > 0, se, 1.0), np.nan)
         p = 2.0 * sps.norm.sf(np.abs(z))
@@ -736,9 +773,21 @@ class LogregProtocol(FederatedProtocol):
         def by_term(values) -> dict[str, float]:
             return {k: float(v) for k, v in zip(terms, values, strict=True)}
 
-        noise_se = None
+        noise_se, truth = None, None
         if plan.dp is not None:
-            noise_se = by_term(coefficient_noise(nstep.hessian_inverse, sigma))
+            noise = np.sqrt(np.maximum(np.diag(noise_cov), 0.0))
+            noise_se = by_term(noise)
+            figures = {f"coefficient {k}": float(v) for k, v in zip(terms, coef, strict=True)}
+            stated = {f"coefficient {k}": float(v) for k, v in zip(terms, noise, strict=True)}
+            truth = dp_release.Truth(
+                stated,
+                [
+                    *dp_release.clipping_warning(state.clipped_rows, state.n_rows),
+                    *dp_release.buried(figures, stated),
+                ],
+                state.clipped_rows,
+                figures,
+            )
         facts = outcome.facts()
         return LogregResult(
             protocol=self.name,
@@ -769,12 +818,16 @@ class LogregProtocol(FederatedProtocol):
             declined=facts["declined"],
             encoding=facts["encoding"],
             timings=facts["timings"],
-            dp=self._dp_facts(plan, outcome.n_owners, len(state.iterations), nstep.floored),
+            dp=self._dp_facts(plan, outcome.n_owners, len(state.iterations), nstep.floored, truth),
         )
 
     @staticmethod
     def _dp_facts(
-        plan: LogregPlan, n: int, iterations_run: int, floored: int
+        plan: LogregPlan,
+        n: int,
+        iterations_run: int,
+        floored: int,
+        truth: dp_release.Truth | None = None,
     ) -> LogregDpFacts | None:
         dp = plan.dp
         if dp is None or plan.sensitivity is None or plan.dp_total is None:
@@ -802,9 +855,15 @@ class LogregProtocol(FederatedProtocol):
             f"{FLOOR_FACTOR:g} sqrt(d + 1) sigma ({floored} of {len(plan.features) + 1} raised "
             "in the last iteration); coefficients projected into +/-coefficient_bound; noisy "
             "counts rounded to whole rows",
-            note=f"features clipped to L2 norm {dp.row_norm_bound:g} at each owner; every owner "
+            note=(
+                "every feature clipped to its public bounds and scaled to [-1, 1], "
+                if dp.bounds
+                else ""
+            )
+            + f"features clipped to L2 norm {dp.row_norm_bound:g} at each owner; every owner "
             "charges its ledger once per iteration it takes part in; std_errors exclude the "
             "noise (see noise_std_errors)",
+            **truth_fields(dp, truth),
         )
 
     def snapshot(self, state: LogregState) -> dict[str, Any]:
@@ -896,7 +955,7 @@ class LogregProtocol(FederatedProtocol):
                 f"the round's noise is accounted for {dp.releases} iteration(s), the job "
                 f"declares {spec.max_iterations}"
             )
-        verify_release(dp, self.dp_sensitivity(spec, enc, dp), n_values(d), enc.noise_bound)
+        verify_dp(dp, spec.features, self.dp_sensitivity(spec, enc, dp), n_values(d), enc)
 
     def dp_sensitivity(
         self, spec: LogregIteration, enc: ShareEncoding | None, dp: DpSpec
@@ -971,14 +1030,18 @@ class LogregProtocol(FederatedProtocol):
                 f"the features {len(x)}"
             )
         y = (labels == spec.positive_class).astype(np.float64)
-        if dp is not None:  # features clipped to L2 norm C
-            x = pca.clip_finite_rows(x, features, dp.row_norm_bound)
+        clipped = np.zeros(len(x), dtype=bool)
+        if dp is not None:  # (bounds: scaled;) features clipped to L2 norm C
+            x, clipped = clip_for_release(x, features, dp)
         pca.validate_rows(x, features, enc)
         timings["read_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
         g, h = local_statistics(x, y, beta)
         timings["statistics_seconds"] = time.perf_counter() - start
-        return encode_statistics(g, h, len(x), enc)
+        values = encode_statistics(g, h, len(x), enc)
+        if dp is not None and dp.counts_clipped:
+            values.append(clip_count_value(clipped, enc.count_scale_bits))
+        return values
 
 
 PROTOCOL = registry.register(LogregProtocol())

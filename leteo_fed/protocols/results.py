@@ -73,8 +73,21 @@ class RoundFacts:
     timings: RoundTimings
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReleaseNoiseFacts:
+    """What every DP secure-sum result says of its own noise (`dp_release.Truth`): the public
+    bounds clipped to, the noisy count of clipped rows, each released figure with its noise's
+    std, and the figures the noise or clipping buries."""
+
+    bounds: list[ColumnBounds] = field(default_factory=list)
+    clipped_rows: float | None = omitted()
+    figures: dict[str, float] = field(default_factory=dict)
+    figure_noise_std: dict[str, float] = field(default_factory=dict)
+    warnings: list[ReleaseWarning] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
-class DpFacts:
+class DpFacts(ReleaseNoiseFacts):
     """The noise of one DP secure-sum release."""
 
     mechanism: str
@@ -88,11 +101,6 @@ class DpFacts:
     noise_std_per_value: float | None = omitted()
     post_processing: str | None = omitted()
     note: str | None = omitted()
-    bounds: list[ColumnBounds] = field(default_factory=list)  # public bounds clipped to
-    clipped_rows: float | None = omitted()  # noisy count of rows with a clipped value
-    figure_noise_std: dict[str, float] = field(default_factory=dict)  # per released figure
-    warnings: list[ReleaseWarning] = field(default_factory=list)  # figures that are noise
-    figures: dict[str, float] = field(default_factory=dict)  # the figures noise is stated of
 
 
 def to_dict(obj: Any) -> Any:
