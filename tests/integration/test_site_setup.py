@@ -6,7 +6,7 @@ three), list their columns, pass `leteo-fed owner check` (peers contacted over m
 `leteo-fed owner serve`. Then the `leteo-fed pca`, `dca` and `kmeans` lines of the README's
 "Running the services yourself" block run as written (only the aggregator address, the
 certificate folder and the output folder are this test's) and each exits 0 with every site in
-its result; every site's ledger was charged the README's epsilons.
+its result; every site's ledger was charged the README's epsilons, composed by Renyi curves.
 """
 
 from __future__ import annotations
@@ -104,4 +104,14 @@ def test_init_check_serve_and_the_readme_commands(tmp_path):
             shown = _leteo(
                 "owner", "budget", "show", "--config", str(config), "--json", cwd=tmp_path
             )
-            assert json.loads(shown.stdout)["epsilon_spent"] == pytest.approx(1 + 1 + 2)
+            budget = json.loads(shown.stdout)
+            # three releases of epsilon 1, 1 and 2 (each alone): `owner init` makes an RDP
+            # ledger, which composes them to less than their basic sum 4, and more than the
+            # largest alone
+            assert budget["accountant"] == "rdp"
+            assert 2 < budget["epsilon_spent"] < 1 + 1 + 2
+            ledger = json.loads(next((tmp_path / site).glob("**/*ledger*.json")).read_text())
+            charged = [e["epsilon"] for e in ledger["spends"] if e["state"] == "committed"]
+            # what each round would cost alone under basic composition: the k-means job's
+            # rounds carry its Renyi increments, which add up to its 2
+            assert sum(charged) == pytest.approx(1 + 1 + 2)

@@ -45,3 +45,20 @@ def test_there_are_examples_of_every_kind():
     }
     assert any(a[:2] == ["ldp", "naive-bayes"] for a in ldp)
     assert len(_examples("dp-kmeans.md")) >= 2
+
+
+@pytest.mark.parametrize("argv", _examples("dp-release.md"), ids=lambda a: a[0])
+def test_bounded_release_dry_runs_of_dp_release_md_run_as_pasted(argv, capsys):
+    """The public-bounds examples: a simulated preview, every figure with a positive error and
+    the assumption stated; nothing contacted."""
+    assert "--bounds" in argv
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out.splitlines()[0])
+    assert doc["expected_error"] and all(e > 0 for e in doc["expected_error"].values())
+    assert set(doc["expected_error"]) == set(doc["expected_figures"])
+    assert "assumed:" in out.err and "a sixth of their width" in out.err
+
+
+def test_dp_release_md_shows_every_bounded_command():
+    assert {a[0] for a in _examples("dp-release.md")} >= {"pca", "linreg", "stats"}
