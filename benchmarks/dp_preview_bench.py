@@ -23,7 +23,13 @@ from leteo_fed.data.adult import locate_wheel, read_adult
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpRequest
-from leteo_fed.protocols.dp_release import ArraySite, Assumption, preview_release, run_in_process
+from leteo_fed.protocols.dp_release import (
+    ArraySite,
+    Assumption,
+    NoNoise,
+    preview_release,
+    run_in_process,
+)
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
@@ -80,7 +86,7 @@ def measure(name: str, parts, releases: int, epsilon: float) -> list[dict]:
     results = [run_in_process(protocol, plan, sites, rng) for _ in range(releases)]
     seconds = (time.perf_counter() - start) / releases
     # the noise-free bounded release: the same owners' code without noise
-    noise_free = run_in_process(protocol, plan, sites, _NoNoise())
+    noise_free = run_in_process(protocol, plan, sites, NoNoise())
     exact = figures(noise_free)
     rows_out = []
     for fig in sorted(exact):
@@ -106,13 +112,6 @@ def measure(name: str, parts, releases: int, epsilon: float) -> list[dict]:
         }
         rows_out.append(row)
     return rows_out
-
-
-class _NoNoise:
-    """A generator whose Skellam draws are all 0: the noise-free release of the same plan."""
-
-    def poisson(self, lam, size=None):
-        return np.zeros(size, dtype=np.int64)
 
 
 def _non_dp(result, fig: str) -> float | None:

@@ -288,9 +288,12 @@ def run_in_process(
 
 
 def preview_release(protocol, plan, rows: int, assumption: Assumption) -> dict:
-    """`simulate_preview` of a single-round secure-sum protocol's bounded DP plan, through its
-    own owner code (`share_values`) and aggregator code (`release_figures`)."""
+    """`simulate_preview` of a secure-sum protocol's bounded DP plan, through its own owner
+    code (`share_values`) and aggregator code (`release_figures`); a multi-round job is run
+    whole (`run_in_process`) on the simulated rows, its figures those its result states."""
     dp = plan.dp
+    if protocol.multi_round:
+        return _preview_job(protocol, plan, rows, assumption)
     rnd = protocol.next_round(plan, protocol.start(plan, "preview", []), 1)
     enc = rnd.share_encoding
 
@@ -306,9 +309,49 @@ def preview_release(protocol, plan, rows: int, assumption: Assumption) -> dict:
     return simulate_preview(share_of, figures_of, dp.bounds, dp.mu, rows, assumption, shape)
 
 
+class NoNoise:
+    """Draws of 0 in place of a generator: a job's noise-free run on the same plan (Skellam
+    draws Poisson twice), the reference its noisy runs are measured against."""
+
+    def poisson(self, lam, size=None):
+        return np.zeros(size, dtype=np.int64)
+
+
+def _preview_job(protocol, plan, rows: int, assumption: Assumption, repeats: int = 40) -> dict:
+    """A multi-round job's preview: the whole job on simulated rows, `repeats` times with the
+    round's noise; each figure's spread around the noise-free job."""
+    if rows < 2:
+        raise DataError("rows must be at least 2", field="rows")
+    rng = np.random.default_rng(0)
+    columns = {}
+    for b in plan.dp.bounds:
+        mean, std = assumption.of(b)
+        columns[b.column] = rng.normal(mean, std, size=rows)
+    columns, added = protocol.preview_data(plan, columns, rng)
+    parts = np.array_split(np.arange(rows), max(1, plan.dp.quorum))  # the quorum's shares
+    sites = [ArraySite({c: v[p] for c, v in columns.items()}) for p in parts]
+    exact = dict(run_in_process(protocol, plan, sites, NoNoise()).dp.figures)  # type: ignore[arg-type]
+    draws = []
+    for _ in range(repeats):
+        try:
+            draws.append(dict(run_in_process(protocol, plan, sites, rng).dp.figures))
+        except LeteoError:
+            continue
+    errors = spread(draws, exact)
+    return {
+        "assumption": assumption.describe(plan.dp.bounds) + (f"; {added}" if added else ""),
+        "assumed_rows": rows,
+        "expected_figures": exact,
+        "expected_error": errors,
+        "refused_draws": repeats - len(draws),
+        "noise_buries": [w.figure for w in buried(exact, errors)],
+    }
+
+
 __all__ = [
     "Assumption",
     "ArraySite",
+    "NoNoise",
     "Truth",
     "buried",
     "clipping_warning",

@@ -88,6 +88,7 @@ from leteo_fed.protocols.results import (
 )
 
 PROTOCOL_NAME = "logreg"
+PREVIEW_BASE_RATE = 0.25  # the preview's label: this share of rows in the positive class
 METHOD = "newton"
 INTERCEPT = "intercept"
 CI_LEVEL = 0.95
@@ -659,6 +660,25 @@ class LogregProtocol(FederatedProtocol):
         d = len(plan.features)
         n_vals = n_values(d) + (1 if plan.dp is not None and plan.dp.counts_clipped else 0)
         return RoundPlan(spec, plan.label, plan.encoding, n_vals, plan.dp, dimension=d)
+
+    def preview_data(
+        self, plan: LogregPlan, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The preview's label: positive with probability sigmoid(a + x'b), the features'
+        log-odds of standard deviation 1 in equal parts and a base rate of PREVIEW_BASE_RATE
+        (a label unrelated to the features would make every coefficient 0)."""
+        x = np.column_stack([columns[f] for f in plan.features])
+        z = (x - x.mean(axis=0)) / np.maximum(x.std(axis=0), 1e-300)
+        logit = math.log(PREVIEW_BASE_RATE / (1 - PREVIEW_BASE_RATE)) + z.sum(axis=1) / math.sqrt(
+            z.shape[1]
+        )
+        positive = rng.random(len(logit)) < 1.0 / (1.0 + np.exp(-logit))
+        labels = np.where(positive, plan.positive_class, "other").astype(object)
+        return columns | {plan.label_column: labels}, (
+            f"{plan.label_column} is '{plan.positive_class}' for about "
+            f"{PREVIEW_BASE_RATE:.0%} of rows, its log-odds rising by 1 std over the features "
+            "in equal parts"
+        )
 
     def max_rounds(self, plan: LogregPlan) -> int:
         return plan.max_iterations
