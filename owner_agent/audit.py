@@ -6,8 +6,10 @@ analyst's signed request: who signed it and its SHA-256 digest), `decision` (acc
 declined with the reason), `sent` (what left the site: protocol, columns, how many ciphertexts
 or reports and bytes, the budget charged), `failed` (a share that was not sent), `result`
 (the published outcome) and `withdrawn` (a charge given back because the CSP attests it never
-decrypted the round, see owner_agent/withdrawal.py). Once a round's analyst is verified, every later event of the round
-names it too. Each line is written whole with one append and flushed to disk, so a crash leaves
+decrypted the round, see owner_agent/withdrawal.py), `budget_period` and `budget_change` (the
+site's budget renewed or changed, owner_agent/budget_period.py) and `bounds_narrower` (a DP
+request whose public bounds are narrower than the ones the site publishes: its values get
+clipped). Once a round's analyst is verified, every later event of the round names it too. Each line is written whole with one append and flushed to disk, so a crash leaves
 every earlier line intact; the file is created owner-only (0600).
 """
 
@@ -33,6 +35,7 @@ EVENTS = (
     "withdrawn",
     "budget_period",
     "budget_change",
+    "bounds_narrower",
 )
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from leteo_fed.cli.progress import ProgressPrinter
 
+MAX_WARNING_LINES = 10  # the terminal's warnings; the result file holds every one
+
 
 def round_options(args: argparse.Namespace, **given: Any) -> Any:
     """The RoundOptions of the flags every analyst command shares (quorum, deadline, owners,
@@ -99,8 +101,15 @@ def print_release_truth(result: dict) -> None:
             print(f"  {name}: {value:.6g}{tail}", file=sys.stderr)
     if dp.get("clipped_rows") is not None:
         print(f"rows clipped to --bounds (noisy count): {dp['clipped_rows']:.0f}", file=sys.stderr)
-    for w in dp.get("warnings") or []:
+    found = dp.get("warnings") or []
+    for w in found[:MAX_WARNING_LINES]:
         print(f"warning: {w['message']}", file=sys.stderr)
+    if len(found) > MAX_WARNING_LINES:
+        print(
+            f"warning: and {len(found) - MAX_WARNING_LINES} more figures buried by the noise "
+            "(every one under dp.warnings in the result file)",
+            file=sys.stderr,
+        )
 
 
 def run_and_write(

@@ -38,7 +38,12 @@ from leteo_fed.cli.options import (
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
-from leteo_fed.cli.round_output import print_release_truth, quiet_noise_warnings, round_options
+from leteo_fed.cli.round_output import (
+    bounds_from_args,
+    print_release_truth,
+    quiet_noise_warnings,
+    round_options,
+)
 from leteo_fed.defaults import DEMO_SEED, PCA_DEFAULT_SCALE_BITS
 from leteo_fed.errors import ConfigError
 
@@ -198,7 +203,7 @@ def _add_demo_args(p: argparse.ArgumentParser, default_out: Path, label_required
     )
     add_demo_insecure(p)
     _add_projection_flag(p)
-    add_dp_flags(p)
+    add_dp_flags(p, bounds=True)
 
 
 # ---------------------------------------------------------------- running
@@ -316,6 +321,9 @@ def _run_demo(args: argparse.Namespace) -> int:
         dp_epsilon=args.dp_epsilon,
         dp_delta=args.dp_delta,
         row_norm_bound=args.row_norm_bound,
+        bounds=bounds_from_args(args),
     )
-    run_demo(opts)
+    with quiet_noise_warnings():
+        result = run_demo(opts)
+    print_release_truth(result)
     return 0

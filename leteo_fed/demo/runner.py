@@ -16,6 +16,7 @@ import pyarrow.csv as pacsv
 
 from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.data import sources
+from leteo_fed.demo import codebooks
 from leteo_fed.demo.cluster import (
     STOP_REQUESTED,
     LocalCluster,
@@ -25,6 +26,7 @@ from leteo_fed.demo.cluster import (
 )
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
+from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.protocols import discriminant
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.pca import reference_pca
@@ -52,6 +54,7 @@ class DemoOptions:
     dp_epsilon: float | None = None
     dp_delta: float | None = None
     row_norm_bound: float | None = None
+    bounds: tuple[ColumnBounds, ...] = ()  # DP: public bounds per column (natural units)
 
 
 class Progress:
@@ -215,6 +218,7 @@ def run_demo(opts: DemoOptions) -> dict:
             dp_epsilon=opts.dp_epsilon,
             dp_delta=opts.dp_delta,
             row_norm_bound=opts.row_norm_bound,
+            bounds=demo_bounds(opts, features, say),
         )
 
         def tick(status) -> None:
@@ -249,6 +253,22 @@ def run_demo(opts: DemoOptions) -> dict:
     }
     print_summary(result, comparison, out / f"{name}.json", plot_path, site_rows)
     return result
+
+
+def demo_bounds(opts: DemoOptions, features: list[str], say) -> tuple[ColumnBounds, ...]:
+    """The public bounds of a DP demo: the user's, else (on the bundled breast cancer set with
+    no row-norm bound) its published codebook, said on screen."""
+    if opts.dp_epsilon is None or opts.bounds or opts.row_norm_bound is not None:
+        return tuple(opts.bounds)
+    if opts.data is not None:
+        raise ConfigError(
+            "a DP demo on your data needs public bounds per column: give --bounds COL=LO,HI "
+            "(or --codebook FILE), or --row-norm-bound"
+        )
+    say(
+        "public bounds: the breast cancer set's published codebook (examples/breast-cancer-codebook.toml)"
+    )
+    return tuple(b for b in codebooks.breast_cancer() if b.column in features)
 
 
 def natural_order(value: str) -> tuple:

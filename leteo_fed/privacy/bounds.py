@@ -171,6 +171,13 @@ def unscale_mean(mean: np.ndarray | Sequence[float], bounds: Sequence[ColumnBoun
     return center + half * np.asarray(mean, dtype=np.float64)
 
 
+def clip_to(values: np.ndarray, bounds: Sequence[ColumnBounds]) -> np.ndarray:
+    """Values (e.g. noisy means) kept within their columns' bounds: post-processing."""
+    lo = np.array([b.lower for b in bounds])
+    hi = np.array([b.upper for b in bounds])
+    return np.clip(np.asarray(values, dtype=np.float64), lo, hi)
+
+
 def unscale_scatter(scatter: np.ndarray, bounds: Sequence[ColumnBounds]) -> np.ndarray:
     """A centered second-moment matrix of scaled columns in natural units: H S' H."""
     _, half = centers_halves(bounds)
@@ -192,6 +199,7 @@ def narrower_than(
 __all__ = [
     "ColumnBounds",
     "centers_halves",
+    "clip_to",
     "check_unique",
     "for_columns",
     "from_mapping",

@@ -627,7 +627,8 @@ class MomentsProtocol(FederatedProtocol):
             w = np.asarray(result.components, dtype=np.float64).T / half[:, None]
             w = pca.orient_components(w / np.linalg.norm(w, axis=0))
             result.components = [[float(c) for c in w[:, i]] for i in range(w.shape[1])]
-            result.mean = bounds_of.unscale_mean(result.mean, plan.dp.bounds).tolist()
+            mean = bounds_of.unscale_mean(result.mean, plan.dp.bounds)
+            result.mean = bounds_of.clip_to(mean, plan.dp.bounds).tolist()
         return result
 
     @staticmethod
@@ -644,9 +645,9 @@ class MomentsProtocol(FederatedProtocol):
             noisy=plan.dp is not None,
         )
         scatter, mean = moments.total_scatter(agg), moments.mean(agg)
-        if plan.dp is not None and plan.dp.bounds:
+        if plan.dp is not None and plan.dp.bounds:  # a noisy mean is kept within the bounds
             scatter = bounds_of.unscale_scatter(scatter, plan.dp.bounds)
-            mean = bounds_of.unscale_mean(mean, plan.dp.bounds)
+            mean = bounds_of.clip_to(bounds_of.unscale_mean(mean, plan.dp.bounds), plan.dp.bounds)
         return pca.pca_from_scatter(
             scatter,
             mean,

@@ -112,3 +112,52 @@ def test_a_job_that_fits_is_accepted(tmp_path):
     ledger = PrivacyLedger(tmp_path / "ledger.json", 1.5, 1e-5)
     runner = _runner(ledger, CountingSite(), Uplink())
     assert runner.precheck(inv) is None
+
+
+def test_bounds_narrower_than_the_sites_published_ones_are_noted_in_the_audit_log(tmp_path):
+    """Allowed (the analyst signed them), but the site's values get clipped: the audit log
+    says which, before anything is read."""
+    from leteo_fed.privacy.bounds import ColumnBounds
+    from leteo_fed.protocols.moments_round import PROTOCOL as MOMENTS
+    from leteo_fed.protocols.moments_round import MomentsRequest
+    from owner_agent.audit import AuditLog
+    from owner_agent.audit import read as audit_events
+
+    request = MomentsRequest(method="pca", features=("a", "b"), components=1)
+    dp = DpRequest(1.0, 1e-6, 0.0, (ColumnBounds("a", 0, 10), ColumnBounds("b", -1, 1)))
+    plan = MOMENTS.plan(request, Common(n_invited=3, min_owners=3, dp=dp))
+    rnd = MOMENTS.next_round(plan, MOMENTS.start(plan, "job-2", []), 1)
+    inv = Invitation(
+        round_id="job-2",
+        label="pca",
+        protocol=MOMENTS,
+        spec=rnd.spec,
+        key_id="k1",
+        deadline_unix=0.0,
+        n_values=rnd.n_values,
+        n_ciphertexts=1,
+        encoding=rnd.encoding,
+        layout=SimpleNamespace(),
+        dp=rnd.dp,
+        min_owners=3,
+        invited=("site-1", "s2", "s3"),
+        job_id="job-2",
+    )
+    audit = AuditLog(tmp_path / "audit.jsonl", "site-1")
+    site = CountingSite()
+    runner = ShareRunner(
+        site,  # type: ignore[arg-type]
+        PrivacyLedger(tmp_path / "ledger.json", 5.0, 1e-5),
+        encryptor=lambda key_id: SimpleNamespace(  # type: ignore[arg-type]
+            public=SimpleNamespace(key_id="k1", ciphertext_bytes=8)
+        ),
+        encrypt=lambda values, key_id: values,
+        uplink=Uplink(),
+        audit=audit,
+        policy=OwnerPolicy(columns=("*",), min_other_owners=2),
+        published_bounds=(ColumnBounds("a", 0, 20), ColumnBounds("b", -1, 1)),
+    )
+    assert runner.precheck(inv) is None  # taken part in
+    noted = [e for e in audit_events(audit.path) if e.get("event") == "bounds_narrower"]
+    assert len(noted) == 1 and noted[0]["bounds"] == ["a=0,10 inside the published 0,20"]
+    assert site.reads == []
