@@ -13,6 +13,12 @@ A parameter maps to the flag of this command that
 - else is its CLI counterpart in `ALIASES` (`deadline_seconds` is `--deadline`, `bounds`
   is `--bounds` whose dest is `column_bounds`, `dp_epsilon` is kmeans' `--epsilon`).
 A parameter the command has no flag for is left as it is.
+
+What is rewritten: a parameter in backticks (`bounds`: how library code names a one-word
+parameter unambiguously), any identifier with an underscore standing as a word of its own
+(dp_epsilon; not a quoted column name, a config key such as policy.min_rows or a flag),
+`param (--flag)` said once as the flag, and the error's own `field` where the message first
+names it as a word.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 _IDENTIFIER = re.compile(r"(?<![\w.'\"`-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?![\w'\"`=-])")
 # `row_norm_bound (--row-norm-bound)`: a parameter followed by its flag in parentheses
 _WITH_FLAG = re.compile(r"(?<![\w.'\"`-])([a-z][a-z0-9_]*) \((--[a-z0-9-]+)\)")
+_BACKTICKED = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
 def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace):
@@ -79,6 +86,7 @@ def name_flags(message: str, field: str | None, flags: dict[str, str]) -> str:
         return flag if flag is not None else m.group(0)
 
     out = _WITH_FLAG.sub(collapse, message)
+    out = _BACKTICKED.sub(collapse, out)
     out = _IDENTIFIER.sub(lambda m: flags.get(m.group(1), m.group(1)), out)
     flag = flags.get(field) if field else None
     if flag is not None and not re.search(rf"{re.escape(flag)}(?![\w-])", out):

@@ -105,10 +105,10 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except LeteoError as exc:
-        message = str(exc)
+        said = str(exc)
         if parser is not None:
-            message = flags.for_command(parser, args, message, exc.field)
-        print(f"error: {message}", file=sys.stderr)
+            said = flags.for_command(parser, args, said, exc.field)
+        print(f"error: {said}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # an extra's package imported deep inside a run
         message = extras.explain(exc)

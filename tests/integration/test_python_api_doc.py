@@ -14,7 +14,6 @@ charged what the page says it takes. Errors through the Python API name the para
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess

@@ -46,7 +46,10 @@ CASES = {
         LINREG + ["--dp-epsilon", "1", "--bounds", "age=17,90", "--dry-run"],
         "--bounds",
     ),
-    "stats-epsilon-over-cap": (STATS + ["--dp-epsilon", "1e9", *BOUNDED, "--dry-run"], "--dp-epsilon"),
+    "stats-epsilon-over-cap": (
+        STATS + ["--dp-epsilon", "1e9", *BOUNDED, "--dry-run"],
+        "--dp-epsilon",
+    ),
     "stats-zero-epsilon": (STATS + ["--dp-epsilon", "0", *BOUNDED, *UNREACHABLE], "--dp-epsilon"),
     "stats-bad-deadline": (
         STATS + ["--dp-epsilon", "1", *BOUNDED, "--deadline", "-3", "--dry-run"],
@@ -121,6 +124,11 @@ def test_rewriting_leaves_names_that_are_not_parameters():
         "--bounds of column 'a' must be finite"
     )
     assert rewrite("features is empty", "features", pca) == "--features is empty"
+    # a parameter in backticks is one, whatever its spelling; unknown ones keep their quotes
+    assert rewrite("dp_delta and `bounds` need dp_epsilon", "dp_epsilon", pca) == (
+        "--dp-delta and --bounds need --dp-epsilon"
+    )
+    assert rewrite("`bounds` and `label_bound`", None, pca) == "--bounds and `label_bound`"
     # a parameter this command has no flag for is left as the library says it
     crosstab = _flags_of("crosstab", "--columns", "a")
     assert rewrite("row_norm_bound must be positive", "row_norm_bound", crosstab) == (
