@@ -22,6 +22,7 @@ from leteo_fed.cli import (
     bench,
     crosstab,
     dp_kmeans,
+    flags,
     health,
     jobs,
     kmeans,
@@ -89,8 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace) -> int:
-    """The command's handler, with every anticipated failure turned into one line and a code."""
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
+    """The command's handler, with every anticipated failure turned into one line and a code.
+    A bad input's line names the command's flags where the library names a parameter
+    (`dp_epsilon` is `--dp-epsilon` for `pca`, `--epsilon` for `kmeans`: `cli.flags`)."""
     from leteo_fed.client import RoundFailed
 
     try:
@@ -102,7 +105,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except LeteoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        said = str(exc)
+        if parser is not None:
+            said = flags.for_command(parser, args, said, exc.field)
+        print(f"error: {said}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # an extra's package imported deep inside a run
         message = extras.explain(exc)
@@ -127,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    return _run(args)
+    return _run(args, parser)
 
 
 if __name__ == "__main__":

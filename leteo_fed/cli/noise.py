@@ -68,8 +68,11 @@ def check_locally(
     """Before a command contacts anyone: plan its request locally, exactly as the aggregator
     and the owners will. `--dry-run` prints the preview (its exit code is returned); a DP round
     the noise would bury is refused (ConfigError); with `plan_without_dp` a non-DP request is
-    planned too, so a bad one is refused here. None: go on and run it."""
-    if not (args.dry_run or options.dp_epsilon is not None or plan_without_dp):
+    planned too, so a bad one is refused here (as is a DP flag without epsilon). None: go on
+    and run it."""
+    dp_flags = (options.dp_delta, options.row_norm_bound)
+    dp_given = any(v is not None for v in dp_flags) or bool(options.bounds)
+    if not (args.dry_run or options.dp_epsilon is not None or plan_without_dp or dp_given):
         return None
     from leteo_fed.client import round_request
     from leteo_fed.defaults import DEFAULT_QUORUM

@@ -160,7 +160,7 @@ def test_a_bad_request_is_refused_before_contacting_anyone(capsys):
     argv = ["logreg", "--features", "a,b", "--label-column", "y", "--positive-class", "1"]
     argv += ["--no-plot", "--max-iterations", "500", "--aggregator", "127.0.0.1:1", "--insecure"]
     assert main(argv) == 2
-    assert "max_iterations must be in 1..100" in capsys.readouterr().err
+    assert "--max-iterations must be in 1..100" in capsys.readouterr().err
 
 
 def test_the_cli_states_the_protocol_defaults():
