@@ -130,7 +130,7 @@ def merged(
 
 
 def for_columns(
-    bounds: Sequence[ColumnBounds], columns: Sequence[str], flag: str = "--bounds"
+    bounds: Sequence[ColumnBounds], columns: Sequence[str], flag: str = "`bounds`"
 ) -> tuple[ColumnBounds, ...]:
     """The bounds of `columns`, in their order; DataError naming every column without one.
     Bounds of columns the round does not read are dropped (a codebook covers many)."""
@@ -138,8 +138,8 @@ def for_columns(
     missing = [c for c in columns if c not in by_name]
     if missing:
         raise DataError(
-            f"no public bounds for column(s) {', '.join(missing)}: give {flag} "
-            f"{missing[0]}=LO,HI (or a codebook) for every numeric column a DP release reads",
+            f"no public bounds for column(s) {', '.join(missing)}: {flag} must give every "
+            f"numeric column a DP release reads (e.g. {missing[0]}=LO,HI, or a codebook)",
             field="bounds",
         )
     return tuple(by_name[c] for c in columns)

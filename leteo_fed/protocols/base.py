@@ -62,7 +62,7 @@ class DpRequest:
         """The L2 bound of a protocol that takes no per-column bounds."""
         if self.row_norm <= 0:
             raise DataError(
-                "this protocol clips whole rows: give row_norm_bound (--row-norm-bound)",
+                "this protocol clips whole rows: give row_norm_bound",
                 field="row_norm_bound",
             )
         return self.row_norm
@@ -155,7 +155,7 @@ def dp_request(
     if epsilon is None:
         if delta is not None or row_norm_bound is not None or bounds:
             raise DataError(
-                "dp_delta, row_norm_bound and bounds need dp_epsilon", field="dp_epsilon"
+                "dp_delta, row_norm_bound and `bounds` need dp_epsilon", field="dp_epsilon"
             )
         return None
     bounds = bounds_of.check_unique(bounds)
@@ -169,7 +169,7 @@ def dp_request(
         if bounds:
             return DpRequest(eps, dlt, 0.0, bounds)
         raise DataError(
-            "a DP round needs public bounds per column (bounds, --bounds COL=LO,HI) or "
+            "a DP round needs public bounds per column (`bounds`) or "
             "row_norm_bound (rows are clipped to it)",
             field="row_norm_bound",
         )
@@ -375,7 +375,7 @@ def preview_facts(dp: DpSpec | None, scale_bits: int) -> tuple[dict, float]:
     """The public facts every noise preview starts with, and the noise std per released value
     in real units (with the quorum's shares); DataError without DP."""
     if dp is None:
-        raise DataError("a preview is of DP noise: give --dp-epsilon", field="dp_epsilon")
+        raise DataError("a preview is of DP noise: give dp_epsilon", field="dp_epsilon")
     facts = {
         "epsilon": dp.epsilon,
         "delta": dp.delta,

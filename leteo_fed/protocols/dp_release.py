@@ -156,7 +156,7 @@ def buried(figures: Mapping[str, float], noise: Mapping[str, float]) -> list[Rel
                     name,
                     f"{name} = {value:.4g} +/- {e:.2g}: the DP noise is about as large as the "
                     "figure itself (within two noise std of 0); raise epsilon, pool more rows, "
-                    "or narrow --bounds to the data's real range",
+                    "or narrow the public bounds to the data's real range",
                 )
             )
     return out
@@ -172,7 +172,7 @@ def clipping_warning(clipped_rows: float | None, n_rows: float) -> list[ReleaseW
         ReleaseWarning(
             "clipped rows",
             f"about {min(share, 1.0):.0%} of the rows had a value outside its public bounds "
-            "and were clipped: the figures are biased toward the bounds; widen --bounds",
+            "and were clipped: the figures are biased toward the bounds; widen the public bounds",
         )
     ]
 

@@ -212,7 +212,7 @@ def kmeans_noise_preview(
     and centers if given, else rows / k rows each and centers at 0 (the smallest error).
     """
     if plan.dp is None:
-        raise DataError("a preview is of DP noise: give --epsilon", field="dp_epsilon")
+        raise DataError("a preview is of DP noise: give dp_epsilon", field="dp_epsilon")
     dp, enc = plan.dp, plan.encoding
     d = len(plan.features)
     sigma_s = kmeans.noise_std(dp.mu, dp.quorum, dp.quorum, enc.scale_bits)
@@ -672,7 +672,7 @@ def _alone(plan: KmeansPlan) -> float:
     """Epsilon of one iteration alone at the job's delta."""
     dp, sens = plan.dp, plan.sensitivity
     if dp is None or sens is None:
-        raise DataError("a preview is of DP noise: give --epsilon", field="dp_epsilon")
+        raise DataError("a preview is of DP noise: give dp_epsilon", field="dp_epsilon")
     return kmeans.rdp_epsilon(dp.mu, sens, dp.delta, 1)
 
 

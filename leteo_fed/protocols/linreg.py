@@ -447,7 +447,7 @@ def _check_request(request: LinregRequest, common: Common) -> tuple[tuple[str, .
         if request.label_bound:
             raise DataError(
                 "with per-column bounds the label's bounds come from them: give the label "
-                "column's bounds (--bounds LABEL=LO,HI), not label_bound",
+                "column's bounds (`bounds`), not label_bound",
                 field="label_bound",
             )
         return features, 1.0  # every scaled value lies in [-1, 1]

@@ -566,7 +566,7 @@ def _rdp_epsilon(plan: LogregPlan, rounds: int) -> float:
     """Epsilon at the job's delta of `rounds` iterations with the plan's noise (RDP)."""
     dp, sens = plan.dp, plan.sensitivity
     if dp is None or sens is None:
-        raise DataError("a preview is of DP noise: give --dp-epsilon", field="dp_epsilon")
+        raise DataError("a preview is of DP noise: give dp_epsilon", field="dp_epsilon")
     return kmeans.rdp_epsilon(dp.mu, sens, dp.delta, rounds)
 
 

@@ -440,8 +440,7 @@ class MomentsProtocol(FederatedProtocol):
             if bounds and request.projection_only:
                 raise DataError(
                     "per-column bounds are not available in projection-only mode (the CSP's "
-                    "directions are of the scaled columns); give row_norm_bound "
-                    "(--row-norm-bound)",
+                    "directions are of the scaled columns); give row_norm_bound",
                     field="bounds",
                 )
             dp_spec, noise_bound, sens, _ = plan_dp(

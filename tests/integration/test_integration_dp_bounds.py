@@ -81,6 +81,6 @@ def test_dp_linreg_coefficients_within_two_stated_errors_and_narrow_bounds_warn(
         warnings.simplefilter("always")
         clipped = client.run(request, RoundOptions(min_owners=3, dp_epsilon=1.0, bounds=narrow))
     messages = [str(w.message) for w in caught if issubclass(w.category, NoiseWarning)]
-    assert any("clipped" in m and "widen --bounds" in m for m in messages), messages
+    assert any("clipped" in m and "widen the public bounds" in m for m in messages), messages
     share = float(np.mean(x[:, 0] > 30))
     assert abs(clipped.dp.clipped_rows / len(x) - share) < 0.02

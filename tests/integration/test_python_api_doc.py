@@ -147,7 +147,7 @@ def test_the_page_runs_as_pasted(page_sites, capsys):
     assert "+/- noise" in out
 
     caught = [str(w.message) for w in namespace["caught"]]
-    assert any("clipped" in m and "widen --bounds" in m for m in caught), caught
+    assert any("clipped" in m and "widen the public bounds" in m for m in caught), caught
     stats = namespace["stats"]
     share = float(np.mean(pooled[:, 2] > 40))  # rows with hours beyond the page's 40
     assert abs(stats.dp.clipped_rows / len(pooled) - share) < 0.03

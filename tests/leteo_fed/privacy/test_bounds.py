@@ -51,7 +51,8 @@ def test_a_release_names_every_column_without_bounds():
     given = (ColumnBounds("age", 17, 90), ColumnBounds("unused", 0, 1))
     with pytest.raises(DataError) as err:
         b.for_columns(given, ["age", "hours", "gain"])
-    assert "hours, gain" in str(err.value) and "--bounds hours=LO,HI" in str(err.value)
+    assert "hours, gain" in str(err.value) and "`bounds` must give" in str(err.value)
+    assert "hours=LO,HI" in str(err.value)
     assert b.for_columns(given, ["age"]) == (given[0],)  # the codebook's extra column dropped
 
 
