@@ -24,6 +24,7 @@ from leteo_fed.cli.options import (
     DP_GROUP_TITLE,
     SubParsers,
     add_aggregator_address,
+    add_bounds_flags,
     add_deadline,
     add_demo_insecure,
     add_demo_key_flags,
@@ -41,7 +42,7 @@ from leteo_fed.cli.options import (
     set_handler,
 )
 from leteo_fed.cli.progress import ProgressPrinter
-from leteo_fed.cli.round_output import round_options
+from leteo_fed.cli.round_output import print_release_truth, quiet_noise_warnings, round_options
 from leteo_fed.defaults import (
     DEMO_SEED,
     KMEANS_DEFAULT_ITERATIONS,
@@ -66,9 +67,14 @@ Initial centers: --init FILE.json with {"centers": [[...], ...]} (k rows of d va
 order of --features), or uniform in the public box --init-bounds LO,HI drawn with --init-seed.
 They never depend on the data.
 
-With --epsilon the whole job is (epsilon, delta)-DP: rows are clipped to --row-norm-bound,
-each iteration gets epsilon/T and delta/T (T = --rounds) and every owner charges its ledger
-once per iteration it takes part in. See docs/federated-kmeans.md.
+With --epsilon the whole job is (epsilon, delta)-DP: give public bounds per column in natural
+units (--bounds age=17,90, repeated, or --codebook FILE; --init centers in the same units):
+every owner clips each value to them and the job runs on the scaled columns (experts: rows
+clipped to --row-norm-bound instead). Each iteration's noise is calibrated so that the T =
+--rounds iterations together meet (epsilon, delta) by Renyi composition, and every owner's
+ledger composes them the same way. After the job, each center and cluster size is printed
+with its noise, and a warning names a cluster the noise may have emptied. See
+docs/federated-kmeans.md.
 """
 
 DEMO_DESCRIPTION = """\
@@ -95,7 +101,7 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
     )
     add_aggregator_address(p)
     add_features(p)
-    _add_common(p, Path("out/kmeans"))
+    _add_common(p, Path("out/kmeans"), column_bounds=True)
     p.add_argument("--init-seed", type=int, default=0, help="seed of --init-bounds (default: 0)")
     add_quorum(p, "quorum per iteration")
     add_owner_filter(p)
@@ -131,7 +137,7 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
     set_handler(p, run)
 
 
-def _add_common(p: argparse.ArgumentParser, default_out: Path) -> None:
+def _add_common(p: argparse.ArgumentParser, default_out: Path, column_bounds: bool = False) -> None:
     g = p.add_argument_group("k-means")
     g.add_argument(
         "--k",
@@ -176,12 +182,16 @@ def _add_common(p: argparse.ArgumentParser, default_out: Path) -> None:
         dest="epsilon",
         type=float,
         default=None,
-        help="the whole job is (epsilon, delta)-DP; each iteration gets epsilon / T",
+        help="the whole job is (epsilon, delta)-DP: each iteration's noise is calibrated so "
+        "that the T iterations together meet it (Renyi composition)",
     )
     d.add_argument(
         "--delta", "--dp-delta", dest="delta", type=float, default=None, help=DP_DELTA_DEFAULT
     )
-    add_row_norm_bound(d, "--epsilon")
+    if column_bounds:  # against services: public bounds per column, natural units
+        add_bounds_flags(d)
+    else:
+        add_row_norm_bound(d, "--epsilon")
     add_out_folder(p, default_out)
 
 
@@ -280,7 +290,7 @@ def _run_against_services(args: argparse.Namespace) -> int:
     if stop is not None:
         return stop
     progress = ProgressPrinter()
-    with analyst_client(args) as client:
+    with analyst_client(args) as client, quiet_noise_warnings():
         result = client.run(request, options, on_tick=progress.tick).to_dict()
     progress.done()
     result["init"] = init
@@ -288,6 +298,7 @@ def _run_against_services(args: argparse.Namespace) -> int:
     atomic_write_json(out, result)
     keys = ("job_id", "owners", "iterations_run", "converged", "centers")
     print(json.dumps({k: result[k] for k in keys}))
+    print_release_truth(result)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -849,7 +849,21 @@ class DpFacts(_message.Message):
     def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., skellam_mu_aggregate: _Optional[float] = ..., noise_std_per_value: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., clipped_rows: _Optional[float] = ..., figure_noise_std: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[_Union[ReleaseWarning, _Mapping]]] = ..., figures: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class KmeansDpFacts(_message.Message):
-    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_sum_with_quorum", "noise_std_count_with_quorum", "post_processing", "note", "accountant")
+    __slots__ = ("mechanism", "epsilon", "delta", "row_norm_bound", "quorum", "sensitivity_l1", "sensitivity_l2", "composition", "iterations_budgeted", "epsilon_per_iteration", "delta_per_iteration", "epsilon_spent", "delta_spent", "skellam_mu_per_iteration", "noise_std_sum_with_quorum", "noise_std_count_with_quorum", "post_processing", "note", "accountant", "bounds", "clipped_rows", "figures", "figure_noise_std", "warnings")
+    class FiguresEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class FigureNoiseStdEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
@@ -869,6 +883,11 @@ class KmeansDpFacts(_message.Message):
     POST_PROCESSING_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
     ACCOUNTANT_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    CLIPPED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
+    FIGURE_NOISE_STD_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     mechanism: str
     epsilon: float
     delta: float
@@ -888,7 +907,12 @@ class KmeansDpFacts(_message.Message):
     post_processing: str
     note: str
     accountant: str
-    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., composition: _Optional[str] = ..., iterations_budgeted: _Optional[int] = ..., epsilon_per_iteration: _Optional[float] = ..., delta_per_iteration: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., delta_spent: _Optional[float] = ..., skellam_mu_per_iteration: _Optional[float] = ..., noise_std_sum_with_quorum: _Optional[float] = ..., noise_std_count_with_quorum: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., accountant: _Optional[str] = ...) -> None: ...
+    bounds: _containers.RepeatedCompositeFieldContainer[ColumnBounds]
+    clipped_rows: float
+    figures: _containers.ScalarMap[str, float]
+    figure_noise_std: _containers.ScalarMap[str, float]
+    warnings: _containers.RepeatedCompositeFieldContainer[ReleaseWarning]
+    def __init__(self, mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., quorum: _Optional[int] = ..., sensitivity_l1: _Optional[float] = ..., sensitivity_l2: _Optional[float] = ..., composition: _Optional[str] = ..., iterations_budgeted: _Optional[int] = ..., epsilon_per_iteration: _Optional[float] = ..., delta_per_iteration: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., delta_spent: _Optional[float] = ..., skellam_mu_per_iteration: _Optional[float] = ..., noise_std_sum_with_quorum: _Optional[float] = ..., noise_std_count_with_quorum: _Optional[float] = ..., post_processing: _Optional[str] = ..., note: _Optional[str] = ..., accountant: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., clipped_rows: _Optional[float] = ..., figures: _Optional[_Mapping[str, float]] = ..., figure_noise_std: _Optional[_Mapping[str, float]] = ..., warnings: _Optional[_Iterable[_Union[ReleaseWarning, _Mapping]]] = ...) -> None: ...
 
 class PcaResult(_message.Message):
     __slots__ = ("protocol", "features", "n_samples", "eigenvalues", "eigenvalue_normalization", "components", "explained_variance_ratio", "mean", "standardized", "round_id", "owners", "declined", "encoding", "timings", "dp")

@@ -50,7 +50,6 @@ from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.mechanisms import Skellam
-from leteo_fed.privacy.verify import verify_release
 
 PROTOCOL = "kmeans"
 METHOD = "federated-kmeans"
@@ -484,13 +483,18 @@ def calibrate_iteration(
     d: int,
     k: int,
     count_scale_bits: int | None = None,
+    clip_count: bool = False,
 ) -> IterationNoise:
     """Skellam mu so that T = `iterations` iterations are together (epsilon, delta)-DP by Renyi
-    composition (their RDP curves added, converted once at delta)."""
+    composition (their RDP curves added, converted once at delta). `clip_count`: the share
+    carries one more count, the rows clipped to public bounds (one row moves it by one)."""
     split_budget(epsilon, delta, iterations)  # validates iterations
     if count_scale_bits is None:
         count_scale_bits = dp_count_scale_bits(row_norm_bound, scale_bits, d)
     sens = sensitivity(row_norm_bound, scale_bits, d, k, count_scale_bits)
+    if clip_count:
+        unit = float(2**count_scale_bits)
+        sens = noise.Sensitivity(sens.l1 + unit, math.hypot(sens.l2, unit))
     mu = noise.calibrate_mu(epsilon, delta, sens.l1, sens.l2, compositions=iterations)
     return IterationNoise(epsilon, delta, mu, sens.l1, sens.l2, count_scale_bits, iterations)
 
@@ -525,10 +529,3 @@ def dp_sensitivity(dp, enc: ShareEncoding, d: int, k: int) -> noise.Sensitivity:
     if not enc.value_bound >= dp.row_norm_bound:
         raise ProtocolError("the encoding's value bound is below the DP row-norm bound")
     return sensitivity(dp.row_norm_bound, enc.scale_bits, d, k, enc.count_scale_bits)
-
-
-def verify_dp(dp, enc: ShareEncoding, d: int, k: int) -> None:
-    """Owner side: refuse an iteration whose announced noise does not give the job's (epsilon,
-    delta) over its `compositions` iterations, or whose encoding has no room for the noise.
-    `dp` is the round's DpSpec."""
-    verify_release(dp, dp_sensitivity(dp, enc, d, k), n_values(k, d), enc.noise_bound)

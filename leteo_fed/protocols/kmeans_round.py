@@ -21,10 +21,12 @@ import numpy as np
 
 from leteo_fed.encoding.share import ShareEncoding, require_bound
 from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.budget import Budget
-from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.protocols import kmeans, pca, registry
+from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
+from leteo_fed.protocols import dp_release, kmeans, pca, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -35,10 +37,15 @@ from leteo_fed.protocols.base import (
     SiteData,
     Step,
     check_features,
+    clip_count_value,
+    clip_for_release,
     clip_note,
     owner_noise_bound,
+    split_clip_count,
+    truth_fields,
+    verify_dp,
 )
-from leteo_fed.protocols.results import EncodingFacts, Result, result_type
+from leteo_fed.protocols.results import EncodingFacts, ReleaseNoiseFacts, Result, result_type
 
 EMPTY_CLUSTER_RULE = "an empty cluster (no rows; with DP a noisy count below 1) keeps its center"
 SNAPSHOT_VERSION = 1  # of `KmeansProtocol.snapshot`'s document
@@ -128,7 +135,7 @@ class KmeansJobTimings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class KmeansDpFacts:
+class KmeansDpFacts(ReleaseNoiseFacts):
     mechanism: str
     epsilon: float
     delta: float
@@ -193,6 +200,7 @@ class KmeansState:
     encoding: EncodingFacts | None = None
     iterations: list[KmeansIterationSummary] = field(default_factory=list)
     converged: bool = False
+    clipped_rows: float | None = None  # bounded DP: the last iteration's noisy count
     started: float = field(default_factory=time.perf_counter)
     opened: float = field(default_factory=time.perf_counter)
 
@@ -250,6 +258,7 @@ def kmeans_noise_preview(
 
 class KmeansProtocol(FederatedProtocol):
     name = "kmeans"
+    takes_bounds = True
     request_type = KmeansRequest
     spec_type = KmeansIteration
     multi_round = True
@@ -290,10 +299,11 @@ class KmeansProtocol(FederatedProtocol):
                 max_owners=max_owners,
             )
         else:
-            c = common.dp.row_norm_bound
+            bounds = common.dp.release_bounds(features)
+            c = common.dp.norm_for(d) if bounds else common.dp.row_norm_bound
             f = common.scale_bits or kmeans.DP_DEFAULT_SCALE_BITS
             it = kmeans.calibrate_iteration(
-                common.dp.epsilon, common.dp.delta, iterations, c, f, d, k
+                common.dp.epsilon, common.dp.delta, iterations, c, f, d, k, clip_count=bool(bounds)
             )
             sens = noise.Sensitivity(it.l1, it.l2)
             dp = DpSpec(
@@ -303,11 +313,12 @@ class KmeansProtocol(FederatedProtocol):
                 it.mu,
                 min_owners,
                 compositions=iterations if iterations > 1 else 0,
+                bounds=bounds,
             )
             noise_bound = owner_noise_bound(
                 it.mu,
                 min_owners,
-                kmeans.n_values(k, d),
+                kmeans.n_values(k, d) + (1 if bounds else 0),
                 "lower scale_bits, raise dp_epsilon or run fewer iterations",
             )
             dp_total = (common.dp.epsilon, common.dp.delta)
@@ -319,9 +330,10 @@ class KmeansProtocol(FederatedProtocol):
                 count_scale_bits=it.count_scale_bits,
                 noise_bound=noise_bound,
             )
-        centers = kmeans.validate_centers(
-            request.centers, k, d, enc.value_bound, field="kmeans.centers"
-        )
+        given = request.centers
+        if dp is not None and dp.bounds:  # the analyst's centers are in natural units
+            given = tuple(scaled_centers(request.centers, dp.bounds, k, d).ravel().tolist())
+        centers = kmeans.validate_centers(given, k, d, enc.value_bound, field="kmeans.centers")
         return KmeansPlan(
             features,
             k,
@@ -350,8 +362,25 @@ class KmeansProtocol(FederatedProtocol):
             features=plan.features,
         )
         n_values = kmeans.n_values(plan.k, len(plan.features))
+        n_values += 1 if plan.dp is not None and plan.dp.counts_clipped else 0
         return RoundPlan(
             spec, kmeans.PROTOCOL, plan.encoding, n_values, plan.dp, dimension=len(plan.features)
+        )
+
+    def preview_data(
+        self, plan: KmeansPlan, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The preview's rows: k clusters of equal size around the initial centers, each
+        column spread around its center as the assumption says."""
+        centers = natural_centers(plan, plan.centers)
+        n = len(next(iter(columns.values())))
+        index = rng.integers(0, plan.k, size=n)
+        moved = {
+            f: centers[index, i] + (columns[f] - columns[f].mean())
+            for i, f in enumerate(plan.features)
+        }
+        return columns | moved, (
+            f"the rows in {plan.k} clusters of equal size around the initial centers"
         )
 
     def max_rounds(self, plan: KmeansPlan) -> int:
@@ -388,8 +417,13 @@ class KmeansProtocol(FederatedProtocol):
         facts); the job keeps the iteration's summary for its result."""
         start = time.perf_counter()
         dp = plan.dp
+        released, clipped = split_clip_count(
+            outcome.require_totals(), dp, plan.encoding.count_scale_bits
+        )
+        if clipped is not None:
+            state.clipped_rows = clipped
         decoded = kmeans.decode_totals(
-            outcome.require_totals(),
+            released,
             plan.k,
             len(plan.features),
             plan.encoding,
@@ -399,6 +433,8 @@ class KmeansProtocol(FederatedProtocol):
         upd = kmeans.update_centers(
             decoded, previous, clip_norm=dp.row_norm_bound if dp is not None else None
         )
+        if dp is not None and dp.bounds:  # post-processing: centers within the bounds' box
+            upd = dataclasses.replace(upd, centers=np.clip(upd.centers, -1.0, 1.0))
         outcome.timings["update_seconds"] = time.perf_counter() - start
         index = len(state.iterations) + 1
         state.iterations.append(
@@ -432,7 +468,7 @@ class KmeansProtocol(FederatedProtocol):
             iterations=plan.iterations,
             features=list(plan.features),
             k=plan.k,
-            centers=upd.centers.tolist(),
+            centers=natural_centers(plan, upd.centers).tolist(),
             center_shift=upd.shift,
             round_id=outcome.round_id,
             owners=sorted(outcome.submitted),
@@ -459,8 +495,8 @@ class KmeansProtocol(FederatedProtocol):
             job_id=state.job_id,
             features=list(plan.features),
             k=plan.k,
-            centers=state.centers.tolist(),
-            initial_centers=plan.centers.tolist(),
+            centers=natural_centers(plan, state.centers).tolist(),
+            initial_centers=natural_centers(plan, plan.centers).tolist(),
             counts=list(its[-1].counts) if its else [],
             epsilon=eps,
             delta=delta,
@@ -471,9 +507,14 @@ class KmeansProtocol(FederatedProtocol):
             empty_cluster_rule=EMPTY_CLUSTER_RULE,
             invited=list(state.invited),
             owners=sorted({s for it in its for s in it.contributors}),
-            iterations=list(its),
+            iterations=[
+                dataclasses.replace(
+                    it, centers=natural_centers(plan, np.asarray(it.centers)).tolist()
+                )
+                for it in its
+            ],
             encoding=state.encoding,
-            dp=self._dp_facts(plan, len(its)),
+            dp=self._dp_facts(plan, len(its), its[-1] if its else None, state.clipped_rows),
             timings=KmeansJobTimings(
                 total_seconds=time.perf_counter() - state.started,
                 iteration_seconds=seconds,
@@ -530,10 +571,70 @@ class KmeansProtocol(FederatedProtocol):
         return state
 
     @staticmethod
-    def _dp_facts(plan: KmeansPlan, iterations_run: int) -> KmeansDpFacts | None:
+    def _truth(
+        plan: KmeansPlan, last: KmeansIterationSummary, clipped_rows: float | None = None
+    ) -> dp_release.Truth:
+        """What the last iteration's centers and counts say of their noise: each count's noise
+        (rows), each center coordinate's to first order, sqrt(s^2 + c^2 s_n^2) / N (the noisy
+        sum over the noisy count), and the clusters the noise buries or empties."""
+        dp = plan.dp
+        assert dp is not None
+        n = len(last.contributors)
+        f, fc = plan.encoding.scale_bits, plan.encoding.count_scale_bits
+        s_sum = kmeans.noise_std(dp.mu, dp.quorum, n, f)
+        s_count = kmeans.noise_std(dp.mu, dp.quorum, n, fc)
+        figures: dict[str, float] = {}
+        noise: dict[str, float] = {}
+        warnings = []
+        half = np.ones(len(plan.features))
+        if dp.bounds:
+            half = bounds_of.centers_halves(dp.bounds)[1]
+        natural = natural_centers(plan, np.asarray(last.centers))
+        for j, (center, count) in enumerate(zip(last.centers, last.counts, strict=True)):
+            name = f"rows in cluster {j}"
+            figures[name], noise[name] = float(count), s_count
+            for i, (feature, c) in enumerate(zip(plan.features, center, strict=True)):
+                key = f"center {j} {feature}"
+                figures[key] = float(natural[j, i])
+                noise[key] = half[i] * math.sqrt(s_sum**2 + (c * s_count) ** 2) / max(count, 1)
+            if count <= dp_release.NOISE_MULTIPLE * s_count:
+                warnings.append(
+                    ReleaseWarning(
+                        f"cluster {j}",
+                        f"cluster {j} has {count} rows +/- {s_count:.2g} by the noise: it may "
+                        "be empty, and its center "
+                        + (
+                            "was kept from the iteration before"
+                            if j in last.empty_clusters
+                            else "is mostly noise"
+                        )
+                        + " (fewer clusters, raise epsilon, or pool more rows)",
+                    )
+                )
+            elif not dp.bounds and float(np.linalg.norm(center)) >= dp.row_norm_bound * (1 - 1e-9):
+                warnings.append(
+                    ReleaseWarning(
+                        f"cluster {j}",
+                        f"cluster {j}'s center was projected onto the clipping ball (norm "
+                        f"{dp.row_norm_bound:g}): the noise pushed it outside the data's range",
+                    )
+                )
+        # a center coordinate near 0 is no warning: the signal of a center is where it lies
+        # among the others, not its distance from the origin
+        warnings = [*dp_release.clipping_warning(clipped_rows, sum(last.counts)), *warnings]
+        return dp_release.Truth(noise, warnings, clipped_rows, figures)
+
+    @staticmethod
+    def _dp_facts(
+        plan: KmeansPlan,
+        iterations_run: int,
+        last: KmeansIterationSummary | None = None,
+        clipped_rows: float | None = None,
+    ) -> KmeansDpFacts | None:
         dp = plan.dp
         if dp is None or plan.sensitivity is None or plan.dp_total is None:
             return None
+        truth = KmeansProtocol._truth(plan, last, clipped_rows) if last is not None else None
         eps, delta = plan.dp_total
         q = dp.quorum
         f, fc = plan.encoding.scale_bits, plan.encoding.count_scale_bits
@@ -560,6 +661,7 @@ class KmeansProtocol(FederatedProtocol):
             "ball of radius row_norm_bound",
             note="rows clipped to row_norm_bound at each owner; every owner charges its "
             "ledger once per iteration it takes part in",
+            **truth_fields(dp, truth),
         )
 
     # ---------------------------------------------------------------- owner side
@@ -593,7 +695,13 @@ class KmeansProtocol(FederatedProtocol):
                     f"the round's noise is accounted for {dp.releases} iteration(s), the job "
                     f"declares {spec.iterations}"
                 )
-            kmeans.verify_dp(dp, enc, d, spec.k)
+            verify_dp(
+                dp,
+                spec.features,
+                kmeans.dp_sensitivity(dp, enc, d, spec.k),
+                kmeans.n_values(spec.k, d),
+                enc,
+            )
 
     def dp_sensitivity(
         self, spec: KmeansIteration, enc: ShareEncoding | None, dp: DpSpec
@@ -658,14 +766,40 @@ class KmeansProtocol(FederatedProtocol):
         )
         start = time.perf_counter()
         x = site.read(features).matrix(features)
-        if dp is not None:
-            x = pca.clip_finite_rows(x, features, dp.row_norm_bound)
+        clipped = np.zeros(len(x), dtype=bool)
+        if dp is not None:  # (bounds: scaled to [-1, 1];) rows clipped to norm C
+            x, clipped = clip_for_release(x, features, dp)
         pca.validate_rows(x, features, enc)
         timings["read_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
         sums, counts = kmeans.cluster_stats(x, kmeans.assign(x, centers), spec.k)
         timings["assign_seconds"] = time.perf_counter() - start
-        return kmeans.encode_cluster_stats(sums, counts, enc)
+        values = kmeans.encode_cluster_stats(sums, counts, enc)
+        if dp is not None and dp.counts_clipped:
+            values.append(clip_count_value(clipped, enc.count_scale_bits))
+        return values
+
+
+def scaled_centers(
+    centers: Sequence[float], bounds: Sequence[ColumnBounds], k: int, d: int
+) -> np.ndarray:
+    """The analyst's initial centers (natural units) in the owners' scaled columns."""
+    c = np.asarray(centers, dtype=np.float64)
+    if c.size != k * d or not np.all(np.isfinite(c)):
+        raise DataError(
+            f"kmeans.centers must hold k x d = {k * d} finite numbers", field="kmeans.centers"
+        )
+    center, half = bounds_of.centers_halves(bounds)
+    return np.clip((c.reshape(k, d) - center) / half, -1.0, 1.0)
+
+
+def natural_centers(plan: KmeansPlan, centers: np.ndarray) -> np.ndarray:
+    """Centers as the analyst reads them: scaled ones mapped back to natural units."""
+    c = np.asarray(centers, dtype=np.float64)
+    if plan.dp is None or not plan.dp.bounds:
+        return c
+    center, half = bounds_of.centers_halves(plan.dp.bounds)
+    return center + half * c
 
 
 def _alone(plan: KmeansPlan) -> float:

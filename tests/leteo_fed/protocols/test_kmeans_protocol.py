@@ -19,6 +19,7 @@ from leteo_fed.encoding.packing import pack, remove_masks, slot_totals, unpack
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.mechanisms import Gaussian, Sensitivity, Skellam
+from leteo_fed.privacy.verify import verify_release
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
 from leteo_fed.protocols import kmeans_round
@@ -322,15 +323,20 @@ def test_dp_plan_composes_the_iterations_and_leaves_room_for_the_noise():
         mechanism="skellam",
         compositions=4,
     )
-    km.verify_dp(spec, enc, 3, 2)
+
+    def verify(dp, encoding) -> None:  # what the owner's check runs (verify_dp, no bounds)
+        sens = km.dp_sensitivity(dp, encoding, 3, 2)
+        verify_release(dp, sens, km.n_values(2, 3), encoding.noise_bound)
+
+    verify(spec, enc)
     with pytest.raises(ProtocolError, match="more than the announced"):
-        km.verify_dp(pb.DpSpec(**{**_fields(spec), "mu": plan.dp.mu / 2}), enc, 3, 2)
+        verify(pb.DpSpec(**{**_fields(spec), "mu": plan.dp.mu / 2}), enc)
     # the same noise announced for more iterations than it was calibrated for is refused
     with pytest.raises(ProtocolError, match="over 5 rounds"):
-        km.verify_dp(pb.DpSpec(**{**_fields(spec), "compositions": 5}), enc, 3, 2)
+        verify(pb.DpSpec(**{**_fields(spec), "compositions": 5}), enc)
     small = dataclasses.replace(enc, noise_bound=1)
     with pytest.raises(ProtocolError, match="no room"):
-        km.verify_dp(spec, small, 3, 2)
+        verify(spec, small)
 
 
 def _fields(msg) -> dict:
