@@ -43,9 +43,9 @@ from leteo_fed.encoding.share import (
 )
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
-from leteo_fed.privacy.noise_gate import SignalCheck
+from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
 from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import registry
+from leteo_fed.protocols import dp_release, registry
 from leteo_fed.protocols.base import (
     Common,
     DpRequest,
@@ -405,6 +405,33 @@ def margins(table: np.ndarray, names: list[str]) -> dict[str, list[int]]:
     return out
 
 
+def crosstab_truth(
+    plan: CrosstabPlan, table: np.ndarray, names: list[str], sigma: float
+) -> dp_release.Truth:
+    """What a released table says of its noise: every margin entry and the row count with the
+    std of its noise (a margin of column j sums K / k_j cells: sigma sqrt(K / k_j), before the
+    post-processing, which only lowers it), the margins the noise buries, and how many cells
+    are within two noise std of 0."""
+    figures: dict[str, float] = {"rows": float(table.sum())}
+    noise: dict[str, float] = {"rows": sigma * math.sqrt(plan.cells)}
+    for c, name in zip(plan.columns, names, strict=True):
+        for label, count in zip(c.labels(), margins(table, names)[name], strict=True):
+            key = f"rows with {name} = {label}"
+            figures[key], noise[key] = float(count), sigma * math.sqrt(plan.cells / c.size)
+    warnings = dp_release.buried(figures, noise)
+    small = int(np.sum(table <= dp_release.NOISE_MULTIPLE * sigma))
+    if small:
+        warnings.append(
+            ReleaseWarning(
+                "cells",
+                f"{small} of {plan.cells} cells are within two noise std of 0 (+/- {sigma:.2g} "
+                "rows each): their counts are mostly noise (fewer columns or bins, raise epsilon, "
+                "or pool more rows)",
+            )
+        )
+    return dp_release.Truth(noise, warnings, None, figures)
+
+
 def noise_preview(plan: CrosstabPlan, rows: int | None = None) -> dict:
     """What the noise of a DP round does to the counts, from public parameters only.
 
@@ -491,10 +518,12 @@ class CrosstabProtocol(FederatedProtocol):
         outcome.timings["statistics_seconds"] = time.perf_counter() - start
         dp = None
         if plan.dp is not None and plan.sensitivity is not None:
+            sigma = plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits)
             dp = dp_facts(
                 "distributed Skellam noise on every cell count",
                 plan.dp,
                 plan.sensitivity,
+                crosstab_truth(plan, table, names, sigma),
                 noise_std_per_value=plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits),
                 post_processing="least-squares projection of the noisy cells onto the "
                 "non-negative tables with the noisy total, then integers keeping that total "
