@@ -65,7 +65,7 @@ from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import moments_round, registry
+from leteo_fed.protocols import dp_release, moments_round, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -864,19 +864,49 @@ class NaiveBayesProtocol(FederatedProtocol):
                 floored=fit.floored,
                 outside=OUTSIDE_DROPPED if plan.dp is not None else OUTSIDE_REFUSED,
                 **outcome.facts(),
-                dp=self._dp_facts(plan, outcome.n_owners, sigma),
+                dp=self._dp_facts(plan, outcome.n_owners, sigma, outcome, total),
             )
         )
 
     @staticmethod
-    def _dp_facts(plan: NaiveBayesPlan, n_owners: int, sigma: float) -> DpFacts | None:
+    def figures(plan: NaiveBayesPlan, totals: list[int], sigma: float) -> dict[str, float]:
+        """The figures a DP model states: each class's rows, and the mean and variance of
+        every numeric feature in it."""
+        fit = noisy_fit(
+            split_totals(totals, plan.layout),
+            plan.encoding,
+            plan.var_smoothing,
+            plan.alpha,
+            plan.bounds,
+            sigma,
+        )
+        out: dict[str, float] = {}
+        for i, c in enumerate(plan.classes):
+            out[f"rows of class {c}"] = float(fit.class_count[i])
+            for j, f in enumerate(plan.layout.numeric):
+                out[f"mean of {f} in class {c}"] = float(fit.theta[i, j])
+                out[f"variance of {f} in class {c}"] = float(fit.var[i, j])
+        return out
+
+    @staticmethod
+    def _dp_facts(
+        plan: NaiveBayesPlan, n_owners: int, sigma: float, outcome: Outcome, rows: float
+    ) -> DpFacts | None:
         dp = plan.dp
         if dp is None or plan.sensitivity is None:
             return None
+        truth = dp_release.release_truth(
+            lambda t: NaiveBayesProtocol.figures(plan, t, sigma),
+            outcome.require_totals(),
+            dp.mu * n_owners / dp.quorum,
+            outcome.round_id,
+            rows,
+        )
         return dp_facts(
             "distributed Skellam noise on every per-class count, sum and sum of squares",
             dp,
             plan.sensitivity,
+            truth,
             skellam_mu_aggregate=dp.mu * n_owners / dp.quorum,
             noise_std_per_value=sigma,
             post_processing="class counts at least 1, category counts at least 0; means "
