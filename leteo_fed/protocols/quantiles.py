@@ -60,7 +60,7 @@ from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import registry
+from leteo_fed.protocols import dp_release, registry
 from leteo_fed.protocols.base import (
     Common,
     DpRequest,
@@ -412,6 +412,15 @@ def noise_preview(plan: QuantilesPlan, rows: int | None = None) -> dict:
     return doc
 
 
+def quantile_figures(plan: QuantilesPlan, quants: dict[str, list[float]]) -> dict[str, float]:
+    """The figures a percentiles release states: each percentile of each feature."""
+    return {
+        f"{p:g}th percentile of {name}": float(v)
+        for name in plan.features
+        for p, v in zip(plan.percentiles, quants[name], strict=True)
+    }
+
+
 class QuantilesProtocol(FederatedProtocol):
     name = "quantiles"
     request_type = QuantilesRequest
@@ -465,35 +474,23 @@ class QuantilesProtocol(FederatedProtocol):
         s = plan.encoding.count_scale_bits
         b = plan.bins
         width = (plan.upper - plan.lower) / b
-        noisy = plan.dp is not None
         sigma = plan.dp.noise_std(outcome.n_owners, s) if plan.dp is not None else 0.0
-        hist, quants, errors, n = {}, {}, {}, {}
-        for j, name in enumerate(plan.features):
-            if noisy:
-                y = np.array(
-                    [t / (1 << s) for t in totals[j * (2 * b - 1) : (j + 1) * (2 * b - 1)]]
-                )
-                leaves = nonnegative_leaves(consistent_tree(y), b)
-            else:
-                part = totals[j * b : (j + 1) * b]
-                if any(t < 0 or t % (1 << s) for t in part):
-                    raise ProtocolError(
-                        "a count total is negative or not a whole count: corrupted aggregate"
-                    )
-                leaves = np.array([t >> s for t in part], dtype=np.float64)
-            q = percentiles_from_histogram(leaves, plan.percentiles, plan.lower, plan.upper)
-            hist[name] = [float(v) for v in leaves]
-            quants[name] = [float(v) for v in q]
-            nodes = rank_nodes(leaves, q, plan.lower, plan.upper)
-            errors[name] = [sigma * math.sqrt(k) for k in nodes]
-            n[name] = float(leaves.sum())
+        hist, quants, errors, n = self.histograms(plan, totals, sigma)
         outcome.timings["statistics_seconds"] = time.perf_counter() - start
         dp = None
         if plan.dp is not None and plan.sensitivity is not None:
+            truth = dp_release.release_truth(
+                lambda t: quantile_figures(plan, self.histograms(plan, t, sigma)[1]),
+                totals,
+                plan.dp.mu * outcome.n_owners / plan.dp.quorum,
+                outcome.round_id,
+                max(n.values()),
+            )
             dp = dp_facts(
                 "distributed Skellam noise on every node of each feature's dyadic tree",
                 plan.dp,
                 plan.sensitivity,
+                truth,
                 noise_std_per_value=sigma,
                 post_processing="least-squares consistent tree (Hay et al. 2010), then the "
                 "leaves projected onto the non-negative histograms with the root as total",
@@ -515,11 +512,39 @@ class QuantilesProtocol(FederatedProtocol):
                 histogram=hist,
                 n=n,
                 interpolation=INTERPOLATION,
-                outside=OUTSIDE_CLAMPED if noisy else OUTSIDE_REFUSED,
+                outside=OUTSIDE_CLAMPED if plan.dp is not None else OUTSIDE_REFUSED,
                 **outcome.facts(),
                 dp=dp,
             )
         )
+
+    @staticmethod
+    def histograms(plan: QuantilesPlan, totals: list[int], sigma: float) -> tuple[dict, ...]:
+        """Per feature: the released histogram, its percentiles, their rank errors and the row
+        count, from the round's totals (noisy ones made a consistent, non-negative tree)."""
+        s, b = plan.encoding.count_scale_bits, plan.bins
+        noisy = plan.dp is not None
+        hist, quants, errors, n = {}, {}, {}, {}
+        for j, name in enumerate(plan.features):
+            if noisy:
+                y = np.array(
+                    [t / (1 << s) for t in totals[j * (2 * b - 1) : (j + 1) * (2 * b - 1)]]
+                )
+                leaves = nonnegative_leaves(consistent_tree(y), b)
+            else:
+                part = totals[j * b : (j + 1) * b]
+                if any(t < 0 or t % (1 << s) for t in part):
+                    raise ProtocolError(
+                        "a count total is negative or not a whole count: corrupted aggregate"
+                    )
+                leaves = np.array([t >> s for t in part], dtype=np.float64)
+            q = percentiles_from_histogram(leaves, plan.percentiles, plan.lower, plan.upper)
+            hist[name] = [float(v) for v in leaves]
+            quants[name] = [float(v) for v in q]
+            nodes = rank_nodes(leaves, q, plan.lower, plan.upper)
+            errors[name] = [sigma * math.sqrt(k) for k in nodes]
+            n[name] = float(leaves.sum())
+        return hist, quants, errors, n
 
     # ---------------------------------------------------------------- owner side
 
