@@ -224,6 +224,10 @@ class DpSpec:
         """How many rounds with this noise the (epsilon, delta) covers."""
         return max(1, int(self.compositions))
 
+    def aggregate_mu(self, n_shares: int) -> float:
+        """The released sum's Skellam parameter with `n_shares` owners' noise in it."""
+        return noise.effective_mu(self.mu, self.quorum, n_shares)
+
     def noise_std(self, n_shares: int, scale_bits: int) -> float:
         """Standard deviation of the aggregate noise per value, in real units at that scale."""
         return math.sqrt(2 * noise.effective_mu(self.mu, self.quorum, n_shares)) / 2**scale_bits
@@ -411,6 +415,33 @@ def dp_facts(
         sensitivity_l1=sensitivity.l1,
         sensitivity_l2=sensitivity.l2,
         **more,
+    )
+
+
+def round_truth(
+    dp: DpSpec,
+    outcome: Outcome,
+    figures_of: Callable[[list[int]], dict[str, float]],
+    n_rows: float,
+    count_scale_bits: int,
+    extra: Sequence[Any] = (),
+) -> Any:
+    """What a secure-sum release says of its noise (`dp_release.release_truth`), the same for
+    every protocol: its figures from the released totals (`figures_of`, the protocol's own
+    aggregator code), each one's noise redrawn at the round's aggregate noise, the rows clipped
+    (a bounded release's last value), the warnings (plus the protocol's `extra` ones)."""
+    from leteo_fed.protocols import dp_release
+
+    totals = outcome.require_totals()
+    _, clipped = split_clip_count(totals, dp, count_scale_bits)
+    return dp_release.release_truth(
+        figures_of,
+        totals,
+        dp.aggregate_mu(outcome.n_owners),
+        outcome.round_id,
+        n_rows,
+        clipped,
+        extra,
     )
 
 

@@ -44,7 +44,6 @@ from leteo_fed.encoding.share import (
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
-from leteo_fed.privacy.verify import verify_release
 from leteo_fed.protocols import dp_release, registry
 from leteo_fed.protocols.base import (
     Common,
@@ -60,6 +59,7 @@ from leteo_fed.protocols.base import (
     preview_facts,
     require_same_count_scale,
     skellam_plan,
+    verify_dp,
 )
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 
@@ -570,7 +570,7 @@ class CrosstabProtocol(FederatedProtocol):
         require_bound(enc, data_bound(enc.max_rows_per_owner, enc.count_scale_bits))
         if dp is not None:
             cells = math.prod(grid_shape(columns))
-            verify_release(dp, self.dp_sensitivity(spec, enc, dp), cells, enc.noise_bound)
+            verify_dp(dp, (), self.dp_sensitivity(spec, enc, dp), cells, enc)
 
     def dp_sensitivity(
         self, spec: CrosstabSpec, enc: ShareEncoding | None, dp: DpSpec

@@ -65,6 +65,7 @@ from leteo_fed.protocols.base import (
     plan_dp,
     preview_facts,
     require_same_count_scale,
+    round_truth,
     split_clip_count,
     verify_dp,
 )
@@ -555,15 +556,12 @@ class LinregProtocol(FederatedProtocol):
                         "there (raise epsilon, pool more rows)",
                     )
                 )
-            truth = dp_release.release_truth(
-                lambda tt: linreg_figures(
-                    plan.features, self.fit_from_totals(plan, tt, outcome.n_owners)
-                ),
-                totals,
-                plan.dp.mu * outcome.n_owners / plan.dp.quorum,
-                outcome.round_id,
+            truth = round_truth(
+                plan.dp,
+                outcome,
+                lambda t: self.release_figures(plan, t, outcome.n_owners),
                 fit.n,
-                clipped,
+                plan.encoding.count_scale_bits,
                 extra,
             )
             noise_se = {term: truth.figure_noise_std[f"coefficient {term}"] for term in terms}
@@ -646,7 +644,7 @@ class LinregProtocol(FederatedProtocol):
             dp,
             plan.sensitivity,
             truth,
-            skellam_mu_aggregate=dp.mu * n / dp.quorum,
+            skellam_mu_aggregate=dp.aggregate_mu(n),
             noise_std_per_value=dp.noise_std(n, plan.encoding.scale_bits),
             post_processing="eigenvalues of the noisy centered X'X floored at "
             f"{FLOOR_FACTOR:g} sqrt(d) sigma (1 + max mean(x)^2): {floored} of "

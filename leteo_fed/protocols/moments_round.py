@@ -47,6 +47,7 @@ from leteo_fed.protocols.base import (
     plan_dp,
     preview_facts,
     require_same_count_scale,
+    round_truth,
     split_clip_count,
     verify_dp,
 )
@@ -553,14 +554,12 @@ class MomentsProtocol(FederatedProtocol):
         truth = None
         if plan.dp is not None:
             start = time.perf_counter()
-            _, clipped = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
-            truth = dp_release.release_truth(
+            truth = round_truth(
+                plan.dp,
+                outcome,
                 lambda t: self.release_figures(plan, t, outcome.n_owners),
-                totals,
-                plan.dp.mu * outcome.n_owners / plan.dp.quorum,
-                outcome.round_id,
                 result.n_samples,
-                clipped,
+                plan.encoding.count_scale_bits,
             )
             outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
         dp = self._dp_facts(plan, outcome.n_owners, truth)
@@ -696,7 +695,7 @@ class MomentsProtocol(FederatedProtocol):
             dp,
             plan.sensitivity,
             truth,
-            skellam_mu_aggregate=dp.mu * n / dp.quorum,
+            skellam_mu_aggregate=dp.aggregate_mu(n),
             noise_std_per_value=dp.noise_std(n, plan.encoding.scale_bits),
             note=(
                 "every value clipped to its column's public bounds and scaled to [-1, 1], "

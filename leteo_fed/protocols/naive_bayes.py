@@ -64,8 +64,7 @@ from leteo_fed.encoding.share import ShareEncoding, require_bound
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import dp_release, moments_round, registry
+from leteo_fed.protocols import moments_round, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -79,7 +78,9 @@ from leteo_fed.protocols.base import (
     dp_facts,
     preview_facts,
     require_same_count_scale,
+    round_truth,
     skellam_plan,
+    verify_dp,
 )
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 
@@ -895,19 +896,19 @@ class NaiveBayesProtocol(FederatedProtocol):
         dp = plan.dp
         if dp is None or plan.sensitivity is None:
             return None
-        truth = dp_release.release_truth(
+        truth = round_truth(
+            dp,
+            outcome,
             lambda t: NaiveBayesProtocol.figures(plan, t, sigma),
-            outcome.require_totals(),
-            dp.mu * n_owners / dp.quorum,
-            outcome.round_id,
             rows,
+            plan.encoding.count_scale_bits,
         )
         return dp_facts(
             "distributed Skellam noise on every per-class count, sum and sum of squares",
             dp,
             plan.sensitivity,
             truth,
-            skellam_mu_aggregate=dp.mu * n_owners / dp.quorum,
+            skellam_mu_aggregate=dp.aggregate_mu(n_owners),
             noise_std_per_value=sigma,
             post_processing="class counts at least 1, category counts at least 0; means "
             "of the standardized u = (x - mid) / half clamped to [-1, 1], mean squares to "
@@ -970,7 +971,7 @@ class NaiveBayesProtocol(FederatedProtocol):
                 'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
             )
         require_same_count_scale(enc)
-        verify_release(dp, self.dp_sensitivity(spec, enc, dp), layout.n_values, enc.noise_bound)
+        verify_dp(dp, (), self.dp_sensitivity(spec, enc, dp), layout.n_values, enc)
 
     def dp_sensitivity(
         self, spec: NaiveBayesSpec, enc: ShareEncoding | None, dp: DpSpec

@@ -59,8 +59,7 @@ from leteo_fed.encoding.share import (
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.privacy.verify import verify_release
-from leteo_fed.protocols import dp_release, registry
+from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import (
     Common,
     DpRequest,
@@ -74,7 +73,9 @@ from leteo_fed.protocols.base import (
     dp_facts,
     preview_facts,
     require_same_count_scale,
+    round_truth,
     skellam_plan,
+    verify_dp,
 )
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 
@@ -479,12 +480,12 @@ class QuantilesProtocol(FederatedProtocol):
         outcome.timings["statistics_seconds"] = time.perf_counter() - start
         dp = None
         if plan.dp is not None and plan.sensitivity is not None:
-            truth = dp_release.release_truth(
+            truth = round_truth(
+                plan.dp,
+                outcome,
                 lambda t: quantile_figures(plan, self.histograms(plan, t, sigma)[1]),
-                totals,
-                plan.dp.mu * outcome.n_owners / plan.dp.quorum,
-                outcome.round_id,
                 max(n.values()),
+                plan.encoding.count_scale_bits,
             )
             dp = dp_facts(
                 "distributed Skellam noise on every node of each feature's dyadic tree",
@@ -566,11 +567,12 @@ class QuantilesProtocol(FederatedProtocol):
         require_same_count_scale(enc)
         require_bound(enc, data_bound(enc.max_rows_per_owner, enc.count_scale_bits))
         if dp is not None:
-            verify_release(
+            verify_dp(
                 dp,
+                (),
                 self.dp_sensitivity(spec, enc, dp),
                 n_values(len(features), spec.bins, True),
-                enc.noise_bound,
+                enc,
             )
 
     def dp_sensitivity(

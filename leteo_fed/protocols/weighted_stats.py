@@ -40,7 +40,7 @@ from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.protocols import dp_release, pca, registry
+from leteo_fed.protocols import pca, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -57,6 +57,7 @@ from leteo_fed.protocols.base import (
     plan_dp,
     preview_facts,
     require_same_count_scale,
+    round_truth,
     split_clip_count,
     verify_dp,
 )
@@ -352,14 +353,12 @@ class WeightedStatsProtocol(FederatedProtocol):
         names = list(plan.features)
         dp = None
         if plan.dp is not None and plan.sensitivity is not None:
-            _, clipped = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
-            truth = dp_release.release_truth(
-                lambda t: stats_figures(names, self.statistics_of(plan, t, outcome.n_owners)),
-                totals,
-                plan.dp.mu * outcome.n_owners / plan.dp.quorum,
-                outcome.round_id,
+            truth = round_truth(
+                plan.dp,
+                outcome,
+                lambda t: self.release_figures(plan, t, outcome.n_owners),
                 stats["n_rows"],
-                clipped,
+                plan.encoding.count_scale_bits,
             )
             dp = dp_facts(
                 "distributed Skellam noise on every encoded total",
