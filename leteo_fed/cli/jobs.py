@@ -106,6 +106,9 @@ def fetch_result(args: argparse.Namespace) -> int:
     out = Path(args.out) / name
     atomic_write_json(out, result)
     print(json.dumps({"job_id": args.job_id, "state": status.state, "file": str(out)}))
+    from leteo_fed.cli.round_output import print_release_truth
+
+    print_release_truth(result)
     print(f"wrote {out}", file=sys.stderr)
     if not args.no_plot:
         _write_plot(status.protocol, result, Path(args.out))
