@@ -805,6 +805,27 @@ class FederatedProtocol(ABC):
             return None
         return LedgerCharge(budget, self.charge_event(spec, encoding, dp))
 
+    def job_charge(
+        self,
+        spec: Any,
+        encoding: ShareEncoding | None,
+        dp: DpSpec | None,
+        iteration: int,
+        iterations: int,
+        ahead: bool,
+    ) -> LedgerCharge | None:
+        """A multi-round job's `ledger_charge`: the iteration's event, as a round of job
+        `<name>:<job id>` whose budget is the job's (epsilon, delta); `ahead`: with the later
+        iterations."""
+        if dp is None:
+            return None
+        return LedgerCharge(
+            dp.budget,
+            self.charge_event(spec, encoding, dp),
+            job=f"{self.name}:{spec.job_id}",
+            further=max(0, iterations - iteration) if ahead else 0,
+        )
+
     def budget_needed(self, spec: Any, dp: DpSpec | None) -> Budget | None:
         """What the owner must still have to take part (k-means: every remaining iteration)."""
         return self.charge(spec, dp)

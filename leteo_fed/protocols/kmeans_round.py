@@ -736,15 +736,7 @@ class KmeansProtocol(FederatedProtocol):
     ) -> LedgerCharge | None:
         """The iteration's Skellam event, as a round of job `kmeans:<job id>` whose budget is
         the job's (epsilon, delta); `ahead`: with the later iterations."""
-        if dp is None:
-            return None
-        further = max(0, spec.iterations - spec.iteration) if ahead else 0
-        return LedgerCharge(
-            dp.budget,
-            self.charge_event(spec, encoding, dp),
-            job=f"kmeans:{spec.job_id}",
-            further=further,
-        )
+        return self.job_charge(spec, encoding, dp, spec.iteration, spec.iterations, ahead)
 
     def describe(self, spec: KmeansIteration, dp: DpSpec | None) -> str:
         what = f"kmeans job {spec.job_id} iteration {spec.iteration}/{spec.iterations}"

@@ -1011,15 +1011,7 @@ class LogregProtocol(FederatedProtocol):
     ) -> LedgerCharge | None:
         """The iteration's Skellam event, as a round of job `logreg:<job id>` whose budget is
         the job's (epsilon, delta); `ahead`: with the later iterations."""
-        if dp is None:
-            return None
-        further = max(0, spec.max_iterations - spec.iteration) if ahead else 0
-        return LedgerCharge(
-            dp.budget,
-            self.charge_event(spec, encoding, dp),
-            job=f"logreg:{spec.job_id}",
-            further=further,
-        )
+        return self.job_charge(spec, encoding, dp, spec.iteration, spec.max_iterations, ahead)
 
     def describe(self, spec: LogregIteration, dp: DpSpec | None) -> str:
         what = (

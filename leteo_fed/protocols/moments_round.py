@@ -364,6 +364,19 @@ def moments_noise_preview(plan: MomentsPlan, rows: int | None = None) -> dict:
     return discriminant_noise_preview(plan, rows)
 
 
+def decoded(plan: MomentsPlan, totals: list[int]) -> moments.IntegerMoments:
+    """A round's totals as moments (a bounded release's clipped-rows count set aside)."""
+    totals, _ = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
+    return moments.decode_totals(
+        totals,
+        len(plan.features),
+        plan.groupings,
+        plan.encoding.scale_bits,
+        plan.encoding.count_scale_bits,
+        noisy=plan.dp is not None,
+    )
+
+
 def pca_figures(result: pca.PcaResult | discriminant.DiscriminantResult) -> dict[str, float]:
     """The figures an eigen-release (PCA, DCA, LDA, MDR) states: its eigenvalues and the
     pooled means."""
@@ -608,15 +621,7 @@ class MomentsProtocol(FederatedProtocol):
         """The DCA / LDA / MDR a round's totals give. A bounded release is solved in the
         scaled columns (the ridge is in their units) and its directions mapped back:
         w = H^-1 w' (the generalized eigenvalues are unchanged by the congruence H . H)."""
-        totals, _ = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
-        agg = moments.decode_totals(
-            totals,
-            len(plan.features),
-            plan.groupings,
-            plan.encoding.scale_bits,
-            plan.encoding.count_scale_bits,
-            noisy=plan.dp is not None,
-        )
+        agg = decoded(plan, totals)
         result = discriminant.from_aggregate(
             agg, plan.label, plan.groupings, list(plan.features), plan.components, plan.ridge
         )
@@ -633,15 +638,7 @@ class MomentsProtocol(FederatedProtocol):
     def pca_from_totals(plan: MomentsPlan, totals: list[int]) -> pca.PcaResult:
         """The PCA a round's totals give, in natural units (a bounded release is mapped back
         from its scaled columns: post-processing)."""
-        totals, _ = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
-        agg = moments.decode_totals(
-            totals,
-            len(plan.features),
-            plan.groupings,
-            plan.encoding.scale_bits,
-            plan.encoding.count_scale_bits,
-            noisy=plan.dp is not None,
-        )
+        agg = decoded(plan, totals)
         scatter, mean = moments.total_scatter(agg), moments.mean(agg)
         if plan.dp is not None and plan.dp.bounds:  # a noisy mean is kept within the bounds
             scatter = bounds_of.unscale_scatter(scatter, plan.dp.bounds)

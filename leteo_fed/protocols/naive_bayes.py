@@ -759,6 +759,20 @@ def noise_preview(plan: NaiveBayesPlan, rows: int | None = None) -> dict:
 # ------------------------------------------------------------------ the protocol
 
 
+def spec_layout(spec: NaiveBayesSpec) -> Layout:
+    """The share layout a spec defines, checked as its request would be (the owner's side)."""
+    request = NaiveBayesRequest(
+        features=tuple(spec.features),
+        domains=tuple(spec.domains),
+        label_column=spec.label_column,
+        classes=tuple(spec.classes),
+    )
+    features, domains, classes, _, _ = _check_request(request)
+    if tuple(domains) != tuple(spec.domains):
+        raise ProtocolError("the spec's domains are not in the features' order")
+    return Layout.of(features, domains, len(classes))
+
+
 class NaiveBayesProtocol(FederatedProtocol):
     name = PROTOCOL_NAME
     request_type = NaiveBayesRequest
@@ -936,16 +950,7 @@ class NaiveBayesProtocol(FederatedProtocol):
     ) -> None:
         if enc is None or enc.rotation_dimension:
             raise ProtocolError("a naive Bayes round needs a plain encoding")
-        request = NaiveBayesRequest(
-            features=tuple(spec.features),
-            domains=tuple(spec.domains),
-            label_column=spec.label_column,
-            classes=tuple(spec.classes),
-        )
-        features, domains, classes, _, _ = _check_request(request)
-        if tuple(domains) != tuple(spec.domains):
-            raise ProtocolError("the spec's domains are not in the features' order")
-        layout = Layout.of(features, domains, len(classes))
+        layout = spec_layout(spec)
         require_bound(
             enc,
             moments_round.data_bound(
@@ -978,14 +983,7 @@ class NaiveBayesProtocol(FederatedProtocol):
     ) -> noise.Sensitivity:
         if enc is None:
             raise ProtocolError("a naive Bayes round needs a plain encoding")
-        request = NaiveBayesRequest(
-            features=tuple(spec.features),
-            domains=tuple(spec.domains),
-            label_column=spec.label_column,
-            classes=tuple(spec.classes),
-        )
-        features, domains, classes, _, _ = _check_request(request)
-        layout = Layout.of(features, domains, len(classes))
+        layout = spec_layout(spec)
         return sensitivity(len(layout.numeric), len(layout.categorical), enc.scale_bits)
 
     def describe(self, spec: NaiveBayesSpec, dp: DpSpec | None) -> str:
