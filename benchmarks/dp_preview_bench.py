@@ -30,6 +30,7 @@ from leteo_fed.protocols.dp_release import (
     preview_release,
     run_in_process,
 )
+from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
@@ -54,6 +55,12 @@ REQUESTS = {
     "logreg": LogregRequest(
         features=tuple(COLUMNS), label_column="income", positive_class=">50K", max_iterations=8
     ),
+    "kmeans": KmeansRequest(
+        k=3,
+        centers=(25.0, 9.0, 40.0, 45.0, 13.0, 45.0, 60.0, 10.0, 30.0),
+        iterations=10,
+        features=tuple(COLUMNS),
+    ),
 }
 
 
@@ -76,9 +83,7 @@ def measure(name: str, parts, releases: int, epsilon: float) -> list[dict]:
     plan = protocol.plan(request, Common(n_invited=3, min_owners=3, dp=dp))
     sites = [ArraySite(p) for p in parts]
     rows = sum(len(p["age"]) for p in parts)
-    preview = None
-    if not protocol.multi_round:
-        preview = preview_release(protocol, plan, rows, Assumption())["expected_error"]
+    preview = preview_release(protocol, plan, rows, Assumption())["expected_error"]
     exact_plan = protocol.plan(request, Common(n_invited=3, min_owners=3, dp=None))
     exact_result = run_in_process(protocol, exact_plan, sites)
     rng = np.random.default_rng(2028)

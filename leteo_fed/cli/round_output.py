@@ -100,7 +100,12 @@ def print_release_truth(result: dict) -> None:
             tail = f" +/- {e:.3g}" if e is not None else ""
             print(f"  {name}: {value:.6g}{tail}", file=sys.stderr)
     if dp.get("clipped_rows") is not None:
-        print(f"rows clipped to --bounds (noisy count): {dp['clipped_rows']:.0f}", file=sys.stderr)
+        std = dp.get("noise_std_per_value") or dp.get("noise_std_count_with_quorum")
+        tail = f" +/- {std:.2g} (noise)" if std else ""
+        print(
+            f"rows with a value clipped to the public bounds: {dp['clipped_rows']:.0f}{tail}",
+            file=sys.stderr,
+        )
     found = dp.get("warnings") or []
     for w in found[:MAX_WARNING_LINES]:
         print(f"warning: {w['message']}", file=sys.stderr)
