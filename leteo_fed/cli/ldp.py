@@ -472,7 +472,8 @@ def holdout_accuracy(result: dict, rows: dict, labels: list[str], source: str) -
 def _noise_preview(request, options, expect=None):
     """The collection's noise preview as a (plan, rows) -> document function: the public
     parameters are checked exactly as the aggregator will check them."""
-    from leteo_fed.protocols.ldp_collection import noise_preview, spec_from_request
+    from leteo_fed.protocols.ldp_collection import spec_from_request
+    from leteo_fed.protocols.ldp_noise import noise_preview
 
     spec = spec_from_request(request)
     quorum = max(options.min_owners, MIN_QUORUM_LDP)

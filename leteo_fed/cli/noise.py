@@ -102,12 +102,12 @@ def check_locally(
 
 
 def bounded_preview(request: Any, plan: Any, args: argparse.Namespace) -> dict:
-    """The simulated preview of a release with public bounds (`dp_release.preview_release`)
+    """The simulated preview of a release with public bounds (`release_preview.preview_release`)
     at the analyst's --rows (or the policy's floor), under the stated assumption."""
     from leteo_fed.cli.round_output import assumption_from_args
     from leteo_fed.privacy.noise_gate import rows_to_assume
     from leteo_fed.protocols import registry
-    from leteo_fed.protocols.dp_release import preview_release
+    from leteo_fed.protocols.release_preview import preview_release
 
     rows, basis = rows_to_assume(args.rows, plan.dp.quorum)
     doc = preview_release(registry.for_request(request), plan, rows, assumption_from_args(args))

@@ -100,6 +100,7 @@ from leteo_fed.privacy.budget import Balance, Budget, check_delta, check_epsilon
 LEDGER_FORMAT = "leteo-fed-privacy-ledger/1"
 REL_SLACK = 1e-12
 STATES = ("reserved", "committed", "released", "withdrawn")
+NOTHING = Balance(0.0, 0.0)
 LEGACY_ACCOUNTANT = "basic"  # a file without "accountant" was written with sequential adds
 # what a refusal for budget tells the site's operator to do
 BUDGET_COMMANDS = (
@@ -420,14 +421,33 @@ class PrivacyLedger:
         chosen = [s for s in spends if s.state in states]
         if self._accountant == "basic":
             return Balance(math.fsum(s.epsilon for s in chosen), math.fsum(s.delta for s in chosen))
-        return self._rdp_used([s.privacy_event for s in chosen])
+        return self._rdp_used(chosen)
 
-    def _rdp_used(self, events: list[PrivacyEvent]) -> Balance:
-        """RDP: the composed epsilon at delta_total, and the ApproxEvents' deltas."""
+    def _rdp_used(
+        self,
+        chosen: list[Spend],
+        new: PrivacyEvent | None = None,
+        new_basic: Balance = NOTHING,
+    ) -> Balance:
+        """RDP: the composed epsilon at delta_total and the ApproxEvents' deltas; or, when
+        adding the entries' own (epsilon, delta) up is tighter (a few pure-DP LDP releases
+        beside curved ones), that sum. Both are valid bounds of the same releases, so the
+        smaller one is: the Renyi accountant never counts more than basic composition."""
+        events = [s.privacy_event for s in chosen] + ([new] if new is not None else [])
         if not events:
             return Balance(0.0, 0.0)
         fixed = math.fsum(e.count * e.delta for e in events if isinstance(e, ApproxEvent))
-        return Balance(compose_epsilon(events, self._delta_total), fixed)
+        composed = Balance(compose_epsilon(events, self._delta_total), fixed)
+        basic = Balance(
+            math.fsum([*(s.epsilon for s in chosen), new_basic.epsilon]),
+            math.fsum([*(s.delta for s in chosen), new_basic.delta]),
+        )
+        if (
+            basic.delta <= self._delta_total * (1.0 + REL_SLACK)
+            and basic.epsilon < composed.epsilon
+        ):
+            return basic
+        return composed
 
     def spent(self) -> Balance:
         """(epsilon, delta) committed, under the current period's accountant (rdp: the composed
@@ -522,10 +542,10 @@ class PrivacyLedger:
         n = 1 + further
         what = f" (this and {further} more release(s) of the job)" if further else ""
         if self._accountant == "rdp":
-            counted = [s.privacy_event for s in spends if s.counted]
+            counted = [s for s in spends if s.counted]
             new = (event if event is not None else approx(amount)).times(n)
             used = self._rdp_used(counted)
-            after = self._rdp_used([*counted, new])
+            after = self._rdp_used(counted, new, self._charge_of(spends, amount, event, job, n))
             problems = []
             if not after.epsilon <= self._eps_total * (1.0 + REL_SLACK):
                 problems.append(

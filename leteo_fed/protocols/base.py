@@ -33,6 +33,7 @@ from leteo_fed.privacy.accounting import ApproxEvent, PrivacyEvent, SkellamEvent
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.budget import Budget, check_delta, check_epsilon
 from leteo_fed.privacy.verify import verify_release
+from leteo_fed.protocols import dp_release
 from leteo_fed.protocols.results import DpFacts, EncodingFacts, RoundTimings
 
 SECURE_SUM = "secure_sum"  # owners send Paillier-encrypted, packed integers; the engine sums them
@@ -430,8 +431,6 @@ def round_truth(
     every protocol: its figures from the released totals (`figures_of`, the protocol's own
     aggregator code), each one's noise redrawn at the round's aggregate noise, the rows clipped
     (a bounded release's last value), the warnings (plus the protocol's `extra` ones)."""
-    from leteo_fed.protocols import dp_release
-
     totals = outcome.require_totals()
     _, clipped = split_clip_count(totals, dp, count_scale_bits)
     return dp_release.release_truth(

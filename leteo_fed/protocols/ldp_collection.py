@@ -287,14 +287,6 @@ def mechanism_for(spec: LdpSpec):
     return numeric.make_numeric(spec.mechanism, spec.epsilon)
 
 
-def noise_preview(spec: LdpSpec, rows: int | None = None, quorum: int = 1, expect=None) -> dict:
-    """What the local noise does to every released figure, from public parameters only (and
-    what the analyst expects of the data, `ldp_noise.Expectation`): see `ldp_noise`."""
-    from leteo_fed.protocols import ldp_noise
-
-    return ldp_noise.noise_preview(spec, rows, quorum, expect)
-
-
 # ------------------------------------------------------------------ owner side
 
 

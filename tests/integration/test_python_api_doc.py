@@ -183,9 +183,9 @@ BOUNDS = {"age": (17, 90), "education": (1, 16), "hours": (1, 99)}
             RoundOptions(dp_epsilon=1.0, bounds={"age": (17, 90)}),
             "bounds",
         ),
-        (
-            KmeansRequest(features=("age",), k=1, centers=(40.0,)),
-            RoundOptions(dp_epsilon=1.0, bounds=BOUNDS),
+        (  # k-means takes bounds too, for every feature it reads
+            KmeansRequest(features=("age", "hours"), k=1, centers=(40.0, 40.0)),
+            RoundOptions(dp_epsilon=1.0, bounds={"age": (17, 90)}),
             "bounds",
         ),
         (
@@ -202,7 +202,7 @@ BOUNDS = {"age": (17, 90), "education": (1, 16), "hours": (1, 99)}
         "negative-norm",
         "delta",
         "linreg-label-unbounded",
-        "kmeans-bounds",
+        "kmeans-missing-bounds",
         "epsilon-cap",
     ],
 )

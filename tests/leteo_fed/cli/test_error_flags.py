@@ -106,7 +106,7 @@ def test_each_command_maps_parameters_to_its_flags():
     assert pca["deadline_seconds"] == "--deadline" and pca["row_norm_bound"] == "--row-norm-bound"
     km = _flags_of("kmeans", "--features", "a")
     assert km["dp_epsilon"] == "--epsilon" and km["dp_delta"] == "--delta"
-    assert km["iterations"] == "--rounds" and "bounds" not in km
+    assert km["iterations"] == "--rounds" and km["bounds"] == "--bounds"
     ldp = _flags_of("ldp", "collect", "--mechanism", "grr", "--epsilon", "1")
     assert ldp["epsilon"] == "--epsilon"
 

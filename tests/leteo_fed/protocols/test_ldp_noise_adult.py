@@ -26,7 +26,12 @@ import pytest
 from leteo_fed.data.adult import locate_wheel, read_adult
 from leteo_fed.errors import DataError
 from leteo_fed.protocols import ldp_collection as lc
-from leteo_fed.protocols.ldp_noise import Expectation, nb_std_errors, nb_std_errors_of
+from leteo_fed.protocols.ldp_noise import (
+    Expectation,
+    nb_std_errors,
+    nb_std_errors_of,
+    noise_preview,
+)
 
 ROWS = 6000  # a seeded sample of Adult's rows keeps each test to seconds
 
@@ -72,8 +77,8 @@ def test_frequencies_on_adult(adult, mechanism):
     )
     measured = np.sqrt(np.mean(errors**2, axis=0)) / ROWS
     shares = {v: float(t) / ROWS for v, t in zip(domain, truth, strict=True)}
-    hinted = lc.noise_preview(spec, ROWS, expect=Expectation(frequencies=shares))["figures"]
-    worst = lc.noise_preview(spec, ROWS)["figures"]
+    hinted = noise_preview(spec, ROWS, expect=Expectation(frequencies=shares))["figures"]
+    worst = noise_preview(spec, ROWS)["figures"]
     ratio_h = {v: m / f["expected_std"] for v, m, f in zip(domain, measured, hinted, strict=True)}
     ratio_w = {v: m / f["expected_std"] for v, m, f in zip(domain, measured, worst, strict=True)}
     _report(f"{mechanism} hinted", ratio_h)
@@ -115,8 +120,8 @@ def test_means_on_adult(adult, mechanism, multi):
         releases.append([doc["means"][c] for c in names] if multi else [doc["mean"]])
     measured = np.sqrt(np.mean((np.array(releases) - x.mean(axis=0)) ** 2, axis=0))
     hint = Expectation(mean=tuple(x.mean(axis=0)), std=tuple(x.std(axis=0)))
-    hinted = lc.noise_preview(spec, ROWS, expect=hint)["figures"]
-    worst = lc.noise_preview(spec, ROWS)["figures"]
+    hinted = noise_preview(spec, ROWS, expect=hint)["figures"]
+    worst = noise_preview(spec, ROWS)["figures"]
     ratio_h = {c: m / f["expected_std"] for c, m, f in zip(names, measured, hinted, strict=True)}
     ratio_w = {c: m / f["expected_std"] for c, m, f in zip(names, measured, worst, strict=True)}
     _report(f"{mechanism} {names} hinted", ratio_h)
@@ -150,8 +155,8 @@ def test_geo_on_adult(adult, box_fit):
     means = np.array([_release(spec, encoded, rng)["mean"] for _ in range(200)])
     measured = np.sqrt(np.mean((means - x.mean(axis=0)) ** 2, axis=0))
     hint = Expectation(mean=tuple(x.mean(axis=0)), std=tuple(x.std(axis=0)))
-    hinted = [f["expected_std"] for f in lc.noise_preview(spec, ROWS, expect=hint)["figures"]]
-    worst = [f["expected_std"] for f in lc.noise_preview(spec, ROWS)["figures"]]
+    hinted = [f["expected_std"] for f in noise_preview(spec, ROWS, expect=hint)["figures"]]
+    worst = [f["expected_std"] for f in noise_preview(spec, ROWS)["figures"]]
     _report(f"geo {box_fit} hinted", dict(zip(("age", "hours"), measured / hinted, strict=True)))
     _report(f"geo {box_fit} no hint", dict(zip(("age", "hours"), measured / worst, strict=True)))
     assert np.all(measured / worst <= 1.25)
@@ -255,7 +260,7 @@ def test_naive_bayes_on_adult(adult, oracle):
     for k in clear:
         assert np.mean(plug_in[k]) == pytest.approx(predicted[k], rel=0.35), k
     # the preview without a hint: per (feature, class) the worst value share, a class of 1/(2k)
-    worst = {f["figure"]: f["expected_std"] for f in lc.noise_preview(spec, ROWS)["figures"]}
+    worst = {f["figure"]: f["expected_std"] for f in noise_preview(spec, ROWS)["figures"]}
     worst_ratio = {}
     for k, m in measured.items():
         if k.startswith("prior"):

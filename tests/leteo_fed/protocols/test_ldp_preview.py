@@ -18,10 +18,9 @@ from leteo_fed.ldp import numeric
 from leteo_fed.protocols.ldp_collection import (
     LdpRequest,
     mechanism_for,
-    noise_preview,
     spec_from_request,
 )
-from leteo_fed.protocols.ldp_noise import Expectation
+from leteo_fed.protocols.ldp_noise import Expectation, noise_preview
 
 REPEATS = 300
 ROWS = 2000
