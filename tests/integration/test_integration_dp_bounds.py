@@ -84,3 +84,44 @@ def test_dp_linreg_coefficients_within_two_stated_errors_and_narrow_bounds_warn(
     assert any("clipped" in m and "widen the public bounds" in m for m in messages), messages
     share = float(np.mean(x[:, 0] > 30))
     assert abs(clipped.dp.clipped_rows / len(x) - share) < 0.02
+
+
+def test_dp_kmeans_in_natural_units_states_its_centers_noise(adult_cluster):
+    """A 10-iteration DP k-means job on the public bounds: centers come back in natural units,
+    within 5 stated noise std of the same job's centers without noise (the protocol's own code
+    in process on the pooled rows), every cluster size stated with its noise."""
+    from leteo_fed.protocols import registry
+    from leteo_fed.protocols.base import Common, DpRequest
+    from leteo_fed.protocols.dp_release import ArraySite
+    from leteo_fed.protocols.kmeans_round import KmeansRequest
+    from leteo_fed.protocols.release_preview import NoNoise, run_in_process
+
+    client, x = adult_cluster
+    init = (25.0, 9.0, 40.0, 45.0, 13.0, 45.0, 60.0, 10.0, 30.0)
+    request = KmeansRequest(k=3, centers=init, iterations=10, features=tuple(COLUMNS))
+    result = client.run(request, RoundOptions(min_owners=3, dp_epsilon=1.0, bounds=BOUNDS))
+    protocol = registry.for_request(request)
+    plan = protocol.plan(
+        request,
+        Common(
+            n_invited=3,
+            min_owners=3,
+            dp=DpRequest(1.0, 1e-6, 0.0, tuple(_bounds(c) for c in COLUMNS)),
+        ),
+    )
+    sites = [ArraySite({c: p[:, j] for j, c in enumerate(COLUMNS)}) for p in np.array_split(x, 3)]
+    noise_free = np.array(run_in_process(protocol, plan, sites, NoNoise()).centers)
+    got = np.array(result.centers)
+    noise = result.dp.figure_noise_std
+    for j in range(3):
+        for i, c in enumerate(COLUMNS):
+            assert abs(got[j, i] - noise_free[j, i]) <= 5 * noise[f"center {j} {c}"], (j, c)
+        assert noise[f"rows in cluster {j}"] > 0
+    assert [b.column for b in result.dp.bounds] == COLUMNS
+
+
+def _bounds(column: str):
+    from leteo_fed.privacy.bounds import ColumnBounds
+
+    lo, hi = BOUNDS[column]
+    return ColumnBounds(column, lo, hi)
