@@ -153,12 +153,12 @@ class GaussianEvent(PrivacyEvent):
 
 
 @dataclass(frozen=True)
-class LaplaceEvent(PrivacyEvent):
-    """The Laplace mechanism with epsilon = L1 sensitivity / scale (pure epsilon-DP)."""
+class _PureEpsilonEvent(PrivacyEvent):
+    """A pure epsilon-DP release: its epsilon, how many of them, and the RDP curve its kind
+    gives (composed by that curve, or by adding epsilons when every release is pure)."""
 
     epsilon_: float
     count: int = 1
-    kind: ClassVar[str] = "laplace"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon_", _positive(self.epsilon_, "epsilon"))
@@ -171,6 +171,16 @@ class LaplaceEvent(PrivacyEvent):
     @property
     def pure_epsilon(self) -> float:
         return self.count * self.epsilon_
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "epsilon": self.epsilon_, "count": self.count}
+
+
+@dataclass(frozen=True)
+class LaplaceEvent(_PureEpsilonEvent):
+    """The Laplace mechanism with epsilon = L1 sensitivity / scale (pure epsilon-DP)."""
+
+    kind: ClassVar[str] = "laplace"
 
     def curve(self, orders: np.ndarray) -> np.ndarray:
         """Mironov 2017, Prop. 6, in log space (stable for large orders and epsilons)."""
@@ -180,29 +190,12 @@ class LaplaceEvent(PrivacyEvent):
         )
         return np.minimum(log_terms / (a - 1), e)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "epsilon": self.epsilon_, "count": self.count}
-
 
 @dataclass(frozen=True)
-class PureEvent(PrivacyEvent):
+class PureEvent(_PureEpsilonEvent):
     """Any pure epsilon-DP release (the LDP mechanisms): the sharp pure-DP-to-RDP curve."""
 
-    epsilon_: float
-    count: int = 1
     kind: ClassVar[str] = "pure"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon_", _positive(self.epsilon_, "epsilon"))
-        object.__setattr__(self, "count", _count(self.count))
-
-    @property
-    def is_pure(self) -> bool:
-        return True
-
-    @property
-    def pure_epsilon(self) -> float:
-        return self.count * self.epsilon_
 
     def curve(self, orders: np.ndarray) -> np.ndarray:
         """eps - 1/(a-1) log((1 + e^-eps) / (1 + e^-((2a-1) eps))), capped by
@@ -210,9 +203,6 @@ class PureEvent(PrivacyEvent):
         e, a = self.epsilon_, orders
         sharp = e - (np.log1p(np.exp(-e)) - np.log1p(np.exp(-(2 * a - 1) * e))) / (a - 1)
         return np.minimum(sharp, np.minimum(e, a * e * e / 2.0))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "epsilon": self.epsilon_, "count": self.count}
 
 
 @dataclass(frozen=True)

@@ -804,27 +804,6 @@ class FederatedProtocol(ABC):
             return None
         return LedgerCharge(budget, self.charge_event(spec, encoding, dp))
 
-    def job_charge(
-        self,
-        spec: Any,
-        encoding: ShareEncoding | None,
-        dp: DpSpec | None,
-        iteration: int,
-        iterations: int,
-        ahead: bool,
-    ) -> LedgerCharge | None:
-        """A multi-round job's `ledger_charge`: the iteration's event, as a round of job
-        `<name>:<job id>` whose budget is the job's (epsilon, delta); `ahead`: with the later
-        iterations."""
-        if dp is None:
-            return None
-        return LedgerCharge(
-            dp.budget,
-            self.charge_event(spec, encoding, dp),
-            job=f"{self.name}:{spec.job_id}",
-            further=max(0, iterations - iteration) if ahead else 0,
-        )
-
     def budget_needed(self, spec: Any, dp: DpSpec | None) -> Budget | None:
         """What the owner must still have to take part (k-means: every remaining iteration)."""
         return self.charge(spec, dp)
@@ -865,3 +844,51 @@ class FederatedProtocol(ABC):
     ) -> ReportStream:
         """Report protocols: this site's perturbed reports."""
         raise NotImplementedError(f"{self.name} sends no reports")
+
+
+class MultiRoundJob:
+    """The budget of a multi-round DP job (k-means, logistic regression), for a
+    `FederatedProtocol` whose spec says its iteration and the job's T (`iterations_of`): each
+    round's noise is calibrated so that the T rounds together give the signed (epsilon, delta)
+    (Renyi composition, `DpSpec.compositions`), which every owner verifies in `check`."""
+
+    name: ClassVar[str]
+
+    def iterations_of(self, spec: Any) -> tuple[int, int]:
+        """(this round's iteration, the job's T) as the spec declares them."""
+        raise NotImplementedError
+
+    def charge(self, spec: Any, dp: DpSpec | None) -> Budget | None:
+        """The iteration's share of the job's signed (epsilon, delta), against the analyst's
+        authorization: T shares make the job's budget (the ledger charges by its accountant,
+        `ledger_charge`)."""
+        return dp.budget.split(max(1, self.iterations_of(spec)[1])) if dp is not None else None
+
+    def job_budget(self, spec: Any, dp: DpSpec | None) -> Budget | None:
+        """The job's (epsilon, delta): what its T iterations give together."""
+        return dp.budget if dp is not None else None
+
+    def budget_needed(self, spec: Any, dp: DpSpec | None) -> Budget | None:
+        """The job's budget: take part only if the ledger covers this and every later
+        iteration (`ledger_charge(..., ahead=True)`)."""
+        return dp.budget if dp is not None else None
+
+    def ledger_charge(
+        self,
+        spec: Any,
+        encoding: ShareEncoding | None,
+        dp: DpSpec | None,
+        *,
+        ahead: bool = False,
+    ) -> LedgerCharge | None:
+        """The iteration's event, as a round of job `<name>:<job id>` whose budget is the
+        job's (epsilon, delta); `ahead`: with the later iterations."""
+        if dp is None:
+            return None
+        iteration, iterations = self.iterations_of(spec)
+        return LedgerCharge(
+            dp.budget,
+            self.charge_event(spec, encoding, dp),  # type: ignore[attr-defined]
+            job=f"{self.name}:{spec.job_id}",
+            further=max(0, iterations - iteration) if ahead else 0,
+        )

@@ -24,14 +24,13 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
-from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
 from leteo_fed.protocols import dp_release, kmeans, pca, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
     FederatedProtocol,
-    LedgerCharge,
+    MultiRoundJob,
     Outcome,
     RoundPlan,
     SiteData,
@@ -256,7 +255,7 @@ def kmeans_noise_preview(
     return doc
 
 
-class KmeansProtocol(FederatedProtocol):
+class KmeansProtocol(MultiRoundJob, FederatedProtocol):
     name = "kmeans"
     takes_bounds = True
     request_type = KmeansRequest
@@ -710,33 +709,8 @@ class KmeansProtocol(FederatedProtocol):
             raise ProtocolError("a k-means round needs an encoding")
         return kmeans.dp_sensitivity(dp, enc, len(spec.features), spec.k)
 
-    def charge(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
-        """The iteration's share of the job's signed (epsilon, delta), against the analyst's
-        authorization: T shares make the job's budget (the ledger charges by its accountant,
-        `ledger_charge`)."""
-        return dp.budget.split(max(1, spec.iterations)) if dp is not None else None
-
-    def job_budget(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
-        """The job's (epsilon, delta): what its T iterations give together (Renyi
-        composition, verified by every owner in `check`)."""
-        return dp.budget if dp is not None else None
-
-    def budget_needed(self, spec: KmeansIteration, dp: DpSpec | None) -> Budget | None:
-        """The job's budget: take part only if the ledger covers this and every later
-        iteration (`ledger_charge(..., ahead=True)`)."""
-        return dp.budget if dp is not None else None
-
-    def ledger_charge(
-        self,
-        spec: KmeansIteration,
-        encoding: ShareEncoding | None,
-        dp: DpSpec | None,
-        *,
-        ahead: bool = False,
-    ) -> LedgerCharge | None:
-        """The iteration's Skellam event, as a round of job `kmeans:<job id>` whose budget is
-        the job's (epsilon, delta); `ahead`: with the later iterations."""
-        return self.job_charge(spec, encoding, dp, spec.iteration, spec.iterations, ahead)
+    def iterations_of(self, spec: Any) -> tuple[int, int]:
+        return spec.iteration, spec.iterations
 
     def describe(self, spec: KmeansIteration, dp: DpSpec | None) -> str:
         what = f"kmeans job {spec.job_id} iteration {spec.iteration}/{spec.iterations}"

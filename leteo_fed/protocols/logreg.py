@@ -55,14 +55,13 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
-from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.protocols import dp_release, kmeans, moments_round, pca, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
     FederatedProtocol,
-    LedgerCharge,
+    MultiRoundJob,
     Outcome,
     RoundPlan,
     SiteData,
@@ -583,7 +582,7 @@ def natural_units_map(bounds: Sequence[ColumnBounds]) -> np.ndarray:
     return t
 
 
-class LogregProtocol(FederatedProtocol):
+class LogregProtocol(MultiRoundJob, FederatedProtocol):
     name = PROTOCOL_NAME
     takes_bounds = True
     request_type = LogregRequest
@@ -986,32 +985,8 @@ class LogregProtocol(FederatedProtocol):
             raise ProtocolError("the encoding's value bound is below the DP row-norm bound")
         return sensitivity(dp.row_norm_bound, enc.scale_bits, len(spec.features))
 
-    def charge(self, spec: LogregIteration, dp: DpSpec | None) -> Budget | None:
-        """The iteration's share of the job's signed (epsilon, delta), against the analyst's
-        authorization (the ledger charges by its accountant, `ledger_charge`)."""
-        return dp.budget.split(max(1, spec.max_iterations)) if dp is not None else None
-
-    def job_budget(self, spec: LogregIteration, dp: DpSpec | None) -> Budget | None:
-        """The job's (epsilon, delta): what its T iterations give together (Renyi
-        composition, verified by every owner in `check`)."""
-        return dp.budget if dp is not None else None
-
-    def budget_needed(self, spec: LogregIteration, dp: DpSpec | None) -> Budget | None:
-        """The job's budget: take part only if the ledger covers this and every later
-        iteration (`ledger_charge(..., ahead=True)`)."""
-        return dp.budget if dp is not None else None
-
-    def ledger_charge(
-        self,
-        spec: LogregIteration,
-        encoding: ShareEncoding | None,
-        dp: DpSpec | None,
-        *,
-        ahead: bool = False,
-    ) -> LedgerCharge | None:
-        """The iteration's Skellam event, as a round of job `logreg:<job id>` whose budget is
-        the job's (epsilon, delta); `ahead`: with the later iterations."""
-        return self.job_charge(spec, encoding, dp, spec.iteration, spec.max_iterations, ahead)
+    def iterations_of(self, spec: Any) -> tuple[int, int]:
+        return spec.iteration, spec.max_iterations
 
     def describe(self, spec: LogregIteration, dp: DpSpec | None) -> str:
         what = (
