@@ -96,9 +96,9 @@ def calibrate_mu(
         if "needs mu" not in str(exc):
             raise
         raise DataError(
-            f"{exc}: the noise this release needs is too large to sample. Lower "
-            "--row-norm-bound (rescale the features so that rows have norms near it), lower "
-            "--scale-bits, or raise --dp-epsilon",
+            f"{exc}: the noise this release needs is too large to sample. Give public "
+            "`bounds` per column (data in natural units), or lower row_norm_bound (rescale the "
+            "features so that rows have norms near it), lower scale_bits, or raise dp_epsilon",
             field="row_norm_bound",
         ) from exc
 

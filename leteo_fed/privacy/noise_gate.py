@@ -20,7 +20,8 @@ from leteo_fed.errors import DataError
 
 # what changes the ratio of noise to signal, in the order an analyst should try it
 SECURE_SUM_FIXES = (
-    "scale the features (e.g. to [-1, 1]) and lower --row-norm-bound to match",
+    "give public bounds per column near the data's real range (--bounds COL=LO,HI; without "
+    "them, scale the features and lower --row-norm-bound to match)",
     "raise --scale-bits",
     "raise epsilon",
     "give --rows N if the pooled row count is larger",

@@ -361,8 +361,9 @@ def owner_noise_bound(
     mu: float,
     quorum: int,
     n_values: int,
-    remedy: str = "rescale the columns so rows have norms near 1 and lower row_norm_bound "
-    "(--row-norm-bound) to match, lower scale_bits, or raise dp_epsilon",
+    remedy: str = "give public `bounds` per column (data in natural units), or rescale the "
+    "columns so rows have norms near 1 and lower row_norm_bound to match, lower scale_bits, "
+    "or raise dp_epsilon",
 ) -> int:
     """The slot room one owner's Skellam(mu / quorum) noise needs, refusing noise too large to
     sample exactly."""

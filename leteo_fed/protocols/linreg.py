@@ -730,7 +730,7 @@ class LinregProtocol(FederatedProtocol):
                     )
                 clipped |= np.linalg.norm(z[:, :-1], axis=1) > dp.row_norm_bound
                 clipped |= np.abs(z[:, -1]) > spec.label_bound
-                x = pca.clip_finite_rows(z[:, :-1], list(spec.features), dp.row_norm_bound)
+                x = noise.clip_rows(z[:, :-1], dp.row_norm_bound)  # finite: checked above
                 y = np.clip(z[:, -1], -spec.label_bound, spec.label_bound)
                 z = np.column_stack([x, y])
             pca.validate_rows(z, columns, enc)

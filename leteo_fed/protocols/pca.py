@@ -18,7 +18,6 @@ import numpy as np
 from leteo_fed.encoding.packing import check_finite_and_bounded
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError
-from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import moments
 
 PROTOCOL = "pca"
@@ -46,14 +45,6 @@ def validate_rows(x: np.ndarray, features: Sequence[str], enc: ShareEncoding) ->
             rule="rows",
         )
     check_finite_and_bounded(x, features, enc.value_bound)
-
-
-def clip_finite_rows(x: np.ndarray, features: Sequence[str], row_norm_bound: float) -> np.ndarray:
-    """DP rounds: any finite value is accepted and every row is clipped to L2 norm C."""
-    check_finite_and_bounded(x, features, np.inf)
-    if x.shape[0] == 0:
-        raise DataError("the data source has no rows", rule="rows")
-    return noise.clip_rows(x, row_norm_bound)
 
 
 def local_statistics(x: np.ndarray) -> LocalStatistics:

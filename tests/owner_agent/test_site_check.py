@@ -266,3 +266,17 @@ def test_budget_set_help_names_the_privacy_meaning(capsys):
         main(["owner", "budget", "set", "--help"])
     out = capsys.readouterr().out
     assert "--epsilon-total" in out and "--reason" in out and "weakens" in out
+
+
+def test_published_bounds_are_read_and_bad_ones_refused_by_name(site):
+    """`[bounds]`: the bounds a site publishes for its columns (compared with a request's, the
+    narrower noted in the audit log); a malformed table is refused naming `bounds`."""
+    text = site.read_text()
+    site.write_text(text + "\n[bounds]\nage = [10, 18]\nscore = [0, 5]\n")
+    published = {b.column: (b.lower, b.upper) for b in load_owner_config(site).published_bounds}
+    assert published == {"age": (10.0, 18.0), "score": (0.0, 5.0)}
+    for bad in ("age = [18, 10]", "age = [10]", 'age = "young"'):
+        site.write_text(text + f"\n[bounds]\n{bad}\n")
+        with pytest.raises(ConfigError) as err:
+            load_owner_config(site)
+        assert err.value.field == "bounds" and "age" in str(err.value), bad

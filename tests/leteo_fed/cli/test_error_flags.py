@@ -40,6 +40,22 @@ CASES = {
         PCA + ["--dp-epsilon", "1", "--bounds", "age=90,17", "--bounds", "hours=1,99"],
         "--bounds",
     ),
+    "pca-bounds-not-col-lo-hi": (
+        PCA + ["--dp-epsilon", "1", "--bounds", "age", "--dry-run"],
+        "--bounds",
+    ),
+    "pca-bounds-twice": (
+        PCA + ["--dp-epsilon", "1", *BOUNDED, "--bounds", "age=0,1", "--dry-run"],
+        "--bounds",
+    ),
+    "pca-missing-codebook": (
+        PCA + ["--dp-epsilon", "1", "--codebook", "/nonexistent/book.toml", "--dry-run"],
+        "--codebook",
+    ),
+    "pca-bad-expect-std": (
+        PCA + ["--dp-epsilon", "1", *BOUNDED, "--expect-std", "age=wide", "--dry-run"],
+        "--expect-std",
+    ),
     "linreg-nan-epsilon": (LINREG + ["--dp-epsilon", "nan", *BOUNDED, "--dry-run"], "--dp-epsilon"),
     "linreg-bounds-without-epsilon": (LINREG + BOUNDED + UNREACHABLE, "--dp-epsilon"),
     "linreg-label-unbounded": (

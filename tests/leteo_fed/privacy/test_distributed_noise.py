@@ -340,12 +340,13 @@ def test_add_owner_noise_is_one_share_of_skellam() -> None:
         add_owner_noise([1, 2], SimpleNamespace(mu=0.0, quorum=3))  # an owner never adds nothing
 
 
-def test_noise_too_large_to_sample_names_the_flags_that_fix_it():
-    """A sensitivity no epsilon can cover with samplable noise: the analyst is told which flag
-    to change, not only that mu would exceed 1e18."""
+def test_noise_too_large_to_sample_names_the_parameters_that_fix_it():
+    """A sensitivity no epsilon can cover with samplable noise: the analyst is told which
+    parameter to change (public bounds first), not only that mu would exceed 1e18; the CLI
+    shows each as its flag (cli/flags.py)."""
     with pytest.raises(DataError) as err:
         calibrate_mu(1.0, 1e-6, 1e12, 1e12)
     assert "needs mu > 1e+18" in str(err.value)
-    for flag in ("--row-norm-bound", "--scale-bits", "--dp-epsilon"):
-        assert flag in str(err.value)
+    for name in ("`bounds`", "row_norm_bound", "scale_bits", "dp_epsilon"):
+        assert name in str(err.value)
     assert err.value.field == "row_norm_bound"
