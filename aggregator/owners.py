@@ -364,9 +364,9 @@ class OwnerDirectory:
             return
         seconds = defaults.INVITE_TIMEOUT_SECONDS
         if not pending.delivered:
-            why = f"unreachable: {key[0]} did not connect within {seconds:.0f} s of the invitation"
+            why = f"unreachable: {key[0]} did not connect within {seconds:g} s of the invitation"
         elif connected:
-            why = f"unreachable: no answer to the invitation within {seconds:.0f} s"
+            why = f"unreachable: no answer to the invitation within {seconds:g} s"
         else:
             why = f"unreachable: {key[0]} disconnected before answering the invitation"
         _call(pending.done, why, key[0])

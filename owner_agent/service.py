@@ -29,6 +29,7 @@ from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.protocols import registry
 from leteo_fed.transport.grpc_io import require_role, rpc_error_message, rpc_method
 from leteo_fed.transport.messages import (
     batches,
@@ -128,13 +129,17 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         return self._aggregator
 
     def start_background(self) -> None:
-        """Connect out to the aggregator (outbound mode) or register this agent's address with
-        it (inbound mode, again every REGISTER_INTERVAL_SECONDS), and warm up the encryptor."""
-        if self.link is not None:
-            self.link.start()
-        else:
-            threading.Thread(target=self._register_loop, name="register", daemon=True).start()
-        threading.Thread(target=self._warm_up, name="warm-up", daemon=True).start()
+        """Load what judging and computing a round needs, then connect out to the aggregator
+        (outbound mode) or register this agent's address with it (inbound mode, again every
+        REGISTER_INTERVAL_SECONDS).
+
+        The aggregator hears of this agent only once it can answer an invitation at once: with
+        hundreds of agents invited together, one that first imports its protocol modules or
+        builds its key's table while the round waits is one that answers late."""
+        start = time.perf_counter()
+        loaded = registry.names()  # every protocol module and what it imports
+        log.info("%d protocols loaded in %.2f s", len(loaded), time.perf_counter() - start)
+        threading.Thread(target=self._get_ready, name="ready", daemon=True).start()
         # charged rounds an earlier run left without a result: watched again (withdrawal.py)
         threading.Thread(
             target=self.withdrawals.reconcile,
@@ -170,15 +175,35 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 delay = min(delay * 2, 5.0)
             self._stop.wait(delay)
 
+    def _get_ready(self) -> None:
+        """The CSP's current key and its table first, then the aggregator. A CSP that does not
+        answer does not keep the agent away: it connects and keeps asking for the key."""
+        start = time.perf_counter()
+        try:
+            self.encryptor()
+            ready = True
+        except LeteoError as exc:
+            log.info("CSP not reachable yet (%s); retrying while connected", exc)
+            ready = False
+        if self.link is not None:
+            self.link.start()
+        else:
+            threading.Thread(target=self._register_loop, name="register", daemon=True).start()
+        if ready:
+            log.info("ready to answer invitations (%.2f s)", time.perf_counter() - start)
+        else:
+            self._warm_up()
+
     def _warm_up(self) -> None:
         delay = 0.2
         while not self._stop.is_set():
+            self._stop.wait(delay)
             try:
                 self.encryptor()
+                log.info("ready to answer invitations")
                 return
             except LeteoError as exc:
                 log.info("CSP not reachable yet (%s); retrying", exc)
-                self._stop.wait(delay)
                 delay = min(delay * 2, 5.0)
 
     def encryptor(self, key_id: str = "") -> Encryptor:
@@ -253,6 +278,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     def _invited_over_link(self, spec: pb.RoundSpec) -> None:
         """Outbound mode: decide, answer with AnswerInvite, and start the share if the
         aggregator took the acceptance (it drops invitations it stopped waiting for)."""
+        received = time.perf_counter()
         if 0 < spec.deadline_unix < time.time():
             reason, inv = "the round's deadline passed before the invitation arrived", None
             log.warning("round %s: %s", spec.round_id, reason)
@@ -273,6 +299,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             else:
                 log.warning("round %s: could not answer: %s", spec.round_id, rpc_error_message(exc))
             return
+        log.info(
+            "round %s: answered (%s) in %.3f s",
+            spec.round_id,
+            "accepted" if not reason else "declined",
+            time.perf_counter() - received,
+        )
         if inv is not None and not reason:
             self._start_share(inv)
 

@@ -27,7 +27,14 @@ from typing import Any
 
 from aggregator.owners import OwnerDirectory
 from aggregator.rounds.report_intake import ReportIntake
-from aggregator.rounds.round import COMPLETED, FAILED, OPEN, Round, status_proto
+from aggregator.rounds.round import (
+    COMPLETED,
+    FAILED,
+    OPEN,
+    Round,
+    answer_latency,
+    status_proto,
+)
 from aggregator.rounds.secure_sum import SecureSum, SignedShares
 from aggregator.state import StateStore, StoredJob, StoredRound
 from leteo_fed import defaults
@@ -479,6 +486,11 @@ class RoundEngine:
         }
 
     def _invited(self, rnd: Round, site: str, reason: str) -> None:
+        if not reason.startswith("unreachable"):  # an answer: how long the owner took
+            latency = time.perf_counter() - rnd.invited_at
+            self.metrics.answered(latency)
+            with rnd.lock:
+                rnd.answer_seconds.append(latency)
         if not reason:
             with rnd.lock:
                 rnd.accepted.add(site)
@@ -606,6 +618,17 @@ class RoundEngine:
         )
         # invitations out -> round closed (every owner answered, or the deadline)
         outcome.timings["collect_seconds"] = time.perf_counter() - rnd.invited_at
+        latency = answer_latency(rnd.answer_seconds)
+        outcome.timings.update(latency)
+        if latency:
+            log.info(
+                "round %s: %d owner(s) answered, latency p50 %.3f s, p99 %.3f s, max %.3f s",
+                rnd.round_id,
+                len(rnd.answer_seconds),
+                latency["answer_p50_seconds"],
+                latency["answer_p99_seconds"],
+                latency["answer_max_seconds"],
+            )
         if isinstance(rnd.intake, ReportIntake):
             outcome.reports = rnd.intake.finalize()
             log.info(

@@ -7,6 +7,7 @@ when every invited owner has submitted or declined, or at its deadline, whicheve
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from leteo_fed.protocols.base import RoundPlan, Step
 from leteo_fed.transport.rounds import result_to_proto
 
 OPEN, COMPLETED, FAILED = "OPEN", "COMPLETED", "FAILED"
+MANY_SITES = 6  # sites one message names one by one; more are counted
 
 
 def status_proto(
@@ -63,6 +65,7 @@ class Round:
     step: Step | None = None
     closing: bool = False
     invited_at: float = 0.0  # time.perf_counter() when the invitations went out
+    answer_seconds: list[float] = field(default_factory=list)  # invitation -> answer, per owner
     stored: pb.RoundStatus | None = None  # a round from before a restart: its kept status
     index: int = 1  # the round's place in its job (k-means: the iteration)
     csp_unreachable: bool = False  # it failed because the CSP could not be reached
@@ -161,13 +164,29 @@ class Round:
             f"quorum not met: {len(self.submitted)} share(s) received, {self.min_owners} required"
         ]
         if self.declined:
+            by_reason: dict[str, list[str]] = {}
+            for site, reason in sorted(self.declined.items()):
+                by_reason.setdefault(reason, []).append(site)
             parts.append(
-                "declined: " + "; ".join(f"{s}: {r}" for s, r in sorted(self.declined.items()))
+                "declined: "
+                + "; ".join(
+                    f"{name_sites(sites)}: {r}" if len(sites) > MANY_SITES else f"{s}: {r}"
+                    for r, sites in by_reason.items()
+                    for s in (sites[:1] if len(sites) > MANY_SITES else sites)
+                )
             )
         silent = [s for s in self.invited if s not in self.submitted and s not in self.declined]
         if silent:
-            parts.append("no share by the deadline from: " + ", ".join(silent))
+            parts.append("no share by the deadline from: " + name_sites(silent))
         return ". ".join(parts)
+
+
+def name_sites(sites: list[str], shown: int = MANY_SITES - 1) -> str:
+    """A few sites by name and how many more: a message about a thousand owners stays a line
+    (the full lists are in the round's status)."""
+    if len(sites) <= shown + 1:
+        return ", ".join(sites)
+    return f"{', '.join(sites[:shown])} and {len(sites) - shown} more"
 
 
 def round_status(rnd: Round) -> pb.RoundStatus:
@@ -183,3 +202,20 @@ def round_status(rnd: Round) -> pb.RoundStatus:
             list(rnd.submitted),
             rnd.result,
         )
+
+
+def answer_latency(seconds: list[float]) -> dict[str, float]:
+    """The owners' answer latency, invitation -> answer, as round timings: what an operator
+    compares with the invitation timeout (empty when nobody answered)."""
+    if not seconds:
+        return {}
+    ordered = sorted(seconds)
+
+    def at(q: float) -> float:  # nearest rank: a latency some owner actually had
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+    return {
+        "answer_p50_seconds": at(0.50),
+        "answer_p99_seconds": at(0.99),
+        "answer_max_seconds": ordered[-1],
+    }

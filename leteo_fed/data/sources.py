@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from leteo_fed.errors import DataError
 
@@ -47,6 +46,8 @@ def _local(path: str) -> Path:
 def column_names(path: str, fmt: str | None = None) -> list[str]:
     p, kind = _local(path), detect_format(path, fmt)
     if kind == "parquet":
+        import pyarrow.parquet as pq  # loaded by a Parquet source only
+
         return list(pq.read_schema(p).names)
     with pacsv.open_csv(p) as reader:
         return list(reader.schema.names)
@@ -64,6 +65,8 @@ def read_table(path: str, fmt: str | None = None, columns: Sequence[str] | None 
             )
     try:
         if kind == "parquet":
+            import pyarrow.parquet as pq
+
             return pq.read_table(p, columns=list(columns) if columns else None)
         opts = pacsv.ConvertOptions(include_columns=list(columns) if columns else None)
         return pacsv.read_csv(p, convert_options=opts)

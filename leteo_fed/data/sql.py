@@ -19,14 +19,14 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from leteo_fed import extras
 from leteo_fed.errors import ConfigError, DataError
+
+if TYPE_CHECKING:  # Arrow is loaded when a database is read, not by every agent that starts
+    import pyarrow as pa
 
 POSTGRESQL, SQLITE = "postgresql", "sqlite"
 SCHEMES = {"postgresql": POSTGRESQL, "postgres": POSTGRESQL, "sqlite": SQLITE}
@@ -212,6 +212,9 @@ def _with_password(url: str, password: str | None) -> str:
 def _numeric_as_float(table: pa.Table) -> pa.Table:
     """PostgreSQL `numeric` comes as text (an opaque extension type): parsed to float64, in
     Arrow. Decimal types likewise. Every other type is left for `sources.to_matrix` to judge."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     for i, field in enumerate(table.schema):
         meta = field.metadata or {}
         column = table.column(i)

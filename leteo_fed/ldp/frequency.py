@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from leteo_fed.errors import DataError
 from leteo_fed.ldp._checks import EPSILON_MAX, check_count, check_epsilon
@@ -515,6 +514,8 @@ def optimal_theta(epsilon: float) -> float:
     def var(th: float) -> float:
         p, q = the_pq(epsilon, th)
         return q * (1 - q) / (p - q) ** 2
+
+    from scipy.optimize import minimize_scalar  # loaded by the first THE round, not at start
 
     res = minimize_scalar(var, bounds=(0.5, 1.0), method="bounded", options={"xatol": 1e-6})
     if not res.success or not 0.5 <= res.x <= 1.0:  # pragma: no cover - defensive

@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import lambertw
 
 from leteo_fed.errors import DataError
 from leteo_fed.privacy.budget import check_epsilon
@@ -44,6 +43,8 @@ def planar_laplace(points: np.ndarray, epsilon: float, rng: np.random.Generator)
     n = x.shape[0]
     theta = rng.uniform(0.0, 2.0 * math.pi, size=n)
     p = rng.random(n)
+    from scipy.special import lambertw  # loaded by the first geo round, not at start
+
     r = -(lambertw((p - 1.0) / math.e, k=-1).real + 1.0) / eps
     r = np.maximum(r, 0.0)  # p = 0 gives W = -1 exactly; guard rounding below zero
     return x + r[:, None] * np.stack([np.cos(theta), np.sin(theta)], axis=1)

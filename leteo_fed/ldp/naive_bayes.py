@@ -43,7 +43,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from leteo_fed.errors import DataError
 from leteo_fed.ldp._checks import check_count
@@ -279,6 +278,8 @@ class LdpNaiveBayes:
     def predict_log_proba(self, rows: Any) -> np.ndarray:
         """(m, k) normalised log posteriors, columns in ``classes_`` order."""
         jll = self.joint_log_likelihood(rows)
+        from scipy.special import logsumexp  # prediction only: owners never load it
+
         return jll - logsumexp(jll, axis=1, keepdims=True)
 
     def predict_proba(self, rows: Any) -> np.ndarray:

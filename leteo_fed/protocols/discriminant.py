@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
 from leteo_fed.errors import DataError
 from leteo_fed.protocols import moments
@@ -91,6 +90,8 @@ def solve(a: np.ndarray, b: np.ndarray, components: int) -> tuple[np.ndarray, np
     if not 1 <= components <= d:
         raise DataError(f"components must be in 1..{d}, got {components}", field="components")
     try:
+        import scipy.linalg  # the aggregator's solve only: owners never load it
+
         evals, evecs = scipy.linalg.eigh(a, b)
     except np.linalg.LinAlgError as exc:
         raise DataError(

@@ -45,8 +45,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import special
-from scipy import stats as sps
 
 from leteo_fed import defaults
 from leteo_fed.encoding.packing import encode_fixed
@@ -287,7 +285,9 @@ def encoding(
 def local_statistics(x: np.ndarray, y: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, ...]:
     """(g, H) of these rows at beta: sum (y - p) x~ and sum p (1 - p) x~ x~^T."""
     xt = np.column_stack([np.ones(len(x)), np.asarray(x, dtype=np.float64)])
-    p = special.expit(xt @ beta)  # no overflow for any finite beta
+    # the logistic function as exp(-log(1 + e^-z)): no overflow for any finite beta, and no
+    # SciPy in the owner agents that compute this
+    p = np.exp(-np.logaddexp(0.0, -(xt @ beta)))
     g = xt.T @ (y - p)
     h = (xt * (p * (1.0 - p))[:, None]).T @ xt
     return g, h
@@ -786,6 +786,8 @@ class LogregProtocol(MultiRoundJob, FederatedProtocol):
         se = np.sqrt(np.maximum(np.diag(cov), 0.0))
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(se > 0, coef / np.where(se > 0, se, 1.0), np.nan)
+        from scipy import stats as sps  # for p-values only: owners never load it
+
         p = 2.0 * sps.norm.sf(np.abs(z))
         q = float(sps.norm.ppf(0.5 + CI_LEVEL / 2))
 

@@ -46,6 +46,7 @@ OTHER = "other"
 
 # rounds last seconds to an hour (their deadline); the CSP's steps milliseconds to minutes
 ROUND_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+ANSWER_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 CSP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 # why the aggregator refused an upload (a share or LDP reports), or the CSP a decryption
@@ -193,6 +194,12 @@ class AggregatorMetrics(ServiceMetrics):
             p,
             ROUND_BUCKETS,
         )
+        self.answer_latency = self._histogram(
+            "leteo_invitation_answer_seconds",
+            "Seconds from a round's invitations to an owner's answer (accepted or declined)",
+            (),
+            ANSWER_BUCKETS,
+        )
         self.shares_received = self._counter(
             "leteo_shares_received",
             "Uploads accepted into a round: encrypted shares, or one owner's LDP reports",
@@ -235,6 +242,10 @@ class AggregatorMetrics(ServiceMetrics):
 
     def declined(self, reason: str) -> None:
         self.declines.labels(decline_rule(reason)).inc()
+
+    def answered(self, seconds: float) -> None:
+        if math.isfinite(seconds) and seconds >= 0:
+            self.answer_latency.observe(seconds)
 
     def watch_owners(self, count: Callable[[], int]) -> None:
         """`leteo_connected_owners` is `count()` at each scrape."""

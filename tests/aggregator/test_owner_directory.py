@@ -148,7 +148,7 @@ def test_an_invitation_waits_for_an_owner_that_connects_within_the_timeout(monke
     directory.answer("site-1", "r1", "")
     assert answers.all_in.wait(2)  # r2 was never answered: the timeout answers for it
     assert answers.reasons["site-1"] == ""
-    assert answers.reasons["late"] == "unreachable: no answer to the invitation within 0 s"
+    assert answers.reasons["late"] == "unreachable: no answer to the invitation within 0.5 s"
     directory.close()
 
 
@@ -163,7 +163,7 @@ def test_an_owner_that_never_connects_is_answered_unreachable(monkeypatch) -> No
     assert answers.all_in.wait(2)
     assert (
         answers.reasons["site-9"]
-        == "unreachable: site-9 did not connect within 0 s of the invitation"
+        == "unreachable: site-9 did not connect within 0.2 s of the invitation"
     )
     assert answers.reasons["nobody"] == "unreachable: nobody is not registered"
     directory.close()

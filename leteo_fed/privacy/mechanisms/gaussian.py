@@ -21,8 +21,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from leteo_fed.privacy.budget import Budget, check_delta, check_epsilon
 from leteo_fed.privacy.mechanisms._params import mapped_budget, new_rng, positive_finite
@@ -30,6 +28,8 @@ from leteo_fed.privacy.mechanisms._params import mapped_budget, new_rng, positiv
 
 def _analytic_delta(epsilon: float, sigma: float, l2: float) -> float:
     """delta(eps) = Phi(D/(2 s) - eps s/D) - e^eps Phi(-D/(2 s) - eps s/D), in log space."""
+    from scipy.special import log_ndtr  # central mechanisms only: owners never load SciPy
+
     a, b = l2 / (2.0 * sigma), epsilon * sigma / l2
     return float(math.exp(log_ndtr(a - b)) - math.exp(epsilon + log_ndtr(-a - b)))
 
@@ -63,6 +63,8 @@ class Gaussian:
         delta = check_delta(delta)
         if self.delta_at(0.0, l2_sensitivity) <= delta:
             return 0.0
+        from scipy.optimize import brentq
+
         hi = 1.0
         while self.delta_at(hi, l2_sensitivity) > delta:
             hi *= 2.0

@@ -46,7 +46,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 
 from leteo_fed.errors import ConfigError
 from leteo_fed.privacy.budget import Budget, check_delta, check_epsilon
@@ -227,11 +226,18 @@ class Skellam:
         def excess(t: float) -> float:
             return _log_tail(mu, t) - target
 
-        hi = max(1.0, math.sqrt(2.0 * mu))
+        # bisection over the integers (the excess decreases in t): exact, and no SciPy in the
+        # owner agents, which rebuild every DP spec and so run this on each invitation
+        lo, hi = 0, max(1, math.ceil(math.sqrt(2.0 * mu)))
         while excess(hi) > 0:
-            hi *= 2.0
-        t = brentq(excess, 0.0, hi, xtol=1e-9, rtol=1e-12)
-        return int(math.ceil(t))
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if excess(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+        return hi
 
 
 def _log_tail(mu: float, t: float) -> float:
@@ -241,7 +247,8 @@ def _log_tail(mu: float, t: float) -> float:
     P(X >= t) <= exp(-(t asinh(u) - 2 mu (sqrt(1 + u^2) - 1))), u = t / (2 mu).
     """
     u = t / (2.0 * mu)
-    return -(t * math.asinh(u) - 2.0 * mu * (math.sqrt(1.0 + u * u) - 1.0))
+    # sqrt(1 + u^2) - 1 written without the cancellation that makes it noise at large mu
+    return -(t * math.asinh(u) - 2.0 * mu * u * u / (math.sqrt(1.0 + u * u) + 1.0))
 
 
 __all__ = ["MAX_POISSON_RATE", "Skellam"]
