@@ -194,7 +194,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         try:
             rnd = self.engine.round(round_id)
         except NotFoundError:  # a round from before a restart
-            return self.engine.stored_status(round_id)
+            return self.engine.stored_round_status(round_id)
         status = round_status(rnd)
         return None if status.state == OPEN else status
 
