@@ -15,6 +15,8 @@ from leteo_fed.cli.options import (
     SubParsers,
     add_tls,
     csv_list,
+    host_port,
+    listen_address,
     set_handler,
     tls_config,
 )
@@ -185,6 +187,7 @@ def _add_csp(sub: SubParsers) -> None:
     )
     p.add_argument(
         "--listen",
+        type=listen_address,
         default=DEFAULT_CSP_ADDRESS,
         help=f"host:port (default: {DEFAULT_CSP_ADDRESS})",
     )
@@ -307,12 +310,14 @@ def _add_aggregator(sub: SubParsers) -> None:
     )
     p.add_argument(
         "--listen",
+        type=listen_address,
         default=DEFAULT_AGGREGATOR_ADDRESS,
         help=f"host:port (default: {DEFAULT_AGGREGATOR_ADDRESS})",
     )
     p.add_argument(
         "--csp",
         default=DEFAULT_CSP_ADDRESS,
+        type=host_port,
         help=f"CSP address (default: {DEFAULT_CSP_ADDRESS})",
     )
     p.add_argument(
