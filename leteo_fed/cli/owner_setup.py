@@ -38,7 +38,7 @@ def add_parsers(owner: SubParsers) -> None:
         "--csp",
         default=DEFAULT_CSP_ADDRESS,
         type=host_port,
-        help=f"CSP host:port (default: {DEFAULT_CSP_ADDRESS})"
+        help=f"CSP host:port (default: {DEFAULT_CSP_ADDRESS})",
     )
     p.add_argument("--tls-dir", default="certs", help="certificate folder (default: certs)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
