@@ -179,7 +179,8 @@ class OwnerDirectory:
             if owner is None:
                 return
             owner.last_seen = now
-        if self._on_seen is not None:
+            closed = self._closed  # the state may be closed with the service: not written
+        if self._on_seen is not None and not closed:
             try:
                 self._on_seen(site, now)
             except Exception:
@@ -299,7 +300,10 @@ class OwnerDirectory:
             if owner is None or owner.link is not link:
                 return  # replaced by a newer stream already
             owner.link = None
+            closed = self._closed
         log.info("owner %s disconnected", link.site)
+        if closed:  # the aggregator is stopping: `close` kept when it was last seen
+            return
         self.seen(link.site)
         if self.on_disconnect is not None:
             try:
@@ -429,7 +433,13 @@ class OwnerDirectory:
         return self._connection(site)[1]
 
     def close(self) -> None:
-        """End every stream and channel (waiting invitations are dropped: the engine is closing)."""
+        """End every stream and channel (waiting invitations are dropped: the engine is closing).
+        Connected owners are marked seen now, while the state is still open: the streams end
+        later, when nothing may be written any more."""
+        with self._lock:
+            connected = [o.site for o in self._owners.values() if o.link is not None]
+        for site in connected:
+            self.seen(site)
         with self._lock:
             self._closed = True
             links = [o.link for o in self._owners.values() if o.link is not None]
