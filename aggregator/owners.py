@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from leteo_fed import defaults
-from leteo_fed.errors import NotFoundError, Overloaded, ProtocolError
+from leteo_fed.errors import DuplicateError, NotFoundError, Overloaded, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
@@ -48,6 +48,8 @@ class Link:
 
     site: str
     tasks: queue.Queue = field(default_factory=queue.Queue)
+    instance: str = ""  # the agent process's OwnerHello.instance ('' from older agents)
+    since: float = field(default_factory=time.time)  # unix seconds
 
     def send(self, task: pb.OwnerTask) -> None:
         self.tasks.put(task)
@@ -179,7 +181,8 @@ class OwnerDirectory:
             if owner is None:
                 return
             owner.last_seen = now
-        if self._on_seen is not None:
+            closed = self._closed  # the state may be closed with the service: not written
+        if self._on_seen is not None and not closed:
             try:
                 self._on_seen(site, now)
             except Exception:
@@ -247,13 +250,14 @@ class OwnerDirectory:
             raise ProtocolError(
                 f"awaiting lists {len(hello.awaiting)} rounds, at most {MAX_AWAITING}"
             )
-        link = Link(site)
+        link = Link(site, instance=hello.instance)
         with self._lock:
             if self._closed:
                 raise ProtocolError("the aggregator is shutting down")
             connected = sum(1 for o in self._owners.values() if o.link is not None)
             previous = self._owners.get(site)
             if previous is not None and previous.link is not None:
+                _refuse_another_agent(previous.link, hello.instance)
                 previous.link.close()  # the owner reconnected: the old stream is dead to it
                 connected -= 1
             if connected >= self._max_connected:
@@ -299,7 +303,10 @@ class OwnerDirectory:
             if owner is None or owner.link is not link:
                 return  # replaced by a newer stream already
             owner.link = None
+            closed = self._closed
         log.info("owner %s disconnected", link.site)
+        if closed:  # the aggregator is stopping: `close` kept when it was last seen
+            return
         self.seen(link.site)
         if self.on_disconnect is not None:
             try:
@@ -429,7 +436,13 @@ class OwnerDirectory:
         return self._connection(site)[1]
 
     def close(self) -> None:
-        """End every stream and channel (waiting invitations are dropped: the engine is closing)."""
+        """End every stream and channel (waiting invitations are dropped: the engine is closing).
+        Connected owners are marked seen now, while the state is still open: the streams end
+        later, when nothing may be written any more."""
+        with self._lock:
+            connected = [o.site for o in self._owners.values() if o.link is not None]
+        for site in connected:
+            self.seen(site)
         with self._lock:
             self._closed = True
             links = [o.link for o in self._owners.values() if o.link is not None]
@@ -441,6 +454,22 @@ class OwnerDirectory:
             p.timer.cancel()
         for channel in channels:
             channel.close()
+
+
+def _refuse_another_agent(live: Link, instance: str) -> None:
+    """A site connects from one agent at a time. The same agent process reconnecting (its
+    old stream broke on its side first) replaces its stream; a different one is refused
+    while the first is connected, or both would take each other's stream in a loop. A
+    crashed agent's stream ends when its socket closes (or keepalive finds it dead), and its
+    restart, retrying, gets in then. Agents that send no instance replace as before."""
+    if not instance or not live.instance or instance == live.instance:
+        return
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(live.since))
+    raise DuplicateError(
+        f"site {live.site} is already connected from another agent since {since}: one agent "
+        "per site identity (stop the other agent; if it crashed, this one gets in as soon as "
+        "its connection is found closed)"
+    )
 
 
 def _heartbeat() -> pb.Heartbeat:

@@ -57,4 +57,6 @@ def serve(
         log.info("state kept in %s", service.store.path)
         service.engine.recover()
     log.info("aggregator listening on %s (port %d); CSP at %s", listen, port, csp_address)
-    serve_until_signal(server, "aggregator", on_stop=service.close, health=health)
+    # the state closes only once the server has stopped: streams ending write to it
+    serve_until_signal(server, "aggregator", on_stop=service.stop_serving, health=health)
+    service.close_state()

@@ -194,7 +194,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         try:
             rnd = self.engine.round(round_id)
         except NotFoundError:  # a round from before a restart
-            return self.engine.stored_status(round_id)
+            return self.engine.stored_round_status(round_id)
         status = round_status(rnd)
         return None if status.state == OPEN else status
 
@@ -400,13 +400,22 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         for site in rnd.invited:
             self.engine.submit(self.owners.publish, site, status)
 
-    def close(self) -> None:
-        """Stop now: pending work is cancelled and in-flight calls end with the channels."""
+    def stop_serving(self) -> None:
+        """Stop now: pending work is cancelled, owners' streams end, in-flight calls end with
+        the channels. The state stays open: calls and streams still ending write to it
+        (`close_state` once the server has stopped)."""
         self.engine.close()
         self._csp_channel.close()
         self.owners.close()
+
+    def close_state(self) -> None:
         if self.store is not None:
             self.store.close()
+
+    def close(self) -> None:
+        """Stop and close the state (a service not served by a gRPC server, e.g. in tests)."""
+        self.stop_serving()
+        self.close_state()
 
 
 def _rebuild(signed_bytes: bytes):

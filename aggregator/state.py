@@ -186,6 +186,7 @@ class StateStore:
             self._unlock()
             raise
         self._lock = threading.Lock()
+        self._closed = False
         try:
             self._setup()
         except BaseException:
@@ -222,6 +223,7 @@ class StateStore:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One transaction (BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any error) under the lock."""
         with self._lock:
+            self._check_open()
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -240,6 +242,7 @@ class StateStore:
 
     def _read(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
+            self._check_open()
             try:
                 return self._db.execute(sql, args).fetchall()
             except sqlite3.Error as exc:
@@ -247,8 +250,14 @@ class StateStore:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()
             self._unlock()
+
+    def _check_open(self) -> None:
+        """After `close` (the aggregator stopping): one clear error, not SQLite's."""
+        if self._closed:
+            raise StateError(f"the aggregator's state at {self.path} is closed (it is stopping)")
 
     def _unlock(self) -> None:
         if self._lock_fd >= 0:

@@ -40,6 +40,49 @@ RECONNECT_PATIENCE_SECONDS = 180.0  # an aggregator restart resumes the job with
 RECONNECT_POLL_SECONDS = 2.0
 
 
+RECONNECT_PROGRESS_SECONDS = 10.0  # while unreachable: a short progress line this often
+
+
+class _Outage:
+    """One stretch of an unreachable aggregator while waiting on a job: the full error once,
+    then a short progress line now and then (not the long gRPC message every poll), and
+    PeerUnavailable past the client's patience."""
+
+    def __init__(self, job_id: str, patience: float) -> None:
+        self.job_id = job_id
+        self.patience = patience
+        self.since = time.monotonic()
+        self.said = False
+        self.last_progress = self.since
+
+    def failed(self, exc: PeerUnavailable) -> None:
+        now = time.monotonic()
+        down = now - self.since
+        if down > self.patience:
+            raise PeerUnavailable(
+                f"{exc} (for {down:.0f} s); the job {self.job_id} may "
+                f"still complete: fetch it with `leteo-fed result {self.job_id}`"
+            ) from exc
+        if not self.said:
+            self.said = True
+            log.warning(
+                "aggregator unreachable (%s); waiting for job %s (up to %.0f s)",
+                exc,
+                self.job_id,
+                self.patience,
+            )
+        elif now - self.last_progress >= RECONNECT_PROGRESS_SECONDS:
+            self.last_progress = now
+            log.warning("aggregator still unreachable after %.0f s; waiting", down)
+
+    def over(self) -> None:
+        log.info(
+            "aggregator reachable again after %.0f s; job %s",
+            time.monotonic() - self.since,
+            self.job_id,
+        )
+
+
 class RoundFailed(LeteoError):
     """The round ended without a result (quorum not met, CSP failure, ...)."""
 
@@ -205,7 +248,7 @@ class AnalystClient:
         on_tick: Callable[[pb.RoundStatus], None] | None = None,
     ) -> pb.RoundStatus:
         end = time.monotonic() + timeout
-        unreachable_since: float | None = None
+        outage: _Outage | None = None
         while True:
             wait = max(0.0, min(1.0, end - time.monotonic()))
             try:
@@ -215,18 +258,14 @@ class AnalystClient:
                     wait + 30,
                 )
             except PeerUnavailable as exc:
-                now = time.monotonic()
-                unreachable_since = unreachable_since or now
-                if now - unreachable_since > self._patience:
-                    raise PeerUnavailable(
-                        f"{exc} (for {now - unreachable_since:.0f} s); the job {round_id} may "
-                        f"still complete: fetch it with `leteo-fed result {round_id}`"
-                    ) from exc
-                log.warning("aggregator unreachable (%s); waiting for job %s", exc, round_id)
+                outage = outage or _Outage(round_id, self._patience)
+                outage.failed(exc)
                 end += RECONNECT_POLL_SECONDS  # the time it is down does not count against it
                 time.sleep(RECONNECT_POLL_SECONDS)
                 continue
-            unreachable_since = None
+            if outage is not None:
+                outage.over()
+                outage = None
             if status.state != "OPEN" or time.monotonic() >= end:
                 return status
             if on_tick:

@@ -6,7 +6,9 @@ that stream, in order, and are handled one at a time. When the stream breaks (ne
 aggregator restart) the agent connects again, waiting 0.2 s, then twice as long after every
 failed attempt up to RECONNECT_MAX_SECONDS, with jitter so that a hundred sites do not come back
 in lockstep. On reconnecting it names the rounds it still awaits a result for, so a result
-published while it was away is not lost.
+published while it was away is not lost. Its hello carries a random id of this process: while
+another agent with the site's identity is connected, the aggregator refuses this one
+(ALREADY_EXISTS), which says so once and keeps retrying quietly.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import uuid
 from collections.abc import Callable
 
 import grpc
@@ -59,6 +62,9 @@ class AggregatorLink:
         self._lock = threading.Lock()
         self.connected = threading.Event()
         self.connections = 0  # streams opened so far (1 + reconnections)
+        # this process: the aggregator refuses a second agent of the site, not this one's return
+        self.instance = uuid.uuid4().hex
+        self._refused = False  # the refusal was said (once, until connected again)
 
     def start(self) -> None:
         threading.Thread(target=self._run, name="aggregator-link", daemon=True).start()
@@ -84,7 +90,12 @@ class AggregatorLink:
 
     def _stream(self) -> bool:
         """One connection, until it ends; True if it was established."""
-        hello = pb.OwnerHello(site_id=self._site_id, version=__version__, awaiting=self._awaiting())
+        hello = pb.OwnerHello(
+            site_id=self._site_id,
+            version=__version__,
+            awaiting=self._awaiting(),
+            instance=self.instance,
+        )
         call = self._stub.Connect(hello)  # type: ignore[attr-defined]
         with self._lock:
             self._call = call
@@ -95,6 +106,7 @@ class AggregatorLink:
             for task in call:
                 if not established:
                     established = True
+                    self._refused = False
                     self.connections += 1
                     self.connected.set()
                     log.info("connected to the aggregator (outbound)")
@@ -102,7 +114,9 @@ class AggregatorLink:
             if not self._stop.is_set():
                 log.warning("the aggregator closed the connection; reconnecting")
         except grpc.RpcError as exc:
-            if not self._stop.is_set():
+            if exc.code() == grpc.StatusCode.ALREADY_EXISTS and not established:
+                self._said_refused(exc)
+            elif not self._stop.is_set():
                 how = "lost the connection to" if established else "cannot connect to"
                 log.warning("%s the aggregator (%s); retrying", how, rpc_error_message(exc))
         finally:
@@ -110,6 +124,19 @@ class AggregatorLink:
             with self._lock:
                 self._call = None
         return established
+
+    def _said_refused(self, exc: grpc.RpcError) -> None:
+        """Another agent holds the site's connection: one clear line, then quiet retries with
+        the usual backoff (this agent takes over once the other is gone, e.g. it crashed and
+        its connection is found closed)."""
+        if self._refused:
+            log.debug("still refused by the aggregator: %s", rpc_error_message(exc))
+            return
+        self._refused = True
+        log.error(
+            "refused by the aggregator: %s; retrying quietly every few seconds",
+            rpc_error_message(exc),
+        )
 
     def _handle(self, task: pb.OwnerTask) -> None:
         kind = task.WhichOneof("task")

@@ -246,6 +246,21 @@ class RoundEngine:
             return None
         return pb.RoundStatus.FromString(raw) if raw is not None else None
 
+    def stored_round_status(self, round_id: str) -> pb.RoundStatus | None:
+        """The kept final status of the round `round_id` itself, never its job's: an owner
+        asking for the lost first attempt of a single-round job (same id as the job) must hear
+        that this attempt failed, even once the job completed under a new attempt."""
+        if self.store is None:
+            return None
+        try:
+            stored = self.store.round(round_id)
+        except LeteoError:
+            log.exception("could not read the status of %s from the state", round_id)
+            return None
+        if stored is None or stored.status_proto is None:
+            return None
+        return pb.RoundStatus.FromString(stored.status_proto)
+
     # ------------------------------------------------------------------ starting a job
 
     def start(
@@ -684,7 +699,8 @@ class RoundEngine:
 
         - a round that was open is failed: the shares sent to it were lost (only the aggregator
           held them, and the CSP never decrypted them, so the owners get their budget back);
-        - a single-round job ends with its round's status;
+        - a single-round job whose round was open runs again under a new attempt id (as after
+          a CSP restart); one whose round had ended takes its round's status;
         - a multi-round job resumes from its last completed round (planned again from the
           analyst's signed request, its state restored from the snapshot), the next round
           under a new round id; without a completed round, or if its protocol cannot resume,
@@ -734,10 +750,8 @@ class RoundEngine:
             self._fail_stored(stored, "the aggregator restarted before the job's first round")
             return None
         last = rounds[-1]
-        if len(rounds) == 1 and last.round_id == stored.job_id:
-            # single-round: the job is its round (same id), whose final status it takes
-            self._end_stored(stored, last)
-            return None
+        if rounds[0].round_id == stored.job_id:  # single-round: the job is its round
+            return self._recover_single(stored, last, lost)
         replanned, why = self._replan(stored)
 
         def failure(index: int, message: str) -> str:
@@ -791,6 +805,31 @@ class RoundEngine:
         )
         return job, index
 
+    def _recover_single(
+        self, stored: StoredJob, last: StoredRound, lost: set[str]
+    ) -> tuple[Job, int] | None:
+        """A single-round job whose round the restart interrupted runs again under a new
+        attempt id (`<job>-r<attempt>`), as after a CSP restart: the lost attempt's failure is
+        published first, so its owners have their charge back before the new invitation. A
+        round that had ended before the restart gives the job its status."""
+        if last.round_id not in lost:
+            self._end_stored(stored, last)
+            return None
+        replanned, why = self._replan(stored)
+        if replanned is None:
+            self._fail_stored(stored, f"{_message(last)}; {why}")
+            return None
+        assert self.store is not None
+        protocol, plan, authorization = replanned
+        attempt = self.store.next_attempt(stored.job_id)
+        state = protocol.start(plan, stored.job_id, list(stored.invited))
+        job = self._job_from(stored, protocol, plan, state, authorization, attempt)
+        job.message = f"running again after an aggregator restart: {_message(last)}"
+        with self._lock:
+            self._jobs[job.job_id] = job
+        log.warning("job %s runs again (attempt %d): %s", job.job_id, attempt, _message(last))
+        return job, 1
+
     def _replan(self, stored: StoredJob) -> tuple[tuple[FederatedProtocol, Any, Any] | None, str]:
         """(protocol, plan, signed request) planned again from the kept request, or None and
         why the job cannot resume."""
@@ -827,7 +866,9 @@ class RoundEngine:
         """A single-round job ends with its round's kept status."""
         assert self.store is not None and last.status_proto is not None
         status = pb.RoundStatus.FromString(last.status_proto)
-        self.store.finish_job(stored.job_id, status.state, status.message, last.status_proto)
+        status.round_id = stored.job_id  # a re-run's round is `<job>-r<attempt>`
+        final = status.SerializeToString()
+        self.store.finish_job(stored.job_id, status.state, status.message, final)
         log.info("job %s: %s after the restart: %s", stored.job_id, status.state, status.message)
 
     def _fail_stored(self, stored: StoredJob, message: str) -> None:

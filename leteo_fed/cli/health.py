@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from leteo_fed.cli.options import SubParsers, set_handler
+from leteo_fed.cli.options import SubParsers, host_port, set_handler
 
 ROLES = ("csp", "aggregator", "owner", "analyst")
 
@@ -27,7 +27,7 @@ def add_parser(sub: SubParsers) -> None:
         "port a service opens with --health-listen (Health only); with --tls-dir it uses this "
         "party's certificate on the service's mTLS port.",
     )
-    p.add_argument("address", help="host:port to probe")
+    p.add_argument("address", type=host_port, help="host:port to probe")
     p.add_argument(
         "--service",
         default="",

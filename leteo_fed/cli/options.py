@@ -37,6 +37,37 @@ SubParsers = argparse._SubParsersAction
 DP_GROUP_TITLE = "differential privacy (distributed Skellam noise added by the owners)"
 
 
+def host_port(text: str) -> str:
+    """An address to dial, `host:port` (a name, an IPv4 or a bracketed IPv6 host; port
+    1-65535): a missing port is a usage error naming the flag (exit 2), not a failed dial."""
+    return _address(text, lowest_port=1)
+
+
+def listen_address(text: str) -> str:
+    """An address to listen on, `host:port` (port 0: any free port)."""
+    return _address(text, lowest_port=0)
+
+
+def _address(text: str, lowest_port: int) -> str:
+    host, colon, port = text.rpartition(":")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    ok = (
+        bool(colon)
+        and 0 < len(bare) <= 253
+        and all(c.isascii() and (c.isalnum() or c in "-._:") for c in bare)
+        and (":" not in bare or bare != host)  # an IPv6 host needs its brackets
+        and port.isascii()
+        and port.isdigit()
+        and lowest_port <= int(port) <= 65535
+    )
+    if not ok:
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        raise argparse.ArgumentTypeError(
+            f"must be host:port with a port {lowest_port}-65535, got {shown!r}"
+        )
+    return text
+
+
 def show(value: float) -> str:
     """A default as help texts write it: 120, 1e6, 1e-6 (not 120.0, 1e+06, 1e-06)."""
     mantissa, _, exponent = f"{value:g}".partition("e")
@@ -107,6 +138,7 @@ def add_aggregator_address(p: Container) -> None:
     p.add_argument(
         "--aggregator",
         default=default,
+        type=host_port,
         help=f"aggregator address host:port (default: $LETEO_AGGREGATOR, else {default})",
     )
 

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from leteo_fed.cli.options import SubParsers, set_handler
+from leteo_fed.cli.options import SubParsers, host_port, set_handler
 from leteo_fed.defaults import DEFAULT_AGGREGATOR_ADDRESS, DEFAULT_CSP_ADDRESS
 
 
@@ -31,10 +31,14 @@ def add_parsers(owner: SubParsers) -> None:
     p.add_argument(
         "--aggregator",
         default=DEFAULT_AGGREGATOR_ADDRESS,
+        type=host_port,
         help=f"aggregator host:port (default: {DEFAULT_AGGREGATOR_ADDRESS})",
     )
     p.add_argument(
-        "--csp", default=DEFAULT_CSP_ADDRESS, help=f"CSP host:port (default: {DEFAULT_CSP_ADDRESS})"
+        "--csp",
+        default=DEFAULT_CSP_ADDRESS,
+        type=host_port,
+        help=f"CSP host:port (default: {DEFAULT_CSP_ADDRESS})",
     )
     p.add_argument("--tls-dir", default="certs", help="certificate folder (default: certs)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")

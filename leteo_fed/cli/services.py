@@ -16,6 +16,8 @@ from leteo_fed.cli.options import (
     SubParsers,
     add_tls,
     csv_list,
+    host_port,
+    listen_address,
     set_handler,
     tls_config,
 )
@@ -186,6 +188,7 @@ def _add_csp(sub: SubParsers) -> None:
     )
     p.add_argument(
         "--listen",
+        type=listen_address,
         default=DEFAULT_CSP_ADDRESS,
         help=f"host:port (default: {DEFAULT_CSP_ADDRESS})",
     )
@@ -308,12 +311,14 @@ def _add_aggregator(sub: SubParsers) -> None:
     )
     p.add_argument(
         "--listen",
+        type=listen_address,
         default=DEFAULT_AGGREGATOR_ADDRESS,
         help=f"host:port (default: {DEFAULT_AGGREGATOR_ADDRESS})",
     )
     p.add_argument(
         "--csp",
         default=DEFAULT_CSP_ADDRESS,
+        type=host_port,
         help=f"CSP address (default: {DEFAULT_CSP_ADDRESS})",
     )
     p.add_argument(

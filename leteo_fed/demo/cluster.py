@@ -279,9 +279,12 @@ class LocalCluster:
         path.write_text("\n".join(lines) + "\n")
         return path
 
-    def start_owner(self, owner: OwnerSpec) -> None:
+    def start_owner(self, owner: OwnerSpec, name: str = "") -> None:
+        """The owner's agent process, known here as `name` (default: its site id; another
+        name runs a second agent with the same identity, as an operator's mistake would)."""
         config = self.owner_config(owner)
-        self._spawn(owner.site_id, ["owner", "serve", "--config", str(config)], owner.env)
+        cmd = ["owner", "serve", "--config", str(config)]
+        self._spawn(name or owner.site_id, cmd, owner.env)
 
     def _health(self, name: str) -> bool:
         """The service answers Health (outbound owners, which serve no port, are checked in

@@ -677,14 +677,16 @@ class RemoveOwnersRequest(_message.Message):
     def __init__(self, site_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class OwnerHello(_message.Message):
-    __slots__ = ("site_id", "version", "awaiting")
+    __slots__ = ("site_id", "version", "awaiting", "instance")
     SITE_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     AWAITING_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
     site_id: str
     version: str
     awaiting: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, site_id: _Optional[str] = ..., version: _Optional[str] = ..., awaiting: _Optional[_Iterable[str]] = ...) -> None: ...
+    instance: str
+    def __init__(self, site_id: _Optional[str] = ..., version: _Optional[str] = ..., awaiting: _Optional[_Iterable[str]] = ..., instance: _Optional[str] = ...) -> None: ...
 
 class OwnerTask(_message.Message):
     __slots__ = ("invite", "result", "heartbeat")

@@ -12,8 +12,10 @@ identity travels in a metadata header and every service logs a loud warning at s
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -423,7 +425,14 @@ def bind(
     server: grpc.Server, listen: str, credentials: grpc.ServerCredentials | None, field: str
 ) -> int:
     """Add a port to `server`; an address in use or invalid is a ConfigError naming the flag
-    (gRPC raises or returns 0, depending on the version), never a traceback."""
+    (gRPC raises or returns 0, depending on the version), never a traceback. A port in use is
+    found before gRPC tries it, which would log its own error line first."""
+    if _in_use(listen):
+        raise ConfigError(
+            f"cannot listen on {listen} (--{field.replace('_', '-')}): the address is in use by "
+            "another process",
+            field=field,
+        )
     try:
         if credentials is None:
             port = server.add_insecure_port(listen)
@@ -439,6 +448,31 @@ def bind(
             field=field,
         )
     return port
+
+
+def _in_use(listen: str) -> bool:
+    """Whether another socket already listens on `listen` (host:port). The probe binds without
+    SO_REUSEPORT, so a gRPC server there (which sets it) is found too; port 0 and addresses
+    that do not resolve are left to gRPC."""
+    host, _, port = listen.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not port.isdigit() or int(port) == 0:
+        return False
+    try:
+        infos = socket.getaddrinfo(
+            host or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except (OSError, UnicodeError):
+        return False
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC: not TIME_WAIT
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return True
+    return False
 
 
 class Drains(Protocol):

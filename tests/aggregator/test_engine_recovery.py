@@ -5,7 +5,8 @@ it opened and refuses an id twice, as the real one does) and the reveal (the slo
 owners' real encoded shares, as the homomorphic sum computes it). A "crash" drops the engine
 with its rounds open; a new engine on the same state dir recovers. Checked: k-means resumes
 from its last completed iteration under new round ids and ends where an uninterrupted run ends,
-a round open at the crash fails and is published once, no result is published twice, and
+a round open at the crash fails and is published once (a single-round job then runs again
+under a new attempt id), no result is published twice, and
 `stored_status` answers for everything from before the restart. Also the k-means snapshot's
 JSON round trip.
 """
@@ -373,20 +374,38 @@ def _pca() -> pb.Signed:
     )
 
 
-def test_a_single_round_job_open_at_the_crash_fails_and_its_owners_are_told_once(deployment):
+def test_a_single_round_job_open_at_the_crash_runs_again_under_a_new_attempt(deployment):
+    """The lost attempt fails (published once, before the new invitation); the job runs again
+    as `<job>-r2`, then `<job>-r3` after a second crash, and completes with every row."""
     engine, owners = deployment.engine()
     job = _start(engine, _pca())
     assert owners.next_round() == job.job_id
     engine, owners = deployment.engine()
     engine.recover()
-    message = RESTARTED.format(round_id=job.job_id)
-    status = engine.stored_status(job.job_id)
-    assert (status.state, status.message) == ("FAILED", message)
-    assert list(status.invited) == SITES
+    lost = engine.stored_round_status(job.job_id)
+    assert (lost.state, lost.message) == ("FAILED", RESTARTED.format(round_id=job.job_id))
+    assert list(lost.invited) == SITES
     assert deployment.results(job.job_id) == ["FAILED"]
-    engine, owners = deployment.engine()  # and a second restart publishes nothing
+    assert owners.next_round() == f"{job.job_id}-r2"
+    assert engine.job(job.job_id).status == "OPEN"  # GetRound on the job id: still running
+    engine, owners = deployment.engine()  # a second crash inside the second attempt
+    engine.recover()
+    assert owners.next_round() == f"{job.job_id}-r3"
+    _complete(engine, f"{job.job_id}-r3")
+    again = engine.job(job.job_id)
+    assert again.done.wait(WAIT) and again.status == "COMPLETED", again.message
+    assert again.result.n_samples == 150
+    status = engine.stored_status(job.job_id)
+    assert (status.round_id, status.state) == (job.job_id, "COMPLETED")
+    # an owner asking for the lost attempt still hears that it failed
+    assert engine.stored_round_status(job.job_id).state == "FAILED"
+    assert deployment.results(job.job_id) == ["FAILED"]
+    assert deployment.results(f"{job.job_id}-r2") == ["FAILED"]
+    assert deployment.results(f"{job.job_id}-r3") == ["COMPLETED"]
+    engine, owners = deployment.engine()  # a third start publishes nothing again
     engine.recover()
     assert deployment.results(job.job_id) == ["FAILED"]
+    assert engine.stored_status(job.job_id).state == "COMPLETED"
 
 
 def test_a_finished_round_never_published_is_published_once(deployment):

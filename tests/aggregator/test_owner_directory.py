@@ -10,7 +10,7 @@ import pytest
 from aggregator.owners import OwnerDirectory
 from leteo_fed import defaults
 from leteo_fed.demo.cluster import free_port
-from leteo_fed.errors import ConfigError, NotFoundError, Overloaded
+from leteo_fed.errors import ConfigError, DuplicateError, NotFoundError, Overloaded
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.grpc_io import TlsConfig, make_server
@@ -182,6 +182,26 @@ def test_a_reconnecting_owner_replaces_its_old_stream_and_capacity_is_enforced()
     assert _tasks(second, 1)[0].result.round_id == "r1"
     directory.close()
     assert [t.WhichOneof("task") for t in second] == []
+
+
+def test_a_second_agent_of_a_connected_site_is_refused_and_the_first_keeps_its_stream() -> None:
+    directory = _outbound()
+    hello = pb.OwnerHello(site_id="site-1", instance="a" * 32)
+    link, first = directory.connect("site-1", hello, lambda: True)
+    other = pb.OwnerHello(site_id="site-1", instance="b" * 32)
+    with pytest.raises(DuplicateError, match="site site-1 is already connected from another"):
+        directory.connect("site-1", other, lambda: True)
+    assert directory.listing()[0].connected
+    directory.publish("site-1", pb.RoundStatus(round_id="r1", state="FAILED"))
+    assert _tasks(first, 1)[0].result.round_id == "r1"  # the first stream is untouched
+    # the first agent's stream ends (its process died): the second one gets in
+    link.close()
+    assert [t.WhichOneof("task") for t in first] == []
+    _, second = directory.connect("site-1", other, lambda: True)
+    # the same agent reconnecting replaces its own stream, as before
+    _, again = directory.connect("site-1", other, lambda: True)
+    assert [t.WhichOneof("task") for t in second] == ["heartbeat"]
+    directory.close()
 
 
 def test_registrations_are_reported_for_persistence() -> None:

@@ -80,8 +80,12 @@ class ManualOwner(pb_grpc.OwnerAgentServicer):
     def Health(self, request, context):
         return pb.HealthReply(party=self.site_id, role="owner", status="SERVING")
 
+    refuse = ""  # set: later invitations are declined with this reason (still queued)
+
     def Invite(self, request, context):
         self.specs.put(request)
+        if self.refuse:
+            return pb.InviteReply(accepted=False, reason=self.refuse)
         return pb.InviteReply(accepted=True)
 
     def PublishResult(self, request, context):

@@ -6,8 +6,11 @@ counts every result the aggregator publishes to it. After the restart:
 
 - a k-means job resumes from its last completed iteration (the lost iteration again under a
   new round id) and ends with the centers of centralized Lloyd on the pooled rows;
-- a PCA round open at the kill fails, GetRound on it says why, and its owners are told once
-  (the DP charge of the share they had sent comes back: the CSP never decrypted it);
+- a PCA job whose round was open at the kill runs again under a new attempt id and the
+  analyst's `leteo-fed pca` completes, having said once that the aggregator was unreachable;
+  its owners are told once that the lost attempt failed (its DP charge comes back: the CSP
+  never decrypted it) and are charged for the new attempt only;
+- a SIGTERM with owners connected stops cleanly: no traceback in the log;
 - no owner receives any round's result twice.
 """
 
@@ -16,6 +19,9 @@ from __future__ import annotations
 import json
 import math
 import queue
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -31,7 +37,6 @@ from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
 from leteo_fed.protocols.kmeans_round import KmeansRequest
-from leteo_fed.protocols.moments_round import MomentsRequest
 
 pytestmark = pytest.mark.slow
 
@@ -210,61 +215,117 @@ def test_a_kmeans_job_resumes_after_the_aggregator_is_killed(tmp_path):
             manual.close()
 
 
-def test_a_pca_round_open_at_the_kill_fails_and_its_owners_are_told_once(tmp_path):
+def _ledger(cluster: LocalCluster, site: str) -> list[dict]:
+    path = cluster.workdir / "config" / "ledgers" / f"{site}.json"
+    return json.loads(path.read_text())["spends"]
+
+
+def _pca_command(cluster: LocalCluster, names: list[str], out) -> list[str]:
+    """The analyst's `leteo-fed pca`, DP (the owners charge their ledgers), every site invited,
+    three enough (site-x, accepted but silent, holds the first attempt open)."""
+    return [
+        sys.executable, "-m", "leteo_fed", "pca",
+        "--aggregator", cluster.addresses["aggregator"],
+        "--tls-dir", str(cluster.certs),
+        "--features", ",".join(names), "--components", "2",
+        "--owners", ",".join(ALL), "--min-owners", "3", "--deadline", "60",
+        "--dp-epsilon", "1", "--row-norm-bound", str(math.sqrt(len(names))),
+        "--rows", "400", "--accept-noise",
+        "--out", str(out),
+    ]  # fmt: skip
+
+
+def test_a_pca_job_open_at_the_kill_runs_again_and_the_analysts_command_completes(tmp_path):
+    """The analyst's command waits through the restart (saying once that the aggregator is
+    unreachable), the job runs again as `<job>-r2` and its result is the three sites' PCA;
+    each owner's ledger keeps one charge (the lost attempt's is withdrawn, the CSP never
+    decrypted it), and each owner is told the lost attempt failed, once."""
     x = load_breast_cancer().data[:, :10]
     x = x / x.max(axis=0)  # public per-feature bounds: values in [0, 1]
     names = [f"f{i}" for i in range(10)]
     cluster, data = _cluster(tmp_path, x, names, privacy_budget=(4.0, 1e-4))
     with cluster:
-        manual = _manual(cluster, data["site-x"])  # silent: the round waits for it
+        manual = _manual(cluster, data["site-x"])
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        stderr = tmp_path / "pca.stderr"
         try:
             client.wait_for_owners(4)
-            status = client.start(
-                MomentsRequest(features=tuple(names)),
-                RoundOptions(
-                    owners=ALL,
-                    min_owners=4,
-                    deadline_seconds=60,
-                    dp_epsilon=1.0,
-                    row_norm_bound=math.sqrt(len(names)),
-                ),
-            )
-            job = status.round_id
+            with stderr.open("w") as err:
+                command = subprocess.Popen(
+                    _pca_command(cluster, names, tmp_path / "out"),
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    cwd=tmp_path,
+                )
+            job = manual.next_spec(timeout=TIMEOUT).round_id  # site-x accepts, sends nothing
             _wait_submitted(client, job, 3)
+            manual.refuse = "this test's site-x sits the second attempt out"
 
-            _restart_aggregator(cluster)
-            final = client.wait(job, 5)
-            assert (final.state, final.message) == ("FAILED", RESTART.format(job))
-            assert list(final.invited) == sorted(ALL)
+            cluster.kill("aggregator")
+            time.sleep(5)  # the command polls an unreachable aggregator meanwhile
+            cluster.start_aggregator()
+            assert command.wait(timeout=120) == 0, stderr.read_text()
+            said = stderr.read_text()
+            assert said.count("aggregator unreachable (") == 1, said
+            assert said.count("UNAVAILABLE") == 1, said
+            assert "aggregator reachable again" in said
+
+            final = client.wait(job, 0)
+            assert final.state == "COMPLETED", final.message
+            assert sorted(final.submitted) == list(REAL)
+            assert manual.next_spec(timeout=5).round_id == f"{job}-r2"
+            result = json.loads((tmp_path / "out" / "pca.json").read_text())
+            pooled = np.vstack([data[s] for s in REAL])
+            # the new attempt's release, of the three sites' rows: each mean within five of
+            # its stated noise std of theirs
+            assert result["round_id"] == f"{job}-r2"
+            assert sorted(result["owners"]) == list(REAL)
+            std = result["dp"]["figure_noise_std"]
+            for i, (got, want) in enumerate(zip(result["mean"], pooled.mean(axis=0), strict=True)):
+                assert abs(got - want) < 5 * std[f"mean of f{i}"], (i, got, want)
 
             for site in REAL:
-                _wait_for(lambda s=site: job in _results(cluster, s), f"{site}'s result")
-                events = _audit(cluster, site)
-                results = [e for e in events if e.get("event") == "result"]
-                assert [(e["round_id"], e["state"]) for e in results] == [(job, "FAILED")]
-                # the CSP never decrypted the round: the charge of the share sent comes back
                 _wait_for(
                     lambda s=site: any(
-                        e.get("event") == "withdrawn" and e["round_id"] == job
-                        for e in _audit(cluster, s)
+                        e["round_id"] == job and e["state"] == "withdrawn"
+                        for e in _ledger(cluster, s)
                     ),
-                    f"{site}'s withdrawal",
+                    f"{site}'s withdrawal of {job}",
                 )
-            _wait_for(lambda: job in manual.publications, "site-x's result")
-            time.sleep(0.5)  # room for a second publication, which must not come
-            assert manual.publications == Counter({job: 1})
-            assert manual.states[job] == "FAILED"
-
-            # the restarted aggregator knew every owner: a new round runs at once
-            again = client.run(
-                MomentsRequest(features=tuple(names)),
-                RoundOptions(owners=REAL, min_owners=3, deadline_seconds=60),
-            ).to_dict()
-            assert sorted(again["owners"]) == list(REAL)
+                charged = [e for e in _ledger(cluster, site) if e["state"] == "committed"]
+                assert [e["round_id"] for e in charged] == [f"{job}-r2"], charged
+                told = [(e["round_id"], e["state"]) for e in _audit(cluster, site)
+                        if e.get("event") == "result"]  # fmt: skip
+                assert told.count((job, "FAILED")) == 1, told
+            assert manual.publications[job] == 1 and manual.states[job] == "FAILED"
         finally:
+            if command.poll() is None:
+                command.kill()
             client.close()
             manual.close()
+
+
+def test_sigterm_with_owners_connected_logs_no_traceback(tmp_path):
+    """A graceful stop while outbound owners hold their streams: the streams end before the
+    state closes, so nothing writes to a closed database; a restart finds every owner."""
+    x = load_iris().data
+    cluster, _ = _cluster(tmp_path, x, IRIS)
+    with cluster:
+        client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
+        try:
+            client.wait_for_owners(3)
+            process = cluster.procs["aggregator"]
+            cluster.kill("aggregator", signal.SIGTERM)
+            assert process.returncode == 0
+            log = (cluster.logs / "aggregator.log").read_text()
+            assert "aggregator: stopped" in log
+            assert "Traceback" not in log and "closed database" not in log, log
+            assert "could not record" not in log
+            cluster.start_aggregator()
+            cluster.wait_healthy(names=["aggregator"])
+            assert sorted(client.wait_for_owners(3)) == list(REAL)
+        finally:
+            client.close()
 
 
 def test_a_logreg_job_resumes_after_the_aggregator_is_killed(tmp_path):

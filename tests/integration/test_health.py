@@ -107,15 +107,50 @@ def test_the_csp_is_not_serving_without_a_current_key(cluster):
         assert _until("SERVING", ch, service) == "SERVING"
 
 
-def test_a_port_in_use_is_one_line_and_exit_2(cluster, tmp_path):
-    taken = cluster.addresses["aggregator"]
-    cmd = [sys.executable, "-m", "leteo_fed", "aggregator", "serve", "--listen", taken]
-    cmd += ["--tls-dir", str(cluster.certs), "--name", "aggregator"]
+def _serve_on(cluster, service: str, listen: str, tmp_path) -> list[str]:
+    """The command line of `service` told to listen on `listen` (the owner: through the
+    `listen` of a copy of site-1's config)."""
+    tls = ["--tls-dir", str(cluster.certs), "--name", service]
+    if service == "aggregator":
+        return ["aggregator", "serve", "--listen", listen, *tls]
+    if service == "csp":
+        return ["csp", "serve", "--listen", listen, "--key-dir", str(tmp_path / "keys"), *tls]
+    lines = (cluster.workdir / "config" / "site-1.toml").read_text().splitlines()
+    config = tmp_path / "site-1-listen.toml"
+    config.write_text("\n".join([lines[0], f'listen = "{listen}"', *lines[1:]]) + "\n")
+    return ["owner", "serve", "--config", str(config)]
+
+
+@pytest.mark.parametrize("service", ["aggregator", "csp", "owner"])
+def test_a_port_in_use_is_one_line_and_exit_2(cluster, tmp_path, service):
+    """Our one line only: the port is found busy before gRPC tries it and logs its own
+    `add_port` error."""
+    taken = cluster.addresses["aggregator"]  # held by a running gRPC server (SO_REUSEPORT)
+    cmd = [sys.executable, "-m", "leteo_fed", *_serve_on(cluster, service, taken, tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert f"cannot listen on {taken} (--listen)" in done.stderr
-    assert "Traceback" not in done.stderr
-    with socket.socket() as held:  # the health port taken: named as such
+    assert _busy_line(service, taken) in done.stderr
+    assert "add_port" not in done.stderr and "Traceback" not in done.stderr
+    with socket.socket() as held:  # a plain listener (no SO_REUSEPORT) is found as well
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        busy = f"127.0.0.1:{held.getsockname()[1]}"
+        cmd = [sys.executable, "-m", "leteo_fed", *_serve_on(cluster, service, busy, tmp_path)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert _busy_line(service, busy) in done.stderr
+    assert "add_port" not in done.stderr and "Traceback" not in done.stderr
+
+
+def _busy_line(service: str, address: str) -> str:
+    """The line naming the busy address (the owner's start-up check names its config key)."""
+    if service == "owner":
+        return f"listen = '{address}': cannot listen there: [Errno 98] Address already in use"
+    return f"cannot listen on {address} (--listen): the address is in use by another process"
+
+
+def test_a_health_port_in_use_is_named_as_such(cluster, tmp_path):
+    with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         busy = f"127.0.0.1:{held.getsockname()[1]}"
@@ -124,7 +159,8 @@ def test_a_port_in_use_is_one_line_and_exit_2(cluster, tmp_path):
         cmd += ["--tls-dir", str(cluster.certs), "--name", "aggregator"]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert "(--health-listen)" in done.stderr and "Traceback" not in done.stderr
+    assert "(--health-listen)" in done.stderr
+    assert "add_port" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_an_owners_own_listener_answers_standard_health(tmp_path):

@@ -2,7 +2,8 @@
 with mTLS and a 2048-bit key. An owner opens no port; it connects out to the aggregator, takes
 invitations and results on that stream, and connects again after it or the link went away: an
 invitation sent while it was away reaches it if it is back within the invitation timeout, and a
-result it missed reaches it when it reconnects, recorded once.
+result it missed reaches it when it reconnects, recorded once. A second agent with a connected
+site's identity is refused in one line; a killed agent's restart gets in at once.
 """
 
 from __future__ import annotations
@@ -164,3 +165,38 @@ def test_an_owner_away_longer_than_the_timeout_is_named_and_gets_the_result_when
         if e["event"] == "result" and e["round_id"] == status.round_id
     ]
     assert len(results) == 1
+
+
+def _count(cluster: LocalCluster, name: str, text: str) -> int:
+    path = cluster.logs / f"{name}.log"
+    return path.read_text(errors="replace").count(text) if path.exists() else 0
+
+
+def test_a_second_agent_with_a_connected_sites_identity_is_refused_in_one_line(deployment):
+    """The second agent is refused (ALREADY_EXISTS) and says so once, retrying quietly with
+    backoff; the first keeps its stream. A crashed agent's restart gets in at once."""
+    cluster, client, names, owners = deployment
+    connected = "owner site-1 connected (outbound)"
+    before = _count(cluster, "aggregator", connected)
+    cluster.start_owner(owners[0], name="site-1-again")
+    time.sleep(10)
+    assert cluster.procs["site-1-again"].poll() is None  # it waits, in case the first goes
+    said = (cluster.logs / "site-1-again.log").read_text().splitlines()
+    refusals = [line for line in said if "refused by the aggregator" in line]
+    assert len(refusals) == 1, said
+    refused = "ALREADY_EXISTS: site site-1 is already connected from another agent since"
+    assert refused in refusals[0]
+    assert not any("Traceback" in line for line in said)
+    assert _count(cluster, "aggregator", connected) == before  # the first was never dropped
+    tries = _count(cluster, "aggregator", "Connect refused: site site-1 is already connected")
+    assert 1 <= tries <= 12, tries  # backoff: not a loop
+    result = client.run(MomentsRequest(features=tuple(names)), RoundOptions(min_owners=3))
+    assert sorted(result.to_dict()["owners"]) == SITES  # the first agent still serves
+
+    cluster.kill("site-1-again")
+    cluster.kill("site-1")  # SIGKILL: the kernel closes its socket
+    start = time.monotonic()
+    cluster.start_owner(owners[0])
+    while _count(cluster, "aggregator", connected) == before:
+        assert time.monotonic() - start < 5, "the restarted agent did not get in"
+        time.sleep(0.05)

@@ -422,3 +422,34 @@ def test_bounds_with_a_negative_first_value_through_the_cli(tmp_path):
         text=True,
     )
     assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["jobs", "--insecure", "--aggregator", "127.0.0.1"], "--aggregator"),
+        (["pca", "--features", "a", "--insecure", "--aggregator", "127.0.0.1"], "--aggregator"),
+        (["aggregator", "serve", "--insecure", "--csp", "localhost"], "--csp"),
+        (["aggregator", "serve", "--insecure", "--listen", "127.0.0.1:70000"], "--listen"),
+        (["csp", "serve", "--insecure", "--listen", "[::1"], "--listen"),
+        (["owner", "init", "--site-id", "s", "--out", "s.toml", "--csp", "h:"], "--csp"),
+        (["health", "127.0.0.1"], "address"),
+    ],
+)
+def test_an_address_without_a_port_is_a_usage_error_naming_the_flag(tmp_path, args, flag):
+    """Bad input exits 2 with argparse's usage line, before anything is dialled or bound."""
+    proc = run_cli(*args, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"argument {flag}: must be host:port" in proc.stderr
+    assert proc.stderr.startswith("usage: leteo-fed")
+    assert "Traceback" not in proc.stderr and "UNAVAILABLE" not in proc.stderr
+    assert not (tmp_path / "s.toml").exists()
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:50052", "agg.example.org:443", "[::1]:8080"])
+def test_addresses_a_user_writes_are_taken_as_they_are(address):
+    from leteo_fed.cli.options import host_port, listen_address
+
+    assert host_port(address) == address
+    assert listen_address(address) == address
+    assert listen_address("0.0.0.0:0") == "0.0.0.0:0"
