@@ -17,8 +17,8 @@ when it connects, if that is within the timeout; a result it missed it asks for 
 
 from __future__ import annotations
 
+import functools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from aggregator.deadlines import Deadlines
+from aggregator.links import Link, heartbeat
 from leteo_fed import defaults
 from leteo_fed.errors import DuplicateError, NotFoundError, Overloaded, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
@@ -35,27 +37,10 @@ from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
 log = logging.getLogger("leteo.aggregator")
 
 INBOUND, OUTBOUND = "inbound", "outbound"
-HEARTBEAT_SECONDS = 20.0  # an idle stream carries a heartbeat this often (NAT mappings, liveness)
 MAX_AWAITING = 1000  # round ids one hello may ask results for
-_CLOSE = object()  # ends a link's stream
+SEEN_SAVE_SECONDS = 10.0  # last-seen times are written in one batch this often, not per answer
 
 Answer = Callable[[str], None]
-
-
-@dataclass
-class Link:
-    """One outbound owner's open stream: what is queued for it."""
-
-    site: str
-    tasks: queue.Queue = field(default_factory=queue.Queue)
-    instance: str = ""  # the agent process's OwnerHello.instance ('' from older agents)
-    since: float = field(default_factory=time.time)  # unix seconds
-
-    def send(self, task: pb.OwnerTask) -> None:
-        self.tasks.put(task)
-
-    def close(self) -> None:
-        self.tasks.put(_CLOSE)
 
 
 @dataclass
@@ -64,7 +49,6 @@ class Pending:
 
     spec: pb.RoundSpec
     done: Answer
-    timer: threading.Timer
     delivered: bool = False
 
 
@@ -86,11 +70,12 @@ class OwnerDirectory:
         final_status: Callable[[str], pb.RoundStatus | None] | None = None,
         on_register: Callable[[str, str, str], None] | None = None,
         idle_seconds: float | None = None,
-        on_seen: Callable[[str, float], None] | None = None,
+        on_seen: Callable[[dict[str, float]], None] | None = None,
         on_remove: Callable[[str], None] | None = None,
     ) -> None:
         """`idle_seconds`: an owner not heard from for longer is not invited by default
-        (None: never); `on_seen` (site, unix time) and `on_remove` (site) keep the state."""
+        (None: never); `on_seen` ({site: unix time}, every SEEN_SAVE_SECONDS and at `close`)
+        and `on_remove` (site) keep the state."""
         self._tls = tls
         self._max_connected = max_connected
         # round id -> its final status if the round is over (answers OwnerHello.awaiting)
@@ -100,13 +85,19 @@ class OwnerDirectory:
         self._on_seen = on_seen
         self._on_remove = on_remove
         self._owners: dict[str, Owner] = {}
-        self._pending: dict[tuple[str, str], Pending] = {}  # (site, round id)
+        self._connected = 0  # owners with an open stream (kept, never counted by a scan)
+        self._pending: dict[str, dict[str, Pending]] = {}  # site -> round id -> invitation
+        self._deadlines = Deadlines("invitation-timeouts")
+        self._unsaved_seen: dict[str, float] = {}  # last-seen times not yet in the state
         # inbound: one channel per address, kept open (and connected from registration on)
         self._connections: dict[str, tuple[grpc.Channel, pb_grpc.OwnerAgentStub]] = {}
         self._lock = threading.Lock()
         self._closed = False
         # told the site whose stream ended: rounds waiting for it may close at once
         self.on_disconnect: Callable[[str], None] | None = None
+        self._saved = threading.Event()
+        if on_seen is not None:
+            threading.Thread(target=self._save_seen_loop, name="last-seen", daemon=True).start()
 
     # ------------------------------------------------------------------ who is there
 
@@ -135,7 +126,7 @@ class OwnerDirectory:
             changed = previous is None or previous.mode != INBOUND or previous.address != address
             if previous is not None and previous.link is not None:
                 previous.link.close()  # it switched to inbound
-            self._owners[site] = Owner(site, INBOUND, address)
+            self._put(Owner(site, INBOUND, address))
         if changed:
             log.info("owner %s registered at %s (inbound)", site, address)
             self._persist(site, INBOUND, address)
@@ -174,19 +165,51 @@ class OwnerDirectory:
             )
 
     def seen(self, site: str) -> None:
-        """The owner was heard from (an answer, a disconnection): it is not idle."""
+        """The owner was heard from (an answer, a disconnection): it is not idle. Kept in
+        memory now, in the state with the next batch (no disk write per answer)."""
         now = time.time()
         with self._lock:
             owner = self._owners.get(site)
             if owner is None:
                 return
             owner.last_seen = now
-            closed = self._closed  # the state may be closed with the service: not written
-        if self._on_seen is not None and not closed:
-            try:
-                self._on_seen(site, now)
-            except Exception:
-                log.exception("could not record when %s was last seen", site)
+            if not self._closed:  # the state may be closed with the service: not written
+                self._unsaved_seen[site] = now
+
+    def save_seen(self) -> int:
+        """Write the last-seen times gathered since the last batch, in one transaction; how
+        many. A failed write keeps them for the next batch."""
+        with self._lock:
+            batch, self._unsaved_seen = self._unsaved_seen, {}
+        if not batch or self._on_seen is None:
+            return 0
+        try:
+            self._on_seen(batch)
+        except Exception:
+            log.exception("could not record when %d owner(s) were last seen", len(batch))
+            with self._lock:
+                self._unsaved_seen = {**batch, **self._unsaved_seen}
+            return 0
+        return len(batch)
+
+    def _save_seen_loop(self) -> None:
+        while not self._saved.wait(SEEN_SAVE_SECONDS):
+            self.save_seen()
+
+    def connected_count(self) -> int:
+        with self._lock:
+            return self._connected
+
+    def _put(self, owner: Owner) -> None:
+        """Set a site's entry, keeping the count of open streams (call with the lock)."""
+        old = self._owners.get(owner.site)
+        self._connected += (owner.link is not None) - (old is not None and old.link is not None)
+        self._owners[owner.site] = owner
+
+    def _pop(self, site: str) -> Owner:
+        owner = self._owners.pop(site)
+        self._connected -= owner.link is not None
+        return owner
 
     def remove(self, sites: list[str]) -> None:
         """Forget owners (the operator's `aggregator owners remove`): no longer invited; an
@@ -195,7 +218,7 @@ class OwnerDirectory:
             unknown = [s for s in sites if s not in self._owners]
             if unknown:
                 raise NotFoundError(f"owner(s) not registered: {', '.join(unknown)}")
-            removed = [self._owners.pop(s) for s in dict.fromkeys(sites)]
+            removed = [self._pop(s) for s in dict.fromkeys(sites)]
             channels = []
             for owner in removed:
                 if owner.mode == INBOUND and not any(
@@ -254,23 +277,24 @@ class OwnerDirectory:
         with self._lock:
             if self._closed:
                 raise ProtocolError("the aggregator is shutting down")
-            connected = sum(1 for o in self._owners.values() if o.link is not None)
             previous = self._owners.get(site)
-            if previous is not None and previous.link is not None:
-                _refuse_another_agent(previous.link, hello.instance)
-                previous.link.close()  # the owner reconnected: the old stream is dead to it
-                connected -= 1
-            if connected >= self._max_connected:
+            live = previous.link if previous is not None else None
+            if live is not None:
+                _refuse_another_agent(live, hello.instance)
+            elif self._connected >= self._max_connected:
                 raise Overloaded(
-                    f"the aggregator serves at most {self._max_connected} connected owners"
+                    f"the aggregator serves at most {self._max_connected} connected owners "
+                    "(aggregator serve --max-owners); try again later"
                 )
+            if live is not None:
+                live.close()  # the owner reconnected: the old stream is dead to it
             new = previous is None or previous.mode != OUTBOUND
-            self._owners[site] = Owner(site, OUTBOUND, "", link)
-            waiting = [p for (s, _), p in self._pending.items() if s == site]
+            self._put(Owner(site, OUTBOUND, "", link))
+            waiting = list(self._pending.get(site, {}).values())
         if new:
             self._persist(site, OUTBOUND, "")
         log.info("owner %s connected (outbound); %d invitation(s) waiting", site, len(waiting))
-        link.send(pb.OwnerTask(heartbeat=_heartbeat()))  # tells the owner it is connected
+        link.send(heartbeat())  # tells the owner it is connected
         # results first: a failure the owner missed gives its budget back before it answers
         # the next invitation (e.g. the retry of a k-means iteration after a restart)
         for round_id in dict.fromkeys(hello.awaiting):
@@ -283,17 +307,10 @@ class OwnerDirectory:
         return link, self._stream(link, is_active)
 
     def _stream(self, link: Link, is_active: Callable[[], bool]) -> Iterator[pb.OwnerTask]:
+        """The link's tasks to a blocking consumer (the event-loop server iterates
+        `link.stream()` and calls `disconnected` itself)."""
         try:
-            while True:
-                try:
-                    task = link.tasks.get(timeout=HEARTBEAT_SECONDS)
-                except queue.Empty:
-                    if not is_active():
-                        return
-                    task = pb.OwnerTask(heartbeat=_heartbeat())
-                if task is _CLOSE:
-                    return
-                yield task
+            yield from link.tasks(is_active)
         finally:
             self.disconnected(link)
 
@@ -303,6 +320,7 @@ class OwnerDirectory:
             if owner is None or owner.link is not link:
                 return  # replaced by a newer stream already
             owner.link = None
+            self._connected -= 1
             closed = self._closed
         log.info("owner %s disconnected", link.site)
         if closed:  # the aggregator is stopping: `close` kept when it was last seen
@@ -316,14 +334,12 @@ class OwnerDirectory:
 
     def answer(self, site: str, round_id: str, reason: str) -> None:
         """An outbound owner's answer to an invitation ('' = accepted)."""
-        with self._lock:
-            pending = self._pending.pop((site, round_id), None)
+        pending = self._take_pending(site, round_id)
         if pending is None:
             raise NotFoundError(
                 f"no invitation of {site} to round {round_id!r} is waiting for an answer "
                 "(it timed out, was answered already, or never existed)"
             )
-        pending.timer.cancel()
         self.seen(site)
         _call(pending.done, reason, site)
 
@@ -343,40 +359,48 @@ class OwnerDirectory:
             self._invite_outbound(site, spec, done)
 
     def _invite_outbound(self, site: str, spec: pb.RoundSpec, done: Answer) -> None:
-        key = (site, spec.round_id)
-        timer = threading.Timer(defaults.INVITE_TIMEOUT_SECONDS, self._expire, args=(key,))
-        timer.daemon = True
-        pending = Pending(spec, done, timer)
+        pending = Pending(spec, done)
         with self._lock:
-            if key in self._pending:
+            waiting = self._pending.setdefault(site, {})
+            if spec.round_id in waiting:
                 done(f"{site} is already invited to round {spec.round_id}")
                 return
-            self._pending[key] = pending
+            waiting[spec.round_id] = pending
             owner = self._owners.get(site)
             link = owner.link if owner is not None else None
             if link is not None:
                 pending.delivered = True
-        timer.start()
+        self._deadlines.after(
+            defaults.INVITE_TIMEOUT_SECONDS, functools.partial(self._expire, site, spec.round_id)
+        )
         if link is not None:
             link.send(pb.OwnerTask(invite=spec))
         else:
             log.info("round %s: %s is not connected; the invitation waits", spec.round_id, site)
 
-    def _expire(self, key: tuple[str, str]) -> None:
+    def _take_pending(self, site: str, round_id: str) -> Pending | None:
         with self._lock:
-            pending = self._pending.pop(key, None)
-            owner = self._owners.get(key[0])
-            connected = owner is not None and owner.link is not None
-        if pending is None:
+            waiting = self._pending.get(site)
+            pending = waiting.pop(round_id, None) if waiting else None
+            if waiting is not None and not waiting:
+                del self._pending[site]
+            return pending
+
+    def _expire(self, site: str, round_id: str) -> None:
+        pending = self._take_pending(site, round_id)
+        if pending is None:  # answered in time
             return
+        with self._lock:
+            owner = self._owners.get(site)
+            connected = owner is not None and owner.link is not None
         seconds = defaults.INVITE_TIMEOUT_SECONDS
         if not pending.delivered:
-            why = f"unreachable: {key[0]} did not connect within {seconds:g} s of the invitation"
+            why = f"unreachable: {site} did not connect within {seconds:g} s of the invitation"
         elif connected:
             why = f"unreachable: no answer to the invitation within {seconds:g} s"
         else:
-            why = f"unreachable: {key[0]} disconnected before answering the invitation"
-        _call(pending.done, why, key[0])
+            why = f"unreachable: {site} disconnected before answering the invitation"
+        _call(pending.done, why, site)
 
     def _invite_inbound(self, site: str, spec: pb.RoundSpec, done: Answer) -> None:
         def answered(future: grpc.Future) -> None:
@@ -443,15 +467,16 @@ class OwnerDirectory:
             connected = [o.site for o in self._owners.values() if o.link is not None]
         for site in connected:
             self.seen(site)
+        self._saved.set()
+        self.save_seen()
         with self._lock:
             self._closed = True
             links = [o.link for o in self._owners.values() if o.link is not None]
-            pending, self._pending = list(self._pending.values()), {}
+            self._pending = {}
             channels = [channel for channel, _ in self._connections.values()]
+        self._deadlines.close()
         for link in links:
             link.close()
-        for p in pending:
-            p.timer.cancel()
         for channel in channels:
             channel.close()
 
@@ -470,10 +495,6 @@ def _refuse_another_agent(live: Link, instance: str) -> None:
         "per site identity (stop the other agent; if it crashed, this one gets in as soon as "
         "its connection is found closed)"
     )
-
-
-def _heartbeat() -> pb.Heartbeat:
-    return pb.Heartbeat(sent_unix=time.time())
 
 
 def _call(done: Answer, reason: str, site: str) -> None:

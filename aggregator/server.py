@@ -9,11 +9,34 @@ from aggregator.service import SPARK_REPORT_THRESHOLD, AggregatorService, add_to
 from leteo_fed import defaults
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.transport.cert_check import check_certificate
-from leteo_fed.transport.grpc_io import TlsConfig, make_server, serve_until_signal
+from leteo_fed.transport.grpc_io import TlsConfig, make_loop_server, serve_until_signal
 from leteo_fed.transport.health import ServiceHealth
 
 log = logging.getLogger("leteo.aggregator")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Aggregator"].full_name
+WORKERS = 64  # threads for unary and upload calls: a share's intake is short, uploads queue
+FILES_PER_OWNER = 1  # one socket per connected owner
+SPARE_FILES = 1024  # the state, logs, the CSP, analysts, Spark
+
+
+def raise_open_files_limit(max_owners: int) -> None:
+    """Ask for as many open files as `max_owners` sockets need (up to the hard limit), and say
+    so when the system allows fewer: the refusal then comes from the kernel, not from us."""
+    import resource
+
+    needed = max_owners * FILES_PER_OWNER + SPARE_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < needed:
+        log.warning(
+            "open files limited to %d: fewer than the %d owners of --max-owners can connect "
+            "(raise the hard limit, e.g. ulimit -Hn)",
+            target,
+            max_owners,
+        )
 
 
 def serve(
@@ -26,6 +49,7 @@ def serve(
     health_listen: str | None = None,
     metrics_listen: str | None = None,
     idle_owner_days: float | None = defaults.IDLE_OWNER_DAYS,
+    max_owners: int = defaults.MAX_CONNECTED_OWNERS,
 ) -> None:
     """`state_dir`: keep registrations, jobs and rounds there and pick up after a restart
     (aggregator/state.py); None: in memory only. `health_listen`: also answer grpc.health.v1
@@ -40,9 +64,12 @@ def serve(
         spark_report_threshold,
         state_dir,
         idle_owner_days,
+        max_owners,
     )
-    # every connected outbound owner holds a serving thread with its stream
-    server, port = make_server(tls, listen, workers=32 + defaults.MAX_CONNECTED_OWNERS)
+    raise_open_files_limit(max_owners)
+    # owners' open streams are coroutines on the server's event loop; other calls (answers,
+    # shares, analysts' requests) run on the worker threads
+    server, port = make_loop_server(tls, listen, workers=WORKERS)
     add_to_server(server, service)
     health = ServiceHealth([SERVICE_NAME])
     health.attach(server)

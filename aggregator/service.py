@@ -7,6 +7,7 @@ in the protocol objects (`leteo_fed.protocols`); the round lifecycle in `aggrega
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import math
@@ -26,7 +27,12 @@ from leteo_fed.errors import AccessDenied, DataError, NotFoundError, ProtocolErr
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.certs import Party, check_site_id
-from leteo_fed.transport.grpc_io import TlsConfig, require_role, rpc_method, rpc_stream_method
+from leteo_fed.transport.grpc_io import (
+    TlsConfig,
+    require_role,
+    rpc_async_stream_method,
+    rpc_method,
+)
 from leteo_fed.transport.messages import encoding_from_proto, reports_from_batch
 from leteo_fed.transport.metrics import AggregatorMetrics
 from leteo_fed.transport.rounds import check_round_id, common_from_proto, request_from_proto
@@ -110,6 +116,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
         state_dir: Path | None = None,
         idle_owner_days: float | None = defaults.IDLE_OWNER_DAYS,
+        max_owners: int = defaults.MAX_CONNECTED_OWNERS,
     ) -> None:
         """`state_dir`: where registrations, jobs and rounds are kept across restarts (see
         aggregator/state.py); None keeps them in memory only. With a state dir, call
@@ -123,10 +130,11 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         store = self.store
         self.owners = OwnerDirectory(
             tls,
+            max_connected=max_owners,
             final_status=self._final_status,
             on_register=store.save_owner if store is not None else None,
             idle_seconds=idle_owner_days * 86400 if idle_owner_days else None,
-            on_seen=store.touch_owner if store is not None else None,
+            on_seen=store.touch_owners if store is not None else None,
             on_remove=store.delete_owner if store is not None else None,
         )
         self.engine = RoundEngine(
@@ -139,7 +147,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             rebuild=_rebuild,
             metrics=self.metrics,
         )
-        self.metrics.watch_owners(lambda: sum(1 for o in self.owners.listing() if o.connected))
+        self.metrics.watch_owners(self.owners.connected_count)
         if self.store is not None:
             self.owners.restore(self.store.owners(), self.store.owners_last_seen())
 
@@ -166,19 +174,27 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         self.owners.register(request.site_id, request.address)
         return pb.Ack(ok=True, message=f"registered {request.site_id}")
 
-    @rpc_stream_method
-    def Connect(self, request, context):
+    @rpc_async_stream_method
+    async def Connect(self, request, context):
         """An outbound owner's stream of invitations and results, open until either side
-        closes it (the owner reconnects with backoff)."""
+        closes it (the owner reconnects with backoff). A coroutine on the server's event loop:
+        an idle stream holds no thread. What may block (the state, other owners' locks) runs
+        on the worker pool."""
         caller = require_role(context, "owner")
         if request.site_id != caller.name:
             raise ProtocolError(f"owner '{caller.name}' cannot connect as '{request.site_id}'")
         check_site_id(request.site_id)
         for round_id in request.awaiting:
             check_round_id(round_id)
-        link, tasks = self.owners.connect(caller.name, request, context.is_active)
-        context.add_callback(link.close)  # the owner went away: end the stream now
-        yield from tasks
+        loop = asyncio.get_running_loop()
+        link, _ = await loop.run_in_executor(
+            None, self.owners.connect, caller.name, request, _always_active
+        )
+        try:
+            async for task in link.stream():
+                yield task
+        finally:  # the stream ended, was closed, or the owner went away (cancelled)
+            loop.run_in_executor(None, self.owners.disconnected, link)
 
     @rpc_method
     def AnswerInvite(self, request, context):
@@ -416,6 +432,11 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         """Stop and close the state (a service not served by a gRPC server, e.g. in tests)."""
         self.stop_serving()
         self.close_state()
+
+
+def _always_active() -> bool:
+    """An event-loop stream learns that its owner went away by being cancelled."""
+    return True
 
 
 def _rebuild(signed_bytes: bytes):

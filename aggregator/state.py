@@ -278,11 +278,14 @@ class StateStore:
                 (site_id, mode, address, time.time()),
             )
 
-    def touch_owner(self, site_id: str, when: float) -> None:
-        """When the owner was last heard from (`updated_unix`: its registration, later its
-        last answer or disconnection)."""
+    def touch_owners(self, seen: dict[str, float]) -> None:
+        """When owners were last heard from (`updated_unix`: the registration, later the last
+        answer or disconnection), a batch in one transaction."""
         with self._tx() as db:
-            db.execute("UPDATE owners SET updated_unix = ? WHERE site_id = ?", (when, site_id))
+            db.executemany(
+                "UPDATE owners SET updated_unix = ? WHERE site_id = ?",
+                [(when, site) for site, when in seen.items()],
+            )
 
     def delete_owner(self, site_id: str) -> None:
         with self._tx() as db:

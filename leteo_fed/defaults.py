@@ -46,7 +46,7 @@ CSP_MIN_CIPHERTEXTS_PER_WORKER = 32
 
 # ---------------------------------------------------------------- aggregator
 # outbound owners each hold one stream (one serving thread) open: the aggregator's capacity
-MAX_CONNECTED_OWNERS = 500
+MAX_CONNECTED_OWNERS = 10_000  # the aggregator's default admission limit (--max-owners)
 # an owner not heard from for this long (a test site that went away) is no longer invited unless
 # an analyst names it; `aggregator owners` lists it as idle, `aggregator owners remove` forgets it
 IDLE_OWNER_DAYS = 7.0

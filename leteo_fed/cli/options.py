@@ -68,6 +68,17 @@ def _address(text: str, lowest_port: int) -> str:
     return text
 
 
+def positive_int(text: str) -> int:
+    """A count of at least 1 (a bad one is a usage error naming the flag, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def show(value: float) -> str:
     """A default as help texts write it: 120, 1e6, 1e-6 (not 120.0, 1e+06, 1e-06)."""
     mantissa, _, exponent = f"{value:g}".partition("e")

@@ -18,6 +18,7 @@ from leteo_fed.cli.options import (
     csv_list,
     host_port,
     listen_address,
+    positive_int,
     set_handler,
     tls_config,
 )
@@ -27,6 +28,7 @@ from leteo_fed.defaults import (
     DEFAULT_CSP_ADDRESS,
     DEFAULT_KEY_BITS,
     IDLE_OWNER_DAYS,
+    MAX_CONNECTED_OWNERS,
     SPARK_REPORT_THRESHOLD,
 )
 
@@ -352,6 +354,15 @@ def _add_aggregator(sub: SubParsers) -> None:
         help="owners not heard from for longer are no longer invited unless an analyst names "
         f"them with --owners (0: always invited; default: {IDLE_OWNER_DAYS:g})",
     )
+    p.add_argument(
+        "--max-owners",
+        type=positive_int,
+        default=MAX_CONNECTED_OWNERS,
+        metavar="N",
+        help="owners connected at once: the next one is refused (RESOURCE_EXHAUSTED, it "
+        "retries with backoff) until one leaves; the open-files limit is raised to match "
+        f"(default: {MAX_CONNECTED_OWNERS})",
+    )
     add_tls(p, "aggregator", "aggregator")
     add_health_listen(p)
     add_metrics_listen(p)
@@ -435,6 +446,7 @@ def run(args: argparse.Namespace) -> int:
             args.health_listen,
             args.metrics,
             args.idle_owner_days or None,
+            args.max_owners,
         )
     else:
         # Arrow's own allocator keeps ~6 MiB of arenas in every agent that reads a table; an

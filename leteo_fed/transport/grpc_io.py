@@ -12,8 +12,10 @@ identity travels in a metadata header and every service logs a loud warning at s
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import functools
+import inspect
 import logging
 import socket
 import threading
@@ -297,13 +299,19 @@ def _shorten(message: str) -> str:
     return message[: MAX_STATUS_MESSAGE_CHARS - 16] + " ... (truncated)"
 
 
-def _abort(context: grpc.ServicerContext, name: str, exc: Exception) -> None:
+def _failure(name: str, exc: Exception) -> tuple[grpc.StatusCode, str]:
+    """The status a handler's exception ends its call with, logged: a LeteoError's own
+    message, anything else an internal error (its traceback in the server log only)."""
     if isinstance(exc, LeteoError):
         message = _shorten(str(exc))
         log.warning("%s refused: %s", name, message)
-        context.abort(status_code_for(exc), message)
-    log.exception("%s failed", name)
-    context.abort(grpc.StatusCode.INTERNAL, f"{name}: internal error, see server log")
+        return status_code_for(exc), message
+    log.error("%s failed", name, exc_info=exc)
+    return grpc.StatusCode.INTERNAL, f"{name}: internal error, see server log"
+
+
+def _abort(context: grpc.ServicerContext, name: str, exc: Exception) -> None:
+    context.abort(*_failure(name, exc))
 
 
 def rpc_method(func: Callable) -> Callable:
@@ -328,6 +336,22 @@ def rpc_stream_method(func: Callable) -> Callable:
             yield from func(self, request, context)
         except Exception as exc:
             _abort(context, func.__name__, exc)
+
+    return wrapper
+
+
+def rpc_async_stream_method(func: Callable) -> Callable:
+    """rpc_stream_method for server-streaming coroutines (an event-loop server's)."""
+
+    @functools.wraps(func)
+    async def wrapper(self, request, context):
+        try:
+            async for reply in func(self, request, context):
+                yield reply
+        except asyncio.CancelledError:  # the caller went away: nothing to answer
+            raise
+        except Exception as exc:
+            await context.abort(*_failure(func.__name__, exc))
 
     return wrapper
 
@@ -362,50 +386,83 @@ def _undecodable_iterator(requests: Iterator[Any]) -> Iterator[Any]:
         yield request
 
 
+def _lenient(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """`handler` with a request deserializer that never raises: a request whose bytes do not
+    parse reaches the handler as `_Undecodable` and is refused as INVALID_ARGUMENT naming the
+    parse error. Left to gRPC it would be INTERNAL "Exception deserializing request!" with a
+    traceback in the server log. Coroutine handlers (an event-loop server's) stay coroutines."""
+    parse = handler.request_deserializer
+
+    def lenient(raw: bytes) -> Any:
+        try:
+            return parse(raw)
+        except DecodeError as exc:
+            return _Undecodable(str(exc))
+
+    def refusal(request: Any) -> DataError | None:
+        if isinstance(request, _Undecodable):
+            error = request.error()
+            log.warning("%s refused: %s", method, error)
+            return error
+        return None
+
+    behavior: Callable[..., Any]
+    if handler.request_streaming:
+        inner = handler.stream_stream or handler.stream_unary
+
+        def behavior(requests, context):
+            return inner(_undecodable_iterator(requests), context)
+
+    else:
+        inner = handler.unary_stream or handler.unary_unary
+        if inspect.isasyncgenfunction(inner):
+
+            async def behavior(request, context):
+                error = refusal(request)
+                if error is not None:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _shorten(str(error)))
+                async for reply in inner(request, context):
+                    yield reply
+
+        else:
+
+            def behavior(request, context):
+                error = refusal(request)
+                if error is not None:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, _shorten(str(error)))
+                return inner(request, context)
+
+    make = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }[(handler.request_streaming, handler.response_streaming)]
+    return make(
+        behavior,
+        request_deserializer=lenient,
+        response_serializer=handler.response_serializer,
+    )
+
+
 class _RefuseUndecodable(grpc.ServerInterceptor):
-    """A request whose bytes do not parse (truncated, invalid UTF-8 in a string, a wire type
-    that does not exist) is refused as INVALID_ARGUMENT naming the parse error. Left to gRPC it
-    would be INTERNAL "Exception deserializing request!" with a traceback in the server log."""
+    """Undecodable requests refused by name (`_lenient`), on a thread-pool server."""
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None or handler.request_deserializer is None:
             return handler
-        parse = handler.request_deserializer
+        return _lenient(handler, handler_call_details.method)
 
-        def lenient(raw: bytes) -> Any:
-            try:
-                return parse(raw)
-            except DecodeError as exc:
-                return _Undecodable(str(exc))
 
-        if handler.request_streaming:
-            inner = handler.stream_stream or handler.stream_unary
+class _AioRefuseUndecodable(grpc.aio.ServerInterceptor):
+    """Undecodable requests refused by name (`_lenient`), on an event-loop server."""
 
-            def behavior(requests, context):
-                return inner(_undecodable_iterator(requests), context)
-
-        else:
-            inner = handler.unary_stream or handler.unary_unary
-
-            def behavior(request, context):
-                if isinstance(request, _Undecodable):
-                    error = request.error()
-                    log.warning("%s refused: %s", handler_call_details.method, error)
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, _shorten(str(error)))
-                return inner(request, context)
-
-        make = {
-            (False, False): grpc.unary_unary_rpc_method_handler,
-            (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler,
-            (True, True): grpc.stream_stream_rpc_method_handler,
-        }[(handler.request_streaming, handler.response_streaming)]
-        return make(
-            behavior,
-            request_deserializer=lenient,
-            response_serializer=handler.response_serializer,
-        )
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        return _lenient(handler, handler_call_details.method)
 
 
 def make_server(tls: TlsConfig, listen: str, workers: int = 16) -> tuple[grpc.Server, int]:
@@ -415,6 +472,72 @@ def make_server(tls: TlsConfig, listen: str, workers: int = 16) -> tuple[grpc.Se
         max_workers=workers, initializer=_bind_authorities, initargs=(tls.authorities(),)
     )
     server = grpc.server(pool, options=SERVER_OPTIONS, interceptors=[_RefuseUndecodable()])
+    if tls.insecure:
+        log.warning(INSECURE_WARNING)
+    credentials = None if tls.insecure else tls.server_credentials()
+    return server, bind(server, listen, credentials, "listen")
+
+
+class LoopServer:
+    """A grpc.aio server on an event loop of its own thread, driven like a `grpc.Server`.
+
+    Why: a thread-pool server gives every open server-streaming call a thread for its whole
+    life, so ten thousand owners' open streams would need ten thousand threads. Here handlers
+    written as coroutines (an owner's stream) run on the loop, as many as there are sockets,
+    and every plain handler runs on the worker pool as before (`migration_thread_pool`)."""
+
+    def __init__(self, pool: futures.ThreadPoolExecutor, authorities: Authorities | None) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="grpc-loop", daemon=True)
+        self._thread.start()
+        # `require_role` reads the authorities of the thread a handler runs on: the loop's too
+        self.loop.call_soon_threadsafe(_bind_authorities, authorities)
+        self._server: grpc.aio.Server = self._call(self._create(pool))
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def _create(self, pool: futures.ThreadPoolExecutor) -> grpc.aio.Server:
+        return grpc.aio.server(
+            migration_thread_pool=pool,
+            options=SERVER_OPTIONS,
+            interceptors=[_AioRefuseUndecodable()],
+        )
+
+    def _call(self, coroutine: Any, timeout: float | None = 30.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def __getattr__(self, name: str) -> Any:  # add_*_port, add_generic_rpc_handlers, ...
+        return getattr(self._server, name)
+
+    def start(self) -> None:
+        self._call(self._server.start())
+
+    def stop(self, grace: float | None) -> threading.Event:
+        """Stop accepting calls, give in-flight ones `grace` seconds, then stop the loop; the
+        returned event is set once it has (a `grpc.Server.stop` future stands in the same way)."""
+        done = threading.Event()
+
+        async def stopping() -> None:
+            try:
+                await self._server.stop(grace)
+            finally:
+                done.set()
+                self.loop.call_soon(self.loop.stop)
+
+        asyncio.run_coroutine_threadsafe(stopping(), self.loop)
+        return done
+
+
+def make_loop_server(tls: TlsConfig, listen: str, workers: int = 32) -> tuple[LoopServer, int]:
+    """`make_server`'s event-loop twin (`LoopServer`): for a service whose clients hold calls
+    open for hours, the aggregator's outbound owners."""
+    authorities = tls.authorities()
+    pool = futures.ThreadPoolExecutor(
+        max_workers=workers, initializer=_bind_authorities, initargs=(authorities,)
+    )
+    server = LoopServer(pool, authorities)
     if tls.insecure:
         log.warning(INSECURE_WARNING)
     credentials = None if tls.insecure else tls.server_credentials()
