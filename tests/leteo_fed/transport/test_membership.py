@@ -75,9 +75,7 @@ def test_roots_differ_for_other_sets_and_a_subtree_is_no_root() -> None:
     assert m.leaf_hash(s[0]) not in tree[1]
 
 
-@pytest.mark.parametrize(
-    "bad", [[], ["b", "a"], ["a", "a"], ["a", "b", "b"], ["", "a"]], ids=str
-)
+@pytest.mark.parametrize("bad", [[], ["b", "a"], ["a", "a"], ["a", "b", "b"], ["", "a"]], ids=str)
 def test_unsorted_duplicate_or_empty_sets_are_refused(bad: list[str]) -> None:
     with pytest.raises(ProtocolError):
         m.root(bad)
