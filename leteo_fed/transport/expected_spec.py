@@ -188,8 +188,8 @@ def check_invited(received: pb.RoundSpec, request: pb.RoundRequest, site_id: str
     proof = membership_proof(received)
     if not membership.verify(site_id, proof, received.n_invited, received.invited_root):
         raise SpecMismatch(
-            "field 'membership' does not prove this site is in the invited set "
-            "('invited_root', 'n_invited')"
+            "field 'invited_root' does not include this site: its 'membership' proof does not "
+            "verify against 'invited_root' and 'n_invited'"
         )
     named = (request.owners_root, request.n_owners)
     if any(named) and (received.invited_root, received.n_invited) != named:

@@ -240,6 +240,12 @@ def with_membership(spec: pb.RoundSpec, proof: membership.Proof) -> pb.RoundSpec
     return out
 
 
+def member_copy(spec: pb.RoundSpec, sites: list[str], site_id: str) -> pb.RoundSpec:
+    """`site_id`'s copy of a round's shared spec for the sorted, distinct `sites` (one round
+    with many owners builds the tree once: `membership.levels`, `proof_from_levels`)."""
+    return with_membership(spec, membership.prove(sites, site_id))
+
+
 def membership_proof(spec: pb.RoundSpec) -> membership.Proof:
     return membership.Proof(spec.membership.index, tuple(spec.membership.siblings))
 
