@@ -134,14 +134,6 @@ class RoundShares:
                 f"{where} was signed for a {s.reveal or 'unstated'} reveal, not {self.reveal}: "
                 "refused"
             )
-        if s.invited_root != self.invited_root or s.n_invited != len(self.invited):
-            raise ProtocolError(
-                f"{where}: the invited set it signed is not the round's invited set"
-            )
-        if s.site_id not in self.members:
-            raise ProtocolError(f"{where}: the site is not in the invited set it signed")
-        if s.quorum < 1 or s.quorum > s.n_invited:
-            raise ProtocolError(f"{where}: quorum {s.quorum} for {s.n_invited} invited")
         if len(s.spec_digest) != SPEC_DIGEST_BYTES:
             raise ProtocolError(f"{where} names no digest of the round it was sent: refused")
         if s.site_id in self.sites:
@@ -161,6 +153,16 @@ class RoundShares:
                     f"{where} was computed for another round spec than the round's other "
                     "shares: refused"
                 )
+        # after the agreement checks, so a split view is named as such; the first statement
+        # is held to the list the receiver was given
+        if s.invited_root != self.invited_root or s.n_invited != len(self.invited):
+            raise ProtocolError(
+                f"{where}: the invited set it signed is not the round's invited set"
+            )
+        if s.site_id not in self.members:
+            raise ProtocolError(f"{where}: the site is not in the invited set it signed")
+        if s.quorum < 1 or s.quorum > s.n_invited:
+            raise ProtocolError(f"{where}: quorum {s.quorum} for {s.n_invited} invited")
 
     def require_quorum(self) -> None:
         if self.first is None:
