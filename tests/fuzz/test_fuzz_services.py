@@ -1054,7 +1054,8 @@ def owner_specs(env: Env) -> st.SearchStrategy[pb.RoundSpec]:
     analyst's authorization (garbage, or a signed request with fuzzed fields); random specs."""
     bases = base_requests(("site-1", "fuzz-a"))
     top = fields_of(pb.RoundRequest, 2)
-    top.pop("owners")
+    top.pop("owners_root")
+    top.pop("n_owners")
 
     def planned(kind: str) -> pb.RoundSpec:
         request = pb.RoundRequest()
