@@ -33,6 +33,7 @@ from leteo_fed.errors import DuplicateError, NotFoundError, Overloaded, Protocol
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
+from leteo_fed.transport.published import owner_status
 
 log = logging.getLogger("leteo.aggregator")
 
@@ -300,7 +301,7 @@ class OwnerDirectory:
         for round_id in dict.fromkeys(hello.awaiting):
             status = self.final_status(round_id)
             if status is not None:
-                link.send(pb.OwnerTask(result=status))
+                link.send(pb.OwnerTask(result=owner_status(status, site)))  # slim
         for pending in waiting:
             pending.delivered = True
             link.send(pb.OwnerTask(invite=pending.spec))

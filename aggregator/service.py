@@ -35,7 +35,13 @@ from leteo_fed.transport.grpc_io import (
 )
 from leteo_fed.transport.messages import encoding_from_proto, reports_from_batch
 from leteo_fed.transport.metrics import AggregatorMetrics
-from leteo_fed.transport.rounds import check_round_id, common_from_proto, request_from_proto
+from leteo_fed.transport.published import owner_status
+from leteo_fed.transport.rounds import (
+    check_named_owners,
+    check_round_id,
+    common_from_proto,
+    request_from_proto,
+)
 from leteo_fed.transport.signing import ROUND_REQUEST, verify
 
 log = logging.getLogger("leteo.aggregator")
@@ -378,15 +384,18 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         return pb.JobList(jobs=self.engine.jobs_listing(None if everyone else caller.name, limit))
 
     @rpc_method
-    def StartRound(self, signed, context):
+    def StartRound(self, start, context):
         caller = require_role(context, "analyst", "aggregator")
+        signed = start.request
         request = self._authorized_request(signed, caller)
         protocol, payload = request_from_proto(request)
+        # the named owners, checked against the root the analyst signed: exactly those invited
+        named = check_named_owners(request, list(start.owners))
         job = self.engine.start(
             protocol,
             payload,
             lambda n: common_from_proto(request, n),
-            list(request.owners),
+            named,
             caller.name,
             signed,
         )
@@ -413,8 +422,8 @@ class AggregatorService(pb_grpc.AggregatorServicer):
 
     def _publish(self, rnd: Round) -> None:
         status = round_status(rnd)
-        for site in rnd.invited:
-            self.engine.submit(self.owners.publish, site, status)
+        for site in rnd.invited:  # each owner its slim copy: no per-owner lists
+            self.engine.submit(self.owners.publish, site, owner_status(status, site))
 
     def stop_serving(self) -> None:
         """Stop now: pending work is cancelled, owners' streams end, in-flight calls end with

@@ -172,22 +172,28 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         self._decrypted.claim(round_id, mode)
         return entry
 
-    def _verified_sum(self, round_id: str, entry: _CspRound, request_iterator) -> _Summed:
+    def _verified_sum(
+        self, round_id: str, entry: _CspRound, request_iterator, invited: list[str]
+    ) -> _Summed:
         """The sum of a claimed round's verified shares; a refusal is recorded as final (the
         round was never decrypted and never will be), so its owners may restore their budget."""
         try:
-            return self._sum_shares(round_id, entry, request_iterator)
+            return self._sum_shares(round_id, entry, request_iterator, invited)
         except Exception as exc:
             self._decrypted.settle(round_id, decrypted=False, reason=str(exc))
             self.metrics.refused(exc)
             raise
 
-    def _sum_shares(self, round_id: str, entry: _CspRound, request_iterator) -> _Summed:
-        """Verify every share (signature, round, quorum, digest) and sum them ourselves."""
+    def _sum_shares(
+        self, round_id: str, entry: _CspRound, request_iterator, invited: list[str]
+    ) -> _Summed:
+        """Verify every share (signature, round, invited set, quorum, digest) and sum them
+        ourselves. `invited` comes from the aggregator: it must be the sorted, distinct set whose
+        Merkle root every statement signed."""
         key = self._keys.held(entry.key_id)  # refused here (and settled) if retired since
         public = key.public
         width, n = public.ciphertext_bytes, entry.n_ciphertexts
-        shares = RoundShares(round_id, public.key_id, n, entry.mode)
+        shares = RoundShares(round_id, public.key_id, n, entry.mode, list(invited))
         n2 = mpz(public.n_square)
         total: list[mpz] = []
         verify_s = sum_s = 0.0
@@ -253,7 +259,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             raise ProtocolError("DecryptBlinded must start with a header naming the round")
         round_id = first.header.round_id
         entry = self._claim(round_id, "blinded", first.header.key_id or None)
-        summed = self._verified_sum(round_id, entry, request_iterator)
+        summed = self._verified_sum(round_id, entry, request_iterator, list(first.header.invited))
         start = time.perf_counter()
         plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
         self._decrypted.settle(round_id, decrypted=True, contributors=summed.contributors)
@@ -287,7 +293,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         head = first.header
         check_projection_header(head, self._keys.held(head.key_id).public.bits)  # unclaimed yet
         entry = self._claim(head.round_id, "projection", head.key_id)
-        summed = self._verified_sum(head.round_id, entry, request_iterator)
+        summed = self._verified_sum(head.round_id, entry, request_iterator, list(head.invited))
         n_owners = len(summed.contributors)  # verified signers, not the aggregator's count
         start = time.perf_counter()
         enc, layout = encoding_from_proto(head.encoding, summed.key.public.bits)

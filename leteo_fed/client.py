@@ -31,7 +31,7 @@ from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import FederatedProtocol
 from leteo_fed.protocols.results import Result
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
-from leteo_fed.transport.rounds import request_to_proto, result_from_proto
+from leteo_fed.transport.rounds import named_owners, request_to_proto, result_from_proto
 from leteo_fed.transport.signing import ROUND_REQUEST
 
 log = logging.getLogger("leteo.client")
@@ -221,9 +221,10 @@ class AnalystClient:
                 )
             time.sleep(0.2)
 
-    def _start(self, request: pb.RoundRequest) -> pb.RoundStatus:
+    def _start(self, request: pb.RoundRequest, owners: list[str]) -> pb.RoundStatus:
         """Sign the request with this analyst's certificate key: owners check the signature,
-        so the aggregator cannot claim another analyst or alter what was asked."""
+        so the aggregator cannot claim another analyst or alter what was asked. The named
+        `owners` go beside it: the request signs only their root."""
         request.nonce = secrets.token_hex(16)
         request.issued_unix = time.time()
         body = request.SerializeToString(deterministic=True)
@@ -231,7 +232,8 @@ class AnalystClient:
             signed = pb.Signed(body=body)
         else:
             signed = self._signer.sign(body, ROUND_REQUEST)
-        status = self._call(self._stub.StartRound, signed, 30)
+        start = pb.StartRoundRequest(request=signed, owners=owners)
+        status = self._call(self._stub.StartRound, start, 30)
         if self._on_job is not None:
             self._on_job(status.round_id)
         return status
@@ -239,7 +241,8 @@ class AnalystClient:
     def start(self, request: Any, options: RoundOptions | None = None) -> pb.RoundStatus:
         """Start the job `request` asks for (any protocol's request dataclass); its status,
         whose `round_id` is the job id."""
-        return self._start(round_request(request, options))
+        named = named_owners((options or RoundOptions()).owners)
+        return self._start(round_request(request, options), named)
 
     def wait(
         self,

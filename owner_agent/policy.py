@@ -17,7 +17,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from leteo_fed.config import ANY, OwnerPolicy
+from leteo_fed.errors import ProtocolError
 from leteo_fed.protocols.base import REPORTS
+from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import Invitation
 
 
@@ -25,17 +27,33 @@ def _allowed(names: tuple[str, ...], name: str) -> bool:
     return ANY in names or name in names
 
 
-def release_owners(inv: Invitation) -> list[str] | None:
-    """The owners whose shares a round's total sums: known only when the quorum is every
-    invited owner (else the aggregator picks which shares are summed); None: unknown."""
-    invited = sorted(inv.invited)
-    return invited if invited and inv.min_owners >= len(invited) else None
+def release_owners(inv: Invitation) -> str | None:
+    """The set of owners whose shares a round's total sums, as the hex Merkle root of the
+    invited set (`leteo_fed.transport.membership`; it fixes the set and its size, so equal roots
+    are equal sets): known only when the quorum is every invited owner (else the aggregator
+    picks which shares are summed); None: unknown."""
+    known = inv.invited_root and inv.n_invited and inv.min_owners >= inv.n_invited
+    return inv.invited_root.hex() if known else None
+
+
+def _event_owners(event: dict[str, Any]) -> str | None:
+    """The owner set a `sent` event recorded: its root, or (events written before rounds named
+    their invited set by root) the root of the list it kept."""
+    if event.get("owners_root"):
+        return str(event["owners_root"])
+    listed = event.get("owners")
+    if not listed:
+        return None
+    try:
+        return membership.root(sorted(set(listed))).hex()
+    except ProtocolError:
+        return None
 
 
 def release_facts(inv: Invitation) -> dict[str, Any]:
     """What the audit log's `sent` event records for the differencing rule."""
     return {
-        "owners": release_owners(inv),
+        "owners_root": release_owners(inv),
         "chosen_by_aggregator": inv.protocol.chosen_by_aggregator(inv.spec),
     }
 
@@ -148,8 +166,8 @@ def _differencing(
             continue
         if not mine & set(event.get("columns") or []):
             continue
-        theirs = event.get("owners")
-        same = owners is not None and theirs is not None and sorted(theirs) == owners
+        theirs = _event_owners(event)
+        same = owners is not None and theirs is not None and theirs == owners
         if chosen or event.get("chosen_by_aggregator") or not same:
             count += 1
     if count >= policy.non_dp_repeats:

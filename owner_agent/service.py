@@ -38,6 +38,7 @@ from leteo_fed.transport.messages import (
     reports_to_batch,
 )
 from leteo_fed.transport.metrics import OwnerMetrics
+from leteo_fed.transport.published import is_included
 from leteo_fed.transport.rounds import (
     Invitation,
     check_round_id,
@@ -419,7 +420,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             self.results[status.round_id] = doc
             self._received.add(status.round_id)
             self._awaiting.pop(status.round_id, None)
-        included = not status.submitted or self.config.site_id in status.submitted
+        included = is_included(status, self.config.site_id)
         self.audit.record(
             "result", status.round_id, state=status.state, message=status.message, included=included
         )

@@ -49,6 +49,7 @@ from leteo_fed.protocols.base import (
     Step,
     encoding_facts,
 )
+from leteo_fed.transport import membership
 from leteo_fed.transport.metrics import AggregatorMetrics
 
 log = logging.getLogger("leteo.aggregator")
@@ -273,7 +274,8 @@ class RoundEngine:
         authorization: Any = None,
     ) -> Job:
         """Plan the job (refusals raise before anything is opened) and run it in a thread."""
-        invited = list(owners) or self.owners.sites()  # idle owners only when named
+        # sorted, distinct: the set owners and the CSP know by its Merkle root (`membership`)
+        invited = sorted(set(owners) or set(self.owners.sites()))  # idle owners only when named
         plan = protocol.plan(request, common_of(len(invited)))
         self.owners.check_invited(invited, plan.min_owners)
         job_id = f"{plan.label}-{uuid.uuid4().hex[:12]}"
@@ -425,7 +427,9 @@ class RoundEngine:
             public = self.secure_sum.public_key()  # the CSP's current key, asked per round
             layout = plan.share_encoding.layout(public.bits)
             mode = "projection" if plan.reveal == "projection" else "blinded"
-            intake = SignedShares(public, layout, plan.n_values, round_id, mode, self.owners_ca)
+            intake = SignedShares(
+                public, layout, plan.n_values, round_id, mode, self.owners_ca, job.invited
+            )
             self.secure_sum.open(round_id, public.key_id, intake.n_ciphertexts, mode)
         rnd = Round(
             round_id,
@@ -458,7 +462,7 @@ class RoundEngine:
 
     def _invite_all(self, rnd: Round) -> None:
         """Arm the deadline and invite every owner (all at once; replies arrive as callbacks)."""
-        from leteo_fed.transport.rounds import spec_to_proto
+        from leteo_fed.transport.rounds import spec_to_proto, with_membership
 
         job: Job = rnd.job
         rnd.invited_at = time.perf_counter()
@@ -467,6 +471,8 @@ class RoundEngine:
         timer.daemon = True
         timer.start()
         encrypted = isinstance(rnd.intake, SignedShares)
+        members = sorted(rnd.invited)
+        tree = membership.levels(members)  # once per round: each owner's proof is log-size
         spec = spec_to_proto(
             rnd.round_id,
             job.protocol,
@@ -477,14 +483,16 @@ class RoundEngine:
             rnd.min_owners,
             job.job_id,
             job.authorization,
-            rnd.invited,
+            membership.root_of_levels(tree),
+            len(members),
         )
         gone = self._gone_from_job(job, rnd)
-        for site in rnd.invited:
+        for index, site in enumerate(members):
             if site in gone:  # not asked again: it would only make the round wait
                 self.decline(rnd, site, GONE)
                 continue
-            self.owners.invite(site, spec, functools.partial(self._invited, rnd, site))
+            mine = with_membership(spec, membership.proof_from_levels(tree, index))
+            self.owners.invite(site, mine, functools.partial(self._invited, rnd, site))
 
     def _gone_from_job(self, job: Job, rnd: Round) -> set[str]:
         """Owners that did not contribute to the job's previous round and are still known to
@@ -665,12 +673,12 @@ class RoundEngine:
         if plan.reveal == "projection":
             query = job.protocol.projection_query(job.plan, job.state, n)
             outcome.projection = self.secure_sum.project(
-                rnd.round_id, public, shares, query, enc, layout, outcome.timings
+                rnd.round_id, public, shares, query, enc, layout, outcome.timings, rnd.invited
             )
             outcome.csp = {"compute_seconds": outcome.projection.compute_seconds}
         else:
             outcome.totals, outcome.csp = self.secure_sum.reveal(
-                rnd.round_id, public, shares, plan.n_values, layout, outcome.timings
+                rnd.round_id, public, shares, plan.n_values, layout, outcome.timings, rnd.invited
             )
         return outcome
 

@@ -70,12 +70,15 @@ class SignedShares:
         round_id: str,
         reveal: str,
         owners_ca: bytes | None,
+        invited: list[str],
     ) -> None:
         self.public = public
         self.layout = layout
         self.n_ciphertexts = layout.n_ciphertexts(n_values)
         self._owners_ca = owners_ca
-        self._check = RoundShares(round_id, public.key_id, self.n_ciphertexts, reveal)
+        self._check = RoundShares(
+            round_id, public.key_id, self.n_ciphertexts, reveal, sorted(invited)
+        )
         self._shares: dict[str, Share] = {}
         self._lock = threading.Lock()
         self.intake_seconds = 0.0  # summed over the received shares: wall clock, this thread's CPU
@@ -92,8 +95,9 @@ class SignedShares:
         claims = read_statement(header.statement, self._owners_ca)
         if claims.site_id != site:
             raise ProtocolError(f"owner '{site}' sent a statement for '{claims.site_id}'")
-        announced = (sorted(invited), quorum, label)
-        if (list(claims.invited), claims.quorum, claims.protocol) != announced:
+        announced = (self._check.invited_root, len(invited), quorum, label)
+        signed = (claims.invited_root, claims.n_invited, claims.quorum, claims.protocol)
+        if signed != announced:
             raise ProtocolError(
                 f"the share statement of '{site}' does not describe this round (invited owners, "
                 "quorum or protocol differ)"
@@ -211,6 +215,7 @@ class SecureSum:
         n_values: int,
         layout: SlotLayout,
         timings: dict[str, float],
+        invited: list[str],
     ) -> tuple[list[int], dict[str, float]]:
         """The CSP verifies, sums and decrypts; we remove the owners' masks: (signed integer
         totals, the CSP's timings)."""
@@ -222,6 +227,7 @@ class SecureSum:
                 round_id=round_id,
                 key_id=public.key_id,
                 n_ciphertexts=layout.n_ciphertexts(n_values),
+                invited=sorted(invited),  # the CSP checks it against every signed root
             ),
             shares,
             public.ciphertext_bytes,
@@ -284,6 +290,7 @@ class SecureSum:
         encoding: ShareEncoding,
         layout: SlotLayout,
         timings: dict[str, float],
+        invited: list[str],
     ) -> ProjectionReply:
         """Projection-only rounds: the CSP eigendecomposes the rotated aggregate."""
         head = pb.ProjectionRequest(
@@ -294,6 +301,7 @@ class SecureSum:
             classes_per_grouping=list(query.classes_per_grouping),
             encoding=encoding_to_proto(encoding, layout),
             n_owners=len(shares),
+            invited=sorted(invited),
             components=query.components,
             ridge_noise_floor=query.ridge_noise_floor,
         )

@@ -90,6 +90,7 @@ from leteo_fed.errors import ConfigError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import discriminant, moments, pca
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
+from leteo_fed.transport import membership
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
 from leteo_fed.transport.signing import Signer
@@ -342,7 +343,8 @@ def owner_share(
         site_id=signer.identity.name,
         key_id=public.key_id,
         protocol="pca",
-        invited=invited,
+        invited_root=membership.root(invited),
+        n_invited=len(invited),
         quorum=len(invited),
         n_ciphertexts=len(cts),
         ciphertext_digest=ciphertext_digest(cts, public.ciphertext_bytes),
@@ -389,10 +391,10 @@ def cold_share(
 
 
 def verify_shares(
-    shares: list[ShareMessage], owners_ca: bytes, public: Any, n_cts: int
+    shares: list[ShareMessage], owners_ca: bytes, public: Any, n_cts: int, invited: list[str]
 ) -> list[float]:
     """What the CSP (and, on arrival, the aggregator) checks of each share; seconds per share."""
-    check = RoundShares(ROUND_ID, public.key_id, n_cts)
+    check = RoundShares(ROUND_ID, public.key_id, n_cts, invited=invited)
     seconds = []
     for share in shares:
         t0 = time.perf_counter()
@@ -522,7 +524,7 @@ def bench_row(cfg: BenchConfig, d: int, key: PrivateKey, keygen_s: float) -> dic
     # aggregator, per share on arrival: signature, ciphertext validity, digest
     pk = key.public
     gc.collect()
-    per_share = verify_shares(shares, owners_ca, pk, n_cts)
+    per_share = verify_shares(shares, owners_ca, pk, n_cts, invited)
 
     # CSP: verify every share and the quorum, sum the shares itself, decrypt the masked sum on
     # its decryption pool, started beforehand as the CSP starts it when it loads its key
@@ -530,7 +532,9 @@ def bench_row(cfg: BenchConfig, d: int, key: PrivateKey, keygen_s: float) -> dic
         DecryptionPool, key, min_per_worker=defaults.CSP_MIN_CIPHERTEXTS_PER_WORKER
     )
     decryptor.start()
-    _, csp_verify_s = median_time(lambda: verify_shares(shares, owners_ca, pk, n_cts), cfg.repeats)
+    _, csp_verify_s = median_time(
+        lambda: verify_shares(shares, owners_ca, pk, n_cts, invited), cfg.repeats
+    )
 
     def csp_sum() -> list[int]:
         total = shares[0].ciphertexts

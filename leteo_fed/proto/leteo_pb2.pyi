@@ -117,12 +117,13 @@ class Signed(_message.Message):
     def __init__(self, body: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., certificate: _Optional[bytes] = ...) -> None: ...
 
 class ShareStatement(_message.Message):
-    __slots__ = ("round_id", "site_id", "key_id", "protocol", "invited", "quorum", "n_ciphertexts", "ciphertext_digest", "masked", "reveal", "spec_digest")
+    __slots__ = ("round_id", "site_id", "key_id", "protocol", "invited_root", "n_invited", "quorum", "n_ciphertexts", "ciphertext_digest", "masked", "reveal", "spec_digest")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     SITE_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
-    INVITED_FIELD_NUMBER: _ClassVar[int]
+    INVITED_ROOT_FIELD_NUMBER: _ClassVar[int]
+    N_INVITED_FIELD_NUMBER: _ClassVar[int]
     QUORUM_FIELD_NUMBER: _ClassVar[int]
     N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXT_DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -133,14 +134,15 @@ class ShareStatement(_message.Message):
     site_id: str
     key_id: str
     protocol: str
-    invited: _containers.RepeatedScalarFieldContainer[str]
+    invited_root: bytes
+    n_invited: int
     quorum: int
     n_ciphertexts: int
     ciphertext_digest: bytes
     masked: bool
     reveal: str
     spec_digest: bytes
-    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., key_id: _Optional[str] = ..., protocol: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., ciphertext_digest: _Optional[bytes] = ..., masked: _Optional[bool] = ..., reveal: _Optional[str] = ..., spec_digest: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, round_id: _Optional[str] = ..., site_id: _Optional[str] = ..., key_id: _Optional[str] = ..., protocol: _Optional[str] = ..., invited_root: _Optional[bytes] = ..., n_invited: _Optional[int] = ..., quorum: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., ciphertext_digest: _Optional[bytes] = ..., masked: _Optional[bool] = ..., reveal: _Optional[str] = ..., spec_digest: _Optional[bytes] = ...) -> None: ...
 
 class Grouping(_message.Message):
     __slots__ = ("label_column", "classes")
@@ -467,12 +469,13 @@ class NaiveBayesSpec(_message.Message):
     def __init__(self, features: _Optional[_Iterable[str]] = ..., domains: _Optional[_Iterable[_Union[NaiveBayesDomain, _Mapping]]] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., bounds: _Optional[_Iterable[_Union[NaiveBayesBound, _Mapping]]] = ...) -> None: ...
 
 class RoundRequest(_message.Message):
-    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners", "dp_epsilon", "dp_delta", "row_norm_bound", "bounds", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners_root", "n_owners", "dp_epsilon", "dp_delta", "row_norm_bound", "bounds", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
     VALUE_BOUND_FIELD_NUMBER: _ClassVar[int]
-    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_ROOT_FIELD_NUMBER: _ClassVar[int]
+    N_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DP_EPSILON_FIELD_NUMBER: _ClassVar[int]
     DP_DELTA_FIELD_NUMBER: _ClassVar[int]
     ROW_NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
@@ -492,7 +495,8 @@ class RoundRequest(_message.Message):
     deadline_seconds: float
     scale_bits: int
     value_bound: float
-    owners: _containers.RepeatedScalarFieldContainer[str]
+    owners_root: bytes
+    n_owners: int
     dp_epsilon: float
     dp_delta: float
     row_norm_bound: float
@@ -508,10 +512,10 @@ class RoundRequest(_message.Message):
     quantiles: QuantilesRequest
     logreg: LogregRequest
     naive_bayes: NaiveBayesRequest
-    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners: _Optional[_Iterable[str]] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners_root: _Optional[bytes] = ..., n_owners: _Optional[int] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited_root", "n_invited", "membership", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -523,7 +527,9 @@ class RoundSpec(_message.Message):
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    INVITED_FIELD_NUMBER: _ClassVar[int]
+    INVITED_ROOT_FIELD_NUMBER: _ClassVar[int]
+    N_INVITED_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
     MOMENTS_FIELD_NUMBER: _ClassVar[int]
     KMEANS_FIELD_NUMBER: _ClassVar[int]
     LDP_FIELD_NUMBER: _ClassVar[int]
@@ -544,7 +550,9 @@ class RoundSpec(_message.Message):
     min_owners: int
     authorization: Signed
     job_id: str
-    invited: _containers.RepeatedScalarFieldContainer[str]
+    invited_root: bytes
+    n_invited: int
+    membership: Membership
     moments: MomentsSpec
     kmeans: KmeansIteration
     ldp: LdpSpec
@@ -554,7 +562,23 @@ class RoundSpec(_message.Message):
     quantiles: QuantilesSpec
     logreg: LogregIteration
     naive_bayes: NaiveBayesSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ..., logreg: _Optional[_Union[LogregIteration, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesSpec, _Mapping]] = ...) -> None: ...
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited_root: _Optional[bytes] = ..., n_invited: _Optional[int] = ..., membership: _Optional[_Union[Membership, _Mapping]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ..., logreg: _Optional[_Union[LogregIteration, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesSpec, _Mapping]] = ...) -> None: ...
+
+class Membership(_message.Message):
+    __slots__ = ("index", "siblings")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    SIBLINGS_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    siblings: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, index: _Optional[int] = ..., siblings: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class StartRoundRequest(_message.Message):
+    __slots__ = ("request", "owners")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    request: Signed
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request: _Optional[_Union[Signed, _Mapping]] = ..., owners: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReportBatch(_message.Message):
     __slots__ = ("data", "dtype", "shape")
@@ -2212,7 +2236,7 @@ class JobList(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
 
 class RoundStatus(_message.Message):
-    __slots__ = ("round_id", "protocol", "state", "message", "invited", "submitted", "missing", "result", "progress")
+    __slots__ = ("round_id", "protocol", "state", "message", "invited", "submitted", "missing", "result", "progress", "published", "included", "n_invited", "n_submitted")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -2222,6 +2246,10 @@ class RoundStatus(_message.Message):
     MISSING_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_FIELD_NUMBER: _ClassVar[int]
+    INCLUDED_FIELD_NUMBER: _ClassVar[int]
+    N_INVITED_FIELD_NUMBER: _ClassVar[int]
+    N_SUBMITTED_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     state: str
@@ -2231,7 +2259,11 @@ class RoundStatus(_message.Message):
     missing: _containers.RepeatedScalarFieldContainer[str]
     result: RoundResult
     progress: JobProgress
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., result: _Optional[_Union[RoundResult, _Mapping]] = ..., progress: _Optional[_Union[JobProgress, _Mapping]] = ...) -> None: ...
+    published: bool
+    included: bool
+    n_invited: int
+    n_submitted: int
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., submitted: _Optional[_Iterable[str]] = ..., missing: _Optional[_Iterable[str]] = ..., result: _Optional[_Union[RoundResult, _Mapping]] = ..., progress: _Optional[_Union[JobProgress, _Mapping]] = ..., published: _Optional[bool] = ..., included: _Optional[bool] = ..., n_invited: _Optional[int] = ..., n_submitted: _Optional[int] = ...) -> None: ...
 
 class JobProgress(_message.Message):
     __slots__ = ("round_id", "round", "rounds", "phase", "invited", "accepted", "declined", "submitted", "quorum", "elapsed_seconds", "previous")
@@ -2267,16 +2299,18 @@ class JobProgress(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., round: _Optional[int] = ..., rounds: _Optional[int] = ..., phase: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ..., accepted: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., submitted: _Optional[_Iterable[str]] = ..., quorum: _Optional[int] = ..., elapsed_seconds: _Optional[float] = ..., previous: _Optional[str] = ...) -> None: ...
 
 class CspRoundRequest(_message.Message):
-    __slots__ = ("round_id", "key_id", "n_ciphertexts", "mode")
+    __slots__ = ("round_id", "key_id", "n_ciphertexts", "mode", "invited")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
     N_CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    INVITED_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     key_id: str
     n_ciphertexts: int
     mode: str
-    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., n_ciphertexts: _Optional[int] = ..., mode: _Optional[str] = ...) -> None: ...
+    invited: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., n_ciphertexts: _Optional[int] = ..., mode: _Optional[str] = ..., invited: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DecryptChunk(_message.Message):
     __slots__ = ("header", "batch", "share")
@@ -2323,7 +2357,7 @@ class WithdrawReply(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
 
 class ProjectionRequest(_message.Message):
-    __slots__ = ("round_id", "key_id", "method", "dimension", "classes_per_grouping", "encoding", "n_owners", "components", "rho", "rho_prime", "ridge_noise_floor", "mask_sums")
+    __slots__ = ("round_id", "key_id", "method", "dimension", "classes_per_grouping", "encoding", "n_owners", "components", "rho", "rho_prime", "ridge_noise_floor", "mask_sums", "invited")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
@@ -2336,6 +2370,7 @@ class ProjectionRequest(_message.Message):
     RHO_PRIME_FIELD_NUMBER: _ClassVar[int]
     RIDGE_NOISE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     MASK_SUMS_FIELD_NUMBER: _ClassVar[int]
+    INVITED_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     key_id: str
     method: str
@@ -2348,7 +2383,8 @@ class ProjectionRequest(_message.Message):
     rho_prime: float
     ridge_noise_floor: float
     mask_sums: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., method: _Optional[str] = ..., dimension: _Optional[int] = ..., classes_per_grouping: _Optional[_Iterable[int]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_owners: _Optional[int] = ..., components: _Optional[int] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., ridge_noise_floor: _Optional[float] = ..., mask_sums: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    invited: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, round_id: _Optional[str] = ..., key_id: _Optional[str] = ..., method: _Optional[str] = ..., dimension: _Optional[int] = ..., classes_per_grouping: _Optional[_Iterable[int]] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., n_owners: _Optional[int] = ..., components: _Optional[int] = ..., rho: _Optional[float] = ..., rho_prime: _Optional[float] = ..., ridge_noise_floor: _Optional[float] = ..., mask_sums: _Optional[_Iterable[bytes]] = ..., invited: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ProjectionChunk(_message.Message):
     __slots__ = ("header", "batch", "share")

@@ -375,7 +375,7 @@ class AggregatorStub:
                 _registered_method=True)
         self.StartRound = channel.unary_unary(
                 '/leteo.v1.Aggregator/StartRound',
-                request_serializer=leteo_dot_v1_dot_leteo__pb2.Signed.SerializeToString,
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.StartRoundRequest.SerializeToString,
                 response_deserializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
                 _registered_method=True)
         self.SubmitReports = channel.stream_unary(
@@ -454,7 +454,7 @@ class AggregatorServicer:
 
     def StartRound(self, request, context):
         """Every protocol, LDP collection and k-means jobs included, starts here.
-        The body of the Signed request is a RoundRequest signed by the analyst's certificate.
+        The body of StartRoundRequest.request is a RoundRequest signed by the analyst's certificate.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -525,7 +525,7 @@ def add_AggregatorServicer_to_server(servicer, server):
             ),
             'StartRound': grpc.unary_unary_rpc_method_handler(
                     servicer.StartRound,
-                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.Signed.FromString,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.StartRoundRequest.FromString,
                     response_serializer=leteo_dot_v1_dot_leteo__pb2.RoundStatus.SerializeToString,
             ),
             'SubmitReports': grpc.stream_unary_rpc_method_handler(
@@ -785,7 +785,7 @@ class Aggregator:
             request,
             target,
             '/leteo.v1.Aggregator/StartRound',
-            leteo_dot_v1_dot_leteo__pb2.Signed.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.StartRoundRequest.SerializeToString,
             leteo_dot_v1_dot_leteo__pb2.RoundStatus.FromString,
             options,
             channel_credentials,

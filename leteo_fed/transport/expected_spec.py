@@ -10,7 +10,8 @@ aggregator would have sent, and refuses any round whose spec differs in any fiel
 Only what the aggregator must choose is taken from the relayed spec, each checked for what can
 be checked: the round and job ids (their form, and one job per request: `authorization`), the
 CSP key (fetched from the CSP by id), the deadline (no later than the request allows), the
-invited owners (this site among them, within the request's list, at least the quorum), a
+invited set (by its Merkle root and size: this site proven among them by its membership proof,
+exactly the owners the request names when it names any, at least the quorum), a
 projection-only round's secret rotation (orthogonal, d x d), and k-means centers after the
 first iteration (k x d, within the bound; `chosen_by_aggregator`). Whatever one owner cannot
 check, the CSP does: every share statement carries `spec_digest` of the spec its owner received,
@@ -30,12 +31,15 @@ from leteo_fed.errors import AccessDenied, LeteoError
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.base import FederatedProtocol, RoundPlan
+from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import (
     common_from_proto,
     invitation_payload,
+    membership_proof,
     request_from_proto,
     spec_to_proto,
 )
+from leteo_fed.transport.statements import shared_spec
 
 MAX_CLOCK_SKEW_SECONDS = 300.0
 
@@ -108,7 +112,7 @@ def expected_spec(
     rotation, later centers) copied from `received`; SpecMismatch if it cannot be built."""
     try:
         protocol, payload = request_from_proto(request)
-        common = common_from_proto(request, len(received.invited))
+        common = common_from_proto(request, received.n_invited)
         plan: Any = protocol.plan(payload, common)
         allowed = protocol.request_budget(payload, common.dp)
     except LeteoError as exc:
@@ -125,7 +129,8 @@ def expected_spec(
         raise SpecMismatch(f"round {index} of a job the analyst allowed {most} round(s)")
     try:
         relayed = invitation_payload(received, protocol)
-        rnd = protocol.expected_round(plan, job_id, list(received.invited), index, relayed)
+        # the invited ids shape no spec (only their number does, through `common`)
+        rnd = protocol.expected_round(plan, job_id, [], index, relayed)
     except LeteoError as exc:
         raise SpecMismatch(f"the relayed round is not valid: {exc}") from exc
     layout = None
@@ -143,7 +148,8 @@ def expected_spec(
         plan.min_owners,
         job_id,
         received.authorization if received.HasField("authorization") else None,
-        list(received.invited),
+        received.invited_root,
+        received.n_invited,
     )
     return spec, ExpectedRound(index, most, plan.deadline_seconds, rnd, allowed)
 
@@ -157,29 +163,36 @@ def check_spec(
 ) -> ExpectedRound:
     """Refuse (SpecMismatch, naming the field) a round that is not exactly the one the signed
     request defines for the invited owners it names."""
-    invited = list(received.invited)
-    if site_id not in invited:
-        raise SpecMismatch("field 'invited' does not include this site")
-    if len(set(invited)) != len(invited):
-        raise SpecMismatch("field 'invited' names an owner twice")
-    if request.owners:
-        outside = sorted(set(invited) - set(request.owners))
-        if outside:
-            raise SpecMismatch(
-                f"field 'invited' names {', '.join(outside)}, which the analyst's request "
-                "does not list"
-            )
+    check_invited(received, request, site_id)
     expected, checked = expected_spec(received, request, key_bits)
-    if len(invited) < expected.min_owners:
+    if received.n_invited < expected.min_owners:
         raise SpecMismatch(
-            f"field 'invited' names {len(invited)} owner(s), fewer than the quorum of "
+            f"field 'n_invited' names {received.n_invited} owner(s), fewer than the quorum of "
             f"{expected.min_owners}"
         )
     if received.deadline_unix > now + checked.deadline_seconds + MAX_CLOCK_SKEW_SECONDS:
         raise SpecMismatch("field 'deadline_unix' is later than the request's deadline allows")
-    differ = spec_differences(expected, received)
+    differ = spec_differences(expected, shared_spec(received))
     if differ:
         shown = ", ".join(f"'{f}'" for f in differ)
         what = f"field {shown} differs" if len(differ) == 1 else f"fields {shown} differ"
         raise SpecMismatch(f"{what} from the round the analyst's signed request defines")
     return checked
+
+
+def check_invited(received: pb.RoundSpec, request: pb.RoundRequest, site_id: str) -> None:
+    """This site is in the invited set the spec commits to (its membership proof verifies
+    against `invited_root` and `n_invited`), and when the analyst named owners, the invited set
+    is exactly the one the signed request names. Duplicates cannot hide in a root: the CSP
+    recomputes it from the sorted, distinct list."""
+    proof = membership_proof(received)
+    if not membership.verify(site_id, proof, received.n_invited, received.invited_root):
+        raise SpecMismatch(
+            "field 'invited_root' does not include this site: its 'membership' proof does not "
+            "verify against 'invited_root' and 'n_invited'"
+        )
+    named = (request.owners_root, request.n_owners)
+    if any(named) and (received.invited_root, received.n_invited) != named:
+        raise SpecMismatch(
+            "field 'invited_root' is not the set of owners the analyst's request names"
+        )

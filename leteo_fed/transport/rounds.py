@@ -18,6 +18,7 @@ from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpSpec, FederatedProtocol, RoundPlan, dp_request
 from leteo_fed.protocols.results import RESULT_TYPES
+from leteo_fed.transport import membership
 from leteo_fed.transport.codec import from_proto, to_dict, to_proto
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
 from leteo_fed.transport.statements import spec_digest
@@ -73,7 +74,6 @@ def request_to_proto(
     bounds: tuple[ColumnBounds, ...] = (),
 ) -> pb.RoundRequest:
     msg = pb.RoundRequest(
-        owners=list(owners),
         bounds=[pb.ColumnBounds(column=b.column, lower=b.lower, upper=b.upper) for b in bounds],
         min_owners=min_owners,
         deadline_seconds=deadline_seconds,
@@ -87,8 +87,44 @@ def request_to_proto(
     ):
         if value is not None:
             setattr(msg, name, value)
+    name_owners(msg, owners)
     to_proto(request, getattr(msg, protocol))
     return msg
+
+
+def named_owners(owners: tuple[str, ...] | list[str]) -> list[str]:
+    """The owners an analyst names, as the set the request commits to: sorted, distinct."""
+    return sorted(set(owners))
+
+
+def name_owners(msg: pb.RoundRequest, owners: tuple[str, ...] | list[str]) -> None:
+    """Sign the named owners by their Merkle root and count (none named: every registered
+    owner); the list itself goes beside the signed request (StartRoundRequest.owners)."""
+    if owners:
+        named = named_owners(owners)
+        msg.owners_root = membership.root(named)
+        msg.n_owners = len(named)
+    else:
+        msg.ClearField("owners_root")
+        msg.ClearField("n_owners")
+
+
+def check_named_owners(msg: pb.RoundRequest, owners: list[str]) -> list[str]:
+    """The owner list sent beside a signed request, checked against the root it signs: the
+    sorted, distinct list; DataError if the request names owners and the list is not them."""
+    if not msg.owners_root and not msg.n_owners:
+        if owners:
+            raise DataError(
+                "the request names no owners, but a list of owners came with it", field="owners"
+            )
+        return []
+    named = named_owners(owners)
+    if not named or len(named) != msg.n_owners or membership.root(named) != msg.owners_root:
+        raise DataError(
+            "the owners sent with the request are not the set its signature names",
+            field="owners",
+        )
+    return named
 
 
 def request_from_proto(msg: pb.RoundRequest) -> tuple[FederatedProtocol, Any]:
@@ -168,8 +204,11 @@ def spec_to_proto(
     min_owners: int = 0,
     job_id: str = "",
     authorization: pb.Signed | None = None,
-    invited: list[str] | None = None,
+    invited_root: bytes = b"",
+    n_invited: int = 0,
 ) -> pb.RoundSpec:
+    """The spec every owner of the round shares; each owner's copy adds its own membership
+    proof (`with_membership`)."""
     msg = pb.RoundSpec(
         round_id=round_id,
         protocol=plan.label,
@@ -178,7 +217,8 @@ def spec_to_proto(
         n_values=plan.n_values,
         min_owners=min_owners,
         job_id=job_id or round_id,
-        invited=sorted(invited or []),
+        invited_root=invited_root,
+        n_invited=n_invited,
     )
     if authorization is not None:
         msg.authorization.CopyFrom(authorization)
@@ -189,6 +229,25 @@ def spec_to_proto(
         to_proto(plan.dp, msg.dp)
     to_proto(plan.spec, getattr(msg, protocol.name))
     return msg
+
+
+def with_membership(spec: pb.RoundSpec, proof: membership.Proof) -> pb.RoundSpec:
+    """One owner's copy of the round's shared spec: the same spec and its membership proof."""
+    out = pb.RoundSpec()
+    out.CopyFrom(spec)
+    out.membership.index = proof.index
+    out.membership.siblings.extend(proof.siblings)
+    return out
+
+
+def member_copy(spec: pb.RoundSpec, sites: list[str], site_id: str) -> pb.RoundSpec:
+    """`site_id`'s copy of a round's shared spec for the sorted, distinct `sites` (one round
+    with many owners builds the tree once: `membership.levels`, `proof_from_levels`)."""
+    return with_membership(spec, membership.prove(sites, site_id))
+
+
+def membership_proof(spec: pb.RoundSpec) -> membership.Proof:
+    return membership.Proof(spec.membership.index, tuple(spec.membership.siblings))
 
 
 @dataclass(frozen=True)
@@ -207,7 +266,8 @@ class Invitation:
     layout: SlotLayout | None
     dp: DpSpec | None
     min_owners: int = 0  # the round's declared quorum
-    invited: tuple[str, ...] = ()
+    invited_root: bytes = b""  # the Merkle root of the invited set (`membership`)
+    n_invited: int = 0
     job_id: str = ""
     authorization: pb.Signed | None = None  # the analyst's signed request
     spec_digest: bytes = b""  # of the RoundSpec as received, signed in the share statement
@@ -238,11 +298,11 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
             raise ProtocolError(
                 f"round declares {msg.n_ciphertexts} ciphertexts for {msg.n_values} values"
             )
-        if enc.max_owners < len(msg.invited):
+        if enc.max_owners < msg.n_invited:
             # slots sized for fewer shares than the CSP may sum would overflow into each other
             raise ProtocolError(
                 f"the encoding's slots hold the sum of {enc.max_owners} shares, but "
-                f"{len(msg.invited)} owners are invited"
+                f"{msg.n_invited} owners are invited"
             )
     dp = from_proto(msg.dp, DpSpec) if msg.HasField("dp") else None
     if dp is not None and enc is not None and dp.quorum > msg.min_owners:
@@ -265,7 +325,8 @@ def invitation_from_proto(msg: pb.RoundSpec, key_bits: int) -> Invitation:
         layout=layout,
         dp=dp,
         min_owners=msg.min_owners,
-        invited=tuple(msg.invited),
+        invited_root=msg.invited_root,
+        n_invited=msg.n_invited,
         job_id=msg.job_id or msg.round_id,
         authorization=msg.authorization if msg.HasField("authorization") else None,
         spec_digest=spec_digest(msg),

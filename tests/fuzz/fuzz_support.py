@@ -24,7 +24,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -377,10 +377,12 @@ class Env:
         body = request.SerializeToString(deterministic=True)
         return (signer or self.analyst).sign(body, ROUND_REQUEST)
 
-    def start(self, request: pb.RoundRequest) -> pb.RoundStatus:
-        return self.aggregator("analyst", "analyst").StartRound(
-            self.sign_request(request), timeout=CALL_TIMEOUT
-        )
+    def start(self, request: pb.RoundRequest, owners: Sequence[str] = ()) -> pb.RoundStatus:
+        """Start `request`; `owners`: the named owners sent beside it (default: the sinks,
+        which the base requests name, when it names any)."""
+        named = list(owners) or (sorted(self.sinks) if request.n_owners else [])
+        start = pb.StartRoundRequest(request=self.sign_request(request), owners=named)
+        return self.aggregator("analyst", "analyst").StartRound(start, timeout=CALL_TIMEOUT)
 
     def close(self) -> None:
         for channel in self._channels.values():

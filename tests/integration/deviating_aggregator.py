@@ -33,9 +33,15 @@ from leteo_fed.errors import ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols.base import FederatedProtocol, RoundPlan
+from leteo_fed.transport import membership
 from leteo_fed.transport.grpc_io import make_server, require_role, rpc_method
 from leteo_fed.transport.messages import batches, public_key_from_proto
-from leteo_fed.transport.rounds import common_from_proto, request_from_proto, spec_to_proto
+from leteo_fed.transport.rounds import (
+    common_from_proto,
+    member_copy,
+    request_from_proto,
+    spec_to_proto,
+)
 from leteo_fed.transport.signing import ROUND_REQUEST, SHARE_STATEMENT, Signer
 from leteo_fed.transport.statements import ciphertext_digest
 
@@ -67,8 +73,13 @@ class PlannedRound:
     protocol: FederatedProtocol
     plan: RoundPlan
     layout: SlotLayout | None
-    spec: pb.RoundSpec
+    spec: pb.RoundSpec  # the spec every owner shares (no membership proof)
     signed: pb.Signed | None  # the analyst's signed request the spec relays
+    invited: list[str] = field(default_factory=list)  # sorted: the set the spec's root names
+
+    def spec_for(self, site: str) -> pb.RoundSpec:
+        """`site`'s copy of the spec: the shared spec with its membership proof."""
+        return member_copy(self.spec, self.invited, site)
 
     @property
     def n_ciphertexts(self) -> int:
@@ -107,6 +118,8 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         self._channels.append(csp_channel)
         self.csp = pb_grpc.CryptoServiceProviderStub(csp_channel)
         self._public: PublicKey | None = None
+        self.invited_of: dict[str, list[str]] = {}  # round -> the invited set it was planned for
+        self.sets: dict[bytes, list[str]] = {}  # Merkle root -> the invited set it names
 
     def close(self) -> None:
         self.server.stop(0)
@@ -220,6 +233,7 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         protocol, payload = request_from_proto(request)
         job_plan: Any = protocol.plan(payload, common_from_proto(request, len(invited)))
         job_id = f"{job_plan.label}-{uuid.uuid4().hex[:12]}"
+        members = sorted(set(invited))
         state = protocol.start(job_plan, job_id, list(invited))
         plan = protocol.next_round(job_plan, state, 1)
         round_id = f"{job_id}-it1" if protocol.multi_round else job_id
@@ -238,9 +252,12 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
             job_plan.min_owners,
             job_id,
             signed,
-            list(invited),
+            membership.root(members),
+            len(members),
         )
-        return PlannedRound(round_id, protocol, plan, layout, spec, signed)
+        self.invited_of.setdefault(round_id, members)
+        self.sets[spec.invited_root] = members
+        return PlannedRound(round_id, protocol, plan, layout, spec, signed, members)
 
     def _owner(self, site: str) -> pb_grpc.OwnerAgentStub:
         if site not in self._stubs:
@@ -250,8 +267,19 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         return self._stubs[site]
 
     def invite(self, spec: pb.RoundSpec, sites: Iterable[str]) -> dict[str, pb.InviteReply]:
-        """Send `spec` to each of `sites` (whoever the spec says is invited)."""
-        return {site: self._owner(site).Invite(spec, timeout=TIMEOUT) for site in sites}
+        """Send `spec` to each of `sites` (whoever the spec says is invited). A spec without a
+        membership proof gets each site's proof in the set its root names (as an honest
+        aggregator adds it); a site outside that set, or a root of no planned set, gets none."""
+        return {
+            site: self._owner(site).Invite(self._proved(spec, site), timeout=TIMEOUT)
+            for site in sites
+        }
+
+    def _proved(self, spec: pb.RoundSpec, site: str) -> pb.RoundSpec:
+        members = self.sets.get(spec.invited_root, [])
+        if spec.HasField("membership") or site not in members:
+            return spec
+        return member_copy(spec, members, site)
 
     def publish(self, round_id: str, sites: Iterable[str], state: str, message: str = "") -> None:
         """Tell the owners how a round ended (true or not)."""
@@ -285,12 +313,17 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         round_id: str,
         parts: Sequence[tuple[pb.Signed, Sequence[int]]],
         received: Decrypted | None = None,
+        invited: Sequence[str] | None = None,
     ) -> Decrypted:
-        """DecryptBlinded with these (statement, ciphertexts) pairs. Whatever the CSP streams
+        """DecryptBlinded with these (statement, ciphertexts) pairs and the invited list
+        `invited` (default: the set the round was planned for). Whatever the CSP streams
         back is collected into `received` before an error surfaces, so a test can show that
         nothing came back."""
         out = received if received is not None else Decrypted()
-        header = pb.CspRoundRequest(round_id=round_id, key_id=self.public_key().key_id)
+        listed = self.invited_of.get(round_id, []) if invited is None else invited
+        header = pb.CspRoundRequest(
+            round_id=round_id, key_id=self.public_key().key_id, invited=list(listed)
+        )
 
         def requests():
             yield pb.DecryptChunk(header=header)
@@ -302,8 +335,14 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         return out
 
     def project(
-        self, header: pb.ProjectionRequest, parts: Sequence[tuple[pb.Signed, Sequence[int]]]
+        self, head: pb.ProjectionRequest, parts: Sequence[tuple[pb.Signed, Sequence[int]]]
     ) -> pb.ProjectionResult:
+        header = head
+        if not header.invited:  # the set the round was planned for, as an honest aggregator
+            header = pb.ProjectionRequest()
+            header.CopyFrom(head)
+            header.invited.extend(self.invited_of.get(head.round_id, []))
+
         def requests():
             yield pb.ProjectionChunk(header=header)
             yield from self._shares(parts, pb.ProjectionChunk)

@@ -209,7 +209,7 @@ def test_roles_are_enforced_by_certificate(deployment, cancer):
         owner_tls.channel(cluster.addresses["aggregator"], peer="aggregator")
     )
     with pytest.raises(grpc.RpcError) as err:
-        agg.StartRound(pb.Signed(body=b""), timeout=10)
+        agg.StartRound(pb.StartRoundRequest(request=pb.Signed(body=b"")), timeout=10)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(grpc.RpcError) as err:  # cannot register under another site's name
         agg.RegisterOwner(pb.OwnerRegistration(site_id="site-1", address="127.0.0.1:1"), timeout=10)

@@ -39,6 +39,7 @@ from leteo_fed.protocols import moments, pca
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
+from leteo_fed.transport import membership
 from leteo_fed.transport.certs import Party, create_pki, issue_from
 from leteo_fed.transport.grpc_io import TlsConfig
 from leteo_fed.transport.messages import encoding_to_proto
@@ -258,14 +259,19 @@ def assert_csp_refuses(
     return err.value
 
 
-def relay(rnd: PlannedRound, **changes) -> pb.RoundSpec:
-    """A copy of the planned spec with fields changed by the aggregator."""
+def relay(rnd: PlannedRound, agg: DeviatingAggregator | None = None, **changes) -> pb.RoundSpec:
+    """A copy of the planned spec with fields changed by the aggregator. `invited` names
+    another invited set: the spec gets its root and size, and `agg` (if given) valid
+    membership proofs in it for the owners it invites."""
     spec = pb.RoundSpec()
     spec.CopyFrom(rnd.spec)
     for name, value in changes.items():
         if name == "invited":
-            del spec.invited[:]
-            spec.invited.extend(value)
+            members = sorted(value)
+            spec.invited_root = membership.root(members)
+            spec.n_invited = len(members)
+            if agg is not None:
+                agg.sets[spec.invited_root] = members
         else:
             setattr(spec, name, value)
     return spec
@@ -368,7 +374,7 @@ def test_csp_refuses_to_decrypt_fewer_shares_than_the_owners_signed_for(env: Env
     up2 = collect(env, rnd, ["site-2"], relay(pair, round_id=rnd.round_id, job_id=rnd.round_id))
     assert_csp_refuses(
         env,
-        lambda got: agg.decrypt(rnd.round_id, pairs(up2["site-2"], up1["site-1"]), got),
+        lambda got: agg.decrypt(rnd.round_id, pairs(up1["site-1"], up2["site-2"]), got),
         grpc.StatusCode.FAILED_PRECONDITION,
         "disagrees with the round's other shares on the protocol, the invited owners or the quorum",
         rnd.round_id,
@@ -446,11 +452,11 @@ def test_owners_decline_a_round_whose_quorum_is_themselves_alone(env: Env):
             rnd.round_id,
             agg.invite(rnd.spec, [site]),
             "spec:",
-            "field 'invited' names 1 owner(s), fewer than the quorum of 2",
+            "field 'n_invited' names 1 owner(s), fewer than the quorum of 2",
         )
     # an honest analyst asked for three: the aggregator's quorum of 1 is not what it signed
     rnd = honest_round(env, env.fresh(), min_owners=3)
-    spec = relay(rnd, min_owners=1, invited=["site-1"])
+    spec = relay(rnd, agg, min_owners=1, invited=["site-1"])
     assert_declined(
         env,
         rnd.round_id,
@@ -464,6 +470,57 @@ def test_owners_decline_a_round_whose_quorum_is_themselves_alone(env: Env):
     assert ledgers(env) == before
 
 
+def test_a_forged_invited_set_or_membership_proof_is_declined(env: Env):
+    """The invited set travels as a Merkle root and size with a proof per owner: a proof that
+    does not verify, a size the root was not built for, or a root of another set than the
+    owners the analyst named is declined before anything is read."""
+    agg = env.agg
+    before = ledgers(env)
+    # a forged sibling in one owner's proof
+    rnd = honest_round(env, env.fresh(), min_owners=3)
+    spec = rnd.spec_for("site-1")
+    spec.membership.siblings[0] = bytes(32)
+    assert_declined(env, rnd.round_id, agg.invite(spec, ["site-1"]), "spec:", "does not include")
+    # another owner's (valid) proof, and an inflated size with this owner's valid proof
+    rnd = honest_round(env, env.fresh(), min_owners=3)
+    spec = rnd.spec_for("site-2")
+    assert_declined(env, rnd.round_id, agg.invite(spec, ["site-1"]), "spec:", "does not include")
+    rnd = honest_round(env, env.fresh(), min_owners=3)
+    spec = rnd.spec_for("site-1")
+    spec.n_invited += 1  # refused as it is decoded (slots sized for 3); the root binds n too
+    reply = agg.invite(spec, ["site-1"])
+    assert_declined(env, rnd.round_id, reply, "the encoding's slots", "4 owners are invited")
+    # the analyst named site-1..3; the aggregator plans the round for a site of its own added
+    # (valid proofs in the larger set, slots sized for it), or for one dropped
+    for invited in ([*SITES, "site-x"], ["site-1", "site-2"]):
+        rnd = honest_round(env, env.fresh(), invited=invited, owners=SITES, min_owners=2)
+        assert_declined(
+            env,
+            rnd.round_id,
+            agg.invite(rnd.spec, ["site-1", "site-2"]),
+            "spec:",
+            "field 'invited_root' is not the set of owners the analyst's request names",
+        )
+    assert ledgers(env) == before
+
+
+def test_csp_refuses_an_invited_list_that_is_not_the_signed_root(env: Env):
+    """Every owner signed the root of the invited set; the aggregator hands the CSP the list.
+    A list with a site added (one the aggregator could forge a share for) is not that set."""
+    agg = env.agg
+    rnd = honest_round(env, env.fresh(), min_owners=3)
+    agg.open_at_csp(rnd.round_id, rnd.n_ciphertexts)
+    up = collect(env, rnd)
+    assert_csp_refuses(
+        env,
+        lambda got: agg.decrypt(rnd.round_id, pairs(*up.values()), got, invited=[*SITES, "site-x"]),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "the invited set it signed is not the round's invited set",
+        rnd.round_id,
+    )
+
+
+# ------------------------------------------------------------------ 2. replays
 # ------------------------------------------------------------------ 2. replays
 
 

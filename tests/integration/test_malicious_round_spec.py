@@ -432,8 +432,7 @@ def _attempt(env: Env, base: pb.RoundRequest, path: str) -> str | None:
     'csp'), None if the path does not exist in this round."""
     agg = env.agg
     rnd = plan(env, base)
-    spec = pb.RoundSpec()
-    spec.CopyFrom(rnd.spec)
+    spec = rnd.spec_for(MUTATED)  # MUTATED's copy: the shared spec and its membership proof
     if not mutate(spec, path):
         return None
     encrypted = rnd.layout is not None

@@ -25,12 +25,14 @@ from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.naive_bayes import NaiveBayesBound, NaiveBayesRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
+from leteo_fed.transport import membership
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
 from leteo_fed.transport.rounds import (
     Invitation,
     common_from_proto,
     invitation_from_proto,
+    member_copy,
     request_from_proto,
     request_to_proto,
     spec_to_proto,
@@ -112,7 +114,7 @@ def relay(
     if planned is None:
         assert signed is not None
         planned = pb.RoundRequest.FromString(signed.body)
-    invited = list(planned.owners or SITES) if invited is None else invited
+    invited = sorted(SITES if invited is None else invited)
     protocol, payload = request_from_proto(planned)
     plan = protocol.plan(payload, common_from_proto(planned, len(invited)))
     state = protocol.start(plan, job_id, invited)
@@ -131,8 +133,11 @@ def relay(
         plan.min_owners if min_owners is None else min_owners,
         job_id,
         signed,
-        invited,
+        membership.root(invited),
+        len(invited),
     )
+    # this site's proof; a set without it gets another member's (which cannot verify)
+    msg = member_copy(msg, invited, SITE if SITE in invited else invited[0])
     return invitation_from_proto(msg, 2048)
 
 
@@ -469,11 +474,12 @@ def test_any_other_quorum_is_refused(pki, analysts_ca):
 
 def test_an_owner_outside_the_request_is_refused(pki, analysts_ca):
     signed = sign(moments(owners=["site-1", "site-2", "site-3"]), signer(pki, "analyst"))
-    planned = moments(owners=["site-1", "site-2", "site-x"])
-    assert "names site-x, which the analyst's request does not list" in refusal(
-        relay(signed, planned), analysts_ca
-    )
-    without_me = relay(signed, moments(owners=["site-2", "site-3"], min_owners=2), min_owners=3)
+    outside = relay(signed, invited=["site-1", "site-2", "site-x"])
+    assert "is not the set of owners the analyst's request names" in refusal(outside, analysts_ca)
+    # fewer owners than named (a subset the aggregator picks) is another set too
+    fewer = relay(signed, invited=["site-1", "site-2"], min_owners=3)
+    assert "is not the set of owners the analyst's request names" in refusal(fewer, analysts_ca)
+    without_me = relay(signed, invited=["site-2", "site-3"], min_owners=3)
     assert "does not include this site" in refusal(without_me, analysts_ca)
     anyone = sign(moments(owners=[]), signer(pki, "analyst"))  # no list: every registered owner
     check(relay(anyone, invited=[*SITES, "site-x"]), analysts_ca)
@@ -564,8 +570,9 @@ def test_slots_sized_for_fewer_owners_than_invited_are_refused():
 
     def spec(invited: list[str]) -> pb.RoundSpec:
         deadline = time.time() + 60
+        root = membership.root(sorted(invited))
         return spec_to_proto(
-            "job-1", protocol, rnd, "key", deadline, layout, 3, "job-1", None, invited
+            "job-1", protocol, rnd, "key", deadline, layout, 3, "job-1", None, root, len(invited)
         )
 
     with pytest.raises(LeteoError, match="slots hold the sum of 3 shares, but 4 owners"):

@@ -14,6 +14,7 @@ from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.kmeans_round import PROTOCOL, KmeansRequest
+from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import Invitation
 from owner_agent.shares import ShareRunner
 
@@ -68,7 +69,8 @@ def _invitation(iterations: int) -> Invitation:
         layout=SimpleNamespace(),
         dp=rnd.dp,
         min_owners=3,
-        invited=("site-1", "s2", "s3"),
+        invited_root=membership.root(["s2", "s3", "site-1"]),
+        n_invited=3,
         job_id="job-1",
     )
 
@@ -140,7 +142,8 @@ def test_bounds_narrower_than_the_sites_published_ones_are_noted_in_the_audit_lo
         layout=SimpleNamespace(),
         dp=rnd.dp,
         min_owners=3,
-        invited=("site-1", "s2", "s3"),
+        invited_root=membership.root(["s2", "s3", "site-1"]),
+        n_invited=3,
         job_id="job-2",
     )
     audit = AuditLog(tmp_path / "audit.jsonl", "site-1")

@@ -20,8 +20,9 @@ from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import invitation_from_proto, spec_to_proto
-from owner_agent.policy import analyst_refusal, refusal
+from owner_agent.policy import analyst_refusal, refusal, release_facts
 from owner_agent.site_data import LocalSite
 
 NAMES = ["sl", "sw", "pl", "pw"]
@@ -41,7 +42,8 @@ def _invitation(min_owners: int = 3, dp: bool = False, method: str = "pca"):
     plan = protocol.plan(MomentsRequest(method=method, features=tuple(NAMES)), common)
     rnd = protocol.next_round(plan, protocol.start(plan, "r1", INVITED), 1)
     layout = rnd.share_encoding.layout(2048)
-    msg = spec_to_proto("r1", protocol, rnd, "key", 0.0, layout, min_owners, invited=INVITED)
+    root = membership.root(INVITED)
+    msg = spec_to_proto("r1", protocol, rnd, "key", 0.0, layout, min_owners, "", None, root, 3)
     return invitation_from_proto(msg, 2048)
 
 
@@ -53,7 +55,8 @@ def _kmeans_iteration(index: int):
     state = protocol.start(plan, "j", INVITED)
     rnd = protocol.next_round(plan, state, index)
     layout = rnd.share_encoding.layout(2048)
-    msg = spec_to_proto(f"j-it{index}", protocol, rnd, "key", 0.0, layout, 3, "j", None, INVITED)
+    root = membership.root(INVITED)
+    msg = spec_to_proto(f"j-it{index}", protocol, rnd, "key", 0.0, layout, 3, "j", None, root, 3)
     return invitation_from_proto(msg, 2048)
 
 
@@ -190,6 +193,21 @@ def test_differencing_is_counted_by_released_columns_and_owner_sets():
     )
     two = dataclasses.replace(policy, non_dp_repeats=2)
     assert refusal(two, inv, lambda: [_sent("pca", NAMES, 1, owners=pair)]) == ""
+
+
+def test_the_owner_set_is_recorded_by_its_root_and_old_lists_still_count():
+    """A `sent` event records the summed set as the invited set's root (the owner never sees
+    the list); events written with the list compare by the list's root."""
+    policy = dataclasses.replace(OPEN, non_dp_repeats=1, non_dp_window_days=30)
+    inv = _invitation()
+    facts = release_facts(inv)
+    assert facts["owners_root"] == membership.root(INVITED).hex()
+    assert "owners" not in facts
+    same = {**_sent("pca", NAMES, 1, owners=None), **facts}
+    assert refusal(policy, inv, lambda: [same]) == ""
+    other = {**same, "owners_root": membership.root(["a", "b"]).hex()}
+    assert refusal(policy, inv, lambda: [other]).startswith("policy.non_dp_repeats: ")
+    assert release_facts(_invitation(min_owners=2))["owners_root"] is None  # quorum below n
 
 
 def test_rounds_on_centers_the_aggregator_chose_count_as_releases():

@@ -11,6 +11,7 @@ import pytest
 
 from leteo_fed.errors import AccessDenied, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.transport import membership
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.signing import ROUND_REQUEST, SHARE_STATEMENT, Signer
 from leteo_fed.transport.statements import (
@@ -48,7 +49,8 @@ def statement(site: str, **over) -> pb.ShareStatement:
         site_id=site,
         key_id="k1",
         protocol="pca",
-        invited=SITES,
+        invited_root=membership.root(SITES),
+        n_invited=len(SITES),
         quorum=3,
         n_ciphertexts=2,
         ciphertext_digest=ciphertext_digest([1, 2], WIDTH),
@@ -60,8 +62,9 @@ def statement(site: str, **over) -> pb.ShareStatement:
     return pb.ShareStatement(**fields)
 
 
-def round_shares() -> RoundShares:
-    return RoundShares("pca-1", "k1", 2)
+def round_shares(invited: list[str] = SITES) -> RoundShares:
+    """The receiver's view of the round: the invited list it was given beside the shares."""
+    return RoundShares("pca-1", "k1", 2, invited=invited)
 
 
 def test_honest_round_is_admitted_and_meets_its_quorum(pki) -> None:
@@ -94,8 +97,13 @@ def test_fewer_shares_than_the_signed_quorum_are_refused(pki) -> None:
         ({"masked": False}, "not masked by its owner"),
         ({"reveal": "projection"}, "signed for a projection reveal, not blinded"),
         ({"reveal": ""}, "unstated reveal"),
-        ({"invited": ["site-2", "site-3"], "quorum": 2}, "not in the invited set"),
-        ({"invited": ["site-2", "site-1", "site-3"]}, "not sorted"),
+        # a root of another set, the right root under another count (an inflated n_invited)
+        (
+            {"invited_root": membership.root(["site-1", "site-2"]), "quorum": 2},
+            "not the round's invited set",
+        ),
+        ({"n_invited": 4}, "not the round's invited set"),
+        ({"invited_root": b""}, "not the round's invited set"),
         ({"quorum": 0}, "quorum 0"),
         ({"quorum": 4}, "quorum 4"),
     ],
@@ -105,6 +113,24 @@ def test_a_statement_not_for_this_round_is_refused(pki, over, message) -> None:
     claims = read_statement(sign_statement(statement("site-1", **over), signers["site-1"]), ca)
     with pytest.raises(ProtocolError, match=message):
         round_shares().admit(claims)
+
+
+def test_a_site_outside_the_list_or_a_list_not_matching_the_root_is_refused(pki) -> None:
+    signers, ca, _ = pki
+    others = ["site-2", "site-3"]
+    outside = statement("site-1", invited_root=membership.root(others), n_invited=2, quorum=2)
+    claims = read_statement(sign_statement(outside, signers["site-1"]), ca)
+    with pytest.raises(ProtocolError, match="not in the invited set it signed"):
+        round_shares(others).admit(claims)
+    # the relaying party hands over a list other than the one the owners signed the root of
+    honest = read_statement(sign_statement(statement("site-1"), signers["site-1"]), ca)
+    for listed in (["site-1", "site-2"], [*SITES, "site-4"], ["site-1", "site-2", "site-x"]):
+        with pytest.raises(ProtocolError, match="not the round's invited set"):
+            round_shares(listed).admit(honest)
+    # a list that is not a set (unsorted, repeated, empty) is refused before any share
+    for bad in (["site-2", "site-1", "site-3"], ["site-1", "site-1", "site-2"], []):
+        with pytest.raises(ProtocolError, match="invited set"):
+            round_shares(bad)
 
 
 def test_statements_must_agree_and_each_site_counts_once(pki) -> None:
