@@ -542,7 +542,7 @@ class RoundEngine:
         """An outbound owner's stream ended: every open round that now only waits for owners
         known to be gone closes at once instead of at its deadline."""
         with self._lock:
-            rounds = [r for r in self._rounds.values() if r.state == OPEN and site in r.invited]
+            rounds = [r for r in self._rounds.values() if r.state == OPEN and site in r.invited_set]
         for rnd in rounds:
             self._close_if_settled(rnd)
 

@@ -71,6 +71,12 @@ class Round:
     csp_unreachable: bool = False  # it failed because the CSP could not be reached
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: threading.Event = field(default_factory=threading.Event)
+    # kept beside the lists so that no answer or share scans every invited owner
+    invited_set: frozenset[str] = field(init=False)
+    resolved: set[str] = field(init=False, default_factory=set)  # submitted or declined
+
+    def __post_init__(self) -> None:
+        self.invited_set = frozenset(self.invited)
 
     @classmethod
     def ended(cls, status: pb.RoundStatus) -> Round:
@@ -103,7 +109,7 @@ class Round:
                 raise ProtocolError(f"round {self.round_id} is closed; share from {site} refused")
             if time.time() > self.deadline:
                 raise ProtocolError(f"round {self.round_id} passed its deadline; share refused")
-            if site not in self.invited:
+            if site not in self.invited_set:
                 raise AccessDenied(f"owner '{site}' was not invited to round {self.round_id}")
             if site in self.submitted or site in self.receiving:
                 raise DuplicateError(f"owner '{site}' already submitted a share to {self.round_id}")
@@ -123,6 +129,7 @@ class Round:
                 raise ProtocolError(f"round {self.round_id} closed while {site}'s share arrived")
             self.intake.fold(contribution)
             self.submitted[site] = dict(timings)
+            self.resolved.add(site)
             return self._all_resolved()
 
     def decline(self, site: str, reason: str) -> bool:
@@ -131,10 +138,12 @@ class Round:
                 return False
             self.declined[site] = reason
             self.receiving.discard(site)
+            if site in self.invited_set:
+                self.resolved.add(site)
             return self._all_resolved()
 
     def _all_resolved(self) -> bool:
-        return all(s in self.submitted or s in self.declined for s in self.invited)
+        return len(self.resolved) == len(self.invited_set)
 
     def settled_without(self, gone: Callable[[str], bool]) -> list[str]:
         """The owners still owed, if the round can close now without them: its quorum is in,
