@@ -22,19 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from gmpy2 import mpz
 
 from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
 from csp.decrypt_log import DecryptLog
 from csp.keys import HeldKey, KeyRing
 from csp.projection import check_projection_header
+from csp.share_sum import ShareCiphertexts, summer_for
 from leteo_fed import __version__, defaults
 from leteo_fed.crypto.paillier import (
     PrivateKey,
     bytes_to_int,
-    check_ciphertext,
     int_to_bytes,
 )
+from leteo_fed.crypto.parallel import TaskPool
 from leteo_fed.encoding.packing import remove_masks, slot_totals, unpack
 from leteo_fed.errors import DuplicateError, NotFoundError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
@@ -43,7 +43,8 @@ from leteo_fed.protocols import discriminant, moments, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_method, rpc_stream_method
 from leteo_fed.transport.messages import BATCH_SIZE, encoding_from_proto, public_key_to_proto
 from leteo_fed.transport.metrics import CspMetrics
-from leteo_fed.transport.statements import RoundShares, check_digest, read_statement
+from leteo_fed.transport.site_names import name_sites
+from leteo_fed.transport.statements import RoundShares, read_statement
 
 log = logging.getLogger("leteo.csp")
 
@@ -95,6 +96,9 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         self._owners_ca = owners_ca  # None only in insecure mode
         self._decrypted = DecryptLog(state_dir / DECRYPT_LOG if state_dir is not None else None)
         self.metrics = CspMetrics()
+        # checking and multiplying large rounds' shares on every core (csp/share_sum.py); the
+        # workers hold no key, they see what the aggregator relays anyway
+        self._summing = TaskPool()
         current = self._keys.current().public
         log.info("CSP ready: current key %s (%d-bit Paillier)", current.key_id, current.bits)
 
@@ -108,6 +112,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
 
     def close(self) -> None:
         self._keys.close()
+        self._summing.close()
 
     @rpc_method
     def Health(self, request, context):
@@ -194,31 +199,19 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         public = key.public
         width, n = public.ciphertext_bytes, entry.n_ciphertexts
         shares = RoundShares(round_id, public.key_id, n, entry.mode, list(invited))
-        n2 = mpz(public.n_square)
-        total: list[mpz] = []
-        verify_s = sum_s = 0.0
+        summer = summer_for(public.n, width, n * len(invited), self._summing)
+        verify_s = 0.0
         statement: pb.ShareStatement | None = None
         pending: list[int] = []
 
         def fold() -> None:
-            nonlocal total, verify_s, sum_s
             assert statement is not None
             if len(pending) != n:
                 raise ProtocolError(
                     f"round {round_id}: the share from '{statement.site_id}' has "
                     f"{len(pending)} of its {n} ciphertexts"
                 )
-            start = time.perf_counter()
-            for c in pending:
-                check_ciphertext(public, c)
-            check_digest(statement, pending, width)
-            verify_s += time.perf_counter() - start
-            start = time.perf_counter()
-            if total:
-                total = [a * c % n2 for a, c in zip(total, pending, strict=True)]
-            else:
-                total = [mpz(c) for c in pending]
-            sum_s += time.perf_counter() - start
+            summer.add(ShareCiphertexts(statement.site_id, statement.ciphertext_digest, pending))
 
         for msg in request_iterator:
             part = msg.WhichOneof("part")
@@ -240,16 +233,19 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
                 raise ProtocolError("only signed shares and their ciphertexts follow the header")
         if statement is not None:
             fold()
+        total = summer.total()
         shares.require_quorum()
         log.info(
-            "round %s: %d signed shares verified (%s) in %.3f s, summed in %.3f s",
+            "round %s: %d signed shares verified (%s) in %.3f s; ciphertexts checked and "
+            "summed in %.3f s (%s)",
             round_id,
             len(shares.sites),
-            ", ".join(shares.sites),
+            name_sites(list(shares.sites)),
             verify_s,
-            sum_s,
+            summer.seconds,
+            "in-process" if summer.pool is None else f"{summer.pool.workers} processes",
         )
-        return _Summed([int(c) for c in total], list(shares.sites), verify_s, sum_s, key)
+        return _Summed(total, list(shares.sites), verify_s, summer.seconds, key)
 
     @rpc_stream_method
     def DecryptBlinded(self, request_iterator, context) -> Iterator[pb.PlaintextBatch]:

@@ -18,9 +18,9 @@ from leteo_fed.errors import AccessDenied, DuplicateError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.base import RoundPlan, Step
 from leteo_fed.transport.rounds import result_to_proto
+from leteo_fed.transport.site_names import MANY_SITES, name_sites
 
 OPEN, COMPLETED, FAILED = "OPEN", "COMPLETED", "FAILED"
-MANY_SITES = 6  # sites one message names one by one; more are counted
 
 
 def status_proto(
@@ -188,14 +188,6 @@ class Round:
         if silent:
             parts.append("no share by the deadline from: " + name_sites(silent))
         return ". ".join(parts)
-
-
-def name_sites(sites: list[str], shown: int = MANY_SITES - 1) -> str:
-    """A few sites by name and how many more: a message about a thousand owners stays a line
-    (the full lists are in the round's status)."""
-    if len(sites) <= shown + 1:
-        return ", ".join(sites)
-    return f"{', '.join(sites[:shown])} and {len(sites) - shown} more"
 
 
 def round_status(rnd: Round) -> pb.RoundStatus:

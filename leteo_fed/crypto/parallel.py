@@ -28,7 +28,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import TypeVar
@@ -47,6 +47,7 @@ from leteo_fed.errors import EncodingError
 DEFAULT_MIN_PER_WORKER = 64  # below this many values per worker, in-process is faster
 
 _Pool = TypeVar("_Pool", bound="_LazyPool")
+_T = TypeVar("_T")
 
 # ------------------------------------------------------------------ worker-side state
 # One per worker process, built by the pool initializer and reused for every chunk.
@@ -189,6 +190,26 @@ class _LazyPool:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _no_state() -> None:
+    """Initializer of workers that keep nothing between tasks."""
+
+
+class TaskPool(_LazyPool):
+    """Module-level functions over ``workers`` processes, one future per task: for a caller
+    that streams its work and keeps a bounded number of tasks in flight (the CSP's sum of a
+    round's shares)."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        super().__init__(workers, 1, _no_state, ())
+
+    def submit(self, fn: Callable[..., _T], *args: object) -> Future[_T]:
+        return self._get_executor().submit(fn, *args)
+
+    def result(self, future: Future[_T]) -> _T:
+        """The task's result; a dead worker drops the pool (`_wait`) and raises here."""
+        return self._wait([future])[0]
 
 
 class EncryptionPool(_LazyPool):
