@@ -7,10 +7,6 @@ the handler keeps reading the stream, with memory bounded by the batches in flig
 the share being received and at most IN_FLIGHT_PER_WORKER batches per worker. A small round is
 summed in-process, where starting workers would cost more than it saves. Either way the sum is
 the same product mod n^2, and a bad share is refused by the same message naming its owner.
-
-Whether a ciphertext is a unit mod n^2 is whether it is coprime to n: rather than one gcd per
-ciphertext, a share's ciphertexts are multiplied mod n and the product tested once (a prime
-factor of n divides the product iff it divides one of them), a tenth of the cost.
 """
 
 from __future__ import annotations
@@ -21,9 +17,9 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-import gmpy2
 from gmpy2 import mpz
 
+from leteo_fed.crypto.paillier import check_ciphertexts
 from leteo_fed.crypto.parallel import TaskPool
 from leteo_fed.errors import ProtocolError
 from leteo_fed.transport.statements import ciphertext_digest
@@ -32,8 +28,6 @@ BATCH_CIPHERTEXTS = 8192  # ciphertexts per task (4 MiB at a 2048-bit key)
 IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker while the stream is read
 # below this many ciphertexts in a round (shares x ciphertexts per share), one process is faster
 PARALLEL_MIN_CIPHERTEXTS = 50_000
-
-NOT_A_UNIT = "malformed ciphertext: not an element of Z*_{n^2}"
 
 
 @dataclass(frozen=True)
@@ -49,16 +43,10 @@ def checked_product(n: int, width: int, shares: Sequence[ShareCiphertexts]) -> l
     """The coordinate-wise product mod n^2 of the shares' ciphertexts, each share checked
     first: every ciphertext in (0, n^2) and coprime to n, the digest its owner signed.
     ProtocolError for the first share that is not (naming its owner for a wrong digest)."""
-    n_, n2 = mpz(n), mpz(n) * mpz(n)
+    n2 = mpz(n) * mpz(n)
     total: list[mpz] = []
     for share in shares:
-        unit = mpz(1)
-        for c in share.ciphertexts:
-            if not 0 < c < n2:
-                raise ProtocolError(NOT_A_UNIT)
-            unit = unit * c % n_
-        if gmpy2.gcd(unit, n_) != 1:
-            raise ProtocolError(NOT_A_UNIT)
+        check_ciphertexts(n, share.ciphertexts)
         if ciphertext_digest(share.ciphertexts, width) != share.digest:
             raise ProtocolError(
                 f"the ciphertexts of the share from '{share.site}' do not match the digest "

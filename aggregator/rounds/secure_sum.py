@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 
 from leteo_fed import defaults
-from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, check_ciphertext, int_to_bytes
+from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, check_ciphertexts, int_to_bytes
 from leteo_fed.encoding.packing import (
     SlotLayout,
     masks_from_seed,
@@ -119,10 +119,9 @@ class SignedShares:
         for msg in request_iterator:
             if msg.WhichOneof("part") != "batch":
                 raise ProtocolError("only ciphertext batches may follow the share header")
-            for raw in msg.batch.ciphertexts:
-                c = bytes_to_int(raw)
-                check_ciphertext(self.public, c)
-                ciphertexts.append(c)
+            batch = [bytes_to_int(raw) for raw in msg.batch.ciphertexts]
+            check_ciphertexts(self.public.n, batch)
+            ciphertexts.extend(batch)
             if len(ciphertexts) > expected:
                 raise DataError(f"share has more than the {expected} ciphertexts it declared")
         if len(ciphertexts) != expected:

@@ -249,10 +249,27 @@ def add_plaintexts(
     return out
 
 
+NOT_A_UNIT = "malformed ciphertext: not an element of Z*_{n^2}"
+
+
 def check_ciphertext(public: PublicKey, c: int) -> None:
     """A valid ciphertext is a unit modulo n^2; anything else is malformed or hostile."""
-    if not 0 < c < public.n_square or gmpy2.gcd(mpz(c), mpz(public.n)) != 1:
-        raise ProtocolError("malformed ciphertext: not an element of Z*_{n^2}")
+    check_ciphertexts(public.n, [c])
+
+
+def check_ciphertexts(n: int, ciphertexts: Iterable[int]) -> None:
+    """Every one a unit modulo n^2: in (0, n^2) and coprime to n. Tested at once: their
+    product mod n is coprime to n iff each of them is (a prime factor of n divides a product
+    iff it divides a factor), one gcd instead of one per ciphertext (a tenth of the cost)."""
+    n_ = mpz(n)
+    n2 = n_ * n_
+    product = mpz(1)
+    for c in ciphertexts:
+        if not 0 < c < n2:
+            raise ProtocolError(NOT_A_UNIT)
+        product = product * c % n_
+    if gmpy2.gcd(product, n_) != 1:
+        raise ProtocolError(NOT_A_UNIT)
 
 
 # ------------------------------------------------------------------ byte framing
