@@ -89,6 +89,8 @@ from leteo_fed.protocols import kmeans as km
 from leteo_fed.protocols import pca
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
+from leteo_fed.transport import membership
+from leteo_fed.transport.published import owner_status
 from leteo_fed.transport.statements import sign_statement
 
 OWNER_COUNTS = (10, 50, 100)
@@ -159,12 +161,12 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def vm_hwm_mib(pid: int) -> float:
-    """Peak resident set size (VmHWM) of a process, MiB."""
+def vm_hwm_mib(pid: int, field: str = "VmHWM") -> float:
+    """Peak resident set size (VmHWM) of a process, MiB (or another /proc status field)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmHWM for pid {pid}")
+    raise RuntimeError(f"no {field} for pid {pid}")
 
 
 def wait_until(
@@ -243,9 +245,10 @@ def start_cluster(
 # one round
 
 
-def published_status_bytes(cluster: LocalCluster, round_id: str) -> int:
-    """Size of the RoundStatus the aggregator publishes to every owner for `round_id` (the
-    result, which carries every owner's timings, and the invited / submitted lists)."""
+def published_status_bytes(cluster: LocalCluster, round_id: str, site: str) -> tuple[int, int]:
+    """Sizes of the RoundStatus of `round_id`: the slim copy the aggregator publishes to
+    `site` (its result without per-owner fields, counts, its own inclusion) and the analyst's
+    full one (every owner's timings, the invited and submitted lists)."""
     tls = cluster.tls("analyst", "analyst")
     channel = tls.channel(cluster.addresses["aggregator"], peer="aggregator")
     try:
@@ -254,7 +257,7 @@ def published_status_bytes(cluster: LocalCluster, round_id: str) -> int:
         )
     finally:
         channel.close()
-    return status.ByteSize()
+    return owner_status(status, site).ByteSize(), status.ByteSize()
 
 
 def statement_bytes(
@@ -274,7 +277,8 @@ def statement_bytes(
         site_id=site,
         key_id=key.key_id,
         protocol=protocol,
-        invited=sorted(sites),
+        invited_root=membership.root(sorted(sites)),
+        n_invited=len(sites),
         quorum=len(sites),
         n_ciphertexts=facts["ciphertexts_per_share"],
         ciphertext_digest=bytes(32),  # SHA-256
@@ -313,7 +317,7 @@ def round_figures(
     agg, csp = timings["aggregator"], timings["csp"]
     ct_bytes = facts["ciphertexts_per_share"] * facts["paillier_bits"] // 4
     stmt = statement_bytes(cluster, sites[0], round_id, protocol, sites, facts)
-    published = published_status_bytes(cluster, round_id)
+    published, analyst_status = published_status_bytes(cluster, round_id, sites[0])
     owner_compute = [sum(t.values()) for t in timings["owners"].values()]
     return {
         "round_id": round_id,
@@ -321,6 +325,9 @@ def round_figures(
         "round_s": round_s,
         "published_s": published_s,
         "collect_s": agg["collect_seconds"],
+        "answer_p50_s": agg.get("answer_p50_seconds"),
+        "answer_p99_s": agg.get("answer_p99_seconds"),
+        "answer_max_s": agg.get("answer_max_seconds"),
         "csp_verify_s": csp["verify_seconds"],
         "csp_sum_s": csp["sum_seconds"],
         "csp_decrypt_s": csp["decrypt_seconds"],
@@ -343,6 +350,7 @@ def round_figures(
         "payload_bytes_total": n * (ct_bytes + stmt),
         "published_bytes_per_owner": published,
         "published_bytes_total": n * published,
+        "analyst_status_bytes": analyst_status,
     }
 
 
@@ -424,6 +432,12 @@ def run_scale(
         tls = cluster.tls("analyst", "analyst")
         with AnalystClient(cluster.addresses["aggregator"], tls) as client:
             pids = {name: cluster.procs[name].pid for name in ("aggregator", "csp", *sites)}
+            idle = [vm_hwm_mib(pids[s], "VmRSS") for s in sites]  # ready, no round yet
+            out["owner_idle_rss_mib"] = {
+                "min": min(idle),
+                "median": statistics.median(idle),
+                "max": max(idle),
+            }
 
             # PCA: every component, quorum n
             cpu = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}  # before the round
@@ -585,32 +599,38 @@ def markdown(report: dict[str, Any]) -> str:
         "Start-up and peak memory (VmHWM, MiB):",
         "",
         "| owners | certs (s) | CSP + aggregator up (s) | owners healthy (s) | registered (s) | "
-        "ready (s) | CSP | aggregator | owner min / median / max | status |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "ready (s) | CSP | aggregator | owner min / median / max | idle owner RSS median / max "
+        "| status |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for r in runs:
         s, m = r.get("startup", {}), r.get("memory_mib", {})
         mem = f"{m['owner_min']:.0f} / {m['owner_median']:.0f} / {m['owner_max']:.0f}" if m else ""
+        idle = r.get("owner_idle_rss_mib")
+        idle_rss = f"{idle['median']:.0f} / {idle['max']:.0f}" if idle else ""
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('error', '')}"
         lines.append(
             f"| {r['owners']} | {_f(s.get('certs_s'), '.1f')} | {_f(s.get('services_s'), '.1f')} | "
             f"{_f(s.get('owners_healthy_s'), '.1f')} | {_f(s.get('registered_s'), '.1f')} | "
             f"{_f(s.get('ready_s'), '.1f')} | {_f(m.get('csp'), '.0f')} | "
-            f"{_f(m.get('aggregator'), '.0f')} | {mem} | {status[:100].replace('|', '/')} |"
+            f"{_f(m.get('aggregator'), '.0f')} | {mem} | {idle_rss} | "
+            f"{status[:100].replace('|', '/')} |"
         )
     lines += [
         "",
         "Per round (seconds; collect = invitations out -> all shares in; round = the analyst's "
         "StartRound -> result; published = until every owner holds the result):",
         "",
-        "| owners | round | collect | owners' CPU | CSP verify | CSP sum | CSP decrypt | unmask | "
-        "EVD / update | round | published |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| owners | round | answer p50 / p99 / max | collect | owners' CPU | CSP verify | CSP sum | "
+        "CSP decrypt | unmask | EVD / update | round | published |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in ok:
         for protocol, x in r["rounds"].items():
+            answers = " / ".join(_f(x.get(f"answer_{q}_s"), ".2f") for q in ("p50", "p99", "max"))
             lines.append(
-                f"| {r['owners']} | {protocol} | {x['collect_s']:.2f} | {x['owners_cpu_s']:.1f} | "
+                f"| {r['owners']} | {protocol} | {answers} | {x['collect_s']:.2f} | "
+                f"{x['owners_cpu_s']:.1f} | "
                 f"{x['csp_verify_s']:.3f} | "
                 f"{x['csp_sum_s']:.4f} | {x['csp_decrypt_s']:.3f} | {x['unmask_s']:.4f} | "
                 f"{x['finish_s']:.4f} | {x['round_s']:.2f} | {x['published_s']:.2f} |"
