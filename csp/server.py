@@ -8,6 +8,7 @@ from pathlib import Path
 
 from csp.keys import KeyRing, open_or_create
 from csp.service import PARALLEL_MIN_PER_WORKER, CspService, add_to_server
+from leteo_fed import defaults
 from leteo_fed.crypto.keystore import passphrase_from_env
 from leteo_fed.crypto.paillier import MIN_SECURE_BITS
 from leteo_fed.proto import leteo_pb2 as pb
@@ -42,6 +43,7 @@ def serve(
     transcript: Path | None = None,
     health_listen: str | None = None,
     metrics_listen: str | None = None,
+    spark_threshold: int = defaults.CSP_SPARK_CIPHERTEXTS,
 ) -> None:
     """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only).
     The certificate and the port are checked first: a CSP that cannot serve makes no key."""
@@ -55,7 +57,12 @@ def serve(
         log.warning("INSECURE: %d-bit Paillier key, for tests only", keys.current().public.bits)
     # the decrypt-once log lives with the keys: both are this CSP's durable state
     service = CspService(
-        keys, tls.identity.name, transcript, owners_ca=tls.role_ca("owner"), state_dir=key_dir
+        keys,
+        tls.identity.name,
+        transcript,
+        owners_ca=tls.role_ca("owner"),
+        state_dir=key_dir,
+        spark_threshold=spark_threshold,
     )
     add_to_server(server, service)
     health.attach(server)

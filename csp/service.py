@@ -27,7 +27,7 @@ from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
 from csp.decrypt_log import DecryptLog
 from csp.keys import HeldKey, KeyRing
 from csp.projection import check_projection_header
-from csp.share_sum import ShareCiphertexts, summer_for
+from csp.share_sum import ShareCiphertexts, ShareSum, summer_for
 from leteo_fed import __version__, defaults
 from leteo_fed.crypto.paillier import (
     PrivateKey,
@@ -83,6 +83,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         transcript: Path | None = None,
         owners_ca: bytes | None = None,
         state_dir: Path | None = None,
+        spark_threshold: int = 0,
     ) -> None:
         # every key held (csp/keys.py), each with its decryption pool: all cores for large
         # aggregates; a private key goes only to our own child processes
@@ -99,6 +100,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         # checking and multiplying large rounds' shares on every core (csp/share_sum.py); the
         # workers hold no key, they see what the aggregator relays anyway
         self._summing = TaskPool()
+        self._spark_threshold = spark_threshold  # ciphertexts in a round from which Spark sums
         current = self._keys.current().public
         log.info("CSP ready: current key %s (%d-bit Paillier)", current.key_id, current.bits)
 
@@ -199,8 +201,25 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         public = key.public
         width, n = public.ciphertext_bytes, entry.n_ciphertexts
         shares = RoundShares(round_id, public.key_id, n, entry.mode, list(invited))
-        summer = summer_for(public.n, width, n * len(invited), self._summing)
-        verify_s = 0.0
+        summer = summer_for(
+            public.n, width, n * len(invited), self._summing, self._spark_threshold, round_id
+        )
+        try:
+            return self._read_and_sum(round_id, request_iterator, shares, summer, key)
+        finally:
+            summer.close()
+
+    def _read_and_sum(
+        self,
+        round_id: str,
+        request_iterator,
+        shares: RoundShares,
+        summer: ShareSum,
+        key: HeldKey,
+    ) -> _Summed:
+        """The stream's shares: statements verified here, as they arrive; ciphertexts checked
+        and multiplied by `summer`."""
+        n, verify_s = shares.n_ciphertexts, 0.0
         statement: pb.ShareStatement | None = None
         pending: list[int] = []
 
@@ -243,7 +262,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             name_sites(list(shares.sites)),
             verify_s,
             summer.seconds,
-            "in-process" if summer.pool is None else f"{summer.pool.workers} processes",
+            summer.engine,
         )
         return _Summed(total, list(shares.sites), verify_s, summer.seconds, key)
 

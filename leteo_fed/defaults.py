@@ -46,6 +46,9 @@ CSP_MIN_CIPHERTEXTS_PER_WORKER = 32
 
 # ---------------------------------------------------------------- aggregator
 # outbound owners each hold one stream (one serving thread) open: the aggregator's capacity
+# ciphertexts in one round (shares x ciphertexts per share) from which the CSP sums on Spark:
+# ~5 GB of 2048-bit ciphertexts; below it, every core of the CSP's host (csp/share_sum.py)
+CSP_SPARK_CIPHERTEXTS = 10_000_000
 MAX_CONNECTED_OWNERS = 10_000  # the aggregator's default admission limit (--max-owners)
 # an owner not heard from for this long (a test site that went away) is no longer invited unless
 # an analyst names it; `aggregator owners` lists it as idle, `aggregator owners remove` forgets it

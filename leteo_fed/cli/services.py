@@ -24,6 +24,7 @@ from leteo_fed.cli.options import (
 )
 from leteo_fed.defaults import (
     CERT_VALIDITY_DAYS,
+    CSP_SPARK_CIPHERTEXTS,
     DEFAULT_AGGREGATOR_ADDRESS,
     DEFAULT_CSP_ADDRESS,
     DEFAULT_KEY_BITS,
@@ -213,6 +214,16 @@ def _add_csp(sub: SubParsers) -> None:
         type=Path,
         default=None,
         help="append every decrypted (blinded) value to this file, for audits",
+    )
+    p.add_argument(
+        "--spark-ciphertext-threshold",
+        type=int,
+        default=CSP_SPARK_CIPHERTEXTS,
+        metavar="N",
+        help="rounds expecting N or more ciphertexts (shares x ciphertexts per share) are "
+        "summed on Spark from spill files (the [spark] extra; SPARK_MASTER, default local); "
+        "smaller ones on every core of this host (0: never Spark; default: "
+        f"{CSP_SPARK_CIPHERTEXTS})",
     )
     add_tls(p, "csp", "csp")
     add_health_listen(p)
@@ -432,6 +443,7 @@ def run(args: argparse.Namespace) -> int:
             args.transcript,
             args.health_listen,
             args.metrics,
+            args.spark_ciphertext_threshold,
         )
     elif args.command == "aggregator":
         from aggregator.server import serve as serve_aggregator

@@ -91,3 +91,28 @@ def test_the_unit_test_of_a_whole_share_is_the_per_ciphertext_one(key):
         bad = ShareCiphertexts("x", ciphertext_digest(cts, public.ciphertext_bytes), cts)
         with pytest.raises(ProtocolError, match="not an element"):
             checked_product(public.n, public.ciphertext_bytes, [bad])
+
+
+@pytest.mark.slow
+def test_spark_gives_the_same_sum_and_refuses_the_first_bad_share(key, spark, tmp_path):
+    pytest.importorskip("pyspark")
+    public = key.public
+    shares, totals = _shares(key, 12, seed=4)
+
+    def on_spark(items) -> list[int]:
+        spill = tmp_path / f"spill-{len(list(tmp_path.iterdir()))}"
+        spill.mkdir()
+        summer = ShareSum(public.n, public.ciphertext_bytes, None, spill)
+        try:
+            for share in items:
+                summer.add(share)
+            return summer.total()
+        finally:
+            summer.close()
+            assert not spill.exists()  # nothing of the shares outlives the sum
+
+    assert on_spark(shares) == _sum(key, shares, None)
+    assert Decryptor(key).decrypt_many(on_spark(shares)) == totals
+    forged = [ShareCiphertexts(s.site, bytes(32), s.ciphertexts) for s in shares[7:9]]
+    with pytest.raises(ProtocolError, match="share from 'site-7' do not match"):
+        on_spark([*shares[:7], *forged, *shares[9:]])
