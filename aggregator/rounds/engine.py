@@ -505,7 +505,7 @@ class RoundEngine:
         return {
             s
             for s in rnd.invited
-            if s not in last.submitted and s in last.invited and self.owners.is_gone(s)
+            if s not in last.submitted and s in last.invited_set and self.owners.is_gone(s)
         }
 
     def _invited(self, rnd: Round, site: str, reason: str) -> None:

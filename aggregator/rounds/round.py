@@ -40,7 +40,7 @@ def status_proto(
         message=message,
         invited=invited,
         submitted=submitted,
-        missing=[s for s in invited if s not in submitted],
+        missing=sorted(set(invited).difference(submitted)),
         result=result_to_proto(result) if result is not None else None,
     )
 
