@@ -100,6 +100,7 @@ class RoundShares:
     sites: list[str] = field(default_factory=list)
     invited_root: bytes = b""
     members: frozenset[str] = frozenset()
+    counted: set[str] = field(default_factory=set)  # `sites` as a set: no scan per share
 
     def __post_init__(self) -> None:
         try:
@@ -115,6 +116,7 @@ class RoundShares:
         if self.first is None:
             self.first = s
         self.sites.append(s.site_id)
+        self.counted.add(s.site_id)
 
     def check(self, s: pb.ShareStatement) -> None:
         where = f"share from '{s.site_id}' in round {self.round_id}"
@@ -136,7 +138,7 @@ class RoundShares:
             )
         if len(s.spec_digest) != SPEC_DIGEST_BYTES:
             raise ProtocolError(f"{where} names no digest of the round it was sent: refused")
-        if s.site_id in self.sites:
+        if s.site_id in self.counted:
             raise ProtocolError(f"{where}: this site's share was already counted")
         if self.first is not None:
             same = (s.protocol, s.invited_root, s.n_invited, s.quorum)
