@@ -113,12 +113,16 @@ def simulate(opts: SimOptions, out: Path, progress: Progress = _say) -> dict[str
         t0 = time.perf_counter()
         cluster.prepare()
         report["certificates_seconds"] = time.perf_counter() - t0
-        progress(f"certificates and keys for {opts.owners} owners: {report['certificates_seconds']:.1f} s")
+        progress(
+            f"certificates and keys for {opts.owners} owners: {report['certificates_seconds']:.1f} s"
+        )
         t0 = time.perf_counter()
         cluster.start_services()
         cluster.wait_healthy(120, names=["csp", "aggregator"])
         report["services_seconds"] = time.perf_counter() - t0
-        progress(f"CSP ({opts.key_bits}-bit key) and aggregator up: {report['services_seconds']:.1f} s")
+        progress(
+            f"CSP ({opts.key_bits}-bit key) and aggregator up: {report['services_seconds']:.1f} s"
+        )
         configs = {s.site_id: cluster.owner_config(s) for s in cluster.owners}
         report["connect"] = _connect(cluster, opts, configs, stopping, out, progress)
         if opts.hold > 0:
@@ -185,7 +189,9 @@ def _connect(
                 )
             if now - last >= 5:
                 built = sum(s.get("built", 0) for s in worker_status(out).values())
-                progress(f"  connecting: {connected}/{opts.owners} connected ({built} built), {now:.0f} s")
+                progress(
+                    f"  connecting: {connected}/{opts.owners} connected ({built} built), {now:.0f} s"
+                )
                 last = now
             time.sleep(1.0)
     seconds = time.perf_counter() - start
@@ -243,8 +249,10 @@ def _hold(cluster: LocalCluster, opts: SimOptions, out: Path, progress: Progress
             connected = _connected(c)
             lowest = min(lowest, connected)
             if time.perf_counter() - last >= 30:
-                progress(f"  holding: {connected}/{opts.owners} connected, "
-                         f"{time.perf_counter() - start:.0f}/{opts.hold:.0f} s")
+                progress(
+                    f"  holding: {connected}/{opts.owners} connected, "
+                    f"{time.perf_counter() - start:.0f}/{opts.hold:.0f} s"
+                )
                 last = time.perf_counter()
     seconds = time.perf_counter() - start
     used = cpu.used()["aggregator"]
@@ -274,9 +282,7 @@ def _round(
     cpu = measure.CpuWatch(pids)
     before = _traffic(out)
     request = MomentsRequest(features=tuple(names), components=opts.features)
-    options = RoundOptions(
-        min_owners=quorum, owners=tuple(invited), deadline_seconds=opts.deadline
-    )
+    options = RoundOptions(min_owners=quorum, owners=tuple(invited), deadline_seconds=opts.deadline)
     tls = cluster.tls("analyst", "analyst")
     progress(
         f"round: PCA of {opts.features} features over {len(invited)} owners, quorum {quorum}"
@@ -290,8 +296,10 @@ def _round(
         def tick(s: pb.RoundStatus) -> None:
             now = time.perf_counter()
             if now - last[0] >= 5:
-                progress(f"  round {s.round_id}: {len(s.submitted)}/{len(invited)} shares in, "
-                         f"{now - start:.0f} s")
+                progress(
+                    f"  round {s.round_id}: {len(s.submitted)}/{len(invited)} shares in, "
+                    f"{now - start:.0f} s"
+                )
                 last[0] = now
 
         final = client.wait(status.round_id, opts.deadline + 120, tick)
@@ -409,5 +417,3 @@ def _finite(doc: Any) -> Any:
     if isinstance(doc, float) and not math.isfinite(doc):
         return None
     return doc
-
-

@@ -42,9 +42,7 @@ class CpuWatch:
         self._start = {name: _cpu_or_nan(pid) for name, pid in self.pids.items()}
 
     def used(self) -> dict[str, float]:
-        return {
-            name: _cpu_or_nan(pid) - self._start[name] for name, pid in self.pids.items()
-        }
+        return {name: _cpu_or_nan(pid) - self._start[name] for name, pid in self.pids.items()}
 
 
 def _cpu_or_nan(pid: int) -> float:

@@ -93,12 +93,11 @@ class VirtualOwner(OwnerAgentService):
         def csp() -> grpc.aio.Channel:
             return _aio_channel(tls, config.csp, "csp")
 
-        return (
-            LoopStub(self._loop, aggregator, pb_grpc.AggregatorStub),
-            LoopStub(self._loop, csp, pb_grpc.CryptoServiceProviderStub),
-        )
+        self._to_aggregator = LoopStub(self._loop, aggregator, pb_grpc.AggregatorStub)
+        self._to_csp = LoopStub(self._loop, csp, pb_grpc.CryptoServiceProviderStub)
+        return self._to_aggregator, self._to_csp
 
-    def _reconnect_aggregator(self):  # type: ignore[override]
+    def _reconnect_aggregator(self):
         return self._aggregator  # one channel for the owner's life (gRPC reconnects it)
 
     def _run_job(self, name: str, target: Callable[..., object], *args: object) -> object:
@@ -110,8 +109,11 @@ class VirtualOwner(OwnerAgentService):
 
     def send_share(self, inv: Invitation, upload: ShareUpload) -> None:
         if self._stop_before_upload:
-            log.warning("round %s: %s stops before uploading (simulated crash)", inv.round_id,
-                        self.config.site_id)
+            log.warning(
+                "round %s: %s stops before uploading (simulated crash)",
+                inv.round_id,
+                self.config.site_id,
+            )
             asyncio.run_coroutine_threadsafe(self._drop(), self._loop).result()
             raise SiteStopped(self.config.site_id)
         super().send_share(inv, upload)
@@ -157,7 +159,7 @@ class VirtualOwner(OwnerAgentService):
         if gate is not None:
             await gate.acquire()  # a bounded number of handshakes at a time per worker
         try:
-            call = self._aggregator.stub().Connect(hello)
+            call = self._to_aggregator.stub().Connect(hello)
             self._call = call
             async for task in call:
                 if not established:
@@ -203,17 +205,15 @@ class VirtualOwner(OwnerAgentService):
         self.stopped = True
         if self._call is not None:
             self._call.cancel()
-        await self._aggregator.close()  # type: ignore[attr-defined]
+        await self._to_aggregator.close()
 
     async def _close(self) -> None:
         if self._call is not None:
             self._call.cancel()
-        await self._aggregator.close()  # type: ignore[attr-defined]
-        await self._csp.close()  # type: ignore[attr-defined]
+        await self._to_aggregator.close()
+        await self._to_csp.close()
 
 
 def _aio_channel(tls, target: str, peer: str) -> grpc.aio.Channel:
     """An aio channel to `peer` with this owner's own certificate (on the running loop)."""
     return grpc.aio.secure_channel(target, tls.channel_credentials(peer), options=CHANNEL_OPTIONS)
-
-
