@@ -39,7 +39,7 @@ def add_parser(sub: SubParsers) -> None:
         "--processes",
         type=int,
         default=0,
-        help="worker processes hosting them (default min(8, owners/250 + 1))",
+        help="worker processes hosting them (default min(4, owners/250 + 1))",
     )
     p.add_argument(
         "--invite",

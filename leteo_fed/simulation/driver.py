@@ -40,7 +40,7 @@ TOLERANCE = 1e-9  # the round's PCA against NumPy's on the pooled rows
 @dataclass(frozen=True)
 class SimOptions:
     owners: int = 100
-    processes: int = 0  # 0: min(8, owners // 250 + 1)
+    processes: int = 0  # 0: min(4, owners // 250 + 1)
     invite: int = -1  # -1: every owner; 0: no round
     quorum: int = 0  # 0: the invited owners less those stopped
     stop_fraction: float = 0.0
@@ -54,7 +54,7 @@ class SimOptions:
     deadline: float = 600.0  # the round's deadline
 
     def workers(self) -> int:
-        return max(1, min(self.processes or min(8, self.owners // 250 + 1), self.owners))
+        return max(1, min(self.processes or min(4, self.owners // 250 + 1), self.owners))
 
     def invited(self) -> int:
         return self.owners if self.invite < 0 else min(self.invite, self.owners)
@@ -179,18 +179,20 @@ def _connect(
         while True:
             check_stop()
             _check_alive(cluster)
-            connected = _connected(c)
+            # the workers' own counts each second (cheap); the aggregator's listing (every
+            # owner, sorted) once they say all are up: that is what counts
+            status = list(worker_status(out).values())
+            said = sum(s.get("connected", 0) for s in status)
+            connected = _connected(c) if said >= opts.owners else 0
             now = time.perf_counter() - start
             if connected >= opts.owners:
                 break
             if now > opts.connect_timeout:
-                raise PeerUnavailable(
-                    f"{connected} of {opts.owners} owners connected after {now:.0f} s"
-                )
+                raise PeerUnavailable(f"{said} of {opts.owners} owners connected after {now:.0f} s")
             if now - last >= 5:
-                built = sum(s.get("built", 0) for s in worker_status(out).values())
+                built = sum(s.get("built", 0) for s in status)
                 progress(
-                    f"  connecting: {connected}/{opts.owners} connected ({built} built), {now:.0f} s"
+                    f"  connecting: {said}/{opts.owners} connected ({built} built), {now:.0f} s"
                 )
                 last = now
             time.sleep(1.0)
@@ -245,7 +247,7 @@ def _hold(cluster: LocalCluster, opts: SimOptions, out: Path, progress: Progress
         while time.perf_counter() - start < opts.hold:
             check_stop()
             _check_alive(cluster)
-            time.sleep(min(5.0, max(0.0, opts.hold - (time.perf_counter() - start))))
+            time.sleep(min(15.0, max(0.0, opts.hold - (time.perf_counter() - start))))
             connected = _connected(c)
             lowest = min(lowest, connected)
             if time.perf_counter() - last >= 30:

@@ -1,4 +1,4 @@
-"""What the simulation measures of processes: CPU and memory from /proc, and percentiles."""
+"""What the simulation measures of processes: CPU and memory, from /proc."""
 
 from __future__ import annotations
 
@@ -23,15 +23,6 @@ def memory_mib(pid: int) -> dict[str, float]:
         if key in ("VmRSS", "VmHWM"):
             out["rss_mib" if key == "VmRSS" else "peak_rss_mib"] = int(line.split()[1]) / 1024
     return out
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100), nearest rank; NaN of nothing."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 class CpuWatch:

@@ -123,13 +123,17 @@ class VirtualOwner(OwnerAgentService):
         self.traffic["ciphertext_bytes"] += len(upload.ciphertexts) * width
 
     def stop(self) -> None:
-        self._stop.set()
+        self.closing()
         if not self._loop.is_closed():
-            future = asyncio.run_coroutine_threadsafe(self._close(), self._loop)
+            future = asyncio.run_coroutine_threadsafe(self.close_channels(), self._loop)
             try:
                 future.result(10)
             except Exception:  # the loop is stopping: the process exits anyway
                 log.debug("closing %s failed", self.config.site_id, exc_info=True)
+
+    def closing(self) -> None:
+        """No reconnecting from now on (a worker then closes all channels at once)."""
+        self._stop.set()
 
     # ------------------------------------------------------------------ the stream
 
@@ -207,7 +211,7 @@ class VirtualOwner(OwnerAgentService):
             self._call.cancel()
         await self._to_aggregator.close()
 
-    async def _close(self) -> None:
+    async def close_channels(self) -> None:
         if self._call is not None:
             self._call.cancel()
         await self._to_aggregator.close()

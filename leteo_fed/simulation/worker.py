@@ -122,11 +122,19 @@ def run(args: argparse.Namespace) -> int:
     while not stopping.wait(0.5):
         pass
     for owner in owners:
-        owner.stop()
+        owner.closing()
+    try:  # every channel closed at once, not one loop round trip per owner
+        asyncio.run_coroutine_threadsafe(_close_all(owners), loop).result(20)
+    except Exception:  # the process exits anyway
+        log.warning("not every channel closed in time")
     pool.shutdown(wait=False, cancel_futures=True)
     write_status(final=True)
     loop.call_soon_threadsafe(loop.stop)
     return 0
+
+
+async def _close_all(owners: list[VirtualOwner]) -> None:
+    await asyncio.gather(*(o.close_channels() for o in owners), return_exceptions=True)
 
 
 async def _semaphore(n: int) -> asyncio.Semaphore:
@@ -141,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", type=Path, required=True, help="owner config per line")
     parser.add_argument("--stop-sites", type=Path, help="sites that crash before uploading")
     parser.add_argument("--threads", type=int, default=8, help="the owners' shared pool")
-    parser.add_argument("--handshakes", type=int, default=64, help="connections at a time")
+    parser.add_argument("--handshakes", type=int, default=16, help="connections at a time")
     parser.add_argument("--status", type=Path, help="JSON counts, rewritten every second")
     args = parser.parse_args(argv)
     die_with_parent_if_asked()
