@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -66,17 +67,16 @@ CACHED_KEYS = 3  # CSP keys kept with their encryptors: the current one and the 
 class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     def __init__(self, config: OwnerConfig) -> None:
         self.config = config
-        self._aggregator_channel = config.tls.channel(config.aggregator, peer="aggregator")
-        self._aggregator = pb_grpc.AggregatorStub(self._aggregator_channel)
-        self._csp_channel = config.tls.channel(config.csp, peer="csp")
-        self._csp = pb_grpc.CryptoServiceProviderStub(self._csp_channel)
+        self._aggregator_channel: grpc.Channel | None = None
+        self._csp_channel: grpc.Channel | None = None
+        self._aggregator, self._csp = self._open_peers()
         # the CSP's keys by key id (least recently used first), each with its prepared
         # encryptor and, once a large share needs it, its encryption pool
         self._encryptors: OrderedDict[str, Encryptor] = OrderedDict()
         self._pools: dict[str, EncryptionPool] = {}
         self._key_lock = threading.Lock()
         self._stop = threading.Event()
-        self._jobs: dict[str, threading.Thread] = {}
+        self._jobs: dict[str, object] = {}  # round id -> the job computing its share
         self.site = LocalSite(config.site_id, config.data, config.policy.min_rows)
         audit_path = config.audit_log or Path(f"audit-{config.site_id}.jsonl")
         self.audit = AuditLog(audit_path, config.site_id)
@@ -119,6 +119,17 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _open_peers(self) -> tuple[pb_grpc.AggregatorStub, pb_grpc.CryptoServiceProviderStub]:
+        """The aggregator's and the CSP's stubs, each on a channel of this agent's own (the
+        simulation's virtual owners put theirs on a shared event loop instead)."""
+        config = self.config
+        self._aggregator_channel = config.tls.channel(config.aggregator, peer="aggregator")
+        self._csp_channel = config.tls.channel(config.csp, peer="csp")
+        return (
+            pb_grpc.AggregatorStub(self._aggregator_channel),
+            pb_grpc.CryptoServiceProviderStub(self._csp_channel),
+        )
+
     def _reconnect_aggregator(self) -> pb_grpc.AggregatorStub:
         """A new channel to the aggregator (its name resolved anew), used from now on by every
         call; the old one is closed (its calls had failed or will fail: the peer is gone)."""
@@ -157,8 +168,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.close()
-        self._aggregator_channel.close()
-        self._csp_channel.close()
+        for channel in (self._aggregator_channel, self._csp_channel):
+            if channel is not None:
+                channel.close()
 
     def _register_loop(self) -> None:
         delay = 0.2
@@ -335,11 +347,14 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self._awaiting[inv.round_id] = None
         while len(self._awaiting) > MAX_AWAITING:
             self._awaiting.popitem(last=False)
-        job = threading.Thread(
-            target=self._run_share, args=(inv,), name=f"share-{inv.round_id}", daemon=True
-        )
-        self._jobs[inv.round_id] = job
+        self._jobs[inv.round_id] = self._run_job(f"share-{inv.round_id}", self._run_share, inv)
+
+    def _run_job(self, name: str, target: Callable[..., object], *args: object) -> object:
+        """Run `target(*args)` in the background: a thread of its own (a simulation's virtual
+        owners use their process's pool)."""
+        job = threading.Thread(target=target, args=args, name=name, daemon=True)
         job.start()
+        return job
 
     def _accept(
         self, request: pb.RoundSpec

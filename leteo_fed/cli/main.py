@@ -33,6 +33,7 @@ from leteo_fed.cli import (
     quantiles,
     rounds,
     services,
+    simulate,
     synthesize,
     weighted_stats,
 )
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     naive_bayes.add_parser(sub)
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)
+    simulate.add_parser(sub)
     return parser
 
 

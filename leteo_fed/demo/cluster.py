@@ -144,10 +144,19 @@ class LocalCluster:
             else ["--tls-dir", str(self.certs), "--name", name]
         )
 
-    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(
+        self,
+        name: str,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        module: str = "leteo_fed",
+    ) -> None:
+        """Start `python -m module --log-level LEVEL args...` as `name` (its log in `logs`),
+        dying with this process; `module` is the CLI unless another entry point is named (the
+        simulation's workers, `leteo_fed.simulation.worker`)."""
         self.logs.mkdir(parents=True, exist_ok=True)
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        cmd = [sys.executable, "-m", "leteo_fed", "--log-level", self.log_level, *args]
+        cmd = [sys.executable, "-m", module, "--log-level", self.log_level, *args]
         env = {**os.environ, **(env or {}), PARENT_ENV: str(os.getpid())}
         self.procs[name] = subprocess.Popen(
             cmd,
@@ -278,6 +287,11 @@ class LocalCluster:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")
         return path
+
+    def spawn(self, name: str, module: str, args: list[str]) -> subprocess.Popen:
+        """Another process of this deployment (`python -m module args`), stopped with it."""
+        self._spawn(name, args, module=module)
+        return self.procs[name]
 
     def start_owner(self, owner: OwnerSpec, name: str = "") -> None:
         """The owner's agent process, known here as `name` (default: its site id; another

@@ -178,11 +178,15 @@ class TlsConfig:
             channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
             header = (IDENTITY_HEADER, f"{self.identity.role}:{self.identity.name}")
             return grpc.intercept_channel(channel, _MetadataInterceptor(header))
+        return grpc.secure_channel(target, self.channel_credentials(peer), options=CHANNEL_OPTIONS)
+
+    def channel_credentials(self, peer: str) -> grpc.ChannelCredentials:
+        """This party's certificate and key, trusting only the `peer` role's authority: what
+        `channel` dials with (also for a grpc.aio channel, `aio.secure_channel`)."""
         _, cert, key = self._read()
-        creds = grpc.ssl_channel_credentials(
+        return grpc.ssl_channel_credentials(
             root_certificates=self.role_ca(peer), private_key=key, certificate_chain=cert
         )
-        return grpc.secure_channel(target, creds, options=CHANNEL_OPTIONS)
 
 
 class _MetadataInterceptor(
