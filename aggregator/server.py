@@ -15,7 +15,9 @@ from leteo_fed.transport.health import ServiceHealth
 log = logging.getLogger("leteo.aggregator")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Aggregator"].full_name
 WORKERS = 64  # threads for unary and upload calls: a share's intake is short, uploads queue
-FILES_PER_OWNER = 1  # one socket per connected owner
+# a socket per connected owner, and as many again for owners mid-handshake or reconnecting: a
+# limit with no room for them makes a reconnecting crowd fail every handshake, for good
+FILES_PER_OWNER = 2
 SPARE_FILES = 1024  # the state, logs, the CSP, analysts, Spark
 
 
@@ -28,6 +30,12 @@ def raise_open_files_limit(max_owners: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        try:  # a privileged service may raise its own hard limit
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
+            return
+        except (OSError, ValueError):
+            pass
     target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     if target < needed:
