@@ -200,3 +200,33 @@ def test_a_second_agent_with_a_connected_sites_identity_is_refused_in_one_line(d
     while _count(cluster, "aggregator", connected) == before:
         assert time.monotonic() - start < 5, "the restarted agent did not get in"
         time.sleep(0.05)
+
+
+def test_past_the_admission_limit_an_owner_is_refused_until_one_leaves(tmp_path):
+    """`aggregator serve --max-owners 2`: the third agent is refused with the limit named, keeps
+    retrying, and gets in once a connected one stops."""
+    bunch = load_breast_cancer()
+    names = [f"f{i}" for i in range(6)]
+    parts = write_parts(bunch.data[:, :6], names, len(SITES), tmp_path / "data")
+    owners = [OwnerSpec(site, parts[i]) for i, site in enumerate(SITES)]
+    cluster = LocalCluster(tmp_path / "run", owners, aggregator_args=["--max-owners", "2"])
+    cluster.prepare()
+    cluster.start_services()
+    try:
+        cluster.wait_healthy(90, names=["csp", "aggregator"])
+        for owner in owners[:2]:
+            cluster.start_owner(owner)
+        cluster.wait_healthy(90, names=SITES[:2])
+        cluster.start_owner(owners[2])
+        log = cluster.logs / "site-3.log"
+        deadline = time.monotonic() + 30
+        while "RESOURCE_EXHAUSTED" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, cluster.log_tail("site-3")
+            time.sleep(0.2)
+        assert "at most 2 connected owners" in log.read_text()
+        assert cluster.connected_owners() == set(SITES[:2])
+        cluster.kill("site-1", signal.SIGTERM)
+        cluster.wait_healthy(30, names=["site-3"])  # in at its next attempt (backoff <= 5 s)
+        assert cluster.connected_owners() == {"site-2", "site-3"}
+    finally:
+        cluster.stop()
