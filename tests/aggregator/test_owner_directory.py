@@ -212,3 +212,20 @@ def test_registrations_are_reported_for_persistence() -> None:
     directory.register("site-2", "127.0.0.1:1")
     assert seen == [("site-1", "outbound", ""), ("site-2", "inbound", "127.0.0.1:1")]
     directory.close()
+
+
+def test_last_seen_times_are_written_in_batches_not_per_answer() -> None:
+    batches: list[dict[str, float]] = []
+    directory = _outbound(on_seen=batches.append)
+    for site in ("site-1", "site-2"):
+        directory.connect(site, pb.OwnerHello(site_id=site), lambda: True)
+    for _ in range(50):  # answers, disconnections: kept in memory only
+        directory.seen("site-1")
+        directory.seen("site-2")
+    assert batches == []
+    assert directory.save_seen() == 2  # one write for both, with their latest times
+    assert len(batches) == 1 and set(batches[0]) == {"site-1", "site-2"}
+    assert directory.save_seen() == 0  # nothing new
+    directory.seen("site-1")
+    directory.close()  # what is unsaved is written at shutdown
+    assert len(batches) == 2 and set(batches[1]) >= {"site-1"}
