@@ -11,8 +11,8 @@ Two ways to reach an owner:
 Either way `invite` returns at once and its callback gets the answer ('' = accepted, else why
 not) exactly once: the owner's answer, or "unreachable" when no answer came within
 INVITE_TIMEOUT_SECONDS. An outbound owner that is not connected when invited gets the invitation
-when it connects, if that is within the timeout; a result it missed it asks for on reconnecting
-(`OwnerHello.awaiting`).
+when it connects, if that is within INVITE_RECONNECT_SECONDS; a result it missed it asks for on
+reconnecting (`OwnerHello.awaiting`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class Pending:
     spec: pb.RoundSpec
     done: Answer
     delivered: bool = False
+    seconds: float = 0.0  # how long it waits for its answer
 
 
 @dataclass
@@ -369,10 +370,14 @@ class OwnerDirectory:
             waiting[spec.round_id] = pending
             owner = self._owners.get(site)
             link = owner.link if owner is not None else None
+            # a connected owner has the time to answer; one that is away, the time to come back
+            # (a round does not wait long for an owner that may not)
             if link is not None:
-                pending.delivered = True
+                pending.delivered, pending.seconds = True, defaults.INVITE_TIMEOUT_SECONDS
+            else:
+                pending.seconds = defaults.INVITE_RECONNECT_SECONDS
         self._deadlines.after(
-            defaults.INVITE_TIMEOUT_SECONDS, functools.partial(self._expire, site, spec.round_id)
+            pending.seconds, functools.partial(self._expire, site, spec.round_id)
         )
         if link is not None:
             link.send(pb.OwnerTask(invite=spec))
@@ -394,7 +399,7 @@ class OwnerDirectory:
         with self._lock:
             owner = self._owners.get(site)
             connected = owner is not None and owner.link is not None
-        seconds = defaults.INVITE_TIMEOUT_SECONDS
+        seconds = pending.seconds
         if not pending.delivered:
             why = f"unreachable: {site} did not connect within {seconds:g} s of the invitation"
         elif connected:

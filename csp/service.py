@@ -27,7 +27,8 @@ from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
 from csp.decrypt_log import DecryptLog
 from csp.keys import HeldKey, KeyRing
 from csp.projection import check_projection_header
-from csp.share_sum import ShareCiphertexts, ShareSum, summer_for
+from csp.share_check import ShareCiphertexts
+from csp.share_sum import ShareSum, summer_for
 from leteo_fed import __version__, defaults
 from leteo_fed.crypto.paillier import (
     PrivateKey,

@@ -19,18 +19,15 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gmpy2 import mpz
 
+from csp.share_check import ShareCiphertexts, checked_product
 from leteo_fed import extras
-from leteo_fed.crypto.paillier import check_ciphertexts
 from leteo_fed.crypto.parallel import TaskPool
-from leteo_fed.errors import ProtocolError
-from leteo_fed.transport.statements import ciphertext_digest
 
 log = logging.getLogger("leteo.csp")
 
@@ -38,35 +35,6 @@ BATCH_CIPHERTEXTS = 8192  # ciphertexts per task (4 MiB at a 2048-bit key)
 IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker while the stream is read
 # below this many ciphertexts in a round (shares x ciphertexts per share), one process is faster
 PARALLEL_MIN_CIPHERTEXTS = 50_000
-
-
-@dataclass(frozen=True)
-class ShareCiphertexts:
-    """One share as the check needs it (picklable: it travels to a worker)."""
-
-    site: str
-    digest: bytes  # what the owner signed: SHA-256 over the fixed-width ciphertexts
-    ciphertexts: list[int]
-
-
-def checked_product(n: int, width: int, shares: Sequence[ShareCiphertexts]) -> list[int]:
-    """The coordinate-wise product mod n^2 of the shares' ciphertexts, each share checked
-    first: every ciphertext in (0, n^2) and coprime to n, the digest its owner signed.
-    ProtocolError for the first share that is not (naming its owner for a wrong digest)."""
-    n2 = mpz(n) * mpz(n)
-    total: list[mpz] = []
-    for share in shares:
-        check_ciphertexts(n, share.ciphertexts)
-        if ciphertext_digest(share.ciphertexts, width) != share.digest:
-            raise ProtocolError(
-                f"the ciphertexts of the share from '{share.site}' do not match the digest "
-                "its owner signed"
-            )
-        if total:
-            total = [a * c % n2 for a, c in zip(total, share.ciphertexts, strict=True)]
-        else:
-            total = [mpz(c) for c in share.ciphertexts]
-    return [int(c) for c in total]
 
 
 @dataclass

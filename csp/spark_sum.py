@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from gmpy2 import mpz
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from csp.share_sum import ShareCiphertexts, checked_product
+from csp.share_check import ShareCiphertexts, checked_product
 from leteo_fed.data.spark_stats import get_spark
 from leteo_fed.errors import LeteoError, ProtocolError
 

@@ -26,6 +26,8 @@ MAX_FEATURES = 2000
 # an owner that is connected but silent this long after an invitation is counted out (its
 # answers take well under a second: they are measured per round, `answer_p99_seconds`)
 INVITE_TIMEOUT_SECONDS = 30.0
+# an owner invited while not connected must connect within this long to take part
+INVITE_RECONNECT_SECONDS = 10.0
 PUBLISH_TIMEOUT_SECONDS = 5.0
 CSP_OPEN_TIMEOUT_SECONDS = 10.0
 CSP_TIMEOUT_SECONDS = 300.0  # decrypting or projecting one aggregate

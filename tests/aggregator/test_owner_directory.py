@@ -127,7 +127,7 @@ def test_an_outbound_owner_gets_its_invitation_on_its_stream_and_answers() -> No
 
 
 def test_an_invitation_waits_for_an_owner_that_connects_within_the_timeout(monkeypatch) -> None:
-    monkeypatch.setattr(defaults, "INVITE_TIMEOUT_SECONDS", 0.5)
+    monkeypatch.setattr(defaults, "INVITE_RECONNECT_SECONDS", 0.5)  # it is away when invited
     directory = _outbound()
     link, stream = directory.connect("site-1", pb.OwnerHello(site_id="site-1"), lambda: True)
     link.close()
@@ -153,7 +153,7 @@ def test_an_invitation_waits_for_an_owner_that_connects_within_the_timeout(monke
 
 
 def test_an_owner_that_never_connects_is_answered_unreachable(monkeypatch) -> None:
-    monkeypatch.setattr(defaults, "INVITE_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(defaults, "INVITE_RECONNECT_SECONDS", 0.2)
     directory = _outbound()
     directory.restore([("site-9", "outbound", "")])  # known from an earlier run
     directory.check_invited(["site-9"], 1)

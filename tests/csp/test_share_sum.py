@@ -8,7 +8,8 @@ import random
 import pytest
 
 from csp import share_sum
-from csp.share_sum import ShareCiphertexts, ShareSum, checked_product
+from csp.share_check import ShareCiphertexts, checked_product
+from csp.share_sum import ShareSum
 from leteo_fed.crypto.paillier import Decryptor, Encryptor, generate_keypair
 from leteo_fed.crypto.parallel import TaskPool
 from leteo_fed.errors import ProtocolError

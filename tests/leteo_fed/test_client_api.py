@@ -18,6 +18,7 @@ from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.naive_bayes import NaiveBayesDomain, NaiveBayesRequest
 from leteo_fed.protocols.quantiles import QuantilesRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
+from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import common_from_proto, request_from_proto
 
 REQUESTS = [
@@ -47,7 +48,8 @@ def test_a_request_round_trips_through_the_signed_message(request_):
     msg = round_request(request_, options)
     protocol, back = request_from_proto(msg)
     assert protocol is protocol_of(request_) and back == request_
-    assert list(msg.owners) == ["s1", "s2", "s3"]
+    # the named owners are signed as their Merkle root and count (the list travels beside)
+    assert msg.n_owners == 3 and msg.owners_root == membership.root(["s1", "s2", "s3"])
     assert msg.min_owners == 3 and msg.deadline_seconds == 42.0
     assert not msg.HasField("dp_epsilon")  # no DP unless asked
     assert common_from_proto(msg, 3).dp is None
@@ -76,7 +78,7 @@ def test_the_options_carry_a_dp_release():
     # the defaults: every owner, the protocol's quorum and encoding, the default deadline
     plain = round_request(REQUESTS[0])
     assert plain.deadline_seconds == defaults.DEFAULT_DEADLINE_SECONDS
-    assert (plain.min_owners, plain.scale_bits, list(plain.owners)) == (0, 0, [])
+    assert (plain.min_owners, plain.scale_bits, plain.n_owners, plain.owners_root) == (0, 0, 0, b"")
 
 
 def test_an_object_that_is_no_request_is_refused_naming_the_requests():
