@@ -376,9 +376,7 @@ class OwnerDirectory:
                 pending.delivered, pending.seconds = True, defaults.INVITE_TIMEOUT_SECONDS
             else:
                 pending.seconds = defaults.INVITE_RECONNECT_SECONDS
-        self._deadlines.after(
-            pending.seconds, functools.partial(self._expire, site, spec.round_id)
-        )
+        self._deadlines.after(pending.seconds, functools.partial(self._expire, site, spec.round_id))
         if link is not None:
             link.send(pb.OwnerTask(invite=spec))
         else:
