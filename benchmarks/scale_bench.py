@@ -63,7 +63,6 @@ Prints the tables; writes the JSON report to ``--out`` (default ``out/scale_benc
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import shutil
@@ -79,6 +78,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from leteo_fed.bench.scaling import loglog_slope
 from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec, check_stop, stop_on_signals
 from leteo_fed.errors import PeerUnavailable
@@ -530,17 +530,6 @@ def run_scale(
 # checks and output
 
 
-def _slope(xs: list[float], ys: list[float]) -> float | None:
-    """Least-squares slope of log y against log x (None with fewer than 2 usable points)."""
-    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
-    if len(pts) < 2 or len({p[0] for p in pts}) < 2:
-        return None
-    mx = sum(p[0] for p in pts) / len(pts)
-    my = sum(p[1] for p in pts) / len(pts)
-    sxx = sum((p[0] - mx) ** 2 for p in pts)
-    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
-
-
 PER_SHARE = ("intake_cpu_s_per_share", "intake_s_per_share", "aggregator_cpu_s_per_share")
 TOTALS = ("collect_s", "csp_verify_s", "csp_sum_s", "aggregator_cpu_s", "round_s")
 
@@ -565,7 +554,7 @@ def checks(runs: list[dict[str, Any]]) -> dict[str, Any]:
         )
         per["aggregator_cpu_s_per_added_owner"] = (cpu_hi - cpu_lo) / (hi["owners"] - lo["owners"])
         for key in TOTALS:
-            per[f"{key}_slope"] = _slope(
+            per[f"{key}_slope"] = loglog_slope(
                 [r["owners"] for r in ok], [r["rounds"][protocol][key] for r in ok]
             )
         cpu_ratio = per["intake_cpu_s_per_share_ratio"]

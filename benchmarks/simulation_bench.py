@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import shutil
@@ -36,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from leteo_fed.bench.scaling import loglog_slope
 from leteo_fed.simulation.driver import SimOptions, simulate
 
 OWNER_COUNTS = (100, 1000, 10_000)
@@ -77,26 +77,13 @@ def pick(report: dict[str, Any], path: tuple[str, ...]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def slope(xs: list[float], ys: list[float | None]) -> float | None:
-    """Least-squares slope of log y against log x (None with fewer than 2 usable points)."""
-    pts = [
-        (math.log(x), math.log(y))
-        for x, y in zip(xs, ys, strict=True)
-        if y is not None and x > 0 and y > 0
-    ]
-    if len(pts) < 2 or len({p[0] for p in pts}) < 2:
-        return None
-    mx = sum(p[0] for p in pts) / len(pts)
-    my = sum(p[1] for p in pts) / len(pts)
-    den = sum((p[0] - mx) ** 2 for p in pts)
-    return sum((p[0] - mx) * (p[1] - my) for p in pts) / den
-
-
 def slopes(runs: list[dict[str, Any]]) -> dict[str, float | None]:
     owners = [float(r["options"]["owners"]) for r in runs]
     invited = [float(pick(r, ("round", "invited")) or 0) for r in runs]
-    out = {label: slope(owners, [pick(r, path) for r in runs]) for label, path in CONNECT}
-    out.update({label: slope(invited, [pick(r, path) for r in runs]) for label, path in ROUND})
+    out = {label: loglog_slope(owners, [pick(r, path) for r in runs]) for label, path in CONNECT}
+    out.update(
+        {label: loglog_slope(invited, [pick(r, path) for r in runs]) for label, path in ROUND}
+    )
     return out
 
 
