@@ -40,9 +40,10 @@ def raise_open_files_limit(max_owners: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     if target < needed:
         log.warning(
-            "open files limited to %d: fewer than the %d owners of --max-owners can connect "
-            "(raise the hard limit, e.g. ulimit -Hn)",
+            "open files limited to %d: room for about %d connected owners, fewer than "
+            "--max-owners %d (raise the hard limit: ulimit -Hn, or the service's LimitNOFILE)",
             target,
+            max(0, (target - SPARE_FILES) // FILES_PER_OWNER),
             max_owners,
         )
 

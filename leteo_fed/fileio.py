@@ -25,6 +25,24 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
+def check_writable_folder(path: Path, flag: str = "--out") -> None:
+    """The folder exists (created if need be) and this process may write into it: checked
+    before a command contacts anyone, so an output that cannot be written is one line, before
+    any round starts or any budget is spent (ConfigError naming the flag)."""
+    from leteo_fed.errors import ConfigError
+
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(
+            f"{flag} {folder}: cannot write there ({exc.strerror or exc})", field=flag.lstrip("-")
+        ) from None
+
+
 def atomic_write_json(path: Path, doc: Any) -> None:
     atomic_write_bytes(Path(path), (json.dumps(doc, indent=2) + "\n").encode())
 

@@ -70,6 +70,10 @@ def check_locally(
     the noise would bury is refused (ConfigError); with `plan_without_dp` a non-DP request is
     planned too, so a bad one is refused here (as is a DP flag without epsilon). None: go on
     and run it."""
+    if not args.dry_run and getattr(args, "out", None) is not None:
+        from leteo_fed.fileio import check_writable_folder
+
+        check_writable_folder(args.out)
     dp_flags = (options.dp_delta, options.row_norm_bound)
     dp_given = any(v is not None for v in dp_flags) or bool(options.bounds)
     if not (args.dry_run or options.dp_epsilon is not None or plan_without_dp or dp_given):

@@ -453,3 +453,17 @@ def test_addresses_a_user_writes_are_taken_as_they_are(address):
     assert host_port(address) == address
     assert listen_address(address) == address
     assert listen_address("0.0.0.0:0") == "0.0.0.0:0"
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_round(tmp_path):
+    """One line and exit 2 before the aggregator is contacted (nothing listens at :9): no round
+    starts, no budget is spent, for a result that could not be saved."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    proc = run_cli(
+        "pca", "--aggregator", "127.0.0.1:9", "--features", "a,b", "--insecure",
+        "--out", str(blocker / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--out" in proc.stderr and "cannot write there" in proc.stderr
+    assert "Traceback" not in proc.stderr and "127.0.0.1:9" not in proc.stderr
