@@ -75,6 +75,8 @@ SPARK_REPORT_THRESHOLD = 5_000_000  # rounds expecting more reports are estimate
 
 # ---------------------------------------------------------------- local demos
 DEMO_OWNERS = 3
+# a demo starts one process per owner (~130 MiB each): beyond this, `leteo-fed simulate`
+DEMO_MAX_OWNERS = 200
 DEMO_SEED = 7  # seeds the demos' row split (and k-means initial centers): reruns are identical
 # owners: this long after a charged round's deadline + CSP timeout with no result, ask the CSP
 # to close the round (and withdraw the charge if it never decrypted it)

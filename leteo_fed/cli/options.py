@@ -23,6 +23,7 @@ from leteo_fed.defaults import (
     DEFAULT_KEY_BITS,
     DEFAULT_QUORUM,
     DEFAULT_VALUE_BOUND,
+    DEMO_MAX_OWNERS,
     DEMO_OWNERS,
     MIN_QUORUM,
 )
@@ -307,7 +308,8 @@ def add_demo_owners(p: Container) -> None:
         "--owners",
         type=int,
         default=DEMO_OWNERS,
-        help=f"number of owner agents (default: {DEMO_OWNERS})",
+        help=f"number of owner agents, one process each (default: {DEMO_OWNERS}; at most "
+        f"{DEMO_MAX_OWNERS}: leteo-fed simulate runs thousands)",
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from leteo_fed import defaults
 from leteo_fed.client import RoundOptions
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import (
@@ -109,8 +110,12 @@ def initial_centers(
 def run_kmeans_demo(opts: KmeansDemoOptions) -> dict:
     stop_on_signals()
     say = Progress()
-    if not 2 <= opts.owners <= 64:
-        raise ConfigError(f"--owners must be in 2..64, got {opts.owners}", field="owners")
+    if not 2 <= opts.owners <= defaults.DEMO_MAX_OWNERS:
+        raise ConfigError(
+            f"--owners must be in 2..{defaults.DEMO_MAX_OWNERS} (one process each; for more, "
+            f"leteo-fed simulate), got {opts.owners}",
+            field="owners",
+        )
     if opts.key_bits < 2048 and not opts.allow_small_key:
         raise ConfigError(
             f"--key-bits {opts.key_bits} is below 2048; add --insecure-small-key to allow it",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from leteo_fed import defaults
 from leteo_fed.client import RoundOptions
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import (
@@ -98,8 +99,12 @@ def simulate(opts: LdpOptions) -> dict:
 def run_demo(opts: LdpOptions) -> dict:
     say = Progress()
     stop_on_signals()
-    if not 1 <= opts.owners <= 64:
-        raise ConfigError(f"--owners must be in 1..64, got {opts.owners}", field="owners")
+    if not 1 <= opts.owners <= defaults.DEMO_MAX_OWNERS:
+        raise ConfigError(
+            f"--owners must be in 1..{defaults.DEMO_MAX_OWNERS} (one process each; for more, "
+            f"leteo-fed simulate), got {opts.owners}",
+            field="owners",
+        )
     frequency = opts.mechanism in ldp_collection.frequency.FREQUENCY_MECHANISMS
     table = sources.read_table(str(opts.data))
     values = _column_values(table, opts.column, frequency)

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from leteo_fed import defaults
 from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.data import sources
 from leteo_fed.demo import codebooks
@@ -131,8 +132,12 @@ def security_label(insecure: bool) -> str:
 def run_demo(opts: DemoOptions) -> dict:
     stop_on_signals()  # Ctrl-C and SIGTERM stop every child, whatever the demo is doing
     say = Progress()
-    if not 2 <= opts.owners <= 64:
-        raise ConfigError(f"--owners must be in 2..64, got {opts.owners}", field="owners")
+    if not 2 <= opts.owners <= defaults.DEMO_MAX_OWNERS:
+        raise ConfigError(
+            f"--owners must be in 2..{defaults.DEMO_MAX_OWNERS} (one process each; for more, "
+            f"leteo-fed simulate), got {opts.owners}",
+            field="owners",
+        )
     if opts.key_bits < 2048 and not opts.allow_small_key:
         raise ConfigError(
             f"--key-bits {opts.key_bits} is below 2048; add --insecure-small-key to allow it",
