@@ -13,34 +13,22 @@ from leteo_fed.transport.rounds import check_named_owners, request_to_proto
 SITES = ["a", "b", "c"]
 
 
-def _strings(msg) -> set[str]:
-    """Every string anywhere in a message, map keys included."""
+def _strings(value) -> set[str]:
+    """Every string anywhere in a message (or a value of one), map keys included."""
+    if isinstance(value, str):
+        return {value}
+    if not hasattr(value, "ListFields"):
+        return set()
     out: set[str] = set()
-    for fd, value in msg.ListFields():
-        items = value.items() if hasattr(value, "items") else None
-        if items is not None:
-            for k, v in items:
-                out.add(k)
-                out |= (
-                    _strings(v)
-                    if hasattr(v, "ListFields")
-                    else {v}
-                    if isinstance(v, str)
-                    else set()
-                )
+    for fd, field_value in value.ListFields():
+        if hasattr(field_value, "items"):  # a map
+            for k, v in field_value.items():
+                out |= {k} | _strings(v)
         elif fd.is_repeated:
-            for v in value:
-                out |= (
-                    _strings(v)
-                    if hasattr(v, "ListFields")
-                    else {v}
-                    if isinstance(v, str)
-                    else set()
-                )
-        elif hasattr(value, "ListFields"):
-            out |= _strings(value)
-        elif isinstance(value, str):
-            out.add(value)
+            for v in field_value:
+                out |= _strings(v)
+        else:
+            out |= _strings(field_value)
     return out
 
 
