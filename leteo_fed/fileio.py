@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -26,17 +27,25 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 def check_writable_folder(path: Path, flag: str = "--out") -> None:
-    """The folder exists (created if need be) and this process may write into it: checked
-    before a command contacts anyone, so an output that cannot be written is one line, before
-    any round starts or any budget is spent (ConfigError naming the flag)."""
+    """This process may write into the folder (or create it): checked before a command
+    contacts anyone, so an output that cannot be written is one line, before any round starts
+    or any budget is spent (ConfigError naming the flag). Nothing is left behind: a missing
+    folder is not created here, its nearest existing parent is checked instead."""
     from leteo_fed.errors import ConfigError
 
     folder = Path(path)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        if existing == folder:
+            fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
     except OSError as exc:
         raise ConfigError(
             f"{flag} {folder}: cannot write there ({exc.strerror or exc})", field=flag.lstrip("-")
