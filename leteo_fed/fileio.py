@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import tempfile
@@ -24,32 +23,6 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def check_writable_folder(path: Path, flag: str = "--out") -> None:
-    """This process may write into the folder (or create it): checked before a command
-    contacts anyone, so an output that cannot be written is one line, before any round starts
-    or any budget is spent (ConfigError naming the flag). Nothing is left behind: a missing
-    folder is not created here, its nearest existing parent is checked instead."""
-    from leteo_fed.errors import ConfigError
-
-    folder = Path(path)
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-        if existing == folder:
-            fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
-            os.close(fd)
-            os.unlink(probe)
-        elif not os.access(existing, os.W_OK | os.X_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-    except OSError as exc:
-        raise ConfigError(
-            f"{flag} {folder}: cannot write there ({exc.strerror or exc})", field=flag.lstrip("-")
-        ) from None
 
 
 def atomic_write_json(path: Path, doc: Any) -> None:

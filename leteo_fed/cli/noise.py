@@ -10,12 +10,17 @@ invited and so before any site charges its budget, unless `--accept-noise` is gi
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from leteo_fed.cli.options import Container
+from leteo_fed.errors import ConfigError
 
 Preview = Callable[[Any, int | None], dict]  # (plan, rows) -> the protocol's preview document
 
@@ -47,7 +52,6 @@ def plan_for_preview(msg: Any, owners: Sequence[str], min_owners: int, epsilon_f
     """The plan of a request (`pb.RoundRequest`) made locally, exactly as the aggregator and
     the owners will make it: nothing is sent."""
     from leteo_fed.defaults import DEFAULT_QUORUM
-    from leteo_fed.errors import ConfigError
     from leteo_fed.transport.rounds import plan_request
 
     if not msg.HasField("dp_epsilon"):
@@ -71,8 +75,6 @@ def check_locally(
     planned too, so a bad one is refused here (as is a DP flag without epsilon). None: go on
     and run it."""
     if not args.dry_run and getattr(args, "out", None) is not None:
-        from leteo_fed.fileio import check_writable_folder
-
         check_writable_folder(args.out)
     dp_flags = (options.dp_delta, options.row_norm_bound)
     dp_given = any(v is not None for v in dp_flags) or bool(options.bounds)
@@ -202,3 +204,27 @@ def print_verdict(doc: dict) -> None:
             f"the noise check passes at {check['rows']} rows ({check['rows_basis']})",
             file=sys.stderr,
         )
+
+
+def check_writable_folder(path: Path, flag: str = "--out") -> None:
+    """This process may write into the folder (or create it): checked before a command
+    contacts anyone, so an output that cannot be written is one line, before any round starts
+    or any budget is spent (ConfigError naming the flag). Nothing is left behind: a missing
+    folder is not created here, its nearest existing parent is checked instead."""
+    folder = Path(path)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        if existing == folder:
+            fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as exc:
+        raise ConfigError(
+            f"{flag} {folder}: cannot write there ({exc.strerror or exc})", field=flag.lstrip("-")
+        ) from None
