@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml
 	# pycanon (an independent k/l/t referee for the tests) pins exact numpy/scipy/pandas
 	# versions; its checks need only numpy and pandas (a dependency), so it goes in without pins.
 	$(BIN)/python -m pip install --quiet --no-deps 'pycanon==1.3.6'
+	# the plugin tutorial's example package (docs/plugins.md), installed as a site would
+	$(BIN)/python -m pip install --quiet --no-deps -e examples/plugin-skewness
 	touch $(STAMP)
 
 setup: $(STAMP)

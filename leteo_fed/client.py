@@ -137,7 +137,7 @@ def round_request(request: Any, options: RoundOptions | None = None) -> pb.Round
         row_norm_bound = protocol.fixed_row_norm_bound
     return request_to_proto(
         protocol.name,
-        request,
+        protocol.wire_request(request),
         owners=tuple(o.owners),
         min_owners=o.min_owners,
         deadline_seconds=o.deadline_seconds,

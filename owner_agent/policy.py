@@ -68,6 +68,11 @@ def refusal(
     """'' if the policy lets this site take part, else the rule and why. `past` gives the audit
     log's events; it is read only when a rule needs the site's history."""
     columns = inv.protocol.columns(inv.spec)
+    if getattr(inv.protocol, "plugin", False) and inv.label not in policy.protocols:
+        return (
+            f"policy.protocols: {inv.label} is a plugin statistic; this site takes part only "
+            f'if policy.protocols names it ("*" does not cover plugins)'
+        )
     if not _allowed(policy.protocols, inv.label):
         return f"policy.protocols: this site does not take part in {inv.label} rounds"
     if not policy.columns:

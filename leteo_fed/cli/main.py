@@ -34,6 +34,7 @@ from leteo_fed.cli import (
     rounds,
     services,
     simulate,
+    statistics,
     synthesize,
     weighted_stats,
 )
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     crosstab.add_parser(sub)
     quantiles.add_parser(sub)
     naive_bayes.add_parser(sub)
+    statistics.add_parsers(sub)  # correlation, and every installed plugin statistic
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)
     simulate.add_parser(sub)

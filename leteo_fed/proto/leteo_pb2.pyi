@@ -468,8 +468,44 @@ class NaiveBayesSpec(_message.Message):
     bounds: _containers.RepeatedCompositeFieldContainer[NaiveBayesBound]
     def __init__(self, features: _Optional[_Iterable[str]] = ..., domains: _Optional[_Iterable[_Union[NaiveBayesDomain, _Mapping]]] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., bounds: _Optional[_Iterable[_Union[NaiveBayesBound, _Mapping]]] = ...) -> None: ...
 
+class CorrelationRequest(_message.Message):
+    __slots__ = ("features", "confidence")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    confidence: float
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., confidence: _Optional[float] = ...) -> None: ...
+
+class CorrelationSpec(_message.Message):
+    __slots__ = ("features", "confidence")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[str]
+    confidence: float
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., confidence: _Optional[float] = ...) -> None: ...
+
+class StatisticRequest(_message.Message):
+    __slots__ = ("name", "version", "params_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    params_json: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class StatisticSpec(_message.Message):
+    __slots__ = ("name", "version", "params_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    params_json: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
+
 class RoundRequest(_message.Message):
-    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners_root", "n_owners", "dp_epsilon", "dp_delta", "row_norm_bound", "bounds", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
+    __slots__ = ("min_owners", "deadline_seconds", "scale_bits", "value_bound", "owners_root", "n_owners", "dp_epsilon", "dp_delta", "row_norm_bound", "bounds", "nonce", "issued_unix", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes", "correlation", "statistic")
     MIN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SCALE_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -491,6 +527,8 @@ class RoundRequest(_message.Message):
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
     LOGREG_FIELD_NUMBER: _ClassVar[int]
     NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_FIELD_NUMBER: _ClassVar[int]
+    STATISTIC_FIELD_NUMBER: _ClassVar[int]
     min_owners: int
     deadline_seconds: float
     scale_bits: int
@@ -512,10 +550,12 @@ class RoundRequest(_message.Message):
     quantiles: QuantilesRequest
     logreg: LogregRequest
     naive_bayes: NaiveBayesRequest
-    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners_root: _Optional[bytes] = ..., n_owners: _Optional[int] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesRequest, _Mapping]] = ...) -> None: ...
+    correlation: CorrelationRequest
+    statistic: StatisticRequest
+    def __init__(self, min_owners: _Optional[int] = ..., deadline_seconds: _Optional[float] = ..., scale_bits: _Optional[int] = ..., value_bound: _Optional[float] = ..., owners_root: _Optional[bytes] = ..., n_owners: _Optional[int] = ..., dp_epsilon: _Optional[float] = ..., dp_delta: _Optional[float] = ..., row_norm_bound: _Optional[float] = ..., bounds: _Optional[_Iterable[_Union[ColumnBounds, _Mapping]]] = ..., nonce: _Optional[str] = ..., issued_unix: _Optional[float] = ..., moments: _Optional[_Union[MomentsRequest, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansRequest, _Mapping]] = ..., ldp: _Optional[_Union[LdpRequest, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsRequest, _Mapping]] = ..., linreg: _Optional[_Union[LinregRequest, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabRequest, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesRequest, _Mapping]] = ..., logreg: _Optional[_Union[LogregRequest, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesRequest, _Mapping]] = ..., correlation: _Optional[_Union[CorrelationRequest, _Mapping]] = ..., statistic: _Optional[_Union[StatisticRequest, _Mapping]] = ...) -> None: ...
 
 class RoundSpec(_message.Message):
-    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited_root", "n_invited", "membership", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes")
+    __slots__ = ("round_id", "protocol", "encoding", "key_id", "deadline_unix", "n_values", "n_ciphertexts", "dp", "min_owners", "authorization", "job_id", "invited_root", "n_invited", "membership", "moments", "kmeans", "ldp", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes", "correlation", "statistic")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
@@ -539,6 +579,8 @@ class RoundSpec(_message.Message):
     QUANTILES_FIELD_NUMBER: _ClassVar[int]
     LOGREG_FIELD_NUMBER: _ClassVar[int]
     NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_FIELD_NUMBER: _ClassVar[int]
+    STATISTIC_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     protocol: str
     encoding: Encoding
@@ -562,7 +604,9 @@ class RoundSpec(_message.Message):
     quantiles: QuantilesSpec
     logreg: LogregIteration
     naive_bayes: NaiveBayesSpec
-    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited_root: _Optional[bytes] = ..., n_invited: _Optional[int] = ..., membership: _Optional[_Union[Membership, _Mapping]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ..., logreg: _Optional[_Union[LogregIteration, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesSpec, _Mapping]] = ...) -> None: ...
+    correlation: CorrelationSpec
+    statistic: StatisticSpec
+    def __init__(self, round_id: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, _Mapping]] = ..., key_id: _Optional[str] = ..., deadline_unix: _Optional[float] = ..., n_values: _Optional[int] = ..., n_ciphertexts: _Optional[int] = ..., dp: _Optional[_Union[DpSpec, _Mapping]] = ..., min_owners: _Optional[int] = ..., authorization: _Optional[_Union[Signed, _Mapping]] = ..., job_id: _Optional[str] = ..., invited_root: _Optional[bytes] = ..., n_invited: _Optional[int] = ..., membership: _Optional[_Union[Membership, _Mapping]] = ..., moments: _Optional[_Union[MomentsSpec, _Mapping]] = ..., kmeans: _Optional[_Union[KmeansIteration, _Mapping]] = ..., ldp: _Optional[_Union[LdpSpec, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsSpec, _Mapping]] = ..., linreg: _Optional[_Union[LinregSpec, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabSpec, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesSpec, _Mapping]] = ..., logreg: _Optional[_Union[LogregIteration, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesSpec, _Mapping]] = ..., correlation: _Optional[_Union[CorrelationSpec, _Mapping]] = ..., statistic: _Optional[_Union[StatisticSpec, _Mapping]] = ...) -> None: ...
 
 class Membership(_message.Message):
     __slots__ = ("index", "siblings")
@@ -2159,8 +2203,87 @@ class NaiveBayesResult(_message.Message):
     dp: DpFacts
     def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., label_column: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ..., numeric_features: _Optional[_Iterable[str]] = ..., categorical: _Optional[_Iterable[_Union[NaiveBayesCategorical, _Mapping]]] = ..., class_count: _Optional[_Iterable[float]] = ..., class_prior: _Optional[_Iterable[float]] = ..., theta: _Optional[_Mapping[str, Vector]] = ..., var: _Optional[_Mapping[str, Vector]] = ..., var_smoothing: _Optional[float] = ..., epsilon: _Optional[float] = ..., alpha: _Optional[float] = ..., n: _Optional[float] = ..., bounds: _Optional[_Mapping[str, Vector]] = ..., floored: _Optional[int] = ..., outside: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
 
+class CorrelationResult(_message.Message):
+    __slots__ = ("protocol", "method", "features", "n_rows", "correlation", "ci_lower", "ci_upper", "confidence", "interval", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_FIELD_NUMBER: _ClassVar[int]
+    CI_LOWER_FIELD_NUMBER: _ClassVar[int]
+    CI_UPPER_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    method: str
+    features: _containers.RepeatedScalarFieldContainer[str]
+    n_rows: int
+    correlation: _containers.RepeatedCompositeFieldContainer[Vector]
+    ci_lower: _containers.RepeatedCompositeFieldContainer[Vector]
+    ci_upper: _containers.RepeatedCompositeFieldContainer[Vector]
+    confidence: float
+    interval: str
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    def __init__(self, protocol: _Optional[str] = ..., method: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., n_rows: _Optional[int] = ..., correlation: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., ci_lower: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., ci_upper: _Optional[_Iterable[_Union[Vector, _Mapping]]] = ..., confidence: _Optional[float] = ..., interval: _Optional[str] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
+
+class StatisticResult(_message.Message):
+    __slots__ = ("protocol", "version", "values_json", "figures", "round_id", "owners", "declined", "encoding", "timings", "dp")
+    class FiguresEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeclinedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VALUES_JSON_FIELD_NUMBER: _ClassVar[int]
+    FIGURES_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    DECLINED_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    protocol: str
+    version: str
+    values_json: str
+    figures: _containers.ScalarMap[str, float]
+    round_id: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    declined: _containers.ScalarMap[str, str]
+    encoding: EncodingFacts
+    timings: RoundTimings
+    dp: DpFacts
+    def __init__(self, protocol: _Optional[str] = ..., version: _Optional[str] = ..., values_json: _Optional[str] = ..., figures: _Optional[_Mapping[str, float]] = ..., round_id: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., declined: _Optional[_Mapping[str, str]] = ..., encoding: _Optional[_Union[EncodingFacts, _Mapping]] = ..., timings: _Optional[_Union[RoundTimings, _Mapping]] = ..., dp: _Optional[_Union[DpFacts, _Mapping]] = ...) -> None: ...
+
 class RoundResult(_message.Message):
-    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes", "ldp_naive_bayes")
+    __slots__ = ("pca", "discriminant", "projection_only", "kmeans_iteration", "kmeans_job", "ldp_frequency", "ldp_mean", "ldp_means", "ldp_points", "weighted_stats", "linreg", "crosstab", "quantiles", "logreg", "naive_bayes", "ldp_naive_bayes", "correlation", "statistic")
     PCA_FIELD_NUMBER: _ClassVar[int]
     DISCRIMINANT_FIELD_NUMBER: _ClassVar[int]
     PROJECTION_ONLY_FIELD_NUMBER: _ClassVar[int]
@@ -2177,6 +2300,8 @@ class RoundResult(_message.Message):
     LOGREG_FIELD_NUMBER: _ClassVar[int]
     NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
     LDP_NAIVE_BAYES_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_FIELD_NUMBER: _ClassVar[int]
+    STATISTIC_FIELD_NUMBER: _ClassVar[int]
     pca: PcaResult
     discriminant: DiscriminantResult
     projection_only: ProjectionOnlyResult
@@ -2193,7 +2318,9 @@ class RoundResult(_message.Message):
     logreg: LogregResult
     naive_bayes: NaiveBayesResult
     ldp_naive_bayes: LdpNaiveBayesResult
-    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ..., logreg: _Optional[_Union[LogregResult, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesResult, _Mapping]] = ..., ldp_naive_bayes: _Optional[_Union[LdpNaiveBayesResult, _Mapping]] = ...) -> None: ...
+    correlation: CorrelationResult
+    statistic: StatisticResult
+    def __init__(self, pca: _Optional[_Union[PcaResult, _Mapping]] = ..., discriminant: _Optional[_Union[DiscriminantResult, _Mapping]] = ..., projection_only: _Optional[_Union[ProjectionOnlyResult, _Mapping]] = ..., kmeans_iteration: _Optional[_Union[KmeansIterationResult, _Mapping]] = ..., kmeans_job: _Optional[_Union[KmeansJobResult, _Mapping]] = ..., ldp_frequency: _Optional[_Union[LdpFrequencyResult, _Mapping]] = ..., ldp_mean: _Optional[_Union[LdpMeanResult, _Mapping]] = ..., ldp_means: _Optional[_Union[LdpMeansResult, _Mapping]] = ..., ldp_points: _Optional[_Union[LdpPointsResult, _Mapping]] = ..., weighted_stats: _Optional[_Union[WeightedStatsResult, _Mapping]] = ..., linreg: _Optional[_Union[LinregResult, _Mapping]] = ..., crosstab: _Optional[_Union[CrosstabResult, _Mapping]] = ..., quantiles: _Optional[_Union[QuantilesResult, _Mapping]] = ..., logreg: _Optional[_Union[LogregResult, _Mapping]] = ..., naive_bayes: _Optional[_Union[NaiveBayesResult, _Mapping]] = ..., ldp_naive_bayes: _Optional[_Union[LdpNaiveBayesResult, _Mapping]] = ..., correlation: _Optional[_Union[CorrelationResult, _Mapping]] = ..., statistic: _Optional[_Union[StatisticResult, _Mapping]] = ...) -> None: ...
 
 class RoundQuery(_message.Message):
     __slots__ = ("round_id", "wait_seconds")

@@ -644,6 +644,11 @@ class FederatedProtocol(ABC):
         """The file the CLI writes the result of `request` to."""
         return self.result_file(self.name) or f"{self.name}.json"
 
+    def wire_request(self, request: Any) -> Any:
+        """The request as its payload travels (a plugin's own request wraps into the
+        `statistic` payload, `plugins`)."""
+        return request
+
     # ---------------------------------------------------------------- aggregator side
 
     @abstractmethod

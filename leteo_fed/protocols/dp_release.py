@@ -205,6 +205,23 @@ def release_truth(
     return Truth(noise, found, clipped_rows, released)
 
 
+def correlated_columns(
+    columns: dict[str, np.ndarray], names: Sequence[str], rho: float
+) -> tuple[dict[str, np.ndarray], str]:
+    """The preview's columns `names` made pairwise correlated `rho`, each keeping its mean and
+    std: real data's columns are correlated, and independent ones would flatter (an eigenvector
+    mixing columns is noisier; a correlation of 0 is all noise)."""
+    k = len(names)
+    if k < 2:
+        return columns, ""
+    corr = np.full((k, k), rho)
+    np.fill_diagonal(corr, 1.0)
+    z = np.column_stack([(columns[n] - columns[n].mean()) / columns[n].std() for n in names])
+    z = z @ np.linalg.cholesky(corr).T
+    mixed = {n: columns[n].mean() + columns[n].std() * z[:, j] for j, n in enumerate(names)}
+    return columns | mixed, f"the columns pairwise correlated {rho:g}"
+
+
 Shape = Callable[[dict[str, np.ndarray], np.random.Generator], tuple[dict[str, np.ndarray], str]]
 
 

@@ -587,18 +587,13 @@ class MomentsProtocol(FederatedProtocol):
         several columns is noisier than one along a single column (up to 1.5x its variance),
         and real data's eigenvectors mix; independent columns would flatter."""
         names = list(plan.features)
-        k = len(names)
-        if k < 2:
+        if len(names) < 2:
             return columns, ""
-        corr = np.full((k, k), PREVIEW_CORRELATION)
-        np.fill_diagonal(corr, 1.0)
-        z = np.column_stack([(columns[n] - columns[n].mean()) / columns[n].std() for n in names])
-        z = z @ np.linalg.cholesky(corr).T
-        mixed = {n: columns[n].mean() + columns[n].std() * z[:, j] for j, n in enumerate(names)}
-        said = f"the columns pairwise correlated {PREVIEW_CORRELATION:g}"
+        mixed, said = dp_release.correlated_columns(columns, names, PREVIEW_CORRELATION)
+        n_rows = len(mixed[names[0]])
         for g in plan.declared:  # DCA, LDA, MDR: classes of equal size, means apart
             k = len(g.classes)
-            index = rng.integers(0, k, size=len(z))
+            index = rng.integers(0, k, size=n_rows)
             shift = (index - (k - 1) / 2.0) * PREVIEW_CLASS_SHIFT
             for n in names:
                 mixed[n] = mixed[n] + shift * columns[n].std()

@@ -49,11 +49,16 @@ def get(name: str) -> FederatedProtocol:
 
 
 def for_request(request: object) -> FederatedProtocol:
-    """The protocol whose request dataclass `request` is (what the analyst's client runs)."""
+    """The protocol whose request dataclass `request` is (what the analyst's client runs); a
+    plugin statistic's request runs through the `statistic` payload (`plugins`)."""
     _load()
     for protocol in _PROTOCOLS.values():
         if type(request) is protocol.request_type:
             return protocol
+    from leteo_fed.protocols import plugin_loader
+
+    if any(type(request) is p.request_type for p in plugin_loader.installed().values()):
+        return get("statistic")  # the `plugins` module's dispatch
     raise DataError(
         f"{type(request).__name__} is no protocol's request; expected one of "
         f"{', '.join(sorted(p.request_type.__name__ for p in _PROTOCOLS.values()))}",
@@ -64,6 +69,19 @@ def for_request(request: object) -> FederatedProtocol:
 def names() -> list[str]:
     _load()
     return sorted(_PROTOCOLS)
+
+
+def statistics() -> list:
+    """Every declared secure-sum statistic's adapter: the built-in ones, then the installed
+    plugins (`plugin_loader.installed`), each with its own command and request type."""
+    from leteo_fed.protocols import plugin_loader
+    from leteo_fed.protocols.secure_sum import SecureSumProtocol
+
+    _load()
+    built_in = [p for p in all_protocols() if isinstance(p, SecureSumProtocol)]
+    taken = {p.name for p in built_in}
+    extra = [p for n, p in sorted(plugin_loader.installed().items()) if n not in taken]
+    return built_in + extra
 
 
 def all_protocols() -> list[FederatedProtocol]:

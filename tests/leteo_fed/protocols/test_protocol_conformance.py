@@ -13,6 +13,7 @@ request). A protocol added to the registry without a case here fails
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from sklearn.datasets import load_iris
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.protocols import correlation as corr
 from leteo_fed.protocols import crosstab as ct
 from leteo_fed.protocols import discriminant, kmeans, pca, registry
 from leteo_fed.protocols import ldp_collection as lc
@@ -93,6 +95,7 @@ class Case:
     too_large: Callable[[], MemorySite]  # a site with a value beyond the public bounds
     dp: bool = True
     common: dict = field(default_factory=dict)
+    row_norm: float = 8.0  # the DP checks' row-norm bound
 
 
 def _check_pca(result: dict) -> None:
@@ -122,6 +125,37 @@ def _check_weighted(result: dict) -> None:
     var = np.average((IRIS.data - mean) ** 2, axis=0, weights=WEIGHTS)
     np.testing.assert_allclose([result["means"][n] for n in NAMES], mean, rtol=1e-9)
     np.testing.assert_allclose([result["variances"][n] for n in NAMES], var, rtol=1e-7)
+
+
+def _check_correlation(result: dict) -> None:
+    np.testing.assert_allclose(result["correlation"], np.corrcoef(IRIS.data.T), rtol=1e-9)
+    lower, upper = np.array(result["ci_lower"]), np.array(result["ci_upper"])
+    assert np.all(lower <= np.array(result["correlation"])) and np.all(
+        np.array(result["correlation"]) <= upper
+    )
+
+
+def _skewness_request():
+    """The example plugin's request; the plugin is installed by `make test`
+    (examples/plugin-skewness): without it this suite fails, naming the fix."""
+    try:
+        from leteo_skewness import SkewnessRequest
+    except ModuleNotFoundError:
+        raise RuntimeError(
+            "the example plugin is not installed: pip install -e examples/plugin-skewness "
+            "(make test does)"
+        ) from None
+    return SkewnessRequest(features=tuple(NAMES))
+
+
+def _check_skewness(result: dict) -> None:
+    from scipy import stats
+
+    skew = stats.skew(IRIS.data, bias=True)
+    kurt = stats.kurtosis(IRIS.data, bias=True)
+    np.testing.assert_allclose([result["skewness"][n] for n in NAMES], skew, rtol=1e-9)
+    np.testing.assert_allclose([result["excess_kurtosis"][n] for n in NAMES], kurt, rtol=1e-7)
+    assert result["protocol"] == "skewness" and result["version"] == "1.0.0"
 
 
 SL_EDGES = (4.0, 5.0, 6.0, 7.0, 8.0)
@@ -281,6 +315,25 @@ CASES: dict[str, list[Case]] = {
             common={"value_bound": 100.0},
         )
     ],
+    "correlation": [
+        Case(
+            corr.CorrelationRequest(features=tuple(NAMES)),
+            iris_sites,
+            _check_correlation,
+            _big("pl"),
+            common={"value_bound": 100.0},
+        )
+    ],
+    "statistic": [  # a plugin: the example package make test installs (docs/plugins.md)
+        Case(
+            _skewness_request(),
+            iris_sites,
+            _check_skewness,
+            _big("pl"),
+            common={"value_bound": 100.0},
+            row_norm=2.0,  # fourth powers: at C = 8 the noise would be too large to sample
+        )
+    ],
     "weighted_stats": [
         Case(
             ws.WeightedStatsRequest(features=tuple(NAMES), weight_column="w", weight_bound=2.0),
@@ -402,7 +455,7 @@ def _secure_sum(shares: list[list[int]], layout) -> list[int]:
 
 def _run(name: str, case: Case, sites: list[MemorySite]) -> dict:
     """The result document of `_run_typed` (JSON-ready)."""
-    return to_dict(_run_typed(name, case, sites))
+    return _run_typed(name, case, sites).to_dict()
 
 
 def _run_typed(name: str, case: Case, sites: list[MemorySite]) -> Any:
@@ -447,7 +500,11 @@ def test_the_analyst_api_finds_the_protocol_and_tables_its_result(name, case):
     pytest.importorskip("pandas")
     assert registry.for_request(case.request) is registry.get(name)
     result = _run_typed(name, case, case.sites())
-    assert result.to_dict() == to_dict(result)
+    expected = to_dict(result)
+    if name == "statistic":  # a plugin's own fields travel as JSON; its document holds them
+        expected = {k: v for k, v in expected.items() if k != "values_json"}
+        expected |= json.loads(result.values_json)
+    assert result.to_dict() == expected
     table = result.to_pandas()
     doc = result.to_dict()
     rows = {  # what a row is: a component, a cluster, a feature, a term, a category, ...
@@ -462,6 +519,8 @@ def test_the_analyst_api_finds_the_protocol_and_tables_its_result(name, case):
         ),
         "quantiles": lambda: len(doc["percentiles"]),
         "naive_bayes": lambda: len(doc["classes"]),
+        "correlation": lambda: len(doc["features"]),
+        "statistic": lambda: len(doc["figures"]),  # a plugin's table: a row per figure
     }[name]()
     assert table.shape[0] == rows > 0
 
@@ -488,7 +547,7 @@ def test_every_round_stays_within_what_the_request_names(name, case):
     """Owners refuse a round reading a column the analyst's request does not name, or charging
     more than it authorizes: an honest plan never does either, in any of its rounds."""
     protocol = registry.get(name)
-    dps = [None, DpRequest(1.0, 1e-6, 8.0)] if case.dp else [None]
+    dps = [None, DpRequest(1.0, 1e-6, case.row_norm)] if case.dp else [None]
     for dp in dps:
         common = Common(n_invited=3, **{"min_owners": 3, **case.common, "dp": dp})
         plan = protocol.plan(case.request, common)

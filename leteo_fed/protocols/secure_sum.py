@@ -1,0 +1,377 @@
+"""One adapter runs every declared secure-sum statistic (`statistic.SecureSumStatistic`).
+
+It is the `FederatedProtocol` of a statistic: everything a secure-sum round needs beyond the
+statistic's own math, written once. The aggregator's side: the request validated into a plan
+(quorum, deadline, the fixed-point encoding sized from the declared blocks, the Skellam noise
+calibrated at the declared sensitivity), the spec of the round, the result from the released
+totals with each figure's noise (`dp_release`). The owner's side, from the spec alone: the
+encoding's bound recomputed, the announced noise verified at the recomputed sensitivity, rows
+clipped (and scaled to public bounds) as the spec says, the statistic's sums encoded, the clipped
+rows counted, the charge and the ledger's text.
+
+What every party learns is the secure sum's: each owner nothing; the CSP masked plaintexts
+only; the aggregator the totals over at least a quorum of owners (noisy in a DP round), never
+one site's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from leteo_fed import defaults
+from leteo_fed.encoding.packing import check_finite_and_bounded, encode_fixed
+from leteo_fed.encoding.share import (
+    DEFAULT_MAX_ROWS_PER_OWNER,
+    ShareEncoding,
+    check_parameters,
+    require_bound,
+)
+from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.noise_gate import SignalCheck
+from leteo_fed.protocols.base import (
+    Common,
+    DpSpec,
+    FederatedProtocol,
+    Outcome,
+    RoundPlan,
+    SiteData,
+    Step,
+    clip_count_value,
+    clip_for_release,
+    clip_note,
+    dp_facts,
+    plan_dp,
+    preview_facts,
+    require_same_count_scale,
+    round_truth,
+    split_clip_count,
+    verify_dp,
+)
+from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, to_dict
+from leteo_fed.protocols.statistic import (
+    COUNT,
+    Block,
+    Release,
+    Rows,
+    SecureSumStatistic,
+    Totals,
+    data_bound,
+    integer_sensitivity,
+    n_values,
+)
+
+DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
+DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS
+DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
+
+
+@dataclass(frozen=True)
+class StatisticPlan:
+    """A validated request: the spec owners receive and how its round is encoded and noised."""
+
+    label: str
+    spec: Any
+    min_owners: int
+    deadline_seconds: float
+    encoding: ShareEncoding
+    dp: DpSpec | None = None
+    sensitivity: noise.Sensitivity | None = None
+
+
+def validate_rows(x: np.ndarray, features: list[str], enc: ShareEncoding) -> None:
+    """An owner's rows before they are summed: the declared shape, at least one row, no more
+    than the encoding allows, every value finite and within the round's bound."""
+    if x.ndim != 2 or x.shape[1] != len(features):
+        raise DataError(f"expected a {len(features)}-column matrix, got shape {x.shape}")
+    if x.shape[0] == 0:
+        raise DataError("the data source has no rows", rule="rows")
+    if x.shape[0] > enc.max_rows_per_owner:
+        raise DataError(
+            f"{x.shape[0]} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}",
+            rule="rows",
+        )
+    check_finite_and_bounded(x, features, enc.value_bound)
+
+
+def encode_blocks(
+    blocks: tuple[Block, ...], sums: Mapping[str, np.ndarray], enc: ShareEncoding
+) -> list[int]:
+    """One owner's sums as the share's integers, block by block, each checked against the
+    encoding's bound (a statistic that breaks its declared bound is refused, never wrapped)."""
+    missing = [b.name for b in blocks if b.name not in sums]
+    if missing:
+        raise ProtocolError(f"the statistic computed no {', '.join(missing)}")
+    out: list[int] = []
+    for b in blocks:
+        arr = np.asarray(sums[b.name], dtype=np.float64).ravel()
+        if arr.size != b.size:
+            raise ProtocolError(f"block {b.name!r} has {arr.size} values, declared {b.size}")
+        if b.kind == COUNT:
+            if not np.all(np.isfinite(arr)) or np.any(arr != np.rint(arr)) or np.any(arr < 0):
+                raise ProtocolError(f"block {b.name!r} holds counts: whole numbers >= 0")
+            bits = enc.count_scale_bits
+            values = [int(v) << bits for v in arr.astype(np.int64).tolist()]
+            if max(values, default=0) > enc.data_bound:
+                raise EncodingError(f"{b.name}: a count exceeds the declared bound", rule="rows")
+            out += values
+        else:
+            out += encode_fixed(arr, enc.scale_bits, enc.data_bound, b.name)
+    return out
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class StatisticResult(RoundFacts, Result):
+    """The result of a statistic without a proto message of its own (a plugin's): its fields
+    as JSON (`values`) and the figures it states."""
+
+    wire: ClassVar[str] = "statistic"
+    protocol: str
+    version: str
+    values_json: str
+    figures: dict[str, float]
+    dp: DpFacts | None = None
+
+    @property
+    def values(self) -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(self.values_json)
+        return doc
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {k: v for k, v in to_dict(self).items() if k != "values_json"}
+        return {**doc, **self.values}
+
+    def table(self) -> tuple[dict[str, list], list, str]:
+        """A row per figure the statistic states."""
+        names = list(self.figures)
+        return {"value": [self.figures[n] for n in names]}, names, "figure"
+
+
+class SecureSumProtocol(FederatedProtocol):
+    """The `FederatedProtocol` of one declared statistic."""
+
+    def __init__(self, statistic: SecureSumStatistic, *, plugin: bool = False) -> None:
+        self.statistic = statistic
+        self.name = statistic.name  # type: ignore[misc]
+        self.request_type = statistic.request_type  # type: ignore[misc]
+        self.spec_type = statistic.spec_type  # type: ignore[misc]
+        self.takes_bounds = statistic.takes_bounds  # type: ignore[misc]
+        self.plugin = plugin
+
+    def result_file(self, label: str) -> str | None:
+        if label != self.statistic.name:
+            return None
+        return self.statistic.output_file or f"{self.statistic.name}.json"
+
+    # ---------------------------------------------------------------- aggregator side
+
+    def encoding(
+        self, spec: Any, common: Common, dp: bool, noise_bound: int = 0, bound: float = 0.0
+    ) -> ShareEncoding:
+        """The share encoding of a plan: the scale, the value bound (a DP round's: its
+        row-norm bound) and the data bound the declared blocks give."""
+        f = common.scale_bits or (DP_DEFAULT_SCALE_BITS if dp else DEFAULT_SCALE_BITS)
+        b = bound or common.value_bound or DEFAULT_VALUE_BOUND
+        # slots sized for the invited owners: the CSP sums at most one share of each
+        max_owners = common.n_invited
+        count_bits = f if dp else 0
+        max_rows = DEFAULT_MAX_ROWS_PER_OWNER
+        check_parameters(f, b, max_rows, max_owners, count_bits)
+        blocks = self.statistic.blocks(spec, b)
+        return ShareEncoding(
+            scale_bits=f,
+            value_bound=b,
+            data_bound=data_bound(blocks, max_rows, f, count_bits),
+            max_owners=max_owners,
+            count_scale_bits=count_bits,
+            noise_bound=noise_bound,
+        )
+
+    def plan(self, request: Any, common: Common) -> StatisticPlan:
+        spec = self.statistic.spec(request)
+        min_owners, deadline = common.quorum(), common.deadline()
+        if common.dp is None:
+            return StatisticPlan(
+                self.statistic.name,
+                spec,
+                min_owners,
+                deadline,
+                self.encoding(spec, common, dp=False),
+            )
+        f = common.scale_bits or DP_DEFAULT_SCALE_BITS
+        features = self.statistic.features(spec)
+        dp, noise_bound, sens, _ = plan_dp(
+            common.dp,
+            features,
+            lambda c: integer_sensitivity(self.statistic.blocks(spec, c), f, f),
+            n_values(self.statistic.blocks(spec, 1.0)),
+            f,
+            min_owners,
+        )
+        enc = self.encoding(spec, common, True, noise_bound, dp.row_norm_bound)
+        return StatisticPlan(self.statistic.name, spec, min_owners, deadline, enc, dp, sens)
+
+    def next_round(self, plan: StatisticPlan, state: None, index: int) -> RoundPlan:
+        n_vals = n_values(self.statistic.blocks(plan.spec, plan.encoding.value_bound))
+        if plan.dp is not None and plan.dp.counts_clipped:
+            n_vals += 1
+        dimension = len(self.statistic.features(plan.spec))
+        return RoundPlan(plan.spec, plan.label, plan.encoding, n_vals, plan.dp, dimension=dimension)
+
+    def finish_round(self, plan: StatisticPlan, state: None, outcome: Outcome) -> Step:
+        start = time.perf_counter()
+        fields = self.result_of(plan, outcome.require_totals(), outcome.n_owners)
+        outcome.timings["statistics_seconds"] = time.perf_counter() - start
+        dp = None
+        if plan.dp is not None and plan.sensitivity is not None:
+            start = time.perf_counter()
+            truth = round_truth(
+                plan.dp,
+                outcome,
+                lambda t: self.release_figures(plan, t, outcome.n_owners),
+                float(fields.get("n_rows", 0) or 0),
+                plan.encoding.count_scale_bits,
+            )
+            fields = self.statistic.with_noise(plan.spec, fields, truth.figure_noise_std)
+            outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
+            dp = dp_facts(
+                "distributed Skellam noise on every encoded total",
+                plan.dp,
+                plan.sensitivity,
+                truth,
+                skellam_mu_aggregate=plan.dp.aggregate_mu(outcome.n_owners),
+                noise_std_per_value=plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits),
+                note=(
+                    "every value clipped to its column's public bounds and scaled to [-1, 1], "
+                    if plan.dp.bounds
+                    else ""
+                )
+                + "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+            )
+        return Step(self.make_result(plan, fields, outcome, dp))
+
+    def make_result(self, plan: StatisticPlan, fields: dict, outcome: Outcome, dp: Any) -> Any:
+        if self.statistic.result_type is None:
+            return StatisticResult(
+                protocol=self.statistic.name,
+                version=self.statistic.version,
+                values_json=json.dumps(to_dict(fields), sort_keys=True),
+                figures=self.statistic.figures(plan.spec, fields),
+                **outcome.facts(),
+                dp=dp,
+            )
+        return self.statistic.result_type(
+            protocol=self.statistic.name, **fields, **outcome.facts(), dp=dp
+        )
+
+    def result_of(self, plan: StatisticPlan, totals: list[int], n_owners: int) -> dict[str, Any]:
+        """The statistic's result fields from a round's totals (the clipped-rows count of a
+        bounded release set aside)."""
+        enc = plan.encoding
+        totals, _ = split_clip_count(totals, plan.dp, enc.count_scale_bits)
+        blocks = self.statistic.blocks(plan.spec, enc.value_bound)
+        release = Release(
+            noisy=plan.dp is not None,
+            noise_std=plan.dp.noise_std(n_owners, enc.scale_bits) if plan.dp is not None else 0.0,
+            bounds=plan.dp.bounds if plan.dp is not None else (),
+            n_owners=n_owners,
+            bound=enc.value_bound,
+        )
+        return self.statistic.result(
+            plan.spec, Totals(blocks, totals, enc.scale_bits, enc.count_scale_bits), release
+        )
+
+    def release_figures(self, plan: StatisticPlan, totals: list[int], n_owners: int) -> dict:
+        return self.statistic.figures(plan.spec, self.result_of(plan, totals, n_owners))
+
+    def preview_data(
+        self, plan: StatisticPlan, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        return self.statistic.preview_data(plan.spec, columns, rng)
+
+    def noise_preview(self, plan: StatisticPlan, rows: int | None = None) -> dict:
+        """What the noise of a DP round does, from public parameters only: the noise std per
+        released value, and per block whether it exceeds the largest total `rows` rows can
+        give (the check a real round meets before anyone is invited)."""
+        doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
+        doc["noise_std_per_value"] = sigma
+        if rows is None:
+            return doc
+        if rows < 1:
+            raise DataError("rows must be at least 1", field="rows")
+        blocks = self.statistic.blocks(plan.spec, plan.encoding.value_bound)
+        # counts are encoded at the sums' scale in a DP round: one noise std fits both
+        checks = [SignalCheck(f"total {b.name}", sigma, rows * b.row_bound) for b in blocks]
+        doc["signal_checks"] = [c.to_dict() for c in checks]
+        return doc
+
+    # ---------------------------------------------------------------- owner side
+
+    def columns(self, spec: Any) -> list[str]:
+        return [*self.statistic.features(spec), *self.statistic.other_columns(spec)]
+
+    def request_columns(self, request: Any) -> list[str]:
+        return self.columns(self.statistic.spec(request))
+
+    def dimension(self, spec: Any) -> int:
+        return len(self.statistic.features(spec))
+
+    def check(
+        self, spec: Any, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
+    ) -> None:
+        if enc is None or enc.rotation_dimension:
+            raise ProtocolError(f"a {self.statistic.name} round needs a plain encoding")
+        self.statistic.check_spec(spec)
+        blocks = self.statistic.blocks(spec, enc.value_bound)
+        require_bound(
+            enc, data_bound(blocks, enc.max_rows_per_owner, enc.scale_bits, enc.count_scale_bits)
+        )
+        if dp is not None:
+            require_same_count_scale(enc)
+            verify_dp(
+                dp,
+                self.statistic.features(spec),
+                self.dp_sensitivity(spec, enc, dp),
+                n_values(blocks),
+                enc,
+            )
+
+    def dp_sensitivity(self, spec: Any, enc: ShareEncoding | None, dp: DpSpec) -> noise.Sensitivity:
+        if enc is None:
+            raise ProtocolError(f"a {self.statistic.name} round needs an encoding")
+        blocks = self.statistic.blocks(spec, dp.row_norm_bound)
+        return integer_sensitivity(blocks, enc.scale_bits, enc.count_scale_bits)
+
+    def describe(self, spec: Any, dp: DpSpec | None) -> str:
+        return self.statistic.describe(spec) + clip_note(dp)
+
+    def share_values(
+        self,
+        spec: Any,
+        enc: ShareEncoding,
+        dp: DpSpec | None,
+        site: SiteData,
+        timings: dict[str, float],
+    ) -> list[int]:
+        start = time.perf_counter()
+        features = list(self.statistic.features(spec))
+        table = site.read(self.columns(spec))
+        x = table.matrix(features)
+        clipped = np.zeros(len(x), dtype=bool)
+        if dp is not None:
+            x, clipped = clip_for_release(x, features, dp)
+        validate_rows(x, features, enc)
+        rows = Rows(x, table, enc.value_bound, dp is not None)
+        sums = self.statistic.sums(spec, rows)
+        timings["statistics_seconds"] = time.perf_counter() - start
+        values = encode_blocks(self.statistic.blocks(spec, enc.value_bound), sums, enc)
+        if dp is not None and dp.counts_clipped:
+            values.append(clip_count_value(clipped, enc.count_scale_bits))
+        return values

@@ -1,0 +1,249 @@
+"""What a secure-sum statistic declares: the one interface a protocol author (or a plugin) writes.
+
+A secure-sum statistic is additive: each owner sums something over its rows, the CSP reveals
+only the total over a quorum of owners, and the aggregator turns the totals into a result. So a
+statistic states four things and nothing else:
+
+- its **layout**: the blocks of values one share carries (`Block`), each with the most one row
+  can add to a value (`row_bound`, which sizes the encoding) and how far one row can move the
+  block (`l1`, `l2`: the DP sensitivity), both at a public bound on the row's values;
+- its **sums** over an owner's rows (`sums`), vectorized, one array per block;
+- how the released totals become its **result** (`result`), and the **figures** that result
+  states (what the DP preview and the release's noise report speak of);
+- its request and spec types (frozen dataclasses; the spec is what owners receive).
+
+`leteo_fed.protocols.secure_sum.SecureSumProtocol` does everything else once, for every
+statistic: planning, the owner's replay of the spec, clipping and public bounds, the fixed-point
+encoding and its bounds, the DP calibration, the owner's check of the announced noise, the
+charge, the ledger text, the noise preview and the release's noise report. The test kit
+(`leteo_fed.testing.statistic_kit`) checks a declaration by brute force.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+import numpy as np
+
+from leteo_fed.errors import ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.privacy.bounds import ColumnBounds
+
+SUM: Literal["sum"] = "sum"  # a real-valued sum, encoded at 2^scale_bits
+COUNT: Literal["count"] = "count"  # a count of rows, encoded exactly (at 2^count_scale_bits)
+
+RequestT = TypeVar("RequestT")
+SpecT = TypeVar("SpecT")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A run of `size` values in one share.
+
+    `row_bound`: the largest |value| one row adds to any value of the block (a count: 1), at the
+    round's bound b on every feature value (|x_j| <= b; a DP round's rows have L2 norm <= b).
+    `l1`, `l2`: how far adding or removing one row moves the block, as L1 and L2 norms, in
+    real units, at a DP round's row-norm bound b. Both are the statistic's promise, checked by
+    the test kit by brute force."""
+
+    name: str
+    size: int
+    row_bound: float
+    l1: float
+    l2: float
+    kind: Literal["sum", "count"] = SUM
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ProtocolError(f"block {self.name!r} has no values")
+        if self.kind not in (SUM, COUNT):
+            raise ProtocolError(f"block {self.name!r}: kind must be {SUM!r} or {COUNT!r}")
+        for what in ("row_bound", "l1", "l2"):
+            value = getattr(self, what)
+            if not (math.isfinite(value) and value >= 0):
+                raise ProtocolError(f"block {self.name!r}: {what} must be finite and >= 0")
+
+
+def n_values(blocks: Sequence[Block]) -> int:
+    return sum(b.size for b in blocks)
+
+
+def data_bound(blocks: Sequence[Block], max_rows: int, scale_bits: int, count_bits: int) -> int:
+    """The largest |encoded value| of one owner's share: `max_rows` rows each adding at most
+    `row_bound` to a value, at that block's scale."""
+    out = 1
+    for b in blocks:
+        bits = count_bits if b.kind == COUNT else scale_bits
+        out = max(out, math.ceil(max_rows * b.row_bound) << bits)
+    return out
+
+
+def integer_sensitivity(
+    blocks: Sequence[Block], scale_bits: int, count_bits: int
+) -> noise.Sensitivity:
+    """The sensitivity of one owner's encoded share, in integer units: a sum block's real-unit
+    sensitivity times 2^f plus the rounding slack (|round(aF) - round(bF)| <= |a - b| F + 1 per
+    value); a count block's exactly, at 2^count_scale_bits."""
+    l1, l2_squared, n = 0.0, 0.0, 0
+    for b in blocks:
+        if b.kind == COUNT:
+            unit = float(2**count_bits)
+            l1 += b.l1 * unit
+            l2_squared += (b.l2 * unit) ** 2
+        else:
+            unit = float(2**scale_bits)
+            l1 += b.l1 * unit + b.size
+            l2_squared += (b.l2 * unit + math.sqrt(b.size)) ** 2
+        n += b.size
+    l2 = math.sqrt(l2_squared)
+    return noise.Sensitivity(l1=min(l1, math.sqrt(n) * l2), l2=l2)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """An owner's rows as a statistic reads them: `x` the feature columns (n x d, clipped and,
+    with public bounds, scaled to [-1, 1] in a DP round), `table` the site's table for its
+    other columns (labels, weights), `bound` the round's bound on every feature value."""
+
+    x: np.ndarray
+    table: Any  # leteo_fed.protocols.base.SiteTable
+    bound: float
+    dp: bool = False
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[0])
+
+    def column(self, name: str) -> np.ndarray:
+        """A numeric column outside the features, as float64 (check its own bounds)."""
+        return np.asarray(self.table.matrix([name])[:, 0], dtype=np.float64)
+
+    def labels(self, name: str) -> list[str]:
+        return list(self.table.labels(name))
+
+
+class Totals:
+    """The released totals of a round, block by block: exact integers and their real values."""
+
+    def __init__(
+        self, blocks: Sequence[Block], totals: Sequence[int], scale_bits: int, count_bits: int
+    ) -> None:
+        if len(totals) != n_values(blocks):
+            raise ProtocolError(f"expected {n_values(blocks)} totals, got {len(totals)}")
+        self._parts: dict[str, tuple[list[int], int]] = {}
+        start = 0
+        for b in blocks:
+            bits = count_bits if b.kind == COUNT else scale_bits
+            self._parts[b.name] = (list(totals[start : start + b.size]), bits)
+            start += b.size
+
+    def exact(self, name: str) -> list[Fraction]:
+        """A block's totals as exact rationals (what integer arithmetic on them needs)."""
+        values, bits = self._parts[name]
+        return [Fraction(v, 1 << bits) for v in values]
+
+    def real(self, name: str) -> np.ndarray:
+        """A block's totals in real units (one rounding per value)."""
+        values, bits = self._parts[name]
+        return np.array([math.ldexp(float(v), -bits) for v in values], dtype=np.float64)
+
+    def count(self, name: str) -> float:
+        """A one-value block (a row count) in real units."""
+        return float(self.real(name)[0])
+
+
+@dataclass(frozen=True)
+class Release:
+    """What the aggregator knows of a round when it turns totals into a result: whether the
+    totals are noisy, the noise's std per sum value in real units (0 without DP), the public
+    bounds the features were scaled from (empty: natural units or no DP), the owners summed."""
+
+    noisy: bool
+    noise_std: float
+    bounds: tuple[ColumnBounds, ...]
+    n_owners: int
+    bound: float  # the bound every feature value met (the row-norm bound of a DP round)
+
+
+class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
+    """A secure-sum statistic as its author declares it (see the module's docstring).
+
+    Class attributes: `name` (the registry and payload name), `version` (signed in a plugin's
+    round: owners refuse a round of another version), `request_type` and `spec_type` (frozen
+    dataclasses), `result_type` (a `results.Result` dataclass built from `result`'s fields, with its proto
+    message; a plugin has none and gets `secure_sum.StatisticResult`),
+    `summary` (the result fields the CLI prints on one line) and `help` (the command's text)."""
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    request_type: ClassVar[type]
+    spec_type: ClassVar[type]
+    result_type: ClassVar[type | None] = None  # None: `secure_sum.StatisticResult`
+    output_file: ClassVar[str] = ""  # "" : <name>.json
+    summary: ClassVar[tuple[str, ...]] = ()
+    help: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    takes_bounds: ClassVar[bool] = True  # DP features may be clipped to public bounds
+
+    # ---------------------------------------------------------------- what is asked
+
+    @abstractmethod
+    def spec(self, request: RequestT) -> SpecT:
+        """The spec owners receive for a request, validated (DataError naming the field)."""
+
+    @abstractmethod
+    def features(self, spec: SpecT) -> tuple[str, ...]:
+        """The numeric columns a round reads as x (bounded, clipped and scaled in DP)."""
+
+    def other_columns(self, spec: SpecT) -> tuple[str, ...]:
+        """Columns read beside the features (labels, weights): the statistic bounds them."""
+        return ()
+
+    def check_spec(self, spec: SpecT) -> None:
+        """The owner's check of a spec as relayed, beyond the replay (ProtocolError)."""
+        return None
+
+    # ---------------------------------------------------------------- what an owner sends
+
+    @abstractmethod
+    def blocks(self, spec: SpecT, bound: float) -> tuple[Block, ...]:
+        """The share's layout at a bound b on every feature value (a DP round: on each row's
+        L2 norm): each block's size, most one row adds, and sensitivity."""
+
+    @abstractmethod
+    def sums(self, spec: SpecT, rows: Rows) -> Mapping[str, np.ndarray]:
+        """This owner's sums, one array per block (by name), real units; counts as numbers."""
+
+    # ---------------------------------------------------------------- what the totals give
+
+    @abstractmethod
+    def result(self, spec: SpecT, totals: Totals, release: Release) -> dict[str, Any]:
+        """The result's fields from the released totals (noisy ones post-processed: DataError
+        if the noise leaves nothing to release)."""
+
+    @abstractmethod
+    def figures(self, spec: SpecT, result: Mapping[str, Any]) -> dict[str, float]:
+        """The figures a result states, by name: what the release's noise report and the
+        preview give the noise of."""
+
+    def with_noise(
+        self, spec: SpecT, result: dict[str, Any], noise_std: Mapping[str, float]
+    ) -> dict[str, Any]:
+        """A DP result once each figure's noise std is known (e.g. intervals widened by it)."""
+        return result
+
+    def describe(self, spec: SpecT) -> str:
+        """The ledger's note of a round."""
+        return f"{self.name} of {len(self.features(spec))} column(s)"
+
+    def preview_data(
+        self, spec: SpecT, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The preview's simulated rows made fit for this statistic (e.g. a label column), and
+        what that adds to the stated assumption."""
+        return columns, ""

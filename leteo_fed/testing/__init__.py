@@ -1,0 +1,1 @@
+"""Tools for authors of statistics and deployments: the statistic test kit."""
