@@ -54,7 +54,7 @@ dir = {_q(tls_dir)}                         # ca.crt, the *-ca.crt authorities, 
 # Columns a round may read. EMPTY ON PURPOSE: no column is shared until you list it, e.g.
 # columns = ["age", "score", "grade"]. `owner check` reports it until you do.
 columns = []
-protocols = ["*"]                    # or some of: pca, dca, lda, mdr, kmeans, ldp, ldp_naive_bayes, weighted_stats, linreg, crosstab, quantiles, logreg, naive_bayes
+protocols = ["*"]                    # or some of: pca, dca, lda, mdr, kmeans, ldp, ldp_naive_bayes, weighted_stats, linreg, crosstab, quantiles, logreg, naive_bayes, correlation
 analysts = ["*"]                     # analysts (certificate names) who may start rounds here
 # Every round needs this many other sites in its quorum; analysts ask for a quorum of
 # {DEFAULT_QUORUM} by default, which satisfies {p.min_other_owners}.

@@ -34,6 +34,7 @@ DEMO_POLICY: dict[str, Any] = {
         "quantiles",
         "logreg",
         "naive_bayes",
+        "correlation",
     ],
     "non_dp_repeats": 1000,  # test suites rerun the same query many times
     "non_dp_window_days": 30,
