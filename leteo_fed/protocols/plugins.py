@@ -58,6 +58,7 @@ class PluginDispatch(FederatedProtocol):
     request_type = StatisticRequest
     spec_type = StatisticSpec
     plugin = True
+    takes_bounds = True  # each plugin's adapter refuses bounds its statistic does not take
 
     # ---------------------------------------------------------------- the wire
 

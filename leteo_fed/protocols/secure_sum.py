@@ -205,6 +205,11 @@ class SecureSumProtocol(FederatedProtocol):
                 deadline,
                 self.encoding(spec, common, dp=False),
             )
+        if common.dp.bounds and not self.statistic.takes_bounds:
+            raise DataError(
+                f"{self.statistic.name} takes no per-column bounds (give row_norm_bound)",
+                field="bounds",
+            )
         f = common.scale_bits or DP_DEFAULT_SCALE_BITS
         features = self.statistic.features(spec)
         dp, noise_bound, sens, _ = plan_dp(

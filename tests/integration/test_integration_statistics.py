@@ -102,7 +102,7 @@ def test_dp_correlation_states_its_noise_and_widens_its_intervals(deployment, tm
         e = noise[name]
         # the owners' noise is not seeded: 5 stated std of the release's own noise, plus the
         # clipping bias (Adult's values lie within these bounds: none)
-        assert 0 < e and abs(result["correlation"][i][j] - ref[i, j]) <= 5 * e, (name, e)
+        assert e > 0 and abs(result["correlation"][i][j] - ref[i, j]) <= 5 * e, (name, e)
         # the interval holds sampling and noise: wider than the sampling-only one
         width = result["ci_upper"][i][j] - result["ci_lower"][i][j]
         sampling = 2 * 1.96 * (1 - ref[i, j] ** 2) / np.sqrt(len(x) - 3)
@@ -110,9 +110,7 @@ def test_dp_correlation_states_its_noise_and_widens_its_intervals(deployment, tm
     assert "DP noise" in result["interval"]
 
 
-def test_the_plugin_runs_where_sites_list_it_and_is_refused_by_name_elsewhere(
-    deployment, tmp_path
-):
+def test_the_plugin_runs_where_sites_list_it_and_is_refused_by_name_elsewhere(deployment, tmp_path):
     from leteo_skewness import SkewnessRequest
 
     cluster, client, x, parts = deployment
@@ -135,9 +133,7 @@ def test_the_plugin_runs_where_sites_list_it_and_is_refused_by_name_elsewhere(
     assert result["protocol"] == "skewness" and result["version"] == "1.0.0"
     for j, c in enumerate(COLUMNS):
         assert result["skewness"][c] == pytest.approx(stats.skew(listed[:, j]), rel=1e-9)
-        assert result["excess_kurtosis"][c] == pytest.approx(
-            stats.kurtosis(listed[:, j]), rel=1e-7
-        )
+        assert result["excess_kurtosis"][c] == pytest.approx(stats.kurtosis(listed[:, j]), rel=1e-7)
     # the Python API runs the plugin's own request; site-3 never listed it
     with pytest.raises(RoundFailed) as failed:
         client.run(

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from leteo_skewness import SkewnessRequest, SkewnessStatistic
 from scipy import stats
 
 from leteo_fed.testing.statistic_kit import check_statistic
-from leteo_skewness import SkewnessRequest, SkewnessStatistic
 
 RNG = np.random.default_rng(7)
 X = np.column_stack([RNG.gamma(2.0, 3.0, 150), RNG.normal(50, 10, 150)])

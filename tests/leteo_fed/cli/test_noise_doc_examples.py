@@ -60,5 +60,21 @@ def test_bounded_release_dry_runs_of_dp_release_md_run_as_pasted(argv, capsys):
     assert "assumed:" in out.err and "a sixth of their width" in out.err
 
 
+@pytest.mark.parametrize("argv", _examples("correlation.md"), ids=lambda a: a[0])
+def test_correlation_md_dry_run_runs_as_pasted(argv, capsys):
+    """A command made from the statistic's declaration previews like the others: every
+    coefficient with a positive expected error, none buried at this epsilon and row count."""
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out.splitlines()[0])
+    assert set(doc["expected_error"]) == {
+        "r(age, education-num)",
+        "r(age, hours-per-week)",
+        "r(education-num, hours-per-week)",
+    }
+    assert all(0 < e < 0.2 for e in doc["expected_error"].values())
+    assert doc["noise_buries"] == []
+
+
 def test_dp_release_md_shows_every_bounded_command():
     assert {a[0] for a in _examples("dp-release.md")} >= {"pca", "linreg", "stats"}
