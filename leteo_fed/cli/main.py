@@ -36,7 +36,6 @@ from leteo_fed.cli import (
     simulate,
     statistics,
     synthesize,
-    weighted_stats,
 )
 from leteo_fed.cli.options import join_negative_values
 from leteo_fed.errors import LeteoError, PeerUnavailable
@@ -81,13 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     kmeans.add_parsers(sub, demo)  # kmeans; demo kmeans
     dp_kmeans.add_parser(sub)
     synthesize.add_parser(sub)
-    weighted_stats.add_parser(sub)  # stats
     linreg.add_parser(sub)
     logreg.add_parser(sub)
     crosstab.add_parser(sub)
     quantiles.add_parser(sub)
     naive_bayes.add_parser(sub)
-    statistics.add_parsers(sub)  # correlation, and every installed plugin statistic
+    statistics.add_parsers(sub)  # stats, correlation, and every installed plugin statistic
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)
     simulate.add_parser(sub)

@@ -86,7 +86,7 @@ def request_from_args(request_type: type, args: argparse.Namespace) -> Any:
 def add_parser(sub: SubParsers, protocol: Any) -> None:
     """The command of one statistic (`protocol`: its `SecureSumProtocol`)."""
     statistic = protocol.statistic
-    name = command_name(statistic.name)
+    name = statistic.command or command_name(statistic.name)
     result_file = protocol.result_file(statistic.name)
     out = Path("out") / name
     p = sub.add_parser(
@@ -135,13 +135,16 @@ def print_noise(protocol: Any, plan: Any, rows: int | None) -> int:
     """`--dry-run` without public bounds: the noise of every released value and, at --rows,
     each block's total against its largest value; nothing is sent."""
     doc = print_preview(plan, protocol.noise_preview, rows)
+    sigma = plan.dp.noise_std(plan.dp.quorum, plan.encoding.scale_bits)
     print(
-        f"each released value carries noise of std {doc['noise_std_per_value']:.4g} (epsilon "
+        f"each released value carries noise of std {sigma:.4g} (epsilon "
         f"{doc['epsilon']:g}, delta {doc['delta']:g}, rows clipped to {doc['row_norm_bound']:g})",
         file=sys.stderr,
     )
     if rows is None:
-        print("give --rows N to check each total against its largest value", file=sys.stderr)
+        print("give --rows N for the expected error of each released figure", file=sys.stderr)
+    for figure, error in (doc.get("expected_error") or {}).items():
+        print(f"  {figure} +/- {error:.4g} (1 std)", file=sys.stderr)
     print_verdict(doc)
     return 0
 

@@ -27,6 +27,7 @@ import numpy as np
 from leteo_fed import defaults
 from leteo_fed.encoding.packing import check_finite_and_bounded, encode_fixed
 from leteo_fed.encoding.share import (
+    DEFAULT_MAX_OWNERS,
     DEFAULT_MAX_ROWS_PER_OWNER,
     ShareEncoding,
     check_parameters,
@@ -98,6 +99,30 @@ def validate_rows(x: np.ndarray, features: list[str], enc: ShareEncoding) -> Non
             rule="rows",
         )
     check_finite_and_bounded(x, features, enc.value_bound)
+
+
+def statistic_encoding(
+    blocks: tuple[Block, ...],
+    *,
+    scale_bits: int,
+    value_bound: float,
+    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
+    max_owners: int = DEFAULT_MAX_OWNERS,
+    count_scale_bits: int = 0,
+    noise_bound: int = 0,
+) -> ShareEncoding:
+    """The encoding of a share laid out as `blocks` (declared at `value_bound`): its data
+    bound is what `max_rows_per_owner` rows can add up to, block by block."""
+    check_parameters(scale_bits, value_bound, max_rows_per_owner, max_owners, count_scale_bits)
+    return ShareEncoding(
+        scale_bits=scale_bits,
+        value_bound=value_bound,
+        data_bound=data_bound(blocks, max_rows_per_owner, scale_bits, count_scale_bits),
+        max_rows_per_owner=max_rows_per_owner,
+        max_owners=max_owners,
+        count_scale_bits=count_scale_bits,
+        noise_bound=noise_bound,
+    )
 
 
 def encode_blocks(
@@ -176,21 +201,15 @@ class SecureSumProtocol(FederatedProtocol):
         self, spec: Any, common: Common, dp: bool, noise_bound: int = 0, bound: float = 0.0
     ) -> ShareEncoding:
         """The share encoding of a plan: the scale, the value bound (a DP round's: its
-        row-norm bound) and the data bound the declared blocks give."""
+        row-norm bound), slots for the invited owners (the CSP sums at most one share of each)."""
         f = common.scale_bits or (DP_DEFAULT_SCALE_BITS if dp else DEFAULT_SCALE_BITS)
         b = bound or common.value_bound or DEFAULT_VALUE_BOUND
-        # slots sized for the invited owners: the CSP sums at most one share of each
-        max_owners = common.n_invited
-        count_bits = f if dp else 0
-        max_rows = DEFAULT_MAX_ROWS_PER_OWNER
-        check_parameters(f, b, max_rows, max_owners, count_bits)
-        blocks = self.statistic.blocks(spec, b)
-        return ShareEncoding(
+        return statistic_encoding(
+            self.statistic.blocks(spec, b),
             scale_bits=f,
             value_bound=b,
-            data_bound=data_bound(blocks, max_rows, f, count_bits),
-            max_owners=max_owners,
-            count_scale_bits=count_bits,
+            max_owners=common.n_invited,
+            count_scale_bits=f if dp else 0,
             noise_bound=noise_bound,
         )
 
@@ -305,6 +324,9 @@ class SecureSumProtocol(FederatedProtocol):
         """What the noise of a DP round does, from public parameters only: the noise std per
         released value, and per block whether it exceeds the largest total `rows` rows can
         give (the check a real round meets before anyone is invited)."""
+        own = self.statistic.preview(plan, rows)
+        if own is not None:
+            return own
         doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
         doc["noise_std_per_value"] = sigma
         if rows is None:

@@ -186,6 +186,7 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     result_type: ClassVar[type | None] = None  # None: `secure_sum.StatisticResult`
     output_file: ClassVar[str] = ""  # "" : <name>.json
     summary: ClassVar[tuple[str, ...]] = ()
+    command: ClassVar[str] = ""  # "" : the name, "_" as "-"
     help: ClassVar[str] = ""
     description: ClassVar[str] = ""
     takes_bounds: ClassVar[bool] = True  # DP features may be clipped to public bounds
@@ -236,6 +237,13 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     ) -> dict[str, Any]:
         """A DP result once each figure's noise std is known (e.g. intervals widened by it)."""
         return result
+
+    def preview(self, plan: Any, rows: int | None) -> dict[str, Any] | None:
+        """A DP round's preview from public parameters (`secure_sum.StatisticPlan`): the
+        statistic's own (its figures' expected errors under `expected_error`, the checks a real
+        round meets under `signal_checks`), or None for the adapter's: each block's total
+        against its largest value. Bounded releases are simulated instead (`dp_release`)."""
+        return None
 
     def describe(self, spec: SpecT) -> str:
         """The ledger's note of a round."""

@@ -74,13 +74,13 @@ def no_aggregator(monkeypatch):
         naive_bayes,
         quantiles,
         rounds,
-        weighted_stats,
+        statistics,
     )
 
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, weighted_stats, ldp, crosstab, quantiles, logreg, naive_bayes):
+    for module in (rounds, kmeans, statistics, ldp, crosstab, quantiles, logreg, naive_bayes):
         monkeypatch.setattr(module, "analyst_client", client)
 
 

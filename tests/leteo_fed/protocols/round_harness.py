@@ -52,3 +52,24 @@ def run_round(
     outcome.encoding = encoding_facts(enc, layout, rnd.n_values, 2048)
     result = protocol.finish_round(plan, None, outcome).result
     return result_from_proto(result_to_proto(result))
+
+
+# ------------------------------------------------------------------ a declared statistic's math
+
+
+def statistic_share(statistic: Any, spec: Any, x: np.ndarray, others: Mapping, enc: Any) -> list:
+    """One owner's encoded share of a declared statistic (`SecureSumStatistic`) on rows `x`
+    (the features, as a round hands them over) and its other columns: the owner's own code."""
+    from leteo_fed.protocols.secure_sum import encode_blocks
+    from leteo_fed.protocols.statistic import Rows
+
+    rows = Rows(np.asarray(x, dtype=np.float64), ArraySite(dict(others)).read([]), enc.value_bound)
+    return encode_blocks(statistic.blocks(spec, enc.value_bound), statistic.sums(spec, rows), enc)
+
+
+def statistic_totals(statistic: Any, spec: Any, totals: Sequence[int], enc: Any) -> Any:
+    """Summed shares as the `Totals` the statistic's `result` reads."""
+    from leteo_fed.protocols.statistic import Totals
+
+    blocks = statistic.blocks(spec, enc.value_bound)
+    return Totals(blocks, list(totals), enc.scale_bits, enc.count_scale_bits)

@@ -10,14 +10,37 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
+from round_harness import statistic_share, statistic_totals
 
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import weighted_stats as ws
 from leteo_fed.protocols.base import Common, DpRequest
+from leteo_fed.protocols.secure_sum import statistic_encoding
+from leteo_fed.protocols.statistic import integer_sensitivity, n_values
 
 RNG = np.random.default_rng(3)
+STAT = ws.WeightedStats()
+
+
+def _spec(d: int, weight_bound: float) -> ws.WeightedStatsSpec:
+    return ws.WeightedStatsSpec(tuple(f"c{j}" for j in range(d)), "w", weight_bound)
+
+
+def _encoding(spec, scale_bits=32, value_bound=1e6, max_rows_per_owner=2**31, **more):
+    blocks = STAT.blocks(spec, value_bound)
+    return statistic_encoding(
+        blocks,
+        scale_bits=scale_bits,
+        value_bound=value_bound,
+        max_rows_per_owner=max_rows_per_owner,
+        **more,
+    )
+
+
+def _share(spec, x, w, enc) -> list[int]:
+    return statistic_share(STAT, spec, x, {"w": w}, enc)
 
 
 def _data(n: int, d: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -36,13 +59,14 @@ def test_encode_sum_decode_equals_the_centralized_weighted_statistics():
     """Three sites' packed shares summed slot-wise (what the homomorphic sum does), offsets
     removed: the result equals NumPy's weighted mean and variance on pooled rows."""
     parts = [_data(n) for n in (40, 75, 13)]
-    enc = ws.encoding(value_bound=100.0, weight_bound=3.0, max_owners=3)
-    layout = enc.layout(2048)
     d = 3
-    packed = [pack(ws.encode_sums(ws.local_sums(x, w), enc, 10**6), layout) for x, w in parts]
+    spec = _spec(d, 3.0)
+    enc = _encoding(spec, value_bound=100.0, max_owners=3)
+    layout = enc.layout(2048)
+    packed = [pack(_share(spec, x, w, enc), layout) for x, w in parts]
     summed = [sum(col) for col in zip(*packed, strict=True)]
-    totals = slot_totals(unpack(summed, ws.n_values(d), layout), 3, layout)
-    got = ws.statistics(totals, d, enc, noisy=False)
+    totals = slot_totals(unpack(summed, n_values(STAT.blocks(spec, 100.0)), layout), 3, layout)
+    got = ws.statistics(statistic_totals(STAT, spec, totals, enc), d, 100.0, noisy=False)
     x = np.vstack([p[0] for p in parts])
     w = np.concatenate([p[1] for p in parts])
     mean, var = _reference(x, w)
@@ -53,27 +77,29 @@ def test_encode_sum_decode_equals_the_centralized_weighted_statistics():
 
 
 def test_encoding_refuses_a_value_beyond_its_bound():
-    enc = ws.encoding(scale_bits=8, value_bound=2.0, weight_bound=1.0, max_rows_per_owner=4)
+    spec = _spec(1, 1.0)
+    enc = _encoding(spec, scale_bits=8, value_bound=2.0, max_rows_per_owner=4)
     x = np.full((4, 1), 2.0)
-    ws.encode_sums(ws.local_sums(x, np.ones(4)), enc, 4)  # the worst case fits exactly
+    _share(spec, x, np.ones(4), enc)  # the worst case fits exactly
     with pytest.raises(Exception, match="exceeds the declared bound"):
-        ws.encode_sums(ws.local_sums(np.full((4, 1), 3.0), np.ones(4)), enc, 4)
+        _share(spec, np.full((4, 1), 3.0), np.ones(4), enc)
 
 
 def test_sensitivity_bounds_every_add_remove_neighbour():
     """Brute force: the integer share with and without each row (rows clipped to C, weights in
     [0, W]) never differs by more than the stated L1 and L2 sensitivity."""
     c, wb, f, d = 2.0, 3.0, 16, 3
-    enc = ws.encoding(f, c, wb, max_rows_per_owner=1000, count_scale_bits=f)
-    sens = ws.sensitivity(c, wb, f, d, f)
+    spec = _spec(d, wb)
+    enc = _encoding(spec, f, c, max_rows_per_owner=1000, count_scale_bits=f)
+    sens = integer_sensitivity(STAT.blocks(spec, c), f, f)
     x = noise.clip_rows(RNG.normal(scale=2.0, size=(150, d)), c)
     x[0] = [c, 0, 0]  # a row on the clip sphere with the largest weight
     w = RNG.uniform(0, wb, size=150)
     w[0] = wb
-    full = np.array(ws.encode_sums(ws.local_sums(x, w), enc, 1000), dtype=object)
+    full = np.array(_share(spec, x, w, enc), dtype=object)
     worst_l1 = worst_l2 = 0.0
     for i in range(len(x)):
-        part = ws.encode_sums(ws.local_sums(np.delete(x, i, 0), np.delete(w, i)), enc, 1000)
+        part = _share(spec, np.delete(x, i, 0), np.delete(w, i), enc)
         diff = np.array([float(a - b) for a, b in zip(full, part, strict=True)])
         worst_l1 = max(worst_l1, np.abs(diff).sum())
         worst_l2 = max(worst_l2, float(np.linalg.norm(diff)))

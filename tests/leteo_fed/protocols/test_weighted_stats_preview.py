@@ -1,7 +1,7 @@
 """`leteo-fed stats --dry-run`: the preview's expected errors are the errors a DP round has.
 
 Repeated releases through the protocol's own code: each of three owners encodes its sums
-(`local_sums`, `encode_sums`) and adds its Skellam share with `add_owner_noise`, exactly as an
+(`WeightedStats.sums`, encoded by the adapter's `encode_blocks`) and adds its Skellam share with `add_owner_noise`, exactly as an
 owner agent does; the totals are decoded by `statistics`, as the aggregator does. The standard
 deviation of the error of each mean and variance over the repetitions must match the preview
 (delta method, at the true means and variances) within 20%. 400 repetitions: the relative
@@ -12,18 +12,32 @@ than five standard errors. Seeded data; the noise itself comes from the owners' 
 from __future__ import annotations
 
 import numpy as np
+from round_harness import statistic_share, statistic_totals
 
 from leteo_fed.errors import DataError
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.weighted_stats import (
+    WeightedStats,
     WeightedStatsRequest,
-    encode_sums,
-    local_sums,
     noise_preview,
     statistics,
 )
+
+STAT = WeightedStats()
+
+
+def encode_sums(spec, x, enc) -> list[int]:
+    """An owner's share of its rows, each of weight 1 (the owner's own code)."""
+    return statistic_share(STAT, spec, x, {}, enc)
+
+
+def decoded(spec, totals, enc, noisy, noise_std=0.0) -> dict:
+    """The aggregator's means and variances of the summed shares."""
+    t = statistic_totals(STAT, spec, totals, enc)
+    return statistics(t, len(spec.features), enc.value_bound, noisy, noise_std)
+
 
 REPEATS = 400
 
@@ -39,14 +53,12 @@ def test_the_preview_matches_the_measured_error_of_means_and_variances():
     )
     enc = plan.encoding
     parts = np.array_split(x, 3)
-    shares = [
-        encode_sums(local_sums(p, np.ones(len(p))), enc, enc.max_rows_per_owner) for p in parts
-    ]
-    exact = statistics([sum(v) for v in zip(*shares, strict=True)], 2, enc, noisy=False)
+    shares = [encode_sums(plan.spec, p, enc) for p in parts]
+    exact = decoded(plan.spec, [sum(v) for v in zip(*shares, strict=True)], enc, noisy=False)
     errors = {"means": [], "variances": []}
     for _ in range(REPEATS):
         noisy = [add_owner_noise(s, plan.dp) for s in shares]
-        got = statistics([sum(v) for v in zip(*noisy, strict=True)], 2, enc, noisy=True)
+        got = decoded(plan.spec, [sum(v) for v in zip(*noisy, strict=True)], enc, noisy=True)
         for key in errors:
             errors[key].append(np.subtract(got[key], exact[key]))
     preview = noise_preview(plan, rows=len(x), means=exact["means"], variances=exact["variances"])
@@ -72,7 +84,7 @@ def test_stats_dry_run_prints_the_preview_and_contacts_nobody(capsys):
     out, err = capsys.readouterr()
     doc = json.loads(out)
     assert set(doc["mean_std_error"]) == {"a", "b"} and doc["quorum"] == 3
-    assert "mean +/-" in err
+    assert "mean of a +/-" in err and "variance of b +/-" in err
     assert main([*argv, "--dry-run"]) == 2
     assert "give --dp-epsilon" in capsys.readouterr().err
 
@@ -87,17 +99,14 @@ def test_a_noisy_variance_is_never_zero_or_negative():
     )
     enc = plan.encoding
     x = np.full((30, 1), 2.0)  # variance exactly 0
-    shares = [
-        encode_sums(local_sums(p, np.ones(len(p))), enc, enc.max_rows_per_owner)
-        for p in np.array_split(x, 3)
-    ]
+    shares = [encode_sums(plan.spec, p, enc) for p in np.array_split(x, 3)]
     sigma = plan.dp.noise_std(3, enc.scale_bits)
     got = []
     for _ in range(50):
         noisy = [add_owner_noise(s, plan.dp) for s in shares]
         totals = [sum(v) for v in zip(*noisy, strict=True)]
         try:
-            got.append(statistics(totals, 1, enc, noisy=True, noise_std=sigma)["variances"][0])
+            got.append(decoded(plan.spec, totals, enc, True, sigma)["variances"][0])
         except DataError:  # a noisy total weight at or below 0: refused, as documented
             continue
     assert got and min(got) > 0
