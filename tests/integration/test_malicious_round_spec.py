@@ -31,11 +31,14 @@ import pytest
 from deviating_aggregator import Decrypted, DeviatingAggregator, PlannedRound
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+from leteo_skewness import SkewnessRequest
 from sklearn.datasets import load_breast_cancer
 
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.protocols import registry
+from leteo_fed.protocols.correlation import CorrelationRequest
 from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import FeatureDomain, LdpRequest
@@ -65,7 +68,7 @@ DATA_REFUSALS = 3
 def _policy() -> str:
     return "\n".join(
         [
-            'protocols = ["*"]',
+            'protocols = ["*", "skewness"]',  # the example plugin (make test installs it)
             'columns = ["*"]',
             'analysts = ["*"]',
             "min_other_owners = 1",
@@ -341,6 +344,11 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
         ),
         "kmeans": request(
             "kmeans", KmeansRequest(k=2, centers=centers, iterations=3, features=tuple(cols))
+        ),
+        "correlation": request("correlation", CorrelationRequest(features=tuple(cols))),
+        "statistic": request(  # a plugin's request, as its name, version and JSON
+            "statistic",
+            registry.get("statistic").wire_request(SkewnessRequest(features=tuple(cols))),
         ),
         "weighted_stats": request(
             "weighted_stats",
