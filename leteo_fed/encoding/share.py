@@ -10,10 +10,18 @@ the slot layout from that. Owners never need the protocol's formula to pack: a v
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from leteo_fed.encoding.packing import DEFAULT_STATISTICAL_SECURITY, SlotLayout, make_layout
-from leteo_fed.errors import EncodingError, ProtocolError
+import numpy as np
+
+from leteo_fed.encoding.packing import (
+    DEFAULT_STATISTICAL_SECURITY,
+    SlotLayout,
+    check_finite_and_bounded,
+    make_layout,
+)
+from leteo_fed.errors import DataError, EncodingError, ProtocolError
 
 DEFAULT_MAX_ROWS_PER_OWNER = 2**31
 DEFAULT_MAX_OWNERS = 1024
@@ -67,6 +75,21 @@ class ShareEncoding:
     def per_owner_bound(self) -> int:
         """Largest |encoded value| one owner sends: its statistics plus its noise."""
         return self.data_bound + self.noise_bound
+
+    def check_rows(self, x: np.ndarray, columns: Sequence[str]) -> None:
+        """An owner's rows before they are summed: the declared shape, at least one row, no
+        more than the encoding allows, every value finite and within its value bound."""
+        if x.ndim != 2 or x.shape[1] != len(columns):
+            raise DataError(f"expected a {len(columns)}-column matrix, got shape {x.shape}")
+        if x.shape[0] == 0:
+            raise DataError("the data source has no rows", rule="rows")
+        if x.shape[0] > self.max_rows_per_owner:
+            raise DataError(
+                f"{x.shape[0]} rows exceed the round's max_rows_per_owner "
+                f"{self.max_rows_per_owner}",
+                rule="rows",
+            )
+        check_finite_and_bounded(x, columns, self.value_bound)
 
     def layout(self, key_bits: int) -> SlotLayout:
         return make_layout(

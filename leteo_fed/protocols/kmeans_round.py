@@ -25,7 +25,7 @@ from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
-from leteo_fed.protocols import dp_release, kmeans, pca, registry
+from leteo_fed.protocols import dp_release, kmeans, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -735,7 +735,7 @@ class KmeansProtocol(MultiRoundJob, FederatedProtocol):
         clipped = np.zeros(len(x), dtype=bool)
         if dp is not None:  # (bounds: scaled to [-1, 1];) rows clipped to norm C
             x, clipped = clip_for_release(x, features, dp)
-        pca.validate_rows(x, features, enc)
+        enc.check_rows(x, features)
         timings["read_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
         sums, counts = kmeans.cluster_stats(x, kmeans.assign(x, centers), spec.k)

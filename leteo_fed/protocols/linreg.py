@@ -49,7 +49,7 @@ from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
-from leteo_fed.protocols import dp_release, moments, moments_round, pca, registry
+from leteo_fed.protocols import dp_release, moments, moments_round, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -734,7 +734,7 @@ class LinregProtocol(FederatedProtocol):
                 x = noise.clip_rows(z[:, :-1], dp.row_norm_bound)  # finite: checked above
                 y = np.clip(z[:, -1], -spec.label_bound, spec.label_bound)
                 z = np.column_stack([x, y])
-            pca.validate_rows(z, columns, enc)
+            enc.check_rows(z, columns)
             mom = moments.local_moments(z, [None], [ALL_ROWS])
         timings["statistics_seconds"] = time.perf_counter() - start
         values = moments.encode_moments(

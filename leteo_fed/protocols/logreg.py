@@ -54,7 +54,7 @@ from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.protocols import dp_release, kmeans, moments_round, pca, registry
+from leteo_fed.protocols import dp_release, kmeans, moments_round, registry
 from leteo_fed.protocols.base import (
     Common,
     DpSpec,
@@ -1022,7 +1022,7 @@ class LogregProtocol(MultiRoundJob, FederatedProtocol):
         clipped = np.zeros(len(x), dtype=bool)
         if dp is not None:  # (bounds: scaled;) features clipped to L2 norm C
             x, clipped = clip_for_release(x, features, dp)
-        pca.validate_rows(x, features, enc)
+        enc.check_rows(x, features)
         timings["read_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
         g, h = local_statistics(x, y, beta)

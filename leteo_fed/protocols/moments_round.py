@@ -795,7 +795,7 @@ class MomentsProtocol(FederatedProtocol):
         clipped = np.zeros(x.shape[0], dtype=bool)
         if dp is not None:
             x, clipped = clip_for_release(x, features, dp)
-        pca.validate_rows(x, features, enc)
+        enc.check_rows(x, features)
         index: list[np.ndarray | None] = [
             moments.class_indices(table.labels(str(g.label_column)), g) for g in declared
         ]

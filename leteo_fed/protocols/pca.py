@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from leteo_fed.encoding.packing import check_finite_and_bounded
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError
 from leteo_fed.protocols import moments
@@ -32,19 +31,6 @@ class LocalStatistics:
     r: np.ndarray  # d x d, sum of x x^T
     v: np.ndarray  # d, sum of x
     q: int  # row count
-
-
-def validate_rows(x: np.ndarray, features: Sequence[str], enc: ShareEncoding) -> None:
-    if x.ndim != 2 or x.shape[1] != len(features):
-        raise DataError(f"expected a {len(features)}-column matrix, got shape {x.shape}")
-    if x.shape[0] == 0:
-        raise DataError("the data source has no rows", rule="rows")
-    if x.shape[0] > enc.max_rows_per_owner:
-        raise DataError(
-            f"{x.shape[0]} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}",
-            rule="rows",
-        )
-    check_finite_and_bounded(x, features, enc.value_bound)
 
 
 def local_statistics(x: np.ndarray) -> LocalStatistics:

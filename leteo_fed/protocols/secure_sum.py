@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from leteo_fed import defaults
-from leteo_fed.encoding.packing import check_finite_and_bounded, encode_fixed
+from leteo_fed.encoding.packing import encode_fixed
 from leteo_fed.encoding.share import (
     DEFAULT_MAX_OWNERS,
     DEFAULT_MAX_ROWS_PER_OWNER,
@@ -84,21 +84,6 @@ class StatisticPlan:
     encoding: ShareEncoding
     dp: DpSpec | None = None
     sensitivity: noise.Sensitivity | None = None
-
-
-def validate_rows(x: np.ndarray, features: list[str], enc: ShareEncoding) -> None:
-    """An owner's rows before they are summed: the declared shape, at least one row, no more
-    than the encoding allows, every value finite and within the round's bound."""
-    if x.ndim != 2 or x.shape[1] != len(features):
-        raise DataError(f"expected a {len(features)}-column matrix, got shape {x.shape}")
-    if x.shape[0] == 0:
-        raise DataError("the data source has no rows", rule="rows")
-    if x.shape[0] > enc.max_rows_per_owner:
-        raise DataError(
-            f"{x.shape[0]} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}",
-            rule="rows",
-        )
-    check_finite_and_bounded(x, features, enc.value_bound)
 
 
 def statistic_encoding(
@@ -394,7 +379,7 @@ class SecureSumProtocol(FederatedProtocol):
         clipped = np.zeros(len(x), dtype=bool)
         if dp is not None:
             x, clipped = clip_for_release(x, features, dp)
-        validate_rows(x, features, enc)
+        enc.check_rows(x, features)
         rows = Rows(x, table, enc.value_bound, dp is not None)
         sums = self.statistic.sums(spec, rows)
         timings["statistics_seconds"] = time.perf_counter() - start

@@ -14,7 +14,7 @@ import pytest
 
 from leteo_fed.encoding.packing import check_finite_and_bounded, encode_fixed
 from leteo_fed.errors import DataError, LeteoError
-from leteo_fed.protocols import moments, pca
+from leteo_fed.protocols import moments
 from leteo_fed.protocols.ldp_collection import LdpSpec, encode_column
 from leteo_fed.protocols.moments_round import encoding as moments_encoding
 from owner_agent.refusals import DATA_RULES, SENTENCES, Refusal, from_error
@@ -41,7 +41,7 @@ def test_every_problem_with_the_data_leaves_the_site_as_its_rule_only():
     cases = {
         "bounds": lambda: check_finite_and_bounded(x, ["a", "b"], 10.0),
         "values": lambda: check_finite_and_bounded(np.array([[np.nan, 1.0]]), ["a", "b"], 10.0),
-        "rows": lambda: pca.validate_rows(np.zeros((0, 2)), ["a", "b"], enc),
+        "rows": lambda: enc.check_rows(np.zeros((0, 2)), ["a", "b"]),
         "classes": lambda: moments.class_indices(
             ["x", "y", "secret"], moments.Grouping("label", ("x", "y"))
         ),
