@@ -308,7 +308,7 @@ def setup_for(cfg: BenchConfig, d: int, key_bits: int) -> ShareSetup:
 
 def share_values(owner: OwnerData, s: ShareSetup) -> list[int]:
     """The owner agent's statistics and encoding: validate, moments, fixed point."""
-    pca.validate_rows(owner.x, s.features, s.enc)
+    s.enc.check_rows(owner.x, s.features)
     index: list[np.ndarray | None] = []
     for g in s.declared:
         if owner.labels is None:
