@@ -76,8 +76,10 @@ def secure_sum(shares: Sequence[list[int]], layout: Any) -> list[int]:
 
 
 def run_round(protocol: SecureSumProtocol, request: Any, sites: Sequence[Columns]) -> Any:
-    """One round without a network: plan, every site's share, their packed sum, the result."""
-    plan = protocol.plan(request, Common(n_invited=len(sites), min_owners=len(sites)))
+    """One round without a network: plan, every site's share, their packed sum, the result
+    (one site: the pooled rows' share alone, planned as a round of two)."""
+    quorum = max(2, len(sites))
+    plan = protocol.plan(request, Common(n_invited=quorum, min_owners=quorum))
     rnd = protocol.next_round(plan, None, 1)
     enc = rnd.share_encoding
     arrays = [ArraySite(s) for s in sites]
@@ -117,25 +119,13 @@ def check_round_trip(
     plan, federated = run_round(protocol, request, sites)
     fields = federated.to_dict()
     mine = statistic.figures(plan.spec, fields)
-    alone = run_pooled(protocol, request, sites)
+    _, alone = run_round(protocol, request, [pooled(sites)])
     once = statistic.figures(plan.spec, alone.to_dict())
     for name, value in mine.items():
         _close(value, once[name], rtol, atol, f"figure {name!r}: sites summed vs pooled rows")
     if reference is not None:
         for name, value in reference(pooled(sites)).items():
             _close(fields[name], value, rtol, atol, f"field {name!r} vs your reference")
-
-
-def run_pooled(protocol: SecureSumProtocol, request: Any, sites: Sequence[Columns]) -> Any:
-    """The pooled rows as one owner's share, revealed as a total (the centralized run)."""
-    plan = protocol.plan(request, Common(n_invited=2, min_owners=2))
-    rnd = protocol.next_round(plan, None, 1)
-    enc = rnd.share_encoding
-    share = protocol.share_values(rnd.spec, enc, rnd.dp, ArraySite(pooled(sites)), {})
-    outcome = Outcome("kit-pooled", rnd, [], {"pooled": {}}, {})
-    outcome.totals = share
-    outcome.encoding = encoding_facts(enc, enc.layout(KEY_BITS), rnd.n_values, KEY_BITS)
-    return protocol.finish_round(plan, None, outcome).result
 
 
 def _rows(columns: Columns, x: np.ndarray, bound: float) -> Rows:
