@@ -31,8 +31,7 @@ from leteo_fed.cli.options import (
     add_demo_owners,
     add_features,
     add_out_folder,
-    add_owner_filter,
-    add_quorum,
+    add_round_flags,
     add_row_norm_bound,
     add_tls,
     add_value_bound,
@@ -103,14 +102,12 @@ def add_parsers(sub: SubParsers, demo: SubParsers) -> None:
     add_features(p)
     _add_common(p, Path("out/kmeans"), column_bounds=True)
     p.add_argument("--init-seed", type=int, default=0, help="seed of --init-bounds (default: 0)")
-    add_quorum(p, "quorum per iteration")
-    add_owner_filter(p)
-    p.add_argument(
-        "--scale-bits",
-        type=int,
-        default=0,
-        help=f"fixed-point fraction bits (default: {KMEANS_DEFAULT_SCALE_BITS}; "
-        f"DP {KMEANS_DP_DEFAULT_SCALE_BITS})",
+    add_round_flags(
+        p,
+        "quorum per iteration",
+        deadline=None,
+        scale_default=f"{KMEANS_DEFAULT_SCALE_BITS}; DP {KMEANS_DP_DEFAULT_SCALE_BITS}",
+        value_bound=False,
     )
     add_noise_flags(p, "each new center per iteration")
     add_tls(p, "analyst", "analyst")

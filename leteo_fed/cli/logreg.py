@@ -17,14 +17,11 @@ from leteo_fed.cli.noise import (
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,
-    add_deadline,
     add_dp_flags,
     add_features,
-    add_owner_filter,
-    add_quorum,
     add_result_output,
+    add_round_flags,
     add_tls,
-    add_value_bound,
     analyst_client,
     set_handler,
 )
@@ -93,11 +90,7 @@ def add_parser(sub: SubParsers) -> None:
         help="owners refuse coefficients beyond +/- this; without DP a step beyond it is "
         f"refused as separation (default: {DEFAULT_COEFFICIENT_BOUND:g})",
     )
-    add_quorum(p, "owners needed for each iteration")
-    add_deadline(p, "deadline of each iteration in seconds")
-    add_value_bound(p)
-    p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
-    add_owner_filter(p)
+    add_round_flags(p, "owners needed for each iteration", "deadline of each iteration in seconds")
     add_result_output(p, DEFAULT_OUT, RESULT_JSON, RESULT_PNG)
     add_dp_flags(p, bounds=True)
     add_noise_flags(p, "each coefficient")

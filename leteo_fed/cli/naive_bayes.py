@@ -21,13 +21,10 @@ from leteo_fed.cli.options import (
     DP_GROUP_TITLE,
     SubParsers,
     add_aggregator_address,
-    add_deadline,
     add_features,
-    add_owner_filter,
-    add_quorum,
     add_result_output,
+    add_round_flags,
     add_tls,
-    add_value_bound,
     analyst_client,
     csv_list,
     set_handler,
@@ -105,11 +102,7 @@ def add_parser(sub: SubParsers) -> None:
         default=None,
         help="categorical: additive smoothing of the value counts (default: 1)",
     )
-    add_quorum(p, "owners needed for a result")
-    add_deadline(p, "round deadline in seconds")
-    add_value_bound(p)
-    p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
-    add_owner_filter(p)
+    add_round_flags(p)
     add_result_output(p, DEFAULT_OUT, RESULT_FILE, PLOT_FILE)
     g = p.add_argument_group(DP_GROUP_TITLE)
     g.add_argument(

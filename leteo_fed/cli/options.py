@@ -208,6 +208,25 @@ def add_owner_filter(p: Container) -> None:
     )
 
 
+def add_round_flags(
+    p: Container,
+    quorum: str = "owners needed for a result",
+    deadline: str | None = "round deadline in seconds",
+    scale_default: str = "",
+    value_bound: bool = True,
+) -> None:
+    """The flags of every secure-sum round: its quorum, deadline, fixed point, value bound and
+    which sites are invited (`deadline` None: the command sets its own)."""
+    add_quorum(p, quorum)
+    if deadline is not None:
+        add_deadline(p, deadline)
+    if value_bound:
+        add_value_bound(p)
+    tail = f" (default: {scale_default})" if scale_default else ""
+    p.add_argument("--scale-bits", type=int, default=0, help=f"fixed-point fraction bits{tail}")
+    add_owner_filter(p)
+
+
 def add_out_folder(p: Container, default: Path) -> None:
     p.add_argument("--out", type=Path, default=default, help=f"output folder (default: {default})")
 

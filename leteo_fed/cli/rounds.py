@@ -22,15 +22,13 @@ from leteo_fed.cli.noise import (
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,
-    add_deadline,
     add_demo_insecure,
     add_demo_key_flags,
     add_demo_owners,
     add_dp_flags,
     add_features,
     add_out_folder,
-    add_owner_filter,
-    add_quorum,
+    add_round_flags,
     add_tls,
     add_value_bound,
     analyst_client,
@@ -132,16 +130,7 @@ def _add_round_args(p: argparse.ArgumentParser, default_out: Path) -> None:
     p.add_argument(
         "--components", type=int, default=0, help="number of components (default: the method's)"
     )
-    add_quorum(p, "quorum: minimum shares")
-    add_deadline(p, "round deadline in seconds")
-    add_value_bound(p)
-    p.add_argument(
-        "--scale-bits",
-        type=int,
-        default=0,
-        help=f"fixed-point fraction bits (default: {PCA_DEFAULT_SCALE_BITS})",
-    )
-    add_owner_filter(p)
+    add_round_flags(p, "quorum: minimum shares", scale_default=str(PCA_DEFAULT_SCALE_BITS))
     add_out_folder(p, default_out)
     _add_projection_flag(p)
     add_dp_flags(p, bounds=True)

@@ -21,12 +21,9 @@ from leteo_fed.cli.noise import add_noise_flags, check_locally, print_preview, p
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,
-    add_deadline,
     add_dp_flags,
-    add_owner_filter,
-    add_quorum,
+    add_round_flags,
     add_tls,
-    add_value_bound,
     analyst_client,
     csv_list,
     set_handler,
@@ -96,11 +93,7 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
     )
     add_aggregator_address(p)
     add_request_flags(p, statistic.request_type)
-    add_quorum(p, "owners needed for a result")
-    add_deadline(p, "round deadline in seconds")
-    add_value_bound(p)
-    p.add_argument("--scale-bits", type=int, default=0, help="fixed-point fraction bits")
-    add_owner_filter(p)
+    add_round_flags(p)
     p.add_argument(
         "--out",
         type=Path,
