@@ -50,10 +50,11 @@ log = logging.getLogger("leteo.aggregator")
 
 ANSWER_MARGIN_SECONDS = 1.0  # GetRound answers this long before the caller's deadline
 MAX_TIMINGS = 32  # phase timings one upload may report
-# the intakes an owner uploads to: encrypted shares or LDP reports, each read off its own stream
-Intake = TypeVar("Intake", SignedShares, ReportIntake)
 DEFAULT_JOB_LISTING = 50  # jobs ListJobs returns when the caller names no limit
 MAX_JOB_LISTING = 1000
+
+# the intakes an owner uploads to: encrypted shares or LDP reports, each read off its own stream
+Intake = TypeVar("Intake", SignedShares, ReportIntake)
 
 
 def check_address(address: str) -> None:
