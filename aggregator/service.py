@@ -12,12 +12,14 @@ import functools
 import logging
 import math
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from aggregator.owners import OwnerDirectory
-from aggregator.rounds.engine import SPARK_REPORT_THRESHOLD, RoundEngine, job_status
+from aggregator.rounds.engine import SPARK_REPORT_THRESHOLD, RoundEngine
+from aggregator.rounds.jobs import job_status
 from aggregator.rounds.report_intake import ReportIntake
 from aggregator.rounds.round import OPEN, Round, round_status
 from aggregator.rounds.secure_sum import SecureSum, SignedShares
@@ -50,6 +52,9 @@ ANSWER_MARGIN_SECONDS = 1.0  # GetRound answers this long before the caller's de
 MAX_TIMINGS = 32  # phase timings one upload may report
 DEFAULT_JOB_LISTING = 50  # jobs ListJobs returns when the caller names no limit
 MAX_JOB_LISTING = 1000
+
+# the intakes an owner uploads to: encrypted shares or LDP reports, each read off its own stream
+Intake = TypeVar("Intake", SignedShares, ReportIntake)
 
 
 def check_address(address: str) -> None:
@@ -220,8 +225,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         status = round_status(rnd)
         return None if status.state == OPEN else status
 
-    def _open_upload(self, request_iterator, context, reports: bool):
-        """Common start of an owner's upload stream: who, which round, and one upload each."""
+    def _open_upload(self, request_iterator, context, takes: type[Intake]):
+        """Common start of an owner's upload stream: who, which round (one whose intake `takes`
+        this kind of upload), and one upload each."""
         caller = require_role(context, "owner")
         first = next(request_iterator, None)
         if first is None or first.WhichOneof("part") != "header":
@@ -231,20 +237,23 @@ class AggregatorService(pb_grpc.AggregatorServicer):
             raise ProtocolError(f"owner '{caller.name}' cannot submit for '{header.site_id}'")
         timings = timings_from_header(header.timings)
         rnd = self.engine.round(header.round_id)
-        if isinstance(rnd.intake, ReportIntake) != reports:
-            kind = "LDP reports" if reports else "an encrypted share"
+        intake = rnd.intake
+        if not isinstance(intake, takes):
+            kind = "LDP reports" if takes is ReportIntake else "an encrypted share"
             raise ProtocolError(f"round {rnd.round_id} ({rnd.label}) does not take {kind}")
         rnd.begin_share(caller.name)
-        return caller, header, rnd, timings
+        return caller, header, rnd, intake, timings
 
     @rpc_method
     @_counting_refusals
     def SubmitShare(self, request_iterator, context):
-        caller, header, rnd, timings = self._open_upload(request_iterator, context, reports=False)
+        caller, header, rnd, intake, timings = self._open_upload(
+            request_iterator, context, SignedShares
+        )
         try:
-            self._check_header(rnd, header)
+            self._check_header(rnd, intake, header)
             view = (rnd.invited, rnd.min_owners, rnd.label)
-            share = rnd.intake.receive(caller.name, header, request_iterator, view)
+            share = intake.receive(caller.name, header, request_iterator, view)
         except BaseException:
             rnd.abort_share(caller.name)
             self.engine.upload_failed(rnd)
@@ -261,8 +270,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         self.engine.accepted(rnd, complete)
         return pb.Ack(ok=True, message=f"share accepted for {rnd.round_id}")
 
-    def _check_header(self, rnd: Round, header: pb.ShareHeader) -> None:
-        intake: SignedShares = rnd.intake
+    def _check_header(self, rnd: Round, intake: SignedShares, header: pb.ShareHeader) -> None:
         public = intake.public
         if header.key_id != public.key_id:
             raise ProtocolError(
@@ -287,8 +295,9 @@ class AggregatorService(pb_grpc.AggregatorServicer):
     @rpc_method
     @_counting_refusals
     def SubmitReports(self, request_iterator, context):
-        caller, header, rnd, timings = self._open_upload(request_iterator, context, reports=True)
-        intake: ReportIntake = rnd.intake
+        caller, header, rnd, intake, timings = self._open_upload(
+            request_iterator, context, ReportIntake
+        )
         declared = int(header.n_reports)
         parts, count = [], 0
         try:
@@ -449,9 +458,9 @@ def _always_active() -> bool:
 
 
 def _rebuild(signed_bytes: bytes):
-    """A kept job's signed request planned again after a restart (engine.Rebuild): the protocol,
-    its payload, the common fields for n invited owners, and the envelope relayed to owners.
-    Its signature was checked when the job started."""
+    """A kept job's signed request planned again after a restart (`recovery.Rebuild`): the
+    protocol, its payload, the common fields for n invited owners, and the envelope relayed to
+    owners. Its signature was checked when the job started."""
     try:
         signed = pb.Signed.FromString(signed_bytes)
         request = pb.RoundRequest.FromString(signed.body)

@@ -4,7 +4,7 @@ Below the report-volume threshold every validated chunk is folded into the proto
 accumulator with NumPy. Above it, chunks are validated just the same and written to files in a
 spill directory; at the end of the round Spark computes their support (`spark_ldp`) and it is
 added to whatever was folded in memory before the switch. The directory belongs to the round:
-`cleanup` deletes it, whatever the outcome.
+`cleanup` deletes it, whatever the outcome. A `RoundIntake` (`aggregator.rounds.intake`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from leteo_fed import extras
+from leteo_fed.encoding.packing import SlotLayout
 from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.protocols.base import Outcome
 from leteo_fed.protocols.ldp_collection import Accumulator, NbAccumulator
 
 log = logging.getLogger("leteo.aggregator")
@@ -36,6 +38,9 @@ class SpilledChunk:
 
 
 class ReportIntake:
+    key_id = ""  # reports are not encrypted: the spec names no key and no slot layout
+    layout: SlotLayout | None = None
+
     def __init__(
         self, accumulator: Accumulator | NbAccumulator, spill_dir: Path | None = None
     ) -> None:
@@ -148,6 +153,17 @@ class ReportIntake:
                 )
             self.accumulator.add(n, contribution, engine="spark")
         return self.accumulator
+
+    def reveal(self, outcome: Outcome) -> None:
+        """The round's estimate: the accumulator, the spilled chunks' support added."""
+        outcome.reports = self.finalize()
+        log.info(
+            "round %s: %s estimate from %d reports (%s path)",
+            outcome.round_id,
+            outcome.reports.spec.mechanism,
+            outcome.reports.n,
+            outcome.reports.engine,
+        )
 
     def cleanup(self) -> None:
         """End of the round: delete the spill directory and refuse further spilled chunks."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aggregator.rounds.intake import RoundIntake
 from leteo_fed.errors import AccessDenied, DuplicateError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.base import RoundPlan, Step
@@ -53,8 +54,8 @@ class Round:
     deadline: float
     invited: list[str]
     min_owners: int
-    intake: Any  # where contributions go: SignedShares or a ReportIntake (`fold`)
-    job: Any  # the engine's Job this round belongs to
+    intake: RoundIntake  # where contributions go: signed shares or LDP reports
+    job: Any  # the Job (`aggregator.rounds.jobs`) this round belongs to
     state: str = OPEN
     message: str = ""
     declined: dict[str, str] = field(default_factory=dict)
@@ -88,7 +89,7 @@ class Round:
             0.0,
             list(status.invited),
             0,
-            None,
+            None,  # type: ignore[arg-type]
             None,
             state=status.state,
             message=status.message,

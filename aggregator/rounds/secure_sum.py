@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from leteo_fed.encoding.packing import (
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import ProjectionQuery, ProjectionReply
+from leteo_fed.protocols.base import Outcome, ProjectionQuery, ProjectionReply, encoding_facts
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.messages import batches, encoding_to_proto, fetch_public_key
 from leteo_fed.transport.statements import RoundShares, check_digest, read_statement
@@ -60,7 +61,8 @@ class Share:
 
 
 class SignedShares:
-    """A round's intake of encrypted shares: checked on arrival, relayed to the CSP at reveal."""
+    """A round's intake of encrypted shares: checked on arrival, relayed to the CSP at reveal
+    (a `RoundIntake`, `aggregator.rounds.intake`)."""
 
     def __init__(
         self,
@@ -71,11 +73,17 @@ class SignedShares:
         reveal: str,
         owners_ca: bytes | None,
         invited: list[str],
+        csp: SecureSum,
+        projection_query: Callable[[int], ProjectionQuery],
     ) -> None:
+        """`csp`: where the shares are revealed; `projection_query`: what a projection round
+        asks the CSP for, given the number of shares."""
         self.public = public
         self.layout = layout
         self.n_ciphertexts = layout.n_ciphertexts(n_values)
         self._owners_ca = owners_ca
+        self._csp = csp
+        self._projection_query = projection_query
         self._check = RoundShares(
             round_id, public.key_id, self.n_ciphertexts, reveal, sorted(invited)
         )
@@ -143,6 +151,47 @@ class SignedShares:
         if not shares:
             raise ProtocolError("no share was received")
         return shares
+
+    @property
+    def key_id(self) -> str:
+        return self.public.key_id
+
+    def reveal(self, outcome: Outcome) -> None:
+        """The CSP verifies and sums the shares: the round's totals, or in projection mode the
+        directions of the rotated aggregate."""
+        plan = outcome.plan
+        shares = self.take()
+        n = len(shares)
+        outcome.timings["intake_seconds_per_share"] = self.intake_seconds / n
+        outcome.timings["intake_cpu_seconds_per_share"] = self.intake_cpu_seconds / n
+        enc = plan.share_encoding
+        outcome.encoding = encoding_facts(enc, self.layout, plan.n_values, self.public.bits)
+        if plan.reveal == "projection":
+            outcome.projection = self._csp.project(
+                outcome.round_id,
+                self.public,
+                shares,
+                self._projection_query(n),
+                enc,
+                self.layout,
+                outcome.timings,
+                outcome.invited,
+            )
+            outcome.csp = {"compute_seconds": outcome.projection.compute_seconds}
+        else:
+            outcome.totals, outcome.csp = self._csp.reveal(
+                outcome.round_id,
+                self.public,
+                shares,
+                plan.n_values,
+                self.layout,
+                outcome.timings,
+                outcome.invited,
+            )
+
+    def cleanup(self) -> None:
+        """Nothing to delete: a revealed round's shares were taken (`take`), a failed round's
+        are never relayed."""
 
 
 class SecureSum:

@@ -1,13 +1,13 @@
 """The round engine with a state store, crashed and restarted in memory (no network).
 
 Fakes stand in for the owners (every invitation accepted at once), the CSP (records the rounds
-it opened and refuses an id twice, as the real one does) and the reveal (the slot-wise sum of the
-owners' real encoded shares, as the homomorphic sum computes it). A "crash" drops the engine
-with its rounds open; a new engine on the same state dir recovers. Checked: k-means resumes
-from its last completed iteration under new round ids and ends where an uninterrupted run ends,
-a round open at the crash fails and is published once (a single-round job then runs again
-under a new attempt id), no result is published twice, and
-`stored_status` answers for everything from before the restart. Also the k-means snapshot's
+it opened and refuses an id twice, as the real one does) and the reveal (the rounds' intakes sum
+the owners' real encoded shares slot-wise, as the homomorphic sum computes it). A "crash" drops
+the engine with its rounds open; a new engine on the same state dir recovers. Checked: k-means
+resumes from its last completed iteration under new round ids and ends where an uninterrupted
+run ends, a round open at the crash fails and is published once (a single-round job then runs
+again under a new attempt id), no result is published twice, and `stored_status` answers for
+everything from before the restart. Also the k-means snapshot's
 JSON round trip.
 """
 
@@ -23,7 +23,11 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_iris
 
-from aggregator.rounds.engine import RESTARTED, RoundEngine
+from aggregator.rounds.engine import RoundEngine
+from aggregator.rounds.intake import RoundIntake
+from aggregator.rounds.jobs import Job
+from aggregator.rounds.lifecycle import IntakeOpener
+from aggregator.rounds.recovery import RESTARTED
 from aggregator.rounds.round import round_status
 from aggregator.service import _rebuild
 from aggregator.state import StateStore
@@ -31,7 +35,7 @@ from leteo_fed.crypto.paillier import PublicKey
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DuplicateError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import Common, Outcome, encoding_facts
+from leteo_fed.protocols.base import Common, Outcome, RoundPlan, encoding_facts
 from leteo_fed.protocols.kmeans_round import PROTOCOL as KMEANS
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
@@ -121,18 +125,53 @@ def _sum(shares: list[list[int]], layout) -> list[int]:
     return slot_totals(unpack(summed, len(shares[0]), layout), len(shares), layout)
 
 
-class Engine(RoundEngine):
-    def _reveal(self, job, rnd) -> Outcome:
-        plan = rnd.plan
-        enc, layout = plan.share_encoding, rnd.intake.layout
+class PlainSum:
+    """A round's intake as opened at the (fake) CSP, revealing the plain sum of the owners'
+    shares in place of the CSP's decryption."""
+
+    def __init__(self, opened: RoundIntake, job: Job) -> None:
+        self.opened = opened
+        self.job = job
+
+    @property
+    def key_id(self) -> str:
+        return self.opened.key_id
+
+    @property
+    def layout(self):
+        return self.opened.layout
+
+    def fold(self, contribution: Any) -> None:
+        self.opened.fold(contribution)
+
+    def reveal(self, outcome: Outcome) -> None:
+        plan = outcome.plan
+        enc, layout = plan.share_encoding, self.layout
         shares = [
-            job.protocol.share_values(plan.spec, enc, plan.dp, DATA[s], {})
-            for s in sorted(rnd.submitted)
+            self.job.protocol.share_values(plan.spec, enc, plan.dp, DATA[s], {})
+            for s in sorted(outcome.submitted)
         ]
-        outcome = Outcome(rnd.round_id, plan, list(rnd.invited), dict(rnd.submitted), {})
         outcome.totals = _sum(shares, layout)
         outcome.encoding = encoding_facts(enc, layout, plan.n_values, 2048)
-        return outcome
+
+    def cleanup(self) -> None:
+        self.opened.cleanup()
+
+
+class PlainSums(IntakeOpener):
+    def open(self, job: Job, plan: RoundPlan, round_id: str) -> RoundIntake:
+        return PlainSum(super().open(job, plan, round_id), job)
+
+
+def _engine(owners: Owners, csp: Csp, publish, **kw) -> RoundEngine:
+    """The engine with the fake owners and CSP, its rounds revealing plain sums."""
+    return RoundEngine(
+        owners,  # type: ignore[arg-type]
+        csp,  # type: ignore[arg-type]
+        publish,
+        intakes=PlainSums(csp, None),  # type: ignore[arg-type]
+        **kw,
+    )
 
 
 class Deployment:
@@ -144,14 +183,14 @@ class Deployment:
         self.published: list[pb.RoundStatus] = []
         self.store: StateStore | None = None
 
-    def engine(self, rebuild: Any = _rebuild) -> tuple[Engine, Owners]:
+    def engine(self, rebuild: Any = _rebuild) -> tuple[RoundEngine, Owners]:
         if self.store is not None:
             self.store.close()  # the crashed engine writes nothing any more
         self.store = StateStore(self.state_dir)
         owners = Owners()
-        engine = Engine(
-            owners,  # type: ignore[arg-type]
-            Csp(self.opened),  # type: ignore[arg-type]
+        engine = _engine(
+            owners,
+            Csp(self.opened),
             lambda rnd: self.published.append(round_status(rnd)),
             store=self.store,
             rebuild=rebuild,
@@ -412,7 +451,7 @@ def test_a_finished_round_never_published_is_published_once(deployment):
     engine, owners = deployment.engine()
     job = _start(engine, _pca())
     owners.next_round()
-    engine._publish = lambda rnd: None  # the crash falls between the end and the publication
+    engine.rounds.publish = lambda rnd: None  # the crash falls between the end and publishing
     _complete(engine, job.job_id)
     assert job.done.wait(WAIT) and job.status == "COMPLETED"
     assert deployment.published == []
@@ -453,7 +492,7 @@ def test_everything_is_kept_as_it_happens(deployment):
 
 
 def test_without_a_store_nothing_is_kept():
-    engine = Engine(Owners(), Csp(set()), lambda rnd: None)  # type: ignore[arg-type]
+    engine = _engine(Owners(), Csp(set()), lambda rnd: None)
     engine.recover()  # nothing to do
     assert engine.stored_status("anything") is None
 

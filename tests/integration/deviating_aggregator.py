@@ -224,8 +224,8 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         invited: Sequence[str],
         request: pb.RoundRequest | None = None,
     ) -> PlannedRound:
-        """Plan a round the way the real engine does (`RoundEngine.start`, `_open`,
-        `_invite_all`): from `request` (default: the signed one), relaying `signed` (None:
+        """Plan a round the way the real engine does (`JobLoop.start`, `RoundLifecycle.open`
+        and `invite_all`): from `request` (default: the signed one), relaying `signed` (None:
         no authorization at all)."""
         if request is None:
             assert signed is not None, "plan from a request or a signed request"
