@@ -1,7 +1,8 @@
-"""Benchmarks shipped with the package: ``leteo-fed bench pca`` (PCA and DCA share cost).
+"""The options of ``leteo-fed bench pca`` (PCA and DCA share cost), and what benchmarks share.
 
 This module only declares the command-line options (argparse, nothing heavy), so building the
-CLI parser stays cheap; the measurements live in :mod:`leteo_fed.bench.share_bench`.
+CLI parser stays cheap; the measurements are a benchmark of the source checkout,
+``benchmarks/bench_pca_share.py`` (``make bench``), not part of the installed package.
 """
 
 from __future__ import annotations
