@@ -596,7 +596,10 @@ def bench_row(
         upload, keys, stages = cold_share(owner, public, cfg.randomizer)
         uploads[owner.name] = upload
         cold.append(stages)
-        keys0 = keys0 or keys
+        if keys0 is None:
+            keys0 = keys  # owner 0's, kept for its warm shares
+        else:
+            keys.close()  # a large share's encryption workers
     if keys0 is None:  # BenchConfig refuses fewer than 2 owners
         raise ConfigError("the benchmark needs at least one owner")
     owner_s = statistics.fmean(c["total_s"] for c in cold)
