@@ -1,30 +1,40 @@
-# One virtual environment at .venv/ serves the demo, the tests and the CLI.
+# One virtual environment at .venv/. `make demo` installs what the PCA demo needs (the base
+# install, its figures and its data set); every other target installs everything (every extra,
+# the dev tools). Either may come first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+FULL_STAMP := $(VENV)/.installed-all
 
 .PHONY: setup demo test fuzz lint format protos bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[demo]'
+	touch $@
+
+$(FULL_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
 	# pycanon (an independent k/l/t referee for the tests) pins exact numpy/scipy/pandas
 	# versions; its checks need only numpy and pandas (a dependency), so it goes in without pins.
 	$(BIN)/python -m pip install --quiet --no-deps 'pycanon==1.3.6'
 	# the plugin tutorial's example package (docs/plugins.md), installed as a site would
 	$(BIN)/python -m pip install --quiet --no-deps -e examples/plugin-skewness
-	touch $(STAMP)
+	touch $@ $(DEMO_STAMP)  # [all] includes [demo]
 
-setup: $(STAMP)
+## setup: create .venv with everything (every extra, the test and lint tools)
+setup: $(FULL_STAMP)
 
-## demo: set up and run the federated PCA demo (CSP, aggregator, 3 owners as local processes)
-demo: $(STAMP)
+## demo: set up what it needs and run the federated PCA demo (CSP, aggregator, 3 owners as local processes)
+demo: $(DEMO_STAMP)
 	$(BIN)/leteo-fed demo pca --out out/demo-pca
 
-## test: set up and run the whole test suite (lint, layer contracts and types included)
-test: $(STAMP)
+## test: set up everything and run the whole test suite (lint, layer contracts and types included)
+test: $(FULL_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -33,20 +43,21 @@ test: $(STAMP)
 
 ## fuzz: the property-based fuzzing of every RPC (tests/fuzz/) with many more examples than `make test`
 FUZZ_EXAMPLES ?= 2000
-fuzz: $(STAMP)
+fuzz: $(FULL_STAMP)
 	LETEO_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/fuzz
 
-lint: $(STAMP)
+lint: $(FULL_STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-format: $(STAMP)
+format: $(FULL_STAMP)
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
 ## protos: regenerate the committed gRPC stubs from protos/
-protos: $(STAMP)
+protos: $(FULL_STAMP)
 	$(BIN)/python scripts/gen_protos.py
 
-bench: $(STAMP)
+## bench: the PCA share benchmark against per-element phe (benchmarks/bench_pca_share.py)
+bench: $(FULL_STAMP)
 	$(BIN)/python benchmarks/bench_pca_share.py
 
 clean:

@@ -27,8 +27,8 @@ from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
 from csp.decrypt_log import DecryptLog
 from csp.keys import HeldKey, KeyRing
 from csp.projection import check_projection_header
-from csp.share_check import ShareCiphertexts
-from csp.share_sum import ShareSum, summer_for
+from csp.share_stream import read_and_sum
+from csp.share_sum import summer_for
 from leteo_fed import __version__, defaults
 from leteo_fed.crypto.paillier import (
     PrivateKey,
@@ -44,8 +44,7 @@ from leteo_fed.protocols import discriminant, moments, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_method, rpc_stream_method
 from leteo_fed.transport.messages import BATCH_SIZE, encoding_from_proto, public_key_to_proto
 from leteo_fed.transport.metrics import CspMetrics
-from leteo_fed.transport.site_names import name_sites
-from leteo_fed.transport.statements import RoundShares, read_statement
+from leteo_fed.transport.statements import RoundShares
 
 log = logging.getLogger("leteo.csp")
 
@@ -206,66 +205,16 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             public.n, width, n * len(invited), self._summing, self._spark_threshold, round_id
         )
         try:
-            return self._read_and_sum(round_id, request_iterator, shares, summer, key)
+            summed = read_and_sum(round_id, request_iterator, shares, summer, self._owners_ca)
         finally:
             summer.close()
-
-    def _read_and_sum(
-        self,
-        round_id: str,
-        request_iterator,
-        shares: RoundShares,
-        summer: ShareSum,
-        key: HeldKey,
-    ) -> _Summed:
-        """The stream's shares: statements verified here, as they arrive; ciphertexts checked
-        and multiplied by `summer`."""
-        n, verify_s = shares.n_ciphertexts, 0.0
-        statement: pb.ShareStatement | None = None
-        pending: list[int] = []
-
-        def fold() -> None:
-            assert statement is not None
-            if len(pending) != n:
-                raise ProtocolError(
-                    f"round {round_id}: the share from '{statement.site_id}' has "
-                    f"{len(pending)} of its {n} ciphertexts"
-                )
-            summer.add(ShareCiphertexts(statement.site_id, statement.ciphertext_digest, pending))
-
-        for msg in request_iterator:
-            part = msg.WhichOneof("part")
-            if part == "share":
-                if statement is not None:
-                    fold()
-                start = time.perf_counter()
-                statement = read_statement(msg.share, self._owners_ca)
-                shares.admit(statement)
-                verify_s += time.perf_counter() - start
-                pending = []
-            elif part == "batch":
-                if statement is None:
-                    raise ProtocolError("ciphertexts must follow their share's signed statement")
-                pending.extend(bytes_to_int(c) for c in msg.batch.ciphertexts)
-                if len(pending) > n:
-                    raise ProtocolError(f"round {round_id}: a share has more than {n} ciphertexts")
-            else:
-                raise ProtocolError("only signed shares and their ciphertexts follow the header")
-        if statement is not None:
-            fold()
-        total = summer.total()
-        shares.require_quorum()
-        log.info(
-            "round %s: %d signed shares verified (%s) in %.3f s; ciphertexts checked and "
-            "summed in %.3f s (%s)",
-            round_id,
-            len(shares.sites),
-            name_sites(list(shares.sites)),
-            verify_s,
-            summer.seconds,
-            summer.engine,
+        return _Summed(
+            summed.ciphertexts,
+            summed.contributors,
+            summed.verify_seconds,
+            summed.sum_seconds,
+            key,
         )
-        return _Summed(total, list(shares.sites), verify_s, summer.seconds, key)
 
     @rpc_stream_method
     def DecryptBlinded(self, request_iterator, context) -> Iterator[pb.PlaintextBatch]:

@@ -15,7 +15,7 @@ EXTRA_OF = {
     "pyspark": "spark",
     "pandas": "spark",
     "matplotlib": "plots",
-    "sklearn": "bench",
+    "sklearn": "demo",  # the demos' built-in data sets
     "phe": "bench",
     "adbc_driver_manager": "sql",
     "adbc_driver_postgresql": "sql",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,8 +23,7 @@ import grpc
 
 from leteo_fed import __version__, defaults
 from leteo_fed.config import OwnerConfig
-from leteo_fed.crypto.paillier import Encryptor
-from leteo_fed.crypto.parallel import EncryptionPool
+from leteo_fed.crypto.paillier import Encryptor, PublicKey
 from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
@@ -50,6 +48,7 @@ from owner_agent.audit import AuditLog, awaiting_results, describe_invitation, r
 from owner_agent.audit import read as audit_events
 from owner_agent.authorization import Authorization, SignedRequests, authorize, verify_request
 from owner_agent.budget_period import open_ledger
+from owner_agent.keys import ShareKeys
 from owner_agent.policy import analyst_refusal
 from owner_agent.refusals import Refusal
 from owner_agent.shares import ReportUpload, ShareRunner, ShareUpload
@@ -60,8 +59,6 @@ from owner_agent.withdrawal import Withdrawals
 log = logging.getLogger("leteo.owner")
 
 MAX_AWAITING = 1000  # rounds a reconnecting owner asks results for (the most recent)
-LARGE_SHARE_CIPHERTEXTS = 512  # from here on a share is encrypted on all cores (d >~ 100)
-CACHED_KEYS = 3  # CSP keys kept with their encryptors: the current one and the last rotated
 
 
 class OwnerAgentService(pb_grpc.OwnerAgentServicer):
@@ -70,11 +67,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self._aggregator_channel: grpc.Channel | None = None
         self._csp_channel: grpc.Channel | None = None
         self._aggregator, self._csp = self._open_peers()
-        # the CSP's keys by key id (least recently used first), each with its prepared
-        # encryptor and, once a large share needs it, its encryption pool
-        self._encryptors: OrderedDict[str, Encryptor] = OrderedDict()
-        self._pools: dict[str, EncryptionPool] = {}
-        self._key_lock = threading.Lock()
+        # the CSP's keys by key id, each with its prepared encryptor (and encryption pool)
+        self.keys = ShareKeys(self._fetch_key, config.randomizer)
         self._stop = threading.Event()
         self._jobs: dict[str, object] = {}  # round id -> the job computing its share
         self.site = LocalSite(config.site_id, config.data, config.policy.min_rows)
@@ -88,8 +82,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self.runner = ShareRunner(
             self.site,
             ledger,
-            self.encryptor,
-            self._encrypt,
+            self.keys.encryptor,
+            self.keys.encrypt,
             self,
             self.audit,
             config.policy,
@@ -164,10 +158,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self._stop.set()
         if self.link is not None:
             self.link.close()
-        with self._key_lock:
-            pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            pool.close()
+        self.keys.close()
         for channel in (self._aggregator_channel, self._csp_channel):
             if channel is not None:
                 channel.close()
@@ -219,52 +210,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 log.info("CSP not reachable yet (%s); retrying", exc)
                 delay = min(delay * 2, 5.0)
 
-    def encryptor(self, key_id: str = "") -> Encryptor:
-        """The encryptor (public key, prepared fixed-base table) for the CSP key `key_id`, the
-        key a round spec names; without one, for the CSP's current key. A key not seen before
-        is fetched from the CSP by id (its id checked against the hash of n), so rounds opened
-        before a key rotation finish on their key and later ones use the new key."""
-        with self._key_lock:
-            if key_id in self._encryptors:
-                self._encryptors.move_to_end(key_id)
-                return self._encryptors[key_id]
-            public = fetch_public_key(self._csp, self.config.csp, key_id)
-            if public.key_id in self._encryptors:  # the current key, known already
-                self._encryptors.move_to_end(public.key_id)
-                return self._encryptors[public.key_id]
-            start = time.perf_counter()
-            enc = Encryptor(public, self.config.randomizer)
-            enc.prepare()
-            log.info(
-                "CSP key %s (%d bits); randomizer table built in %.2f s",
-                public.key_id,
-                public.bits,
-                time.perf_counter() - start,
-            )
-            self._encryptors[public.key_id] = enc
-            stale = []
-            while len(self._encryptors) > CACHED_KEYS:
-                old, _ = self._encryptors.popitem(last=False)
-                stale.append(self._pools.pop(old, None))
-        for pool in stale:
-            if pool is not None:
-                pool.close()
-        return enc
+    def _fetch_key(self, key_id: str) -> PublicKey:
+        return fetch_public_key(self._csp, self.config.csp, key_id)
 
-    def _encrypt(self, packed: list[int], key_id: str) -> list[int]:
-        encryptor = self.encryptor(key_id)
-        if len(packed) >= LARGE_SHARE_CIPHERTEXTS:
-            with self._key_lock:
-                pool = self._pools.get(encryptor.public.key_id)
-                if pool is None:
-                    pool = self._pools[encryptor.public.key_id] = EncryptionPool(
-                        encryptor.public,
-                        randomizer=self.config.randomizer,
-                        min_per_worker=LARGE_SHARE_CIPHERTEXTS // 2,
-                    )
-            log.info("encrypting %d ciphertexts on %d worker processes", len(packed), pool.workers)
-            return pool.encrypt_many(packed)
-        return encryptor.encrypt_many(packed)
+    def encryptor(self, key_id: str = "") -> Encryptor:
+        """The encryptor for the CSP key `key_id` (the current key without one): `ShareKeys`."""
+        return self.keys.encryptor(key_id)
 
     # ------------------------------------------------------------------ RPCs
 

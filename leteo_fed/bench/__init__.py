@@ -1,7 +1,8 @@
-"""Benchmarks shipped with the package: ``leteo-fed bench pca`` (PCA and DCA share cost).
+"""The options of ``leteo-fed bench pca`` (PCA and DCA share cost), and what benchmarks share.
 
 This module only declares the command-line options (argparse, nothing heavy), so building the
-CLI parser stays cheap; the measurements live in :mod:`leteo_fed.bench.share_bench`.
+CLI parser stays cheap; the measurements are a benchmark of the source checkout,
+``benchmarks/bench_pca_share.py`` (``make bench``), not part of the installed package.
 """
 
 from __future__ import annotations
@@ -24,16 +25,18 @@ QUICK_REPEATS = 1
 QUICK_PHE_SAMPLE = 10
 
 DESCRIPTION = """\
-Measure the cost of a PCA or DCA share round: owner time per share, aggregator time per share,
-CSP decryption of the blinded aggregate and the eigendecomposition, for every feature count and
-key size, next to a per-element `phe` baseline measured in the same run, plus published reference
+Measure the cost of a PCA or DCA share round through the owner agent's, the aggregator's and the
+CSP's own code: owner time per share, aggregator time per share, the CSP's verification, sum and
+decryption of the masked aggregate and the eigendecomposition, for every feature count and key
+size, next to a per-element `phe` baseline measured in the same run, plus published reference
 figures (1024-bit Paillier, 10 owners) for comparison. Every row is checked against NumPy on the
-pooled synthetic data (max_rel_eig_error).
+pooled synthetic data (max_rel_eig_error). Runs benchmarks/bench_pca_share.py of a source
+checkout (`make bench`); needs the [bench] extra.
 
 Prints a table on stdout (progress on stderr) and writes a JSON list of rows to --out.
 1024-bit keys are below the 2048-bit minimum of the services: used here only to compare with
-the published 1024-bit figures. Timings are of a single process; other load on the machine skews
-them.
+the published 1024-bit figures. Timings are wall clock (the CSP decrypts on its worker
+processes, as the service does); other load on the machine skews them.
 """
 
 

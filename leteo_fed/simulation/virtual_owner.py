@@ -79,8 +79,7 @@ class VirtualOwner(OwnerAgentService):
         # bytes of what this owner received and sent per kind (serialized messages)
         self.traffic = dict.fromkeys(TRAFFIC, 0)
         super().__init__(config)
-        with self._key_lock:  # the worker's shared key: no CSP call, no table of its own
-            self._encryptors[encryptor.public.key_id] = encryptor
+        self.keys.add(encryptor)  # the worker's shared key: no CSP call, no table of its own
 
     # ------------------------------------------------------------------ what differs
 

@@ -1,4 +1,5 @@
-"""`leteo-fed bench pca`: runs end to end with tiny settings and writes the documented JSON rows."""
+"""benchmarks/bench_pca_share.py through `leteo-fed bench pca`: runs end to end with tiny settings
+and writes the documented JSON rows."""
 
 from __future__ import annotations
 
@@ -6,8 +7,14 @@ import json
 
 import pytest
 
-from leteo_fed.bench.share_bench import book_row
+from leteo_fed.cli import bench
+from leteo_fed.cli.bench import load_benchmark
 from leteo_fed.cli.main import main
+
+
+def book_row(method: str, features: int):
+    return load_benchmark().book_row(method, features)
+
 
 REQUIRED = (
     "features",
@@ -61,3 +68,12 @@ def test_book_numbers_are_the_published_ones():
 def test_bad_options_exit_2(capsys):
     assert main(["bench", "pca", "--owners", "1"]) == 2
     assert "--owners" in capsys.readouterr().err
+
+
+def test_outside_a_source_checkout_the_command_says_so(monkeypatch, tmp_path, capsys):
+    """An installed package has no benchmarks/: one line naming what it needs, exit 2."""
+    monkeypatch.setattr(bench, "BENCHMARK", tmp_path / "benchmarks" / "bench_pca_share.py")
+    assert main(["bench", "pca", "--quick", "--out", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert "source checkout" in err and "make bench" in err
+    assert not (tmp_path / "o.json").exists()
