@@ -30,7 +30,7 @@ the anonypy rows say "not available" and the rest runs.
      number of distinct values, each relative to the whole table), first allowed cut taken. Its
      output is NOT a row-level table: one record per (partition, income value) with a ``count``.
 3. **Fair information loss.** Every tool's release is scored by the same independent function,
-   ``leteo_fed.anonymize.verify.ncp`` (NCP per QI, GCP = mean over the 8 QIs, suppressed rows
+   ``leteo_fed.anonymize.audit.verify.ncp`` (NCP per QI, GCP = mean over the 8 QIs, suppressed rows
    count 1), on the file the job wrote (LETEO-Fed; it must also equal the GCP of the job's own
    report). The anonypy adapter (:func:`anonypy_release`) turns its output into a row-level
    table: each record repeated ``count`` times; ``"lo-hi"`` -> ``"[lo, hi]"``; a value set is
@@ -106,9 +106,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from leteo_fed.anonymize import verify
-from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
-from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, format_interval
+from leteo_fed.anonymize.audit import verify
+from leteo_fed.anonymize.models.config import (
+    AnonymizationConfig,
+    QuasiIdentifier,
+    SensitiveAttribute,
+)
+from leteo_fed.anonymize.models.hierarchy import TOP, Hierarchy, format_interval
 from leteo_fed.data.adult import (
     ADULT_MEMBER,
     DEFAULT_CACHE_DIR,
