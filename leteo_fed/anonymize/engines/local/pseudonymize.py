@@ -24,11 +24,3 @@ def pseudonyms(column: pa.ChunkedArray, key: bytes) -> pa.ChunkedArray:
     ]
     out = pa.DictionaryArray.from_arrays(encoded.indices, pa.array(digests, pa.string()))
     return pa.chunked_array([out.dictionary_decode()])
-
-
-def pseudonymize(table: pa.Table, columns: tuple[str, ...] | list[str], key: bytes) -> pa.Table:
-    """Replace each named column by its pseudonyms (same position)."""
-    for name in columns:
-        i = table.column_names.index(name)
-        table = table.set_column(i, name, pseudonyms(table.column(i), key))
-    return table
