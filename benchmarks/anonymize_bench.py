@@ -158,7 +158,8 @@ QUICK_SCALES = (1, 2)
 ANONYPY_CAP_S = 300.0
 WARMUP_ROWS = 2000
 TIMED = (
-    "wall clock (time.perf_counter), one run per cell, end to end. LETEO-Fed: run_job(input.csv, "
+    "wall clock (time.perf_counter), one run per cell (the median of --repeat runs), end to end. "
+    "LETEO-Fed: run_job(input.csv, "
     "job.toml, out.csv, engine=local|spark): read, check, anonymize, write atomically, re-read and "
     "measure, report. anonypy: pandas.read_csv of the same file + Preserver(df, qis, 'income')"
     ".anonymize_k_anonymity(k) + DataFrame(records).to_csv. Untimed: writing the input file, the "
