@@ -30,7 +30,7 @@ the anonypy rows say "not available" and the rest runs.
      number of distinct values, each relative to the whole table), first allowed cut taken. Its
      output is NOT a row-level table: one record per (partition, income value) with a ``count``.
 3. **Fair information loss.** Every tool's release is scored by the same independent function,
-   ``leteo_fed.anonymize.verify.ncp`` (NCP per QI, GCP = mean over the 8 QIs, suppressed rows
+   ``leteo_fed.anonymize.audit.verify.ncp`` (NCP per QI, GCP = mean over the 8 QIs, suppressed rows
    count 1), on the file the job wrote (LETEO-Fed; it must also equal the GCP of the job's own
    report). The anonypy adapter (:func:`anonypy_release`) turns its output into a row-level
    table: each record repeated ``count`` times; ``"lo-hi"`` -> ``"[lo, hi]"``; a value set is
@@ -52,7 +52,8 @@ the anonypy rows say "not available" and the rest runs.
    that fails a check is reported as INVALID with no numbers, and the exit status is 1.
    "classes" is the number of equivalence classes of the released table (``verify``), "min" the
    smallest class.
-5. **What is timed** (``time.perf_counter``, wall clock, one run per cell), end to end:
+5. **What is timed** (``time.perf_counter``, wall clock, one run per cell, or the median of
+   ``--repeat`` runs), end to end:
    LETEO-Fed: ``run_job(input.csv, job.toml, out.csv, engine=...)``: reading the CSV, every check,
    pseudonymization (none here), the algorithm, writing the release atomically, re-reading and
    measuring it, the JSON report (the "anonymize" column is the job's own ``timings_s.anonymize``).
@@ -61,9 +62,11 @@ the anonypy rows say "not available" and the rest runs.
    ``Preserver`` call alone). NOT timed: writing the input file and config, the checks, the NCP,
    Python and JVM start-up: all tools run in this one process, and the Spark engine's session is
    started and warmed up first with an untimed run on 2,000 rows (so is the local engine, for
-   fairness). ``--process`` also times, once at k = 10 x1, ``python -m leteo_fed anonymize
+   fairness). ``--process`` also times, at k = 10 x1, ``python -m leteo_fed anonymize
    ... --engine E`` as a fresh process (interpreter, imports, and for Spark the JVM: what a user
-   waits for).
+   waits for), and sets it against anonypy's end-to-end time at the same k from the same run
+   (anonypy timed in process: its interpreter and imports are not counted). ``--rows N`` runs
+   on the first N rows of the table only.
 6. **Scaling.** Adult replicated x1, x2, x5, x10 (``np.tile``: every row r times), at k = 10,
    for each tool (the x1 cell is the k sweep's k = 10 run when the sweep has one). Time ratio to
    x1 is reported. anonypy has a soft cap (``--anonypy-cap``, 300 s): once a run exceeds it, the
@@ -81,6 +84,8 @@ the anonypy rows say "not available" and the rest runs.
     .venv/bin/python benchmarks/anonymize_bench.py --quick    # k = 10, scales x1, x2
     .venv/bin/python benchmarks/anonymize_bench.py --tools mondrian/local,anonypy --k 5,10 --scales 1
     .venv/bin/python benchmarks/anonymize_bench.py --k 10 --scale-k-proportional --out out/kprop
+    .venv/bin/python benchmarks/anonymize_bench.py --rows 15000 --k 10 --scales 1 \
+        --tools mondrian/local,anonypy --process --repeat 3   # the CLI process vs anonypy
 
 Writes ``anonymize_bench.json``, ``.md`` and ``.png`` (``anonymize_bench_quick.*`` with
 ``--quick``) into ``--out`` (default ``out/``), prints the Markdown tables; progress on stderr.
@@ -106,9 +111,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from leteo_fed.anonymize import verify
-from leteo_fed.anonymize.config import AnonymizationConfig, QuasiIdentifier, SensitiveAttribute
-from leteo_fed.anonymize.hierarchy import TOP, Hierarchy, format_interval
+from leteo_fed.anonymize.audit import verify
+from leteo_fed.anonymize.models.config import (
+    AnonymizationConfig,
+    QuasiIdentifier,
+    SensitiveAttribute,
+)
+from leteo_fed.anonymize.models.hierarchy import TOP, Hierarchy, format_interval
 from leteo_fed.data.adult import (
     ADULT_MEMBER,
     DEFAULT_CACHE_DIR,
@@ -149,7 +158,8 @@ QUICK_SCALES = (1, 2)
 ANONYPY_CAP_S = 300.0
 WARMUP_ROWS = 2000
 TIMED = (
-    "wall clock (time.perf_counter), one run per cell, end to end. LETEO-Fed: run_job(input.csv, "
+    "wall clock (time.perf_counter), one run per cell (the median of --repeat runs), end to end. "
+    "LETEO-Fed: run_job(input.csv, "
     "job.toml, out.csv, engine=local|spark): read, check, anonymize, write atomically, re-read and "
     "measure, report. anonypy: pandas.read_csv of the same file + Preserver(df, qis, 'income')"
     ".anonymize_k_anonymity(k) + DataFrame(records).to_csv. Untimed: writing the input file, the "
@@ -550,6 +560,25 @@ def _attempt(tool: Any, data: Mapping[str, np.ndarray], k: int) -> dict[str, Any
         }
 
 
+def _timed(tool: Any, data: Mapping[str, np.ndarray], k: int, repeat: int) -> dict[str, Any]:
+    """:func:`_attempt` ``repeat`` times: the first run's row, with the median of the runs'
+    times (each run's in ``times_s``); a run that is not ok is returned as it is."""
+    row = _attempt(tool, data, k)
+    if repeat <= 1 or row["status"] != "ok":
+        return row
+    runs = [row]
+    for _ in range(repeat - 1):
+        again = _attempt(tool, data, k)
+        if again["status"] != "ok":
+            return again
+        runs.append(again)
+    out = {**row, "times_s": [r["time_s"] for r in runs]}
+    for key in ("time_s", "anonymize_s"):
+        if key in row:
+            out[key] = float(np.median([r[key] for r in runs]))
+    return out
+
+
 def _describe(row: dict[str, Any]) -> str:
     if row["status"] != "ok":
         return f"{row['status'].upper()}: {row.get('error', row.get('reason', ''))}"
@@ -574,10 +603,12 @@ def run_benchmark(
     hierarchies: Mapping[str, Hierarchy] | None = None,
     progress: Progress | None = _stderr,
     process: bool = False,
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """k sweep at x1 and scaling at ``scale_k`` (x scale if proportional); the result sections.
 
-    ``process``: also time each job tool as a fresh CLI process at ``scale_k``, x1.
+    ``process``: also time each job tool as a fresh CLI process at ``scale_k``, x1. ``repeat``:
+    every timed cell runs that many times and reports the median time.
     """
     hierarchies = load_hierarchies() if hierarchies is None else hierarchies
     runnable, info = make_tools(tools, hierarchies, progress)
@@ -608,7 +639,7 @@ def run_benchmark(
                 continue
             if progress:
                 progress(f"[{name} k={k} x1] {n} rows ...")
-            row = {**base, **_attempt(runnable[name], data, k)}
+            row = {**base, **_timed(runnable[name], data, k, repeat)}
             k_sweep.append(row)
             if progress:
                 progress(f"[{name} k={k} x1] {_describe(row)}")
@@ -635,7 +666,7 @@ def run_benchmark(
                 table = data if scale == 1 else replicate(data, scale)
                 if progress:
                     progress(f"[{name} k={k} x{scale}] {n * scale} rows ...")
-                row = {**base, **_attempt(runnable[name], table, k)}
+                row = {**base, **_timed(runnable[name], table, k, repeat)}
             if row["status"] == "ok":
                 if scale == 1:
                     base_time = row["time_s"]
@@ -651,8 +682,9 @@ def run_benchmark(
         if process and name in JOB_TOOLS:
             load = os.getloadavg()[0]
             try:
-                seconds = tool.process_time(data, scale_k)
-                row = {"tool": name, "k": scale_k, "rows": n, "status": "ok", "time_s": seconds}
+                times = [tool.process_time(data, scale_k) for _ in range(max(1, repeat))]
+                row = {"tool": name, "k": scale_k, "rows": n, "status": "ok"}
+                row.update({"time_s": float(np.median(times)), "times_s": times})
             except Exception as exc:  # one failing run must not lose the others
                 row = {"tool": name, "k": scale_k, "rows": n, "status": "error", "error": str(exc)}
             processes.append({**row, "load_1m_before": load})
@@ -732,17 +764,30 @@ def markdown(report: dict[str, Any]) -> str:
         )
     lines += _speedups(report)
     if report.get("process"):
+        scale_k = report["config"]["scale_k"]
+        anonypy = next(
+            (
+                r
+                for r in report["k_sweep"]
+                if r["tool"] == "anonypy" and r["k"] == scale_k and r["status"] == "ok"
+            ),
+            None,
+        )
         lines += [
             "",
-            f"### fresh CLI process (`python -m leteo_fed anonymize`, k = {report['config']['scale_k']}, x1)",
+            f"### fresh CLI process (`python -m leteo_fed anonymize`, k = {scale_k}, x1) vs "
+            "anonypy end to end (same run)",
             "",
-            "| tool | time (s) | load | status |",
-            "|---|---:|---:|---|",
+            "| tool | rows | time (s) | anonypy e2e (s) | speed-up | load | status |",
+            "|---|---:|---:|---:|---:|---:|---|",
         ]
         for r in report["process"]:
+            ok = r["status"] == "ok" and anonypy is not None
             lines.append(
-                f"| {r['tool']} | {_fmt(r, 'time_s', '.2f')} | {_fmt(r, 'load_1m_before', '.1f')} | "
-                f"{_status(r)} |"
+                f"| {r['tool']} | {r['rows']} | {_fmt(r, 'time_s', '.2f')} | "
+                f"{format(anonypy['time_s'], '.2f') if ok else ''} | "
+                f"{format(anonypy['time_s'] / r['time_s'], '.1f') + 'x' if ok else ''} | "
+                f"{_fmt(r, 'load_1m_before', '.1f')} | {_status(r)} |"
             )
     lines += [
         "",
@@ -863,6 +908,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="skip larger anonypy scales once a run exceeds this many seconds",
     )
     p.add_argument("--warmup-rows", type=int, default=WARMUP_ROWS, help="0: no warm-up")
+    p.add_argument("--rows", type=int, default=None, help="the first N rows of the table only")
+    p.add_argument(
+        "--repeat", type=int, default=1, help="runs per timed cell; the median is reported"
+    )
     p.add_argument(
         "--process",
         action="store_true",
@@ -891,6 +940,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--tools must be among {TOOLS}, got {args.tools}")
     if args.scale_k < 2:
         p.error("--scale-k must be >= 2")
+    if args.repeat < 1 or (args.rows is not None and args.rows < 1):
+        p.error("--repeat and --rows must be >= 1")
     if 1 not in args.scales:
         args.scales = [1, *args.scales]  # the ratio needs x1
     return args
@@ -931,6 +982,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as exc:
         raise SystemExit(str(exc)) from exc
     _stderr(f"UCI Adult: {n_rows(data)} rows ({dropped} with '?' dropped) from {wheel.name}")
+    if args.rows is not None and args.rows < n_rows(data):
+        data = head(data, args.rows)
+        _stderr(f"using the first {args.rows} rows")
     report: dict[str, Any] = {
         "benchmark": "anonymize_bench",
         "data": {
@@ -955,6 +1009,7 @@ def main(argv: list[str] | None = None) -> int:
             anonypy_cap_s=args.anonypy_cap,
             warmup_rows=args.warmup_rows,
             process=args.process,
+            repeat=args.repeat,
         )
     )
     report["config"] = {
@@ -967,6 +1022,8 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_rows": args.warmup_rows,
         "quick": args.quick,
         "process": args.process,
+        "rows": args.rows,
+        "repeat": args.repeat,
     }
     env: dict[str, Any] = {**_versions(), "machine": platform.machine(), "cpus": os.cpu_count()}
     if any(t.endswith("/spark") for t in args.tools):

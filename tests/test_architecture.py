@@ -90,6 +90,45 @@ def test_no_import_cycles_between_modules():
     assert _cycles(graph) == []
 
 
+# `leteo_fed.anonymize` by role, top to bottom: a module imports only from its own part or a lower
+# layer, and the two engines never import each other (docstring of `leteo_fed/anonymize/`).
+ANONYMIZE_LAYERS = (
+    ("job",),
+    ("engines",),
+    ("audit", "planners", "inputs", "keys"),
+    ("models", "output", "arrays"),
+)
+
+
+def test_anonymize_is_layered_by_role_and_its_engines_are_independent():
+    graph = _import_graph()
+    package = "leteo_fed.anonymize"
+    layer = {part: i for i, parts in enumerate(ANONYMIZE_LAYERS) for part in parts}
+
+    def part(module: str) -> str:
+        return module[len(package) + 1 :].split(".")[0]
+
+    modules = [m for m in graph if m.startswith(package + ".")]
+    assert {part(m) for m in modules} == set(layer), "a new part of the package: give it a layer"
+    wrong = []
+    for module in modules:
+        for dep in graph[module]:
+            if not dep.startswith(package + ".") or part(dep) == part(module):
+                continue
+            if layer[part(dep)] <= layer[part(module)]:
+                wrong.append(f"{module} -> {dep}")
+    engines = f"{package}.engines."
+    for a, b in (("local", "spark"), ("spark", "local")):
+        wrong += [
+            f"{m} -> {d}"
+            for m in modules
+            if m.startswith(f"{engines}{a}")
+            for d in graph[m]
+            if d.startswith(f"{engines}{b}")
+        ]
+    assert wrong == []
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -1,9 +1,9 @@
-"""Grouping helpers on integer arrays: the hot loops of every anonymizer and measurement.
+"""Grouping rows of integer arrays: the hot loop of every anonymizer and measurement.
 
 ``np.unique(..., axis=0)`` sorts rows through a structured view, which is many times slower than
-sorting one int64 key; these helpers pack rows into such a key when the value ranges allow it
-(and fall back to ``np.lexsort`` otherwise). Results are exactly ``np.unique``'s: rows in
-lexicographic order, ``inverse`` mapping every input row to its unique row.
+sorting one int64 key; :func:`unique_rows` packs rows into such a key when the value ranges
+allow it (and falls back to ``np.lexsort`` otherwise). Results are exactly ``np.unique``'s: rows
+in lexicographic order, ``inverse`` mapping every input row to its unique row.
 """
 
 from __future__ import annotations
@@ -37,10 +37,3 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = group
     return ordered[change], inverse
-
-
-def group_sums(inverse: np.ndarray, weights: np.ndarray, n_groups: int) -> np.ndarray:
-    """Exact int64 sums of ``weights`` per group (``np.bincount`` would go through floats)."""
-    out = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(out, inverse, np.asarray(weights, dtype=np.int64))
-    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from leteo_fed.anonymize.config import AnonymizationConfig
+from leteo_fed.anonymize.models.config import AnonymizationConfig
 from leteo_fed.errors import ConfigError, DataError
 
 FORMATS = ("csv", "parquet")

@@ -4,9 +4,10 @@ Everything that can be refused is refused before the algorithm runs (bad config,
 missing values, a value outside its hierarchy, a short or exposed HMAC key). The output is first
 written to a temporary sibling of the target, measured there, and only moved into place when the
 suppression limit and every configured privacy model hold on it, so a failed job leaves no output
-behind. Two engines do the work (:mod:`engine` picks one): :mod:`spark_job`, where rows never
-reach the driver, and :mod:`local_job`, in process for inputs that fit in memory. Both hand back
-a measured release in the staging folder; the policy below (limits, report, publishing) is one.
+behind. Two engines do the work (:mod:`engines.choice` picks one): :mod:`engines.spark.job`,
+where rows never reach the driver, and :mod:`engines.local.job`, in process for inputs that fit
+in memory. Both hand back a measured release in the staging folder (:mod:`engines.base`); the
+policy below (limits, report, publishing) is one.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from leteo_fed import __version__, extras
-from leteo_fed.anonymize.config import AnonymizationConfig, load_config
-from leteo_fed.anonymize.engine import EngineChoice, choose
+from leteo_fed.anonymize.engines.base import AnonymizationFailed, JobInput, Staged
+from leteo_fed.anonymize.engines.choice import EngineChoice, choose, load_engine
 from leteo_fed.anonymize.inputs import FORMATS, input_format
-from leteo_fed.anonymize.job_types import AnonymizationFailed, JobInput, Staged
+from leteo_fed.anonymize.models.config import AnonymizationConfig, load_config
 from leteo_fed.anonymize.output import Output, default_report_path, publish, remove
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_write_json
@@ -83,7 +84,7 @@ def plan_job(
     fmt = input_format(str(input_path), input_fmt)
     key = None
     if config.identifiers.pseudonymize:
-        from leteo_fed.anonymize.pseudonymize import load_key
+        from leteo_fed.anonymize.keys import load_key
 
         key = load_key(config.identifiers)
     choice = choose(engine or config.engine, str(input_path), fmt)
@@ -116,10 +117,7 @@ def run_job(
     job, choice = plan_job(input_path, config_path, out_path, input_fmt, engine)
     report_file = Path(report_path) if report_path is not None else default_report_path(job.out)
     say(f"engine: {choice.used} ({choice.reason})")
-    if choice.used == "spark":
-        from leteo_fed.anonymize.spark_job import release
-    else:
-        from leteo_fed.anonymize.local_job import release
+    release = load_engine(choice.used)
     staging = job.out.staging()
     try:
         staged = release(job, staging, say)

@@ -435,7 +435,7 @@ def _release_report(args: argparse.Namespace, doc: dict[str, Any], result: Any, 
 
 def _engine(args: argparse.Namespace) -> Any:
     """The engine for this run; Spark's extra is required only when Spark runs it."""
-    from leteo_fed.anonymize.engine import choose
+    from leteo_fed.anonymize.engines.choice import choose
     from leteo_fed.anonymize.inputs import input_format
 
     choice = choose(args.engine, args.data, input_format(args.data, args.format), types=False)

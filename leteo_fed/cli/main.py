@@ -4,6 +4,11 @@ This module builds the top parser, lets each command family (one module each) ad
 sub-commands, and turns errors into exit codes. Each family sets `handler` on its parsers: the
 `run(args) -> int` that executes the command.
 
+Start-up stays cheap: a command line that names a command imports only the family that defines
+it (:data:`FAMILIES`), and a family's module imports its implementation only when the command
+runs. The parser of that command is the one the whole tree holds, so its `--help` and its errors
+are the same; `leteo-fed --help` (no command) builds the whole tree.
+
 Exit codes: 0 success; 2 bad input, a refused request or a missing optional extra (one readable
 line on stderr); 1 a failure of the run itself (a peer unreachable, a round that ended without a
 result).
@@ -12,32 +17,15 @@ result).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import shlex
 import sys
 
 from leteo_fed import __version__, extras
-from leteo_fed.cli import (
-    anonymize,
-    bench,
-    crosstab,
-    dp_kmeans,
-    flags,
-    health,
-    jobs,
-    kmeans,
-    ldp,
-    linreg,
-    logreg,
-    naive_bayes,
-    quantiles,
-    rounds,
-    services,
-    simulate,
-    statistics,
-    synthesize,
-)
-from leteo_fed.cli.options import join_negative_values
+from leteo_fed.cli import flags
+from leteo_fed.cli.options import SubParsers, join_negative_values
+from leteo_fed.demo.parent import die_with_parent_if_asked
 from leteo_fed.errors import LeteoError, PeerUnavailable
 
 DESCRIPTION = """\
@@ -53,8 +41,40 @@ Quick start (everything on this machine, separate processes, fresh certificates)
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command tree; the order of registration is the order `--help` lists."""
+# The command families in `--help` order: (module in leteo_fed.cli, its function, what the
+# function is given: the top-level sub-commands, the `demo` group or both, the top-level commands
+# it adds). `demo` itself is the group main adds after the rounds family.
+DEMO = "demo"
+FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("services", "add_parsers", "sub", ("certs", "csp", "aggregator", "owner")),
+    ("rounds", "add_parsers", "sub", ("pca", "dca")),
+    ("rounds", "add_demo_parsers", "demo", (DEMO,)),  # demo pca, demo dca
+    ("ldp", "add_parsers", "sub+demo", ("ldp", DEMO)),  # ldp simulate, ldp collect; demo ldp
+    ("anonymize", "add_parser", "sub", ("anonymize",)),
+    ("bench", "add_parser", "sub", ("bench",)),
+    ("kmeans", "add_parsers", "sub+demo", ("kmeans", DEMO)),  # kmeans; demo kmeans
+    ("dp_kmeans", "add_parser", "sub", ("dp-kmeans",)),
+    ("synthesize", "add_parser", "sub", ("synthesize",)),
+    ("linreg", "add_parser", "sub", ("linreg",)),
+    ("logreg", "add_parser", "sub", ("logreg",)),
+    ("crosstab", "add_parser", "sub", ("crosstab",)),
+    ("quantiles", "add_parser", "sub", ("quantiles",)),
+    ("naive_bayes", "add_parser", "sub", ("naive-bayes",)),
+    # one command per declared statistic, built-in or plugin (stats, correlation, ...): their
+    # names come from the registry, so a command line naming one builds the whole tree
+    ("statistics", "add_parsers", "sub", ()),
+    ("jobs", "add_parsers", "sub", ("jobs", "result")),
+    ("health", "add_parser", "sub", ("health",)),
+    ("simulate", "add_parser", "sub", ("simulate",)),
+)
+COMMANDS = frozenset(c for *_, commands in FAMILIES for c in commands)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command tree; the order of registration is the order `--help` lists.
+
+    With `command` (one of :data:`COMMANDS`), only the families that add it are imported and
+    registered: that command's parser is the one the whole tree holds."""
     parser = argparse.ArgumentParser(
         prog="leteo-fed",
         description=DESCRIPTION,
@@ -68,45 +88,56 @@ def build_parser() -> argparse.ArgumentParser:
         help="log verbosity",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    services.add_parsers(sub)  # certs, csp, aggregator, owner
-    rounds.add_parsers(sub)  # pca, dca
-    demo = sub.add_parser("demo", help="run a complete local deployment end to end").add_subparsers(
-        dest="action", required=True, metavar="DEMO"
-    )
-    rounds.add_demo_parsers(demo)  # demo pca, demo dca
-    ldp.add_parsers(sub, demo)  # demo ldp; ldp simulate, ldp collect
-    anonymize.add_parser(sub)
-    bench.add_parser(sub)
-    kmeans.add_parsers(sub, demo)  # kmeans; demo kmeans
-    dp_kmeans.add_parser(sub)
-    synthesize.add_parser(sub)
-    linreg.add_parser(sub)
-    logreg.add_parser(sub)
-    crosstab.add_parser(sub)
-    quantiles.add_parser(sub)
-    naive_bayes.add_parser(sub)
-    statistics.add_parsers(sub)  # stats, correlation, and every installed plugin statistic
-    jobs.add_parsers(sub)  # jobs, result
-    health.add_parser(sub)
-    simulate.add_parser(sub)
+    demo: SubParsers | None = None
+    for module, function, given, commands in FAMILIES:
+        if command is not None and command not in commands:
+            continue
+        if given != "sub" and demo is None:  # the group, in its place after pca and dca
+            demo = sub.add_parser(
+                DEMO, help="run a complete local deployment end to end"
+            ).add_subparsers(dest="action", required=True, metavar="DEMO")
+        add = getattr(importlib.import_module(f"leteo_fed.cli.{module}"), function)
+        if given == "sub":
+            add(sub)
+        elif given == "demo":
+            add(demo)
+        else:
+            add(sub, demo)
     return parser
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The top-level command a command line names, if it names a known one (else None: the
+    whole tree is built, for `--help`, `--version` and every error about the command word)."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return None
+        if not token.startswith("-"):
+            return token if token in COMMANDS else None
+        if "=" not in token and len(token) > 2 and "--log-level".startswith(token):
+            i += 1  # --log-level (or an abbreviation) takes the next word
+        i += 1
+    return None
 
 
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
     """The command's handler, with every anticipated failure turned into one line and a code.
     A bad input's line names the command's flags where the library names a parameter
     (`dp_epsilon` is `--dp-epsilon` for `pca`, `--epsilon` for `kmeans`: `cli.flags`)."""
-    from leteo_fed.client import RoundFailed
-
     try:
         return args.handler(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (PeerUnavailable, RoundFailed) as exc:
+    except PeerUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except LeteoError as exc:
+        if _round_failed(exc):  # the round ended without a result: a failure of the run
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         said = str(exc)
         if parser is not None:
             said = flags.for_command(parser, args, said, exc.field)
@@ -120,14 +151,18 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None
         return 2
 
 
+def _round_failed(exc: LeteoError) -> bool:
+    """Whether `exc` is the analyst client's RoundFailed. Only a command that loaded the client
+    can have raised it, so the others need not import the client (and its protocols) to ask."""
+    client = sys.modules.get("leteo_fed.client")
+    return client is not None and isinstance(exc, client.RoundFailed)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(join_negative_values(parser, argv))
     args.command_line = shlex.join(["leteo-fed", *argv])  # release reports: how to reproduce
-    # Imports gRPC, so only once the command line is known to run something (not for --help).
-    from leteo_fed.demo.cluster import die_with_parent_if_asked
-
     die_with_parent_if_asked()
     logging.basicConfig(
         level=getattr(logging, args.log_level),

@@ -1,6 +1,6 @@
 """Which columns the DP k-means jobs cluster, decided alike by the Spark and in-process engines.
 
-Columns are typed by :mod:`leteo_fed.anonymize.kinds` (a CSV column is a number when every value
+Columns are typed by :mod:`leteo_fed.anonymize.models.kinds` (a CSV column is a number when every value
 looks like one), so both engines see the same numeric columns. Refusals come from the types
 alone (a named feature missing or not numeric, no numeric column at all), so they reveal nothing
 about individual rows.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from leteo_fed.anonymize.kinds import NUMERIC, TEXT
+from leteo_fed.anonymize.models.kinds import NUMERIC, TEXT
 from leteo_fed.errors import DataError
 
 

@@ -1,6 +1,6 @@
 """Read the features of a local CSV / Parquet dataset into memory, for the in-process engine.
 
-The same typing (:mod:`leteo_fed.anonymize.kinds`), the same feature choice (:mod:`features`) and
+The same typing (:mod:`leteo_fed.anonymize.models.kinds`), the same feature choice (:mod:`features`) and
 the same row filter as :mod:`spark_io`: rows with a null, NaN or infinite value in a selected
 feature are dropped (a per-row filter keeps the DP guarantee of what follows; how many were
 dropped is not reported, because that count is not private).
@@ -14,10 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from leteo_fed.anonymize import kinds as K
-from leteo_fed.anonymize import local_io
-from leteo_fed.anonymize.column_scan import scan_arrow
+from leteo_fed.anonymize.engines.local import io as local_io
+from leteo_fed.anonymize.engines.local.scan import scan_arrow
 from leteo_fed.anonymize.inputs import input_format
+from leteo_fed.anonymize.models import kinds as K
 from leteo_fed.clustering.features import pick_features
 
 

@@ -1,6 +1,6 @@
 """Read the features of a Spark-readable dataset for the DP k-means jobs, without collecting it.
 
-A CSV is read as text and each column typed by :mod:`leteo_fed.anonymize.kinds` (one
+A CSV is read as text and each column typed by :mod:`leteo_fed.anonymize.models.kinds` (one
 aggregation, like Spark's own schema inference), so the in-process engine (:mod:`local_io`) picks
 the same numeric columns. Refusals come from the types alone (:mod:`features`), so they reveal
 nothing about individual rows. Rows with a null, NaN or infinite value in a selected feature are
@@ -37,9 +37,9 @@ def read_dataset(path: str, fmt: str | None = None) -> DataFrame:
     """CSV (with header; columns typed by content) or Parquet, by the explicit format or the path."""
     from pyspark.errors import AnalysisException
 
-    from leteo_fed.anonymize import kinds as K
-    from leteo_fed.anonymize.column_scan import scan_spark
+    from leteo_fed.anonymize.engines.spark.scan import scan_spark
     from leteo_fed.anonymize.inputs import input_format
+    from leteo_fed.anonymize.models import kinds as K
     from leteo_fed.data.spark_stats import get_spark
 
     fmt = input_format(path, fmt)
@@ -65,7 +65,7 @@ def read_dataset(path: str, fmt: str | None = None) -> DataFrame:
 
 def spark_kinds(df: DataFrame) -> dict[str, str]:
     """Kinds of a DataFrame's columns from its (typed) schema."""
-    from leteo_fed.anonymize.column_scan import spark_kind
+    from leteo_fed.anonymize.engines.spark.scan import spark_kind
 
     return {f.name: spark_kind(f.dataType) for f in df.schema.fields}
 

@@ -6,7 +6,6 @@ signal, so even a killed parent leaves no orphans; `stop()` terminates, then kil
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -19,13 +18,13 @@ from pathlib import Path
 
 import grpc
 
+from leteo_fed.demo.parent import PARENT_ENV
 from leteo_fed.errors import PeerUnavailable
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
 
-_PR_SET_PDEATHSIG = 1
 STOP_REQUESTED = threading.Event()
 
 
@@ -47,26 +46,6 @@ def stop_on_signals() -> None:
 def check_stop() -> None:
     if STOP_REQUESTED.is_set():
         raise KeyboardInterrupt
-
-
-PARENT_ENV = "LETEO_DIE_WITH_PARENT"
-
-
-def die_with_parent_if_asked() -> None:
-    """Called at CLI start-up in children: SIGTERM when the launching process dies.
-
-    Set in the child itself (not via preexec_fn) so the launcher can use vfork/posix_spawn:
-    forking a process that runs gRPC threads is unsafe.
-    """
-    parent = os.environ.pop(PARENT_ENV, None)
-    if not parent:
-        return
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != int(parent):  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 _HANDED_OUT: set[int] = set()

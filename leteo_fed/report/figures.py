@@ -17,21 +17,20 @@ def png(
     lay it out; False when `draw` places its own axes)."""
     if not extras.installed("matplotlib"):
         return None
-    import matplotlib
+    # A figure on its own Agg canvas: the same PNG bytes as pyplot's, without importing pyplot
+    # (its backend machinery is a good part of a release job's start-up) or its global state.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=size, dpi=100)
-    try:
-        draw(ax)
-        if tight:
-            fig.tight_layout()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png")
-        return buffer.getvalue()
-    finally:
-        plt.close(fig)
+    fig = Figure(figsize=size, dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    draw(ax)
+    if tight:
+        fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
 
 
 def bars(labels: Sequence[str], values: Sequence[float], xlabel: str, ylabel: str) -> bytes | None:

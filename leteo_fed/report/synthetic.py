@@ -34,8 +34,6 @@ def _marginals_figure(marginals: Mapping[str, Any]) -> bytes | None:
     names = list(marginals)
 
     def draw(ax: Any) -> None:
-        import matplotlib.pyplot as plt
-
         fig = ax.figure
         fig.delaxes(ax)
         cols = 3
@@ -51,7 +49,7 @@ def _marginals_figure(marginals: Mapping[str, Any]) -> bytes | None:
             sub.tick_params(labelsize=7)
             if i == 0:
                 sub.legend(fontsize=7)
-        plt.subplots_adjust(hspace=0.5)
+        fig.subplots_adjust(hspace=0.5)
 
     rows = (len(names) + 2) // 3
     return png(draw, size=(9.0, 2.0 * rows + 0.5))

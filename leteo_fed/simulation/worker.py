@@ -142,7 +142,7 @@ async def _semaphore(n: int) -> asyncio.Semaphore:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from leteo_fed.demo.cluster import die_with_parent_if_asked
+    from leteo_fed.demo.parent import die_with_parent_if_asked
 
     parser = argparse.ArgumentParser(prog="python -m leteo_fed.simulation.worker")
     parser.add_argument("--log-level", default="WARNING")

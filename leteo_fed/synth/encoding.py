@@ -153,7 +153,7 @@ def encode_table(table: pa.Table, config: SynthConfig) -> Encoded:
 
 def read_local(path: str, fmt: str) -> pa.Table:
     """The input as the in-process engine reads it (anonymize's readers: CSV as text)."""
-    from leteo_fed.anonymize.local_io import read_csv_text, read_parquet
+    from leteo_fed.anonymize.engines.local.io import read_csv_text, read_parquet
 
     where = Path(path.removeprefix("file://"))
     return read_parquet(where) if fmt == "parquet" else read_csv_text(where)

@@ -1,6 +1,6 @@
 """`synthesize` as one call: read, encode, build the DP model, generate, write atomically.
 
-The engine is chosen as anonymize chooses it (:mod:`leteo_fed.anonymize.engine`); both engines
+The engine is chosen as anonymize chooses it (:mod:`leteo_fed.anonymize.engines.choice`); both engines
 feed the same driver-side model (:mod:`model`) with the same exact aggregates, so they write the
 same table for the same seed and config. Nothing is written until everything has been
 computed; then the synthetic table, report.html (the page for the data holder) and report.json
@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from leteo_fed import __version__
-from leteo_fed.anonymize.engine import choose
+from leteo_fed.anonymize.engines.choice import choose
 from leteo_fed.anonymize.inputs import input_format
 from leteo_fed.errors import ConfigError
 from leteo_fed.fileio import atomic_write_json
@@ -59,7 +59,7 @@ def _aggregator(
     from leteo_fed import extras
 
     extras.require("pyspark")
-    from leteo_fed.anonymize.spark_job import read_input
+    from leteo_fed.anonymize.engines.spark.job import read_input
     from leteo_fed.data.spark_stats import get_spark
     from leteo_fed.synth.spark_engine import SparkAggregator, encode_frame
 
@@ -81,7 +81,7 @@ def _publish(src: Path, dst: Path) -> None:
 
 def write_release(table: Any, folder: Path, release_format: str) -> tuple[Path, Path]:
     """Stage the table in a hidden sibling inside `folder`; returns (staged, final path)."""
-    from leteo_fed.anonymize.local_io import write_csv, write_parquet
+    from leteo_fed.anonymize.engines.local.io import write_csv, write_parquet
 
     folder.mkdir(parents=True, exist_ok=True)
     staging = folder / f".synthesize-{uuid.uuid4().hex[:12]}"

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from leteo_fed.anonymize import verify
-from leteo_fed.anonymize.config import (
+from leteo_fed.anonymize.audit import verify
+from leteo_fed.anonymize.models.config import (
     AnonymizationConfig,
     LDiversity,
     QuasiIdentifier,
     SensitiveAttribute,
     TCloseness,
 )
-from leteo_fed.anonymize.hierarchy import Hierarchy
+from leteo_fed.anonymize.models.hierarchy import Hierarchy
 
 ADULT = Path(__file__).resolve().parents[3] / "benchmarks" / "hierarchies" / "adult"
 
@@ -108,7 +108,7 @@ def check_release(
     hs: dict,
     suppressed: np.ndarray | None = None,
 ) -> None:
-    """Independent checks with :mod:`verify`: k, l, t, truthfulness, nothing lost or changed.
+    """Independent checks with :mod:`audit.verify`: k, l, t, truthfulness, nothing lost or changed.
 
     ``suppressed`` rows are left out of the classes (and must fit the suppression limit).
     """

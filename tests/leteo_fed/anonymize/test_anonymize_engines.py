@@ -190,7 +190,7 @@ def test_csv_columns_keep_their_types_in_a_parquet_release(
 
 
 def test_auto_runs_small_inputs_in_process(tmp_path: Path) -> None:
-    from leteo_fed.anonymize.engine import choose
+    from leteo_fed.anonymize.engines.choice import choose
 
     write_csv(tmp_path / "data.csv", rows(20))
     local = choose("auto", str(tmp_path / "data.csv"), "csv")

@@ -33,8 +33,8 @@ from job_cases import rows as _rows
 from job_cases import write_csv as _write_csv
 from job_cases import write_job as _write_job
 
-from leteo_fed.anonymize import verify
-from leteo_fed.anonymize.config import load_config
+from leteo_fed.anonymize.audit import verify
+from leteo_fed.anonymize.models.config import load_config
 
 pytestmark = pytest.mark.spark
 
@@ -376,8 +376,8 @@ def test_release_missing_its_models_is_not_published(
     if engine == "spark":
         from pyspark.sql import functions as F
 
-        from leteo_fed.anonymize import spark_job
-        from leteo_fed.anonymize.spark_mondrian import SUPPRESSED, SparkMondrianStats
+        from leteo_fed.anonymize.engines.spark import job as spark_job
+        from leteo_fed.anonymize.engines.spark.mondrian import SUPPRESSED, SparkMondrianStats
 
         def raw(df: Any, config: Any, hierarchies: Any, progress: Any = None) -> tuple[Any, Any]:
             cols = [F.col(c).cast("string").alias(c) if c in QIS else F.col(c) for c in df.columns]
@@ -387,8 +387,8 @@ def test_release_missing_its_models_is_not_published(
     else:
         import pyarrow as pa
 
-        from leteo_fed.anonymize import local_job
-        from leteo_fed.anonymize.mondrian_rounds import MondrianStats
+        from leteo_fed.anonymize.engines.local import job as local_job
+        from leteo_fed.anonymize.planners.mondrian import MondrianStats
 
         def raw_local(typed: Any, job: Any, summary: Any, say: Any) -> tuple[Any, Any, Any]:
             labels = {c: typed.column(c).cast(pa.string()).combine_chunks() for c in QIS}
@@ -417,7 +417,7 @@ def test_release_missing_its_models_is_not_published(
 
 @pytest.mark.parametrize("key", [b"0123456789abcdef", b"k" * 64, b"K" * 100])
 def test_spark_hmac_equals_python_hmac(spark: Any, key: bytes) -> None:
-    from leteo_fed.anonymize.pseudonymize import pseudonymize
+    from leteo_fed.anonymize.engines.spark.pseudonymize import pseudonymize
 
     values = ["alice", "", "ünïcødé", None, "x" * 300, "007"]
     df = spark.createDataFrame(list(enumerate(values)), "i long, v string")
@@ -427,8 +427,8 @@ def test_spark_hmac_equals_python_hmac(spark: Any, key: bytes) -> None:
 
 
 def test_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from leteo_fed.anonymize.config import Identifiers
-    from leteo_fed.anonymize.pseudonymize import load_key
+    from leteo_fed.anonymize.keys import load_key
+    from leteo_fed.anonymize.models.config import Identifiers
     from leteo_fed.errors import ConfigError
 
     monkeypatch.setenv("LETEO_TEST_HMAC", "a-long-enough-secret")

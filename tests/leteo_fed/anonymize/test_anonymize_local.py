@@ -14,19 +14,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
+import reference_mondrian
+import reference_tds
 from anonymize_cases import ADULT_CONFIG, TOY_CONFIG, TOY_H, adult_like, make_config, toy_table
 
-from leteo_fed.anonymize import kinds as K
-from leteo_fed.anonymize import mondrian, tds
 from leteo_fed.anonymize.arrays import unique_rows
-from leteo_fed.anonymize.column_scan import scan_arrow
-from leteo_fed.anonymize.config import AnonymizationConfig, LDiversity, SensitiveAttribute
-from leteo_fed.anonymize.local_io import read_csv_text, write_csv
-from leteo_fed.anonymize.local_mondrian import anonymize_table as local_mondrian
-from leteo_fed.anonymize.local_table import sensitive
-from leteo_fed.anonymize.local_tds import anonymize_table as local_tds
-from leteo_fed.anonymize.local_text import java_float
-from leteo_fed.anonymize.privacy_models import PrivacyModel
+from leteo_fed.anonymize.engines.local.io import read_csv_text, write_csv
+from leteo_fed.anonymize.engines.local.mondrian import anonymize_table as local_mondrian
+from leteo_fed.anonymize.engines.local.scan import scan_arrow
+from leteo_fed.anonymize.engines.local.table import sensitive
+from leteo_fed.anonymize.engines.local.tds import anonymize_table as local_tds
+from leteo_fed.anonymize.engines.local.text import java_float
+from leteo_fed.anonymize.models import kinds as K
+from leteo_fed.anonymize.models.config import AnonymizationConfig, LDiversity, SensitiveAttribute
+from leteo_fed.anonymize.models.privacy import PrivacyModel
 
 
 def _arrow(cols: dict[str, np.ndarray]) -> tuple[pa.Table, dict[str, str]]:
@@ -62,7 +63,7 @@ def test_round_planner_releases_what_the_reference_releases(case: int) -> None:
     cols, config, hs = _cases()[case]
     table, kinds = _arrow(cols)
     labels, stats = local_mondrian(table, config, hs, sensitive(table, config, kinds))
-    ref = mondrian.anonymize(cols, config, hs)
+    ref = reference_mondrian.anonymize(cols, config, hs)
     for j, q in enumerate(config.quasi_identifiers):
         assert labels[j].to_pylist() == ref.released[q.column].tolist(), q.column
     assert (stats.n_partitions, stats.rounds) == (ref.n_partitions, ref.rounds)
@@ -77,7 +78,7 @@ def test_local_tds_releases_what_the_reference_releases(case: int, gain: str) ->
     )
     table, kinds = _arrow(cols)
     labels, withheld, stats = local_tds(table, config, hs, sensitive(table, config, kinds))
-    ref = tds.anonymize(cols, config, hs)
+    ref = reference_tds.anonymize(cols, config, hs)
     for j, q in enumerate(config.quasi_identifiers):
         assert labels[j].to_pylist() == ref.released[q.column].tolist(), q.column
     np.testing.assert_array_equal(withheld, ref.suppressed)

@@ -14,10 +14,10 @@ from anonymize_cases import (
     to_df,
     toy_table,
 )
+from reference_mondrian import anonymize
 
-from leteo_fed.anonymize import verify
-from leteo_fed.anonymize.config import LDiversity, SensitiveAttribute
-from leteo_fed.anonymize.mondrian import anonymize
+from leteo_fed.anonymize.audit import verify
+from leteo_fed.anonymize.models.config import LDiversity, SensitiveAttribute
 from leteo_fed.errors import DataError
 
 # ---------------------------------------------------------------------------- NumPy reference
@@ -97,7 +97,7 @@ def test_value_outside_hierarchy_is_refused() -> None:
 
 
 def _run_spark(spark, cols, config, hs):  # noqa: ANN001, ANN202
-    from leteo_fed.anonymize.spark_mondrian import SUPPRESSED, anonymize_dataframe
+    from leteo_fed.anonymize.engines.spark.mondrian import SUPPRESSED, anonymize_dataframe
 
     out, stats = anonymize_dataframe(to_df(spark, cols), config, hs)
     rows = out.collect()
@@ -131,7 +131,7 @@ def test_spark_equals_reference(spark, case: str) -> None:  # noqa: ANN001
 
 @pytest.mark.spark
 def test_spark_unreachable_k_raises(spark) -> None:  # noqa: ANN001
-    from leteo_fed.anonymize.spark_mondrian import anonymize_dataframe
+    from leteo_fed.anonymize.engines.spark.mondrian import anonymize_dataframe
 
     df = to_df(spark, toy_table(n=30))
     with pytest.raises(DataError, match="no output can reach k=31"):

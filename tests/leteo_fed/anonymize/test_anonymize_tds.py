@@ -18,12 +18,12 @@ from anonymize_cases import (
     to_df,
     toy_table,
 )
+from reference_tds import anonymize
 
-from leteo_fed.anonymize import verify
-from leteo_fed.anonymize.config import AnonymizationConfig, LDiversity, SensitiveAttribute
-from leteo_fed.anonymize.hierarchy import Hierarchy
-from leteo_fed.anonymize.taxonomy import hierarchy_taxonomy, leaf_codes, numeric_taxonomy
-from leteo_fed.anonymize.tds import anonymize
+from leteo_fed.anonymize.audit import verify
+from leteo_fed.anonymize.models.config import AnonymizationConfig, LDiversity, SensitiveAttribute
+from leteo_fed.anonymize.models.hierarchy import Hierarchy
+from leteo_fed.anonymize.models.taxonomy import hierarchy_taxonomy, leaf_codes, numeric_taxonomy
 from leteo_fed.errors import DataError
 
 
@@ -203,8 +203,8 @@ def test_unreachable_models_and_bad_values_raise() -> None:
 
 
 def _run_spark(spark, cols, config, hs):  # noqa: ANN001, ANN202
-    from leteo_fed.anonymize.spark_mondrian import SUPPRESSED
-    from leteo_fed.anonymize.spark_tds import anonymize_dataframe
+    from leteo_fed.anonymize.engines.spark.mondrian import SUPPRESSED
+    from leteo_fed.anonymize.engines.spark.tds import anonymize_dataframe
 
     out, stats = anonymize_dataframe(to_df(spark, cols), config, hs)
     table = out.toArrow()
@@ -263,7 +263,7 @@ def test_spark_replicated_rows_give_the_same_cut(spark) -> None:  # noqa: ANN001
 
 @pytest.mark.spark
 def test_spark_unreachable_k_raises(spark) -> None:  # noqa: ANN001
-    from leteo_fed.anonymize.spark_tds import anonymize_dataframe
+    from leteo_fed.anonymize.engines.spark.tds import anonymize_dataframe
 
     df = to_df(spark, toy_table(n=30))
     with pytest.raises(DataError, match="no output can reach k=31"):

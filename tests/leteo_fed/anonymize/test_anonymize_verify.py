@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from leteo_fed.anonymize import Hierarchy, QuasiIdentifier
-from leteo_fed.anonymize.verify import (
+from leteo_fed.anonymize.audit.verify import (
     average_class_size,
     discernibility,
     equivalence_classes,

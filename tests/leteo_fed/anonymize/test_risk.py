@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from leteo_fed.anonymize.config import parse_config
-from leteo_fed.anonymize.risk import reidentification_risk
+from leteo_fed.anonymize.models.config import parse_config
+from leteo_fed.anonymize.models.risk import reidentification_risk
 from leteo_fed.errors import ConfigError
 
 

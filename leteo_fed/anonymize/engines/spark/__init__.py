@@ -1,0 +1,1 @@
+"""The Spark engine: rows stay on the executors, the driver sees counts and summaries only."""
