@@ -148,3 +148,10 @@ def add_parsers(sub: SubParsers) -> None:
 
     for protocol in registry.statistics():
         add_parser(sub, protocol)
+
+
+def command_names() -> set[str]:
+    """The commands `add_parsers` adds (they come from the registry, not `main.FAMILIES`)."""
+    from leteo_fed.protocols import registry
+
+    return {p.statistic.command or command_name(p.statistic.name) for p in registry.statistics()}
