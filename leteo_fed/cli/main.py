@@ -20,7 +20,6 @@ from leteo_fed import __version__, extras
 from leteo_fed.cli import (
     anonymize,
     bench,
-    crosstab,
     dp_kmeans,
     flags,
     health,
@@ -82,10 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     synthesize.add_parser(sub)
     linreg.add_parser(sub)
     logreg.add_parser(sub)
-    crosstab.add_parser(sub)
     quantiles.add_parser(sub)
     naive_bayes.add_parser(sub)
-    statistics.add_parsers(sub)  # stats, correlation, and every installed plugin statistic
+    statistics.add_parsers(sub)  # stats, correlation, crosstab, ... and every plugin statistic
     jobs.add_parsers(sub)  # jobs, result
     health.add_parser(sub)
     simulate.add_parser(sub)

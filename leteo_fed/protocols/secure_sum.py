@@ -16,6 +16,7 @@ one site's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -55,6 +56,7 @@ from leteo_fed.protocols.base import (
     split_clip_count,
     verify_dp,
 )
+from leteo_fed.protocols.dp_release import stated_truth
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, to_dict
 from leteo_fed.protocols.statistic import (
     COUNT,
@@ -63,6 +65,7 @@ from leteo_fed.protocols.statistic import (
     Rows,
     SecureSumStatistic,
     Totals,
+    check_row_count,
     data_bound,
     integer_sensitivity,
     n_values,
@@ -93,11 +96,7 @@ def validate_rows(x: np.ndarray, features: list[str], enc: ShareEncoding) -> Non
         raise DataError(f"expected a {len(features)}-column matrix, got shape {x.shape}")
     if x.shape[0] == 0:
         raise DataError("the data source has no rows", rule="rows")
-    if x.shape[0] > enc.max_rows_per_owner:
-        raise DataError(
-            f"{x.shape[0]} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}",
-            rule="rows",
-        )
+    check_row_count(x.shape[0], enc.max_rows_per_owner)
     check_finite_and_bounded(x, features, enc.value_bound)
 
 
@@ -188,6 +187,8 @@ class SecureSumProtocol(FederatedProtocol):
         self.request_type = statistic.request_type  # type: ignore[misc]
         self.spec_type = statistic.spec_type  # type: ignore[misc]
         self.takes_bounds = statistic.takes_bounds  # type: ignore[misc]
+        self.plot_file = statistic.plot_file  # type: ignore[misc]
+        self.fixed_row_norm_bound = statistic.fixed_row_norm_bound  # type: ignore[misc]
         self.plugin = plugin
 
     def result_file(self, label: str) -> str | None:
@@ -201,39 +202,48 @@ class SecureSumProtocol(FederatedProtocol):
         self, spec: Any, common: Common, dp: bool, noise_bound: int = 0, bound: float = 0.0
     ) -> ShareEncoding:
         """The share encoding of a plan: the scale, the value bound (a DP round's: its
-        row-norm bound), slots for the invited owners (the CSP sums at most one share of each)."""
-        f = common.scale_bits or (DP_DEFAULT_SCALE_BITS if dp else DEFAULT_SCALE_BITS)
-        b = bound or common.value_bound or DEFAULT_VALUE_BOUND
+        row-norm bound), slots for the invited owners (the CSP sums at most one share of each).
+        A statistic of counts only encodes them at the one scale, whole counts without DP."""
+        fixed = self.statistic.fixed_row_norm_bound
+        b = bound or fixed or common.value_bound or DEFAULT_VALUE_BOUND
+        blocks = self.statistic.blocks(spec, b)
+        counts = all(blk.kind == COUNT for blk in blocks)
+        f = common.scale_bits or (
+            DP_DEFAULT_SCALE_BITS if dp else 0 if counts else DEFAULT_SCALE_BITS
+        )
         return statistic_encoding(
-            self.statistic.blocks(spec, b),
+            blocks,
             scale_bits=f,
             value_bound=b,
             max_owners=common.n_invited,
-            count_scale_bits=f if dp else 0,
+            count_scale_bits=f if dp or counts else 0,
             noise_bound=noise_bound,
         )
 
     def plan(self, request: Any, common: Common) -> StatisticPlan:
         spec = self.statistic.spec(request)
-        min_owners, deadline = common.quorum(), common.deadline()
-        if common.dp is None:
-            return StatisticPlan(
-                self.statistic.name,
-                spec,
-                min_owners,
-                deadline,
-                self.encoding(spec, common, dp=False),
+        fixed = self.statistic.fixed_row_norm_bound
+        if fixed is not None and common.value_bound:
+            raise DataError(
+                f"{self.statistic.name} takes no value_bound: its values are counts",
+                field="value_bound",
             )
-        if common.dp.bounds and not self.statistic.takes_bounds:
+        if common.dp is not None and common.dp.bounds and not self.statistic.takes_bounds:
             raise DataError(
                 f"{self.statistic.name} takes no per-column bounds (give row_norm_bound)",
                 field="bounds",
             )
+        dp_request = common.dp
+        if dp_request is not None and fixed is not None:  # nothing to clip: the bound is fixed
+            dp_request = dataclasses.replace(dp_request, row_norm=fixed)
+        min_owners, deadline = common.quorum(), common.deadline()
+        if dp_request is None:
+            enc = self.encoding(spec, common, dp=False)
+            return StatisticPlan(self.statistic.name, spec, min_owners, deadline, enc)
         f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-        features = self.statistic.features(spec)
         dp, noise_bound, sens, _ = plan_dp(
-            common.dp,
-            features,
+            dp_request,
+            self.statistic.features(spec),
             lambda c: integer_sensitivity(self.statistic.blocks(spec, c), f, f),
             n_values(self.statistic.blocks(spec, 1.0)),
             f,
@@ -243,41 +253,60 @@ class SecureSumProtocol(FederatedProtocol):
         return StatisticPlan(self.statistic.name, spec, min_owners, deadline, enc, dp, sens)
 
     def next_round(self, plan: StatisticPlan, state: None, index: int) -> RoundPlan:
-        n_vals = n_values(self.statistic.blocks(plan.spec, plan.encoding.value_bound))
-        if plan.dp is not None and plan.dp.counts_clipped:
-            n_vals += 1
-        dimension = len(self.statistic.features(plan.spec))
-        return RoundPlan(plan.spec, plan.label, plan.encoding, n_vals, plan.dp, dimension=dimension)
+        blocks = self.statistic.blocks(plan.spec, plan.encoding.value_bound)
+        n_vals = n_values(blocks) + (1 if plan.dp is not None and plan.dp.counts_clipped else 0)
+        return RoundPlan(
+            plan.spec,
+            plan.label,
+            plan.encoding,
+            n_vals,
+            plan.dp,
+            dimension=self.dimension(plan.spec),
+        )
 
     def finish_round(self, plan: StatisticPlan, state: None, outcome: Outcome) -> Step:
         start = time.perf_counter()
-        fields = self.result_of(plan, outcome.require_totals(), outcome.n_owners)
+        totals, release = self.released(plan, outcome.require_totals(), outcome.n_owners)
+        fields = self.statistic.result(plan.spec, totals, release)
         outcome.timings["statistics_seconds"] = time.perf_counter() - start
         dp = None
         if plan.dp is not None and plan.sensitivity is not None:
             start = time.perf_counter()
-            truth = round_truth(
-                plan.dp,
-                outcome,
-                lambda t: self.release_figures(plan, t, outcome.n_owners),
-                float(fields.get("n_rows", 0) or 0),
-                plan.encoding.count_scale_bits,
-            )
+            report = self.statistic.noise_report(plan.spec, fields, totals, release)
+            n_rows = float(fields.get("n_rows", 0) or 0)
+            if report.figure_noise is None:
+                truth = round_truth(
+                    plan.dp,
+                    outcome,
+                    lambda t: self.release_figures(plan, t, outcome.n_owners),
+                    n_rows,
+                    plan.encoding.count_scale_bits,
+                    report.warnings,
+                )
+            else:  # the statistic knows each figure's noise in closed form
+                _, clipped = split_clip_count(
+                    outcome.require_totals(), plan.dp, plan.encoding.count_scale_bits
+                )
+                figures = self.statistic.figures(plan.spec, fields)
+                truth = stated_truth(figures, report.figure_noise, n_rows, clipped, report.warnings)
             fields = self.statistic.with_noise(plan.spec, fields, truth.figure_noise_std)
             outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
+            texts = {"post_processing": report.post_processing} if report.post_processing else {}
             dp = dp_facts(
-                "distributed Skellam noise on every encoded total",
+                report.mechanism or "distributed Skellam noise on every encoded total",
                 plan.dp,
                 plan.sensitivity,
                 truth,
                 skellam_mu_aggregate=plan.dp.aggregate_mu(outcome.n_owners),
-                noise_std_per_value=plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits),
-                note=(
+                noise_std_per_value=release.noise_std,
+                note=report.note
+                or (
                     "every value clipped to its column's public bounds and scaled to [-1, 1], "
                     if plan.dp.bounds
                     else ""
                 )
                 + "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+                **texts,
             )
         return Step(self.make_result(plan, fields, outcome, dp))
 
@@ -295,9 +324,11 @@ class SecureSumProtocol(FederatedProtocol):
             protocol=self.statistic.name, **fields, **outcome.facts(), dp=dp
         )
 
-    def result_of(self, plan: StatisticPlan, totals: list[int], n_owners: int) -> dict[str, Any]:
-        """The statistic's result fields from a round's totals (the clipped-rows count of a
-        bounded release set aside)."""
+    def released(
+        self, plan: StatisticPlan, totals: list[int], n_owners: int
+    ) -> tuple[Totals, Release]:
+        """A round's totals as the statistic reads them (the clipped-rows count of a bounded
+        release set aside), and what the aggregator knows of the release."""
         enc = plan.encoding
         totals, _ = split_clip_count(totals, plan.dp, enc.count_scale_bits)
         blocks = self.statistic.blocks(plan.spec, enc.value_bound)
@@ -308,9 +339,11 @@ class SecureSumProtocol(FederatedProtocol):
             n_owners=n_owners,
             bound=enc.value_bound,
         )
-        return self.statistic.result(
-            plan.spec, Totals(blocks, totals, enc.scale_bits, enc.count_scale_bits), release
-        )
+        return Totals(blocks, totals, enc.scale_bits, enc.count_scale_bits), release
+
+    def result_of(self, plan: StatisticPlan, totals: list[int], n_owners: int) -> dict[str, Any]:
+        """The statistic's result fields from a round's totals."""
+        return self.statistic.result(plan.spec, *self.released(plan, totals, n_owners))
 
     def release_figures(self, plan: StatisticPlan, totals: list[int], n_owners: int) -> dict:
         return self.statistic.figures(plan.spec, self.result_of(plan, totals, n_owners))
@@ -348,7 +381,8 @@ class SecureSumProtocol(FederatedProtocol):
         return self.columns(self.statistic.spec(request))
 
     def dimension(self, spec: Any) -> int:
-        return len(self.statistic.features(spec))
+        """Values per row: the features, else every column read."""
+        return len(self.statistic.features(spec)) or len(self.columns(spec))
 
     def check(
         self, spec: Any, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
@@ -357,26 +391,25 @@ class SecureSumProtocol(FederatedProtocol):
             raise ProtocolError(f"a {self.statistic.name} round needs a plain encoding")
         self.statistic.check_spec(spec)
         blocks = self.statistic.blocks(spec, enc.value_bound)
+        if dp is not None or all(b.kind == COUNT for b in blocks):
+            require_same_count_scale(enc)
         require_bound(
             enc, data_bound(blocks, enc.max_rows_per_owner, enc.scale_bits, enc.count_scale_bits)
         )
         if dp is not None:
-            require_same_count_scale(enc)
-            verify_dp(
-                dp,
-                self.statistic.features(spec),
-                self.dp_sensitivity(spec, enc, dp),
-                n_values(blocks),
-                enc,
-            )
+            features = self.statistic.features(spec)
+            verify_dp(dp, features, self.dp_sensitivity(spec, enc, dp), n_values(blocks), enc)
 
     def dp_sensitivity(self, spec: Any, enc: ShareEncoding | None, dp: DpSpec) -> noise.Sensitivity:
         if enc is None:
             raise ProtocolError(f"a {self.statistic.name} round needs an encoding")
-        blocks = self.statistic.blocks(spec, dp.row_norm_bound)
+        bound = self.statistic.fixed_row_norm_bound or dp.row_norm_bound
+        blocks = self.statistic.blocks(spec, bound)
         return integer_sensitivity(blocks, enc.scale_bits, enc.count_scale_bits)
 
     def describe(self, spec: Any, dp: DpSpec | None) -> str:
+        if self.statistic.fixed_row_norm_bound is not None:  # nothing is clipped
+            return self.statistic.describe(spec)
         return self.statistic.describe(spec) + clip_note(dp)
 
     def share_values(
@@ -388,17 +421,26 @@ class SecureSumProtocol(FederatedProtocol):
         timings: dict[str, float],
     ) -> list[int]:
         start = time.perf_counter()
-        features = list(self.statistic.features(spec))
-        table = site.read(self.columns(spec))
-        x = table.matrix(features)
-        clipped = np.zeros(len(x), dtype=bool)
-        if dp is not None:
-            x, clipped = clip_for_release(x, features, dp)
-        validate_rows(x, features, enc)
-        rows = Rows(x, table, enc.value_bound, dp is not None)
+        blocks = self.statistic.blocks(spec, enc.value_bound)
+        rows, clipped = self.rows(spec, enc, dp, site)
         sums = self.statistic.sums(spec, rows)
         timings["statistics_seconds"] = time.perf_counter() - start
-        values = encode_blocks(self.statistic.blocks(spec, enc.value_bound), sums, enc)
+        values = encode_blocks(blocks, sums, enc)
         if dp is not None and dp.counts_clipped:
             values.append(clip_count_value(clipped, enc.count_scale_bits))
         return values
+
+    def rows(
+        self, spec: Any, enc: ShareEncoding, dp: DpSpec | None, site: SiteData
+    ) -> tuple[Rows, np.ndarray]:
+        """An owner's rows as the statistic reads them (clipped as the spec says in a DP
+        round), and which were clipped. A statistic without features reads its own columns."""
+        features = list(self.statistic.features(spec))
+        table = site.read(self.columns(spec))
+        x = table.matrix(features) if features else np.empty((0, 0))
+        clipped = np.zeros(len(x), dtype=bool)
+        if features:
+            if dp is not None:
+                x, clipped = clip_for_release(x, features, dp)
+            validate_rows(x, features, enc)
+        return Rows(x, table, enc.value_bound, dp is not None, enc.max_rows_per_owner), clipped

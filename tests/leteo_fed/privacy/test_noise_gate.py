@@ -67,7 +67,6 @@ class Contacted(Exception):
 @pytest.fixture
 def no_aggregator(monkeypatch):
     from leteo_fed.cli import (
-        crosstab,
         kmeans,
         ldp,
         logreg,
@@ -80,7 +79,7 @@ def no_aggregator(monkeypatch):
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, statistics, ldp, crosstab, quantiles, logreg, naive_bayes):
+    for module in (rounds, kmeans, statistics, ldp, quantiles, logreg, naive_bayes):
         monkeypatch.setattr(module, "analyst_client", client)
 
 

@@ -1,0 +1,47 @@
+"""The figures of the commands made from declared statistics (`cli.statistics`), drawn from a
+result's document; `cli.jobs.PLOTTERS` finds each by its result's wire name, for the command
+and for `leteo-fed result`."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+
+def plot_counts(result: dict, path: Path) -> None:
+    """A cross-tabulation's bar chart: a bar per category of the first column, stacked by the
+    other columns' categories; DP: error bars at 2 std of the bar's total (the margin's noise)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    names = result["columns"]
+    cats = result["categories"]
+    counts = np.array(result["counts"], dtype=np.float64)
+    x = np.arange(counts.shape[0])
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.35 * len(x) + 2), 4.8), dpi=110)
+    stacks = [" / ".join(map(str, key)) for key in itertools.product(*[cats[n] for n in names[1:]])]
+    bottom = np.zeros(len(x))
+    for j, label in enumerate(stacks):
+        ax.bar(x, counts[:, j], 0.8, bottom=bottom, label=label or "count")
+        bottom += counts[:, j]
+    dp = result.get("dp")
+    if dp:
+        std = dp["noise_std_per_value"] * math.sqrt(len(stacks))
+        ax.errorbar(x, bottom, yerr=2 * std, fmt="none", ecolor="black", capsize=3)
+    ax.set_xticks(x, cats[names[0]], rotation=45 if len(x) > 6 else 0, ha="right")
+    ax.set_xlabel(names[0])
+    ax.set_ylabel("count")
+    title = f"{' x '.join(names)}: n = {result['n']}, {len(result['owners'])} owners"
+    if dp:
+        title += f", ε = {dp['epsilon']:g} (±2 std)"
+    ax.set_title(title)
+    if len(names) > 1 and len(stacks) <= 20:
+        ax.legend(title=" / ".join(names[1:]), fontsize="small")
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
