@@ -127,7 +127,7 @@ PLOTTERS: dict[str, tuple[str, str]] = {
     "linreg": ("leteo_fed.cli.linreg", "plot_coefficients"),
     "logreg": ("leteo_fed.cli.logreg", "plot_coefficients"),
     "naive_bayes": ("leteo_fed.cli.naive_bayes", "plot_model"),
-    "quantiles": ("leteo_fed.cli.quantiles", "plot_quantiles"),
+    "quantiles": ("leteo_fed.cli.plots", "plot_quantiles"),
 }
 
 

@@ -29,7 +29,6 @@ from leteo_fed.cli import (
     linreg,
     logreg,
     naive_bayes,
-    quantiles,
     rounds,
     services,
     simulate,
@@ -81,7 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
     synthesize.add_parser(sub)
     linreg.add_parser(sub)
     logreg.add_parser(sub)
-    quantiles.add_parser(sub)
     naive_bayes.add_parser(sub)
     statistics.add_parsers(sub)  # stats, correlation, crosstab, ... and every plugin statistic
     jobs.add_parsers(sub)  # jobs, result

@@ -45,3 +45,46 @@ def plot_counts(result: dict, path: Path) -> None:
         ax.legend(title=" / ".join(names[1:]), fontsize="small")
     fig.tight_layout()
     atomic_save_figure(fig, path)
+
+
+def plot_quantiles(result: dict, path: Path) -> None:
+    """Percentiles: a panel per feature, the released histogram, a marker per percentile."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    features = result["features"]
+    fig, axes = plt.subplots(
+        len(features), 1, figsize=(7.0, 2.8 * len(features) + 0.6), dpi=110, squeeze=False
+    )
+    lo, width = result["lower"], result["bin_width"]
+    dp = result.get("dp")
+    for ax, name in zip(axes[:, 0], features, strict=True):
+        counts = np.asarray(result["histogram"][name], dtype=np.float64)
+        left = lo + width * np.arange(len(counts))
+        ax.bar(left, counts, width, align="edge", color="0.75", edgecolor="0.5", linewidth=0.3)
+        for p, q in zip(result["percentiles"], result["quantiles"][name], strict=True):
+            ax.axvline(q, color="tab:red", linewidth=1)
+            ax.annotate(
+                f"p{p:g}",
+                (q, 1),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize="small",
+                color="tab:red",
+            )
+        ax.set_ylabel("count")
+        ax.set_title(f"{name}: n = {result['n'][name]:.0f}", fontsize="medium")
+    axes[-1, 0].set_xlabel("value")
+    title = f"percentiles, {len(result['owners'])} owners, {result['bins']} bins"
+    if dp:
+        title += f", ε = {dp['epsilon']:g}"
+    fig.suptitle(title)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)

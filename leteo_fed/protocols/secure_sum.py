@@ -78,7 +78,8 @@ DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
 
 @dataclass(frozen=True)
 class StatisticPlan:
-    """A validated request: the spec owners receive and how its round is encoded and noised."""
+    """A validated request: the spec owners receive, the statistic's aggregator-only
+    `settings`, and how its round is encoded and noised."""
 
     label: str
     spec: Any
@@ -87,6 +88,7 @@ class StatisticPlan:
     encoding: ShareEncoding
     dp: DpSpec | None = None
     sensitivity: noise.Sensitivity | None = None
+    settings: Any = None
 
 
 def validate_rows(x: np.ndarray, features: list[str], enc: ShareEncoding) -> None:
@@ -196,6 +198,12 @@ class SecureSumProtocol(FederatedProtocol):
             return None
         return self.statistic.output_file or f"{self.statistic.name}.json"
 
+    def layout(self, spec: Any, bound: float, dp: bool) -> tuple[Block, ...]:
+        """The share's blocks at `bound`: the DP layout in a DP round."""
+        if dp:
+            return self.statistic.dp_blocks(spec, bound)
+        return self.statistic.blocks(spec, bound)
+
     # ---------------------------------------------------------------- aggregator side
 
     def encoding(
@@ -206,7 +214,7 @@ class SecureSumProtocol(FederatedProtocol):
         A statistic of counts only encodes them at the one scale, whole counts without DP."""
         fixed = self.statistic.fixed_row_norm_bound
         b = bound or fixed or common.value_bound or DEFAULT_VALUE_BOUND
-        blocks = self.statistic.blocks(spec, b)
+        blocks = self.layout(spec, b, dp)
         counts = all(blk.kind == COUNT for blk in blocks)
         f = common.scale_bits or (
             DP_DEFAULT_SCALE_BITS if dp else 0 if counts else DEFAULT_SCALE_BITS
@@ -222,10 +230,11 @@ class SecureSumProtocol(FederatedProtocol):
 
     def plan(self, request: Any, common: Common) -> StatisticPlan:
         spec = self.statistic.spec(request)
+        settings = self.statistic.settings(request)
         fixed = self.statistic.fixed_row_norm_bound
         if fixed is not None and common.value_bound:
             raise DataError(
-                f"{self.statistic.name} takes no value_bound: its values are counts",
+                f"a {self.statistic.name} round takes no value_bound: its values are counts",
                 field="value_bound",
             )
         if common.dp is not None and common.dp.bounds and not self.statistic.takes_bounds:
@@ -239,21 +248,25 @@ class SecureSumProtocol(FederatedProtocol):
         min_owners, deadline = common.quorum(), common.deadline()
         if dp_request is None:
             enc = self.encoding(spec, common, dp=False)
-            return StatisticPlan(self.statistic.name, spec, min_owners, deadline, enc)
+            return StatisticPlan(
+                self.statistic.name, spec, min_owners, deadline, enc, settings=settings
+            )
         f = common.scale_bits or DP_DEFAULT_SCALE_BITS
         dp, noise_bound, sens, _ = plan_dp(
             dp_request,
             self.statistic.features(spec),
-            lambda c: integer_sensitivity(self.statistic.blocks(spec, c), f, f),
-            n_values(self.statistic.blocks(spec, 1.0)),
+            lambda c: integer_sensitivity(self.layout(spec, c, True), f, f),
+            n_values(self.layout(spec, 1.0, True)),
             f,
             min_owners,
         )
         enc = self.encoding(spec, common, True, noise_bound, dp.row_norm_bound)
-        return StatisticPlan(self.statistic.name, spec, min_owners, deadline, enc, dp, sens)
+        return StatisticPlan(
+            self.statistic.name, spec, min_owners, deadline, enc, dp, sens, settings
+        )
 
     def next_round(self, plan: StatisticPlan, state: None, index: int) -> RoundPlan:
-        blocks = self.statistic.blocks(plan.spec, plan.encoding.value_bound)
+        blocks = self.layout(plan.spec, plan.encoding.value_bound, plan.dp is not None)
         n_vals = n_values(blocks) + (1 if plan.dp is not None and plan.dp.counts_clipped else 0)
         return RoundPlan(
             plan.spec,
@@ -331,13 +344,14 @@ class SecureSumProtocol(FederatedProtocol):
         release set aside), and what the aggregator knows of the release."""
         enc = plan.encoding
         totals, _ = split_clip_count(totals, plan.dp, enc.count_scale_bits)
-        blocks = self.statistic.blocks(plan.spec, enc.value_bound)
+        blocks = self.layout(plan.spec, enc.value_bound, plan.dp is not None)
         release = Release(
             noisy=plan.dp is not None,
             noise_std=plan.dp.noise_std(n_owners, enc.scale_bits) if plan.dp is not None else 0.0,
             bounds=plan.dp.bounds if plan.dp is not None else (),
             n_owners=n_owners,
             bound=enc.value_bound,
+            settings=plan.settings,
         )
         return Totals(blocks, totals, enc.scale_bits, enc.count_scale_bits), release
 
@@ -366,7 +380,7 @@ class SecureSumProtocol(FederatedProtocol):
             return doc
         if rows < 1:
             raise DataError("rows must be at least 1", field="rows")
-        blocks = self.statistic.blocks(plan.spec, plan.encoding.value_bound)
+        blocks = self.layout(plan.spec, plan.encoding.value_bound, plan.dp is not None)
         # counts are encoded at the sums' scale in a DP round: one noise std fits both
         checks = [SignalCheck(f"total {b.name}", sigma, rows * b.row_bound) for b in blocks]
         doc["signal_checks"] = [c.to_dict() for c in checks]
@@ -390,7 +404,7 @@ class SecureSumProtocol(FederatedProtocol):
         if enc is None or enc.rotation_dimension:
             raise ProtocolError(f"a {self.statistic.name} round needs a plain encoding")
         self.statistic.check_spec(spec)
-        blocks = self.statistic.blocks(spec, enc.value_bound)
+        blocks = self.layout(spec, enc.value_bound, dp is not None)
         if dp is not None or all(b.kind == COUNT for b in blocks):
             require_same_count_scale(enc)
         require_bound(
@@ -404,7 +418,7 @@ class SecureSumProtocol(FederatedProtocol):
         if enc is None:
             raise ProtocolError(f"a {self.statistic.name} round needs an encoding")
         bound = self.statistic.fixed_row_norm_bound or dp.row_norm_bound
-        blocks = self.statistic.blocks(spec, bound)
+        blocks = self.layout(spec, bound, True)
         return integer_sensitivity(blocks, enc.scale_bits, enc.count_scale_bits)
 
     def describe(self, spec: Any, dp: DpSpec | None) -> str:
@@ -421,7 +435,7 @@ class SecureSumProtocol(FederatedProtocol):
         timings: dict[str, float],
     ) -> list[int]:
         start = time.perf_counter()
-        blocks = self.statistic.blocks(spec, enc.value_bound)
+        blocks = self.layout(spec, enc.value_bound, dp is not None)
         rows, clipped = self.rows(spec, enc, dp, site)
         sums = self.statistic.sums(spec, rows)
         timings["statistics_seconds"] = time.perf_counter() - start

@@ -13,8 +13,9 @@ statistic states four things and nothing else:
 - its request and spec types (frozen dataclasses; the spec is what owners receive).
 
 Optional hooks, each documented where `SecureSumStatistic` declares it, say what only some
-statistics need (a row bound fixed for counts, a noise report in closed form, a preview and a
-dry run of their own, a figure); none is needed by a plain sum of features.
+statistics need (a row bound fixed for counts, another layout in DP rounds, settings only the
+aggregator reads, a noise report in closed form, a preview and a dry run of their own, a
+figure); none is needed by a plain sum of features.
 
 `leteo_fed.protocols.secure_sum.SecureSumProtocol` does everything else once, for every
 statistic: planning, the owner's replay of the spec, clipping and public bounds, the fixed-point
@@ -192,6 +193,7 @@ class Release:
     bounds: tuple[ColumnBounds, ...]
     n_owners: int
     bound: float  # the bound every feature value met (the row-norm bound of a DP round)
+    settings: Any = None  # the statistic's `settings` of the request (aggregator-only)
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,11 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         """Columns read beside the features (labels, weights): the statistic bounds them."""
         return ()
 
+    def settings(self, request: RequestT) -> Any:
+        """What the aggregator alone uses of a request (e.g. which percentiles to read off a
+        histogram), validated: `Release.settings` and `StatisticPlan.settings`."""
+        return None
+
     def check_spec(self, spec: SpecT) -> None:
         """The owner's check of a spec as relayed, beyond the replay (ProtocolError)."""
         return None
@@ -258,6 +265,10 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     def blocks(self, spec: SpecT, bound: float) -> tuple[Block, ...]:
         """The share's layout at a bound b on every feature value (a DP round: on each row's
         L2 norm): each block's size, most one row adds, and sensitivity."""
+
+    def dp_blocks(self, spec: SpecT, bound: float) -> tuple[Block, ...]:
+        """A DP round's layout, when it differs (e.g. every node of a tree of counts)."""
+        return self.blocks(spec, bound)
 
     @abstractmethod
     def sums(self, spec: SpecT, rows: Rows) -> Mapping[str, np.ndarray]:

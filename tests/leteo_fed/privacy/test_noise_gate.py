@@ -71,7 +71,6 @@ def no_aggregator(monkeypatch):
         ldp,
         logreg,
         naive_bayes,
-        quantiles,
         rounds,
         statistics,
     )
@@ -79,7 +78,7 @@ def no_aggregator(monkeypatch):
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, statistics, ldp, quantiles, logreg, naive_bayes):
+    for module in (rounds, kmeans, statistics, ldp, logreg, naive_bayes):
         monkeypatch.setattr(module, "analyst_client", client)
 
 

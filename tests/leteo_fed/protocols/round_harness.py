@@ -62,19 +62,29 @@ def statistic_share(
 ) -> list:
     """One owner's encoded share of a declared statistic (`SecureSumStatistic`) on rows `x`
     (the features, as a round hands them over) and its other columns: the owner's own code
-    (`dp`: a DP round's sums, rows as given)."""
+    (`dp`: a DP round's layout and sums, rows as given)."""
     from leteo_fed.protocols.secure_sum import encode_blocks
     from leteo_fed.protocols.statistic import Rows
 
     table = ArraySite(dict(others)).read([])
     rows = Rows(np.asarray(x, dtype=np.float64), table, enc.value_bound, dp, enc.max_rows_per_owner)
-    blocks = statistic.blocks(spec, enc.value_bound)
+    blocks = (
+        statistic.dp_blocks(spec, enc.value_bound)
+        if dp
+        else statistic.blocks(spec, enc.value_bound)
+    )
     return encode_blocks(blocks, statistic.sums(spec, rows), enc)
 
 
-def statistic_totals(statistic: Any, spec: Any, totals: Sequence[int], enc: Any) -> Any:
-    """Summed shares as the `Totals` the statistic's `result` reads."""
+def statistic_totals(
+    statistic: Any, spec: Any, totals: Sequence[int], enc: Any, dp: bool = False
+) -> Any:
+    """Summed shares as the `Totals` the statistic's `result` reads (`dp`: a DP round's)."""
     from leteo_fed.protocols.statistic import Totals
 
-    blocks = statistic.blocks(spec, enc.value_bound)
+    blocks = (
+        statistic.dp_blocks(spec, enc.value_bound)
+        if dp
+        else statistic.blocks(spec, enc.value_bound)
+    )
     return Totals(blocks, list(totals), enc.scale_bits, enc.count_scale_bits)
