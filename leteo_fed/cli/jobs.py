@@ -124,7 +124,7 @@ def fetch_result(args: argparse.Namespace) -> int:
 # `plot_file` has an entry here (tests/test_architecture.py).
 PLOTTERS: dict[str, tuple[str, str]] = {
     "crosstab": ("leteo_fed.cli.plots", "plot_counts"),
-    "linreg": ("leteo_fed.cli.linreg", "plot_coefficients"),
+    "linreg": ("leteo_fed.cli.plots", "plot_regression"),
     "logreg": ("leteo_fed.cli.logreg", "plot_coefficients"),
     "naive_bayes": ("leteo_fed.cli.naive_bayes", "plot_model"),
     "quantiles": ("leteo_fed.cli.plots", "plot_quantiles"),

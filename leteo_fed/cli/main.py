@@ -26,7 +26,6 @@ from leteo_fed.cli import (
     jobs,
     kmeans,
     ldp,
-    linreg,
     logreg,
     naive_bayes,
     rounds,
@@ -78,7 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
     kmeans.add_parsers(sub, demo)  # kmeans; demo kmeans
     dp_kmeans.add_parser(sub)
     synthesize.add_parser(sub)
-    linreg.add_parser(sub)
     logreg.add_parser(sub)
     naive_bayes.add_parser(sub)
     statistics.add_parsers(sub)  # stats, correlation, crosstab, ... and every plugin statistic

@@ -88,3 +88,17 @@ def plot_quantiles(result: dict, path: Path) -> None:
     fig.suptitle(title)
     fig.tight_layout()
     atomic_save_figure(fig, path)
+
+
+def plot_regression(result: dict, path: Path) -> None:
+    """A linear regression: each coefficient (effect on the label) with its confidence
+    interval."""
+    from leteo_fed.cli import coefficient_plot
+
+    what = "ridge" if result["method"] == "ridge" else "OLS"
+    coefficient_plot.plot_coefficients(
+        result,
+        path,
+        f"coefficient (effect on {result['label_column']})",
+        f"{what}: n={result['n_rows']}, R^2={result['r_squared']:.3f}",
+    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -91,15 +92,29 @@ class StatisticPlan:
     settings: Any = None
 
 
-def validate_rows(x: np.ndarray, features: list[str], enc: ShareEncoding) -> None:
+def validate_rows(
+    x: np.ndarray,
+    columns: list[str],
+    enc: ShareEncoding,
+    bounded: Mapping[str, float] | None = None,
+) -> None:
     """An owner's rows before they are summed: the declared shape, at least one row, no more
-    than the encoding allows, every value finite and within the round's bound."""
-    if x.ndim != 2 or x.shape[1] != len(features):
-        raise DataError(f"expected a {len(features)}-column matrix, got shape {x.shape}")
+    than the encoding allows, every value finite and within the round's bound (the `bounded`
+    columns, last, within their own)."""
+    if x.ndim != 2 or x.shape[1] != len(columns):
+        raise DataError(f"expected a {len(columns)}-column matrix, got shape {x.shape}")
     if x.shape[0] == 0:
         raise DataError("the data source has no rows", rule="rows")
     check_row_count(x.shape[0], enc.max_rows_per_owner)
-    check_finite_and_bounded(x, features, enc.value_bound)
+    bounded = bounded or {}
+    if not bounded:
+        check_finite_and_bounded(x, columns, enc.value_bound)
+        return
+    check_finite_and_bounded(x, columns, np.inf)
+    d = len(columns) - len(bounded)
+    check_finite_and_bounded(x[:, :d], columns[:d], enc.value_bound)
+    for j, (name, bound) in enumerate(bounded.items()):
+        check_finite_and_bounded(x[:, d + j : d + j + 1], [name], bound)
 
 
 def statistic_encoding(
@@ -204,6 +219,10 @@ class SecureSumProtocol(FederatedProtocol):
             return self.statistic.dp_blocks(spec, bound)
         return self.statistic.blocks(spec, bound)
 
+    def numeric(self, spec: Any) -> tuple[list[str], dict[str, float]]:
+        """The columns read into x: the features, then the bounded columns and their bounds."""
+        return list(self.statistic.features(spec)), dict(self.statistic.bounded_columns(spec))
+
     # ---------------------------------------------------------------- aggregator side
 
     def encoding(
@@ -245,6 +264,7 @@ class SecureSumProtocol(FederatedProtocol):
         dp_request = common.dp
         if dp_request is not None and fixed is not None:  # nothing to clip: the bound is fixed
             dp_request = dataclasses.replace(dp_request, row_norm=fixed)
+        spec = self.statistic.spec_for(spec, dp_request)
         min_owners, deadline = common.quorum(), common.deadline()
         if dp_request is None:
             enc = self.encoding(spec, common, dp=False)
@@ -252,13 +272,15 @@ class SecureSumProtocol(FederatedProtocol):
                 self.statistic.name, spec, min_owners, deadline, enc, settings=settings
             )
         f = common.scale_bits or DP_DEFAULT_SCALE_BITS
+        features, bounded = self.numeric(spec)
         dp, noise_bound, sens, _ = plan_dp(
             dp_request,
-            self.statistic.features(spec),
+            [*features, *bounded],
             lambda c: integer_sensitivity(self.layout(spec, c, True), f, f),
             n_values(self.layout(spec, 1.0, True)),
             f,
             min_owners,
+            norm_columns=len(features),  # bounded columns are clipped on their own
         )
         enc = self.encoding(spec, common, True, noise_bound, dp.row_norm_bound)
         return StatisticPlan(
@@ -389,14 +411,16 @@ class SecureSumProtocol(FederatedProtocol):
     # ---------------------------------------------------------------- owner side
 
     def columns(self, spec: Any) -> list[str]:
-        return [*self.statistic.features(spec), *self.statistic.other_columns(spec)]
+        features, bounded = self.numeric(spec)
+        return [*features, *bounded, *self.statistic.other_columns(spec)]
 
     def request_columns(self, request: Any) -> list[str]:
         return self.columns(self.statistic.spec(request))
 
     def dimension(self, spec: Any) -> int:
-        """Values per row: the features, else every column read."""
-        return len(self.statistic.features(spec)) or len(self.columns(spec))
+        """Values per row: the numeric columns read into x, else every column read."""
+        features, bounded = self.numeric(spec)
+        return len(features) + len(bounded) or len(self.columns(spec))
 
     def check(
         self, spec: Any, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
@@ -410,9 +434,18 @@ class SecureSumProtocol(FederatedProtocol):
         require_bound(
             enc, data_bound(blocks, enc.max_rows_per_owner, enc.scale_bits, enc.count_scale_bits)
         )
-        if dp is not None:
-            features = self.statistic.features(spec)
-            verify_dp(dp, features, self.dp_sensitivity(spec, enc, dp), n_values(blocks), enc)
+        if dp is None:
+            return
+        if self.statistic.spark_engine and site.uses_spark:
+            raise DataError(
+                'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
+            )
+        features, bounded = self.numeric(spec)
+        for name, b in bounded.items():
+            if not (math.isfinite(b) and b > 0):
+                raise ProtocolError(f"a DP round needs a positive bound on column '{name}'")
+        columns = [*features, *bounded]
+        verify_dp(dp, columns, self.dp_sensitivity(spec, enc, dp), n_values(blocks), enc)
 
     def dp_sensitivity(self, spec: Any, enc: ShareEncoding | None, dp: DpSpec) -> noise.Sensitivity:
         if enc is None:
@@ -424,7 +457,11 @@ class SecureSumProtocol(FederatedProtocol):
     def describe(self, spec: Any, dp: DpSpec | None) -> str:
         if self.statistic.fixed_row_norm_bound is not None:  # nothing is clipped
             return self.statistic.describe(spec)
-        return self.statistic.describe(spec) + clip_note(dp)
+        _, bounded = self.numeric(spec)
+        if dp is None or not bounded:
+            return self.statistic.describe(spec) + clip_note(dp)
+        side = "".join(f", {name} to +/-{b:g}" for name, b in bounded.items())
+        return f"{self.statistic.describe(spec)}, features clipped to {dp.row_norm_bound:g}{side}"
 
     def share_values(
         self,
@@ -436,8 +473,12 @@ class SecureSumProtocol(FederatedProtocol):
     ) -> list[int]:
         start = time.perf_counter()
         blocks = self.layout(spec, enc.value_bound, dp is not None)
-        rows, clipped = self.rows(spec, enc, dp, site)
-        sums = self.statistic.sums(spec, rows)
+        if dp is None and self.statistic.spark_engine and site.uses_spark:
+            sums = self.statistic.spark_sums(spec, site, enc.value_bound)
+            clipped = np.zeros(0, dtype=bool)
+        else:
+            rows, clipped = self.rows(spec, enc, dp, site)
+            sums = self.statistic.sums(spec, rows)
         timings["statistics_seconds"] = time.perf_counter() - start
         values = encode_blocks(blocks, sums, enc)
         if dp is not None and dp.counts_clipped:
@@ -448,13 +489,15 @@ class SecureSumProtocol(FederatedProtocol):
         self, spec: Any, enc: ShareEncoding, dp: DpSpec | None, site: SiteData
     ) -> tuple[Rows, np.ndarray]:
         """An owner's rows as the statistic reads them (clipped as the spec says in a DP
-        round), and which were clipped. A statistic without features reads its own columns."""
-        features = list(self.statistic.features(spec))
+        round), and which were clipped. A statistic without numeric columns reads its own."""
+        features, bounded = self.numeric(spec)
+        numeric = [*features, *bounded]
         table = site.read(self.columns(spec))
-        x = table.matrix(features) if features else np.empty((0, 0))
+        x = table.matrix(numeric) if numeric else np.empty((0, 0))
         clipped = np.zeros(len(x), dtype=bool)
-        if features:
+        if numeric:
             if dp is not None:
-                x, clipped = clip_for_release(x, features, dp)
-            validate_rows(x, features, enc)
+                x, clipped = clip_for_release(x, features, dp, bounded)
+            limits = bounded if dp is not None else dict.fromkeys(bounded, enc.value_bound)
+            validate_rows(x, numeric, enc, limits)
         return Rows(x, table, enc.value_bound, dp is not None, enc.max_rows_per_owner), clipped

@@ -13,9 +13,10 @@ statistic states four things and nothing else:
 - its request and spec types (frozen dataclasses; the spec is what owners receive).
 
 Optional hooks, each documented where `SecureSumStatistic` declares it, say what only some
-statistics need (a row bound fixed for counts, another layout in DP rounds, settings only the
-aggregator reads, a noise report in closed form, a preview and a dry run of their own, a
-figure); none is needed by a plain sum of features.
+statistics need (a row bound fixed for counts, a column clipped on its own, a spec a DP
+request completes, another layout in DP rounds, settings only the aggregator reads, a Spark
+engine, a noise report in closed form, a preview and a dry run of their own, a figure); none
+is needed by a plain sum of features.
 
 `leteo_fed.protocols.secure_sum.SecureSumProtocol` does everything else once, for every
 statistic: planning, the owner's replay of the spec, clipping and public bounds, the fixed-point
@@ -118,11 +119,11 @@ def check_row_count(n: int, max_rows: int) -> None:
 
 @dataclass(frozen=True)
 class Rows:
-    """An owner's rows as a statistic reads them: `x` the feature columns (n x d, clipped and,
-    with public bounds, scaled to [-1, 1] in a DP round; no columns and no rows for a statistic
-    without features, which reads `table` itself), `table` the site's table for its other
-    columns (labels, weights), `bound` the round's bound on every feature value, `max_rows` the
-    round's most rows per owner."""
+    """An owner's rows as a statistic reads them: `x` the feature columns, then the bounded
+    columns (n x d, clipped and, with public bounds, scaled to [-1, 1] in a DP round; no
+    columns and no rows for a statistic without either, which reads `table` itself), `table`
+    the site's table for its other columns (labels, weights), `bound` the round's bound on
+    every feature value, `max_rows` the round's most rows per owner."""
 
     x: np.ndarray
     table: Any  # leteo_fed.protocols.base.SiteTable
@@ -235,6 +236,9 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     # A statistic of counts (a row adds at most one to each value) clips nothing: its DP rounds
     # have this row bound whatever the request says, and it takes no value_bound.
     fixed_row_norm_bound: ClassVar[float | None] = None
+    # Non-DP rounds on a Spark site take `spark_sums`; DP rounds clip rows in memory, so a
+    # Spark site refuses them.
+    spark_engine: ClassVar[bool] = False
 
     # ---------------------------------------------------------------- what is asked
 
@@ -249,6 +253,17 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     def other_columns(self, spec: SpecT) -> tuple[str, ...]:
         """Columns read beside the features (labels, weights): the statistic bounds them."""
         return ()
+
+    def bounded_columns(self, spec: SpecT) -> Mapping[str, float]:
+        """Numeric columns read after the features into x, each clipped on its own to [-B, B]
+        in a DP round (e.g. a regression's label), by name: with public bounds they are scaled
+        like the features; outside the row norm; a clipped one counts its row as clipped."""
+        return {}
+
+    def spec_for(self, spec: SpecT, dp: Any) -> SpecT:
+        """The spec of a round with this DP request (`base.DpRequest`, None: without DP): what
+        only a DP round fixes, e.g. a clipping bound (DataError naming the field)."""
+        return spec
 
     def settings(self, request: RequestT) -> Any:
         """What the aggregator alone uses of a request (e.g. which percentiles to read off a
@@ -273,6 +288,10 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     @abstractmethod
     def sums(self, spec: SpecT, rows: Rows) -> Mapping[str, np.ndarray]:
         """This owner's sums, one array per block (by name), real units; counts as numbers."""
+
+    def spark_sums(self, spec: SpecT, site: Any, bound: float) -> Mapping[str, np.ndarray]:
+        """A non-DP round's sums on a Spark site (`spark_engine`), by its engine."""
+        raise NotImplementedError(f"{self.name} has no Spark engine")
 
     # ---------------------------------------------------------------- what the totals give
 
