@@ -256,14 +256,14 @@ class SecureSumProtocol(FederatedProtocol):
                 f"a {self.statistic.name} round takes no value_bound: its values are counts",
                 field="value_bound",
             )
-        if common.dp is not None and common.dp.bounds and not self.statistic.takes_bounds:
+        dp_request = common.dp
+        if dp_request is not None and fixed is not None:  # nothing to clip or scale: counts
+            dp_request = dataclasses.replace(dp_request, row_norm=fixed, bounds=())
+        if dp_request is not None and dp_request.bounds and not self.statistic.takes_bounds:
             raise DataError(
                 f"{self.statistic.name} takes no per-column bounds (give row_norm_bound)",
                 field="bounds",
             )
-        dp_request = common.dp
-        if dp_request is not None and fixed is not None:  # nothing to clip: the bound is fixed
-            dp_request = dataclasses.replace(dp_request, row_norm=fixed)
         spec = self.statistic.spec_for(spec, dp_request)
         min_owners, deadline = common.quorum(), common.deadline()
         if dp_request is None:
