@@ -36,6 +36,8 @@ from sklearn.datasets import load_breast_cancer
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.proto import leteo_pb2 as pb
+from leteo_fed.protocols import registry
+from leteo_fed.protocols.correlation import CorrelationRequest
 from leteo_fed.protocols.crosstab import CrosstabColumn, CrosstabRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.ldp_collection import FeatureDomain, LdpRequest
@@ -65,7 +67,7 @@ DATA_REFUSALS = 3
 def _policy() -> str:
     return "\n".join(
         [
-            'protocols = ["*"]',
+            'protocols = ["*", "skewness"]',  # a plugin takes part only where it is named
             'columns = ["*"]',
             'analysts = ["*"]',
             "min_other_owners = 1",
@@ -361,6 +363,9 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             ),
             **dp(),
         ),
+        "correlation": request("correlation", CorrelationRequest(features=tuple(cols))),
+        # the example plugin (make test installs it), through the `statistic` payload
+        "statistic": request("statistic", _plugin_payload(cols[:2]), value_bound=50.0),
         "crosstab": request(  # columns[0] categorical: its edges are changed by adding one
             "crosstab",
             CrosstabRequest(
@@ -416,6 +421,14 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             min_owners=1,
         ),
     }
+
+
+def _plugin_payload(features: list[str]) -> Any:
+    """The example plugin's request as its `statistic` payload travels."""
+    from leteo_skewness import SkewnessRequest
+
+    plugin = SkewnessRequest(features=tuple(features))
+    return registry.for_request(plugin).wire_request(plugin)
 
 
 def _common_paths() -> list[str]:
