@@ -101,7 +101,8 @@ def fetch_result(args: argparse.Namespace) -> int:
 
     with analyst_client(args) as client:
         status = client.job(args.job_id)
-    result = job_result(status).to_dict()
+    typed = job_result(status)
+    result = typed.to_dict()
     name = result_file(status.protocol)
     out = Path(args.out) / name
     atomic_write_json(out, result)
@@ -111,34 +112,38 @@ def fetch_result(args: argparse.Namespace) -> int:
     print_release_truth(result)
     print(f"wrote {out}", file=sys.stderr)
     if not args.no_plot:
-        _write_plot(status.protocol, result, Path(args.out))
+        _write_plot(
+            status.protocol, getattr(typed, "wire", status.protocol), result, Path(args.out)
+        )
     return 0
 
 
-# The commands' own plot functions, by protocol: `leteo-fed result` draws what the command would
-# have drawn. A protocol with a `plot_file` has an entry here (tests/test_architecture.py).
+# The commands' own plot functions, by the wire name of the result they draw (`Result.wire`):
+# `leteo-fed result` draws what the command would have drawn, and a command made from a
+# statistic's declaration (`cli.statistics`) finds its figure here. A protocol with a
+# `plot_file` has an entry here (tests/test_architecture.py).
 PLOTTERS: dict[str, tuple[str, str]] = {
-    "crosstab": ("leteo_fed.cli.crosstab", "plot_counts"),
-    "linreg": ("leteo_fed.cli.linreg", "plot_coefficients"),
+    "crosstab": ("leteo_fed.cli.plots", "plot_counts"),
+    "linreg": ("leteo_fed.cli.plots", "plot_regression"),
     "logreg": ("leteo_fed.cli.logreg", "plot_coefficients"),
     "naive_bayes": ("leteo_fed.cli.naive_bayes", "plot_model"),
-    "quantiles": ("leteo_fed.cli.quantiles", "plot_quantiles"),
+    "quantiles": ("leteo_fed.cli.plots", "plot_quantiles"),
 }
 
 
-def _write_plot(label: str, result: dict, out: Path) -> None:
+def _write_plot(label: str, wire: str, result: dict, out: Path) -> None:
     import importlib
 
     from leteo_fed import extras
     from leteo_fed.protocols import registry
 
     protocol = next((p for p in registry.all_protocols() if p.result_file(label)), None)
-    if protocol is None or protocol.plot_file is None or label not in PLOTTERS:
+    if protocol is None or protocol.plot_file is None or wire not in PLOTTERS:
         return
     if not extras.installed("matplotlib"):
         print(f"no {protocol.plot_file}: the plot needs the [plots] extra", file=sys.stderr)
         return
-    module, name = PLOTTERS[label]
+    module, name = PLOTTERS[wire]
     getattr(importlib.import_module(module), name)(result, out / protocol.plot_file)
     print(f"wrote {out / protocol.plot_file}", file=sys.stderr)
 

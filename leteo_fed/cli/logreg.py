@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from leteo_fed import extras
-from leteo_fed.cli.linreg import in_term_order
 from leteo_fed.cli.noise import (
     add_noise_flags,
     check_locally,
@@ -102,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the coefficient plot, before any round is started
     from leteo_fed.protocols.logreg import LogregRequest, noise_preview
+    from leteo_fed.protocols.results import terms_in_order
 
     request = LogregRequest(
         features=tuple(args.features),
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         analyst_client,
         (*summary, "std_errors"),
         plot_coefficients,
-        in_term_order,
+        terms_in_order,
         True,
     )
     if not result["converged"]:

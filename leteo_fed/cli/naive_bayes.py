@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from leteo_fed.cli.crosstab import column_values
 from leteo_fed.cli.noise import (
     add_noise_flags,
     check_locally,
@@ -31,6 +30,7 @@ from leteo_fed.cli.options import (
 )
 from leteo_fed.cli.round_output import round_options, run_and_write
 from leteo_fed.errors import ConfigError
+from leteo_fed.protocols.crosstab import column_values
 
 DEFAULT_OUT = Path("out/naive-bayes")
 RESULT_FILE = "result.json"

@@ -258,14 +258,17 @@ def add_row_norm_bound(g: Container, epsilon_flag: str) -> None:
     )
 
 
-def add_dp_flags(p: argparse.ArgumentParser, bounds: bool = False) -> None:
+def add_dp_flags(p: argparse.ArgumentParser, bounds: bool = False, clips: bool = True) -> None:
     """`--dp-epsilon`, `--dp-delta`, `--row-norm-bound` of a moment round (PCA, DCA, ...);
-    with `bounds`, the public per-column bounds and the preview's hints too."""
+    with `bounds`, the public per-column bounds and the preview's hints too; without `clips`
+    (a round of counts clips nothing), the budget alone."""
     g = p.add_argument_group(DP_GROUP_TITLE)
     g.add_argument(
         "--dp-epsilon", type=float, default=None, help="release the statistics (epsilon, delta)-DP"
     )
     g.add_argument("--dp-delta", type=float, default=None, help=f"DP delta ({DP_DELTA_DEFAULT})")
+    if not clips:
+        return
     if not bounds:
         add_row_norm_bound(g, "--dp-epsilon")
         return

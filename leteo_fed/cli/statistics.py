@@ -2,26 +2,34 @@
 installed as a plugin, with nothing written per statistic.
 
 A command's own flags come from its request dataclass, one per field (`--field-name`; a tuple
-of columns is comma-separated; a field's `metadata["help"]` is its help); the flags every
-secure-sum command shares (aggregator, quorum, deadline, encoding, owners, DP, the noise
-preview, TLS, the output folder) are added here once. `--dry-run`, the noise check before a
-real DP round and the result file work the same way for every statistic.
+of columns is comma-separated). A field's metadata may say more: `help`, `metavar` and
+`required` of its flag; or `flags`, the flags it is read from instead (name -> argparse
+keywords, `type` a callable or a field type as above; flags shared by several fields are added
+once) and `build`, the callable making the field's value from those flags' values (by name).
+The flags every secure-sum command shares (aggregator, quorum, deadline, encoding, owners, DP,
+the noise preview, TLS, the output folder) are added here once. `--dry-run`, the noise check
+before a real DP round, the result file and the statistic's figure (`jobs.PLOTTERS`, by its
+result's wire name, with `--no-plot`) work the same way for every statistic.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import sys
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from leteo_fed import extras
 from leteo_fed.cli.noise import add_noise_flags, check_locally, print_preview, print_verdict
 from leteo_fed.cli.options import (
     SubParsers,
     add_aggregator_address,
     add_dp_flags,
+    add_result_output,
     add_round_flags,
     add_tls,
     analyst_client,
@@ -54,10 +62,27 @@ def _field_type(hint: Any) -> tuple[Any, dict[str, Any]]:
     raise TypeError(f"a request field of type {hint} has no command-line form")
 
 
+def _flag_keywords(spec: dict[str, Any]) -> dict[str, Any]:
+    """argparse keywords of a declared flag: its `type` may be a field type."""
+    kwargs = dict(spec)
+    hint = kwargs.get("type")
+    if hint is not None and (typing.get_origin(hint) is tuple or hint in (int, float, str)):
+        convert, more = _field_type(hint)
+        kwargs = more | kwargs | {"type": convert}
+    return kwargs
+
+
 def add_request_flags(p: argparse.ArgumentParser, request_type: type) -> None:
-    """One flag per field of the statistic's request."""
+    """The flags of the statistic's request: one per field, or the field's own `flags`."""
     hints = typing.get_type_hints(request_type)
+    added: set[str] = set()
     for f in dataclasses.fields(request_type):
+        for name, spec in f.metadata.get("flags", {}).items():
+            if name not in added:
+                added.add(name)
+                p.add_argument(flag(name), dest=f"flag_{name}", **_flag_keywords(spec))
+        if "flags" in f.metadata:
+            continue
         convert, kwargs = _field_type(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else None
         text = f.metadata.get("help", f.name.replace("_", " "))
@@ -66,18 +91,35 @@ def add_request_flags(p: argparse.ArgumentParser, request_type: type) -> None:
             if default not in (None, (), "", 0, 0.0):
                 text += f" (default: {default})"
         if "action" not in kwargs:
-            kwargs.setdefault("metavar", f.name.upper())
+            kwargs.setdefault("metavar", f.metadata.get("metavar", f.name.upper()))
+        if f.metadata.get("required"):
+            kwargs["required"] = True
         p.add_argument(flag(f.name), dest=f"request_{f.name}", help=text, **kwargs)
 
 
 def request_from_args(request_type: type, args: argparse.Namespace) -> Any:
     values = {}
     for f in dataclasses.fields(request_type):
+        if "flags" in f.metadata:
+            given = {n: getattr(args, f"flag_{n}") for n in f.metadata["flags"]}
+            values[f.name] = f.metadata["build"](**given)
+            continue
         given = getattr(args, f"request_{f.name}")
         if given is None:
             continue
         values[f.name] = tuple(given) if isinstance(given, list) else given
     return request_type(**values)
+
+
+def plotter(statistic: Any) -> Callable[[dict, Path], None] | None:
+    """The figure of the statistic's result (`jobs.PLOTTERS`, by its wire name), if any."""
+    from leteo_fed.cli.jobs import PLOTTERS
+
+    wire = getattr(statistic.result_type, "wire", None)
+    if statistic.plot_file is None or wire not in PLOTTERS:
+        return None
+    module, name = PLOTTERS[wire]
+    return getattr(importlib.import_module(module), name)
 
 
 def add_parser(sub: SubParsers, protocol: Any) -> None:
@@ -86,21 +128,29 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
     name = statistic.command or command_name(statistic.name)
     result_file = protocol.result_file(statistic.name)
     out = Path("out") / name
+    description = statistic.description or statistic.help
     p = sub.add_parser(
         name,
         help=statistic.help or f"the {statistic.name} statistic across the owners",
-        description=statistic.description or statistic.help,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter
+        if "\n" in description
+        else argparse.HelpFormatter,
     )
     add_aggregator_address(p)
     add_request_flags(p, statistic.request_type)
-    add_round_flags(p)
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=out,
-        help=f"output folder: writes OUT/{result_file} (default: {out})",
-    )
-    add_dp_flags(p, bounds=statistic.takes_bounds)
+    counts = statistic.fixed_row_norm_bound is not None  # a round of counts: nothing to bound
+    add_round_flags(p, value_bound=not counts)
+    if statistic.plot_file:
+        add_result_output(p, out, result_file, statistic.plot_file)
+    else:
+        p.add_argument(
+            "--out",
+            type=Path,
+            default=out,
+            help=f"output folder: writes OUT/{result_file} (default: {out})",
+        )
+    add_dp_flags(p, bounds=statistic.takes_bounds, clips=not counts)
     add_noise_flags(p, "each released figure")
     add_tls(p, "analyst", "analyst")
     set_handler(p, lambda args: run(protocol, args))
@@ -108,6 +158,9 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
 
 def run(protocol: Any, args: argparse.Namespace) -> int:
     statistic = protocol.statistic
+    plot = plotter(statistic)
+    if plot is not None and not args.no_plot and not args.dry_run:
+        extras.require("matplotlib")  # the figure, before any round is started
     request = request_from_args(statistic.request_type, args)
     options = round_options(args)
 
@@ -120,24 +173,29 @@ def run(protocol: Any, args: argparse.Namespace) -> int:
     if stop is not None:
         return stop
     summary = statistic.summary or ("round_id", "owners")
-    run_and_write(args, request, options, analyst_client, summary)
+    run_and_write(args, request, options, analyst_client, summary, plot, note_plot=True)
     return 0
 
 
 def print_noise(protocol: Any, plan: Any, rows: int | None) -> int:
     """`--dry-run` without public bounds: the noise of every released value and, at --rows,
-    each block's total against its largest value; nothing is sent."""
+    each figure's expected error (or what the statistic says of its own preview); nothing is
+    sent."""
     doc = print_preview(plan, protocol.noise_preview, rows)
-    sigma = plan.dp.noise_std(plan.dp.quorum, plan.encoding.scale_bits)
-    print(
-        f"each released value carries noise of std {sigma:.4g} (epsilon "
-        f"{doc['epsilon']:g}, delta {doc['delta']:g}, rows clipped to {doc['row_norm_bound']:g})",
-        file=sys.stderr,
-    )
-    if rows is None:
-        print("give --rows N for the expected error of each released figure", file=sys.stderr)
-    for figure, error in (doc.get("expected_error") or {}).items():
-        print(f"  {figure} +/- {error:.4g} (1 std)", file=sys.stderr)
+    lines = protocol.statistic.preview_lines(doc, rows)
+    if lines is None:
+        sigma = plan.dp.noise_std(plan.dp.quorum, plan.encoding.scale_bits)
+        lines = [
+            f"each released value carries noise of std {sigma:.4g} (epsilon "
+            f"{doc['epsilon']:g}, delta {doc['delta']:g}, rows clipped to "
+            f"{doc['row_norm_bound']:g})"
+        ]
+        if rows is None:
+            lines.append("give --rows N for the expected error of each released figure")
+        for figure, error in (doc.get("expected_error") or {}).items():
+            lines.append(f"  {figure} +/- {error:.4g} (1 std)")
+    for line in lines:
+        print(line, file=sys.stderr)
     print_verdict(doc)
     return 0
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -337,20 +337,30 @@ def split_clip_count(
 
 
 def clip_for_release(
-    x: np.ndarray, columns: Sequence[str], dp: DpSpec
+    x: np.ndarray, columns: Sequence[str], dp: DpSpec, bounded: Mapping[str, float] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """An owner's rows as a DP release reads them: any finite value accepted; with public
     bounds each column clipped and scaled to [-1, 1]; every row then clipped to L2 norm
-    `row_norm_bound`. Returns the rows and which of them were clipped."""
-    check_finite_and_bounded(x, columns, np.inf)
+    `row_norm_bound`. `bounded`: columns after `columns` in x, each clipped to [-B, B] on its
+    own instead (e.g. a regression's label). Returns the rows and which of them were clipped."""
+    side = dict(bounded or {})
+    names = [*columns, *side]
+    check_finite_and_bounded(x, names, np.inf)
     if x.shape[0] == 0:
         raise DataError("the data source has no rows", rule="rows")
     clipped = np.zeros(x.shape[0], dtype=bool)
     if dp.bounds:
-        x, clipped = bounds_of.scale_columns(x, bounds_of.for_columns(dp.bounds, columns))
-    norms = np.linalg.norm(x, axis=1)
-    clipped |= norms > dp.row_norm_bound
-    return noise.clip_rows(x, dp.row_norm_bound), clipped
+        x, clipped = bounds_of.scale_columns(x, bounds_of.for_columns(dp.bounds, names))
+    if not side:
+        clipped |= np.linalg.norm(x, axis=1) > dp.row_norm_bound
+        return noise.clip_rows(x, dp.row_norm_bound), clipped
+    d = len(columns)
+    clipped |= np.linalg.norm(x[:, :d], axis=1) > dp.row_norm_bound
+    out = [noise.clip_rows(x[:, :d], dp.row_norm_bound)]
+    for j, b in enumerate(side.values()):
+        clipped |= np.abs(x[:, d + j]) > b
+        out.append(np.clip(x[:, d + j], -b, b)[:, None])
+    return np.hstack(out), clipped
 
 
 def clip_count_value(clipped: np.ndarray, count_scale_bits: int) -> int:

@@ -3,7 +3,8 @@
 Each column is categorical, over a public domain (its values, compared as the text the owner
 reads: 1 and 1.0 both read '1'), or numeric, binned by public edges e_0 < ... < e_k into the
 left-closed bins [e_i, e_i+1) (a value equal to the last edge is in none; edges are finite,
-so the result is plain JSON). The grid is the product of the columns' categories, at most MAX_CELLS cells.
+so the result is plain JSON). The grid is the product of the columns' categories, at most
+MAX_CELLS cells.
 
 Owner n sends one count per cell of the WHOLE grid, zeros included, in row-major order (the
 last column varies fastest): its share never says which categories the site holds. A missing
@@ -13,8 +14,8 @@ round (the row is in no cell; refusing would reveal it). The aggregator reveals 
 equal to `pandas.crosstab` on the pooled rows, reindexed to the grid.
 
 DP rounds add distributed Skellam noise. Adding or removing one row changes one cell by one
-count, i.e. the integer share by exactly F = 2^scale_bits in one coordinate: L1 = L2 = F
-(`sensitivity`, checked by brute force in the tests). Noisy counts are post-processed (no
+count (`Crosstab.blocks`: L1 = L2 = one count, 2^scale_bits in the integer share; checked by
+brute force in the tests); there is nothing to clip. Noisy counts are post-processed (no
 privacy cost): the noisy cells y are projected in least squares onto the non-negative tables
 with the noisy total T = round(sum y), then rounded to integers keeping T (largest
 remainders); margins and n are sums of the released cells, so they agree with them exactly.
@@ -26,47 +27,34 @@ release costs each owner the round's (epsilon, delta) once.
 
 from __future__ import annotations
 
+import argparse
 import math
-import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
-from leteo_fed import defaults, extras
-from leteo_fed.encoding.share import (
-    DEFAULT_MAX_OWNERS,
-    DEFAULT_MAX_ROWS_PER_OWNER,
-    ShareEncoding,
-    check_parameters,
-    require_bound,
-)
-from leteo_fed.errors import DataError, EncodingError, ProtocolError
-from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed import extras
+from leteo_fed.errors import ConfigError, DataError, ProtocolError
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
 from leteo_fed.protocols import dp_release, registry
-from leteo_fed.protocols.base import (
-    Common,
-    DpRequest,
-    DpSpec,
-    FederatedProtocol,
-    Outcome,
-    RoundPlan,
-    SiteData,
-    SiteTable,
-    Step,
-    dp_facts,
-    preview_facts,
-    require_same_count_scale,
-    skellam_plan,
-    verify_dp,
-)
+from leteo_fed.protocols.base import SiteTable, preview_facts
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
+from leteo_fed.protocols.secure_sum import SecureSumProtocol
+from leteo_fed.protocols.statistic import (
+    COUNT,
+    Block,
+    NoiseReport,
+    Release,
+    Rows,
+    SecureSumStatistic,
+    Totals,
+)
 
 METHOD = "contingency-table"
 MAX_COLUMNS = 3
 MAX_CELLS = 10_000  # one encrypted count per cell and owner
-DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS  # noise resolution 2^-16 of a count
 ROW_NORM = 1.0  # a row is a one-hot vector over the cells: its L2 norm is 1, nothing to clip
 BINS = (
     "numeric values fall into left-closed bins [e_i, e_i+1); a value below the first edge, at "
@@ -113,9 +101,90 @@ class CrosstabColumn:
         return [f"[{a}, {b})" for a, b in zip(e[:-1], e[1:], strict=True)]
 
 
+# ------------------------------------------------------------------ the command line's grid
+
+
+def column_values(text: str) -> tuple[str, list[str]]:
+    """`COL=v1,v2,...` split on the FIRST '=' (a value may contain '=' or '<'; a column name
+    cannot contain '='); values are comma-separated and stripped."""
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    values = [v.strip() for v in rest.split(",")]
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected COL=v1,v2,... got {text!r}")
+    if not rest.strip() or any(not v for v in values):
+        raise argparse.ArgumentTypeError(f"column '{name}': empty value in {rest!r}")
+    return name, values
+
+
+def columns_from_flags(
+    columns: Sequence[str],
+    domain: Sequence[tuple[str, list[str]]] = (),
+    edges: Sequence[tuple[str, list[str]]] = (),
+) -> tuple[CrosstabColumn, ...]:
+    """The grid of `--columns`, `--domain` and `--edges`: one of them per column."""
+    given: dict[str, tuple[str, list[str]]] = {}
+    for kind, items in (("domain", domain), ("edges", edges)):
+        for name, values in items:
+            if name in given:
+                raise ConfigError(
+                    f"column '{name}' has more than one --domain or --edges", field=kind
+                )
+            given[name] = (kind, values)
+    out = []
+    for name in columns:
+        if "=" in name:
+            raise ConfigError(f"a column name cannot contain '=': {name!r}", field="columns")
+        if name not in given:
+            raise ConfigError(f"column '{name}' needs a --domain or --edges", field="columns")
+        kind, values = given.pop(name)
+        if kind == "domain":
+            out.append(CrosstabColumn(name, domain=tuple(values)))
+            continue
+        try:
+            numbers = tuple(float(v) for v in values)
+        except ValueError as exc:
+            raise ConfigError(f"--edges of '{name}' must be numbers: {exc}", field="edges") from exc
+        out.append(CrosstabColumn(name, edges=numbers))
+    if given:
+        raise ConfigError(
+            f"--domain/--edges name column(s) not in --columns: {', '.join(sorted(given))}",
+            field="columns",
+        )
+    return tuple(out)
+
+
+GRID_FLAGS = {
+    "columns": {
+        "type": tuple[str, ...],
+        "required": True,
+        "help": "1 to 3 comma-separated columns; each needs one --domain or --edges",
+    },
+    "domain": {
+        "type": column_values,
+        "action": "append",
+        "default": [],
+        "metavar": "COL=V1,V2,...",
+        "help": "a categorical column and its public values (split on the first '=': a value "
+        "may contain '=' or '<'); a value outside them refuses a non-DP round and is dropped "
+        "in a DP one",
+    },
+    "edges": {
+        "type": column_values,
+        "action": "append",
+        "default": [],
+        "metavar": "COL=E1,E2,...",
+        "help": "a numeric column and its increasing bin edges: bins [E1, E2), [E2, E3), ...; "
+        "a value outside [E1, Elast) refuses a non-DP round and is dropped in a DP one",
+    },
+}
+
+
 @dataclass(frozen=True)
 class CrosstabRequest:
-    columns: tuple[CrosstabColumn, ...] = ()
+    columns: tuple[CrosstabColumn, ...] = field(
+        default=(), metadata={"flags": GRID_FLAGS, "build": columns_from_flags}
+    )
 
 
 @dataclass(frozen=True)
@@ -154,25 +223,6 @@ class CrosstabResult(RoundFacts, Result):
         else:
             columns = pd.MultiIndex.from_product([cats[n] for n in names[1:]], names=names[1:])
         return pd.DataFrame(self.counts, index=index, columns=columns)
-
-
-@dataclass(frozen=True)
-class CrosstabPlan:
-    columns: tuple[CrosstabColumn, ...]
-    min_owners: int
-    deadline_seconds: float
-    encoding: ShareEncoding
-    dp: DpSpec | None = None
-    sensitivity: noise.Sensitivity | None = None
-    label: str = "crosstab"
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return grid_shape(self.columns)
-
-    @property
-    def cells(self) -> int:
-        return math.prod(self.shape)
 
 
 def edge_text(value: float) -> str:
@@ -230,39 +280,8 @@ def check_columns(columns: tuple[CrosstabColumn, ...]) -> tuple[CrosstabColumn, 
     return tuple(out)
 
 
-def grid_shape(columns) -> tuple[int, ...]:
+def grid_shape(columns: Sequence[CrosstabColumn]) -> tuple[int, ...]:
     return tuple(c.size for c in columns)
-
-
-def encoding(
-    scale_bits: int = 0,
-    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
-    max_owners: int = DEFAULT_MAX_OWNERS,
-    noise_bound: int = 0,
-) -> ShareEncoding:
-    """Counts at 2^scale_bits (0: plain integers; DP rounds: finer noise); a cell of one owner
-    holds at most its row count."""
-    check_parameters(scale_bits, ROW_NORM, max_rows_per_owner, max_owners, scale_bits)
-    return ShareEncoding(
-        scale_bits=scale_bits,
-        value_bound=ROW_NORM,
-        data_bound=data_bound(max_rows_per_owner, scale_bits),
-        max_rows_per_owner=max_rows_per_owner,
-        max_owners=max_owners,
-        count_scale_bits=scale_bits,
-        noise_bound=noise_bound,
-    )
-
-
-def data_bound(max_rows: int, scale_bits: int) -> int:
-    return max(max_rows, 1) << scale_bits
-
-
-def sensitivity(scale_bits: int) -> noise.Sensitivity:
-    """One row added or removed changes exactly one cell by one count: F = 2^scale_bits in one
-    coordinate of the integer share, so L1 = L2 = F (a dropped row changes nothing)."""
-    f = float(2**scale_bits)
-    return noise.Sensitivity(l1=f, l2=f)
 
 
 # ------------------------------------------------------------------ owner side
@@ -343,13 +362,6 @@ def local_counts(cells: np.ndarray, n_cells: int) -> np.ndarray:
     return np.bincount(cells, minlength=n_cells).astype(np.int64)
 
 
-def encode_counts(counts: np.ndarray, enc: ShareEncoding) -> list[int]:
-    values = [int(v) << enc.count_scale_bits for v in counts]
-    if any(v < 0 or v > enc.data_bound for v in values):
-        raise EncodingError("a cell count exceeds the declared bound", rule="rows")
-    return values
-
-
 # ------------------------------------------------------------------ aggregator side
 
 
@@ -381,10 +393,10 @@ def round_keeping_total(x: np.ndarray, total: int) -> np.ndarray:
     return low
 
 
-def released_counts(totals: list[int], enc: ShareEncoding, noisy: bool) -> np.ndarray:
-    """Cell counts from the revealed integer totals: exact (non-DP), or post-processed noisy
-    counts, non-negative and summing to the noisy total (DP)."""
-    s = enc.count_scale_bits
+def released_counts(totals: Sequence[int], count_scale_bits: int, noisy: bool) -> np.ndarray:
+    """Cell counts from the revealed integer totals (at 2^count_scale_bits): exact (non-DP), or
+    post-processed noisy counts, non-negative and summing to the noisy total (DP)."""
+    s = count_scale_bits
     if not noisy:
         if any(t < 0 or t % (1 << s) for t in totals):
             raise ProtocolError(
@@ -405,34 +417,7 @@ def margins(table: np.ndarray, names: list[str]) -> dict[str, list[int]]:
     return out
 
 
-def crosstab_truth(
-    plan: CrosstabPlan, table: np.ndarray, names: list[str], sigma: float
-) -> dp_release.Truth:
-    """What a released table says of its noise: every margin entry and the row count with the
-    std of its noise (a margin of column j sums K / k_j cells: sigma sqrt(K / k_j), before the
-    post-processing, which only lowers it), the margins the noise buries, and how many cells
-    are within two noise std of 0."""
-    figures: dict[str, float] = {"rows": float(table.sum())}
-    noise: dict[str, float] = {"rows": sigma * math.sqrt(plan.cells)}
-    for c, name in zip(plan.columns, names, strict=True):
-        for label, count in zip(c.labels(), margins(table, names)[name], strict=True):
-            key = f"rows with {name} = {label}"
-            figures[key], noise[key] = float(count), sigma * math.sqrt(plan.cells / c.size)
-    warnings = dp_release.buried(figures, noise)
-    small = int(np.sum(table <= dp_release.NOISE_MULTIPLE * sigma))
-    if small:
-        warnings.append(
-            ReleaseWarning(
-                "cells",
-                f"{small} of {plan.cells} cells are within two noise std of 0 (+/- {sigma:.2g} "
-                "rows each): their counts are mostly noise (fewer columns or bins, raise epsilon, "
-                "or pool more rows)",
-            )
-        )
-    return dp_release.Truth(noise, warnings, None, figures)
-
-
-def noise_preview(plan: CrosstabPlan, rows: int | None = None) -> dict:
+def noise_preview(plan: Any, rows: int | None = None) -> dict:
     """What the noise of a DP round does to the counts, from public parameters only.
 
     Every cell carries Skellam noise of standard deviation sigma = sqrt(2 mu) / 2^f counts (with
@@ -440,9 +425,9 @@ def noise_preview(plan: CrosstabPlan, rows: int | None = None) -> dict:
     row count all K cells (sigma sqrt(K)), before post-processing (which only lowers the error
     of cells near 0). Each is checked against the largest value it can take: the row count."""
     doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
-    k = plan.cells
-    names = [c.name for c in plan.columns]
-    margin_std = {c.name: sigma * math.sqrt(k / c.size) for c in plan.columns}
+    columns = plan.spec.columns
+    k = math.prod(grid_shape(columns))
+    margin_std = {c.name: sigma * math.sqrt(k / c.size) for c in columns}
     doc |= {
         "cells": k,
         "noise_std_per_cell": sigma,
@@ -450,6 +435,9 @@ def noise_preview(plan: CrosstabPlan, rows: int | None = None) -> dict:
         "noise_std_of_row_count": sigma * math.sqrt(k),
         "fixes": list(FIXES),
     }
+    doc["expected_error"] = {"each cell count": sigma}
+    doc["expected_error"] |= {f"each count of the margin of {n}": e for n, e in margin_std.items()}
+    doc["expected_error"]["row count"] = sigma * math.sqrt(k)
     if rows is None:
         return doc
     if not rows > 0:
@@ -457,152 +445,136 @@ def noise_preview(plan: CrosstabPlan, rows: int | None = None) -> dict:
     doc["assumed_rows"] = rows
     doc["mean_cell_count"] = rows / k
     checks = [SignalCheck("each cell count", sigma, rows)]
-    if len(names) > 1:
+    if len(columns) > 1:
         checks += [
-            SignalCheck(f"each count of the margin of {n}", margin_std[n], rows) for n in names
+            SignalCheck(f"each count of the margin of {c.name}", margin_std[c.name], rows)
+            for c in columns
         ]
     checks.append(SignalCheck("row count", sigma * math.sqrt(k), rows))
     doc["signal_checks"] = [chk.to_dict() for chk in checks]
     return doc
 
 
-class CrosstabProtocol(FederatedProtocol):
+class Crosstab(SecureSumStatistic[CrosstabRequest, CrosstabSpec]):
     name = "crosstab"
     request_type = CrosstabRequest
     spec_type = CrosstabSpec
-
+    result_type = CrosstabResult
+    output_file = "result.json"
     plot_file = "crosstab.png"
-    fixed_row_norm_bound = 1.0  # nothing to clip: a row adds counts, the DP request needs no bound
+    fixed_row_norm_bound = ROW_NORM
+    takes_bounds = False
+    summary = ("round_id", "owners", "columns", "n", "margins")
+    help = "counts of 1 to 3 columns over public domains and bins across the owners"
+    description = (
+        "Start a cross-tabulation round: every owner sends the Paillier-encrypted count of its "
+        "rows in every cell of the public grid (zeros included); the aggregator learns only "
+        "the pooled counts (with --dp-epsilon, noisy, non-negative and consistent with their "
+        "margins). Writes OUT/result.json and the bar chart OUT/crosstab.png."
+    )
 
-    def result_file(self, label: str) -> str | None:
-        return "result.json" if label == self.name else None
+    def spec(self, request: CrosstabRequest) -> CrosstabSpec:
+        return CrosstabSpec(check_columns(tuple(request.columns)))
 
-    # ---------------------------------------------------------------- aggregator side
+    def features(self, spec: CrosstabSpec) -> tuple[str, ...]:
+        return ()  # every column is read as categories, from the table
 
-    def plan(self, request: CrosstabRequest, common: Common) -> CrosstabPlan:
-        columns = check_columns(tuple(request.columns))
-        if common.value_bound:
-            raise DataError(
-                "a cross-tabulation takes no value_bound: numeric columns are binned by edges",
-                field="value_bound",
-            )
-        min_owners, deadline = common.quorum(), common.deadline()
-        cells = math.prod(grid_shape(columns))
-        max_owners = common.n_invited  # the CSP sums at most one share of each invited owner
-        dp, sens = None, None
-        if common.dp is None:
-            enc = encoding(common.scale_bits, max_owners=max_owners)
-        else:
-            f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-            sens = sensitivity(f)
-            # a row is one count in one cell: row_norm_bound has nothing to clip, the spec says 1
-            one_hot = DpRequest(common.dp.epsilon, common.dp.delta, ROW_NORM)
-            dp, noise_bound = skellam_plan(one_hot, sens, min_owners, cells)
-            enc = encoding(f, max_owners=max_owners, noise_bound=noise_bound)
-        return CrosstabPlan(columns, min_owners, deadline, enc, dp, sens)
+    def other_columns(self, spec: CrosstabSpec) -> tuple[str, ...]:
+        return tuple(c.name for c in spec.columns)
 
-    def next_round(self, plan: CrosstabPlan, state: None, index: int) -> RoundPlan:
-        spec = CrosstabSpec(plan.columns)
-        return RoundPlan(
-            spec, plan.label, plan.encoding, plan.cells, plan.dp, dimension=len(plan.columns)
-        )
+    def check_spec(self, spec: CrosstabSpec) -> None:
+        check_columns(tuple(spec.columns))
 
-    def finish_round(self, plan: CrosstabPlan, state: None, outcome: Outcome) -> Step:
-        start = time.perf_counter()
-        totals = outcome.require_totals()
-        if len(totals) != plan.cells:
-            raise ProtocolError(f"expected {plan.cells} cell totals, got {len(totals)}")
-        flat = released_counts(totals, plan.encoding, plan.dp is not None)
-        table = flat.reshape(plan.shape)
-        names = [c.name for c in plan.columns]
-        outcome.timings["statistics_seconds"] = time.perf_counter() - start
-        dp = None
-        if plan.dp is not None and plan.sensitivity is not None:
-            sigma = plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits)
-            dp = dp_facts(
-                "distributed Skellam noise on every cell count",
-                plan.dp,
-                plan.sensitivity,
-                crosstab_truth(plan, table, names, sigma),
-                noise_std_per_value=plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits),
-                post_processing="least-squares projection of the noisy cells onto the "
-                "non-negative tables with the noisy total, then integers keeping that total "
-                "(largest remainders); margins and n are sums of the released cells",
-                note="noise_std_per_value is per cell, in counts; row_norm_bound is 1: a row "
-                "is one count in one cell",
-            )
-        return Step(
-            CrosstabResult(
-                protocol=self.name,
-                method=METHOD,
-                columns=names,
-                categories={c.name: c.labels() for c in plan.columns},
-                edges={c.name: list(c.edges) for c in plan.columns if c.is_numeric},
-                counts=[[int(v) for v in row] for row in table.reshape(plan.shape[0], -1)],
-                margins=margins(table, names),
-                n=int(flat.sum()),
-                cells=plan.cells,
-                bins=BINS,
-                outside=OUTSIDE_DROPPED if plan.dp is not None else OUTSIDE_REFUSED,
-                **outcome.facts(),
-                dp=dp,
-            )
-        )
-
-    # ---------------------------------------------------------------- owner side
-
-    def columns(self, spec: CrosstabSpec) -> list[str]:
-        return [c.name for c in spec.columns]
-
-    def request_columns(self, request: CrosstabRequest) -> list[str]:
-        return [c.name for c in request.columns]
-
-    def dimension(self, spec: CrosstabSpec) -> int:
-        return len(spec.columns)
-
-    def check(
-        self, spec: CrosstabSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
-    ) -> None:
-        if enc is None or enc.rotation_dimension:
-            raise ProtocolError("a cross-tabulation round needs a plain encoding")
-        columns = check_columns(tuple(spec.columns))
-        require_same_count_scale(enc)
-        require_bound(enc, data_bound(enc.max_rows_per_owner, enc.count_scale_bits))
-        if dp is not None:
-            cells = math.prod(grid_shape(columns))
-            verify_dp(dp, (), self.dp_sensitivity(spec, enc, dp), cells, enc)
-
-    def dp_sensitivity(
-        self, spec: CrosstabSpec, enc: ShareEncoding | None, dp: DpSpec
-    ) -> noise.Sensitivity:
-        if enc is None:
-            raise ProtocolError("a cross-tabulation round needs a plain encoding")
-        return sensitivity(enc.count_scale_bits)
-
-    def describe(self, spec: CrosstabSpec, dp: DpSpec | None) -> str:
+    def blocks(self, spec: CrosstabSpec, bound: float) -> tuple[Block, ...]:
+        """One count per cell of the whole grid: a row adds one to one cell (a dropped row to
+        none), so L1 = L2 = 1 count."""
         cells = math.prod(grid_shape(spec.columns))
-        return f"cross-tabulation of {', '.join(self.columns(spec))} ({cells} cells)"
+        return (Block("cells", cells, 1.0, l1=1.0, l2=1.0, kind=COUNT),)
 
-    def share_values(
-        self,
-        spec: CrosstabSpec,
-        enc: ShareEncoding,
-        dp: DpSpec | None,
-        site: SiteData,
-        timings: dict[str, float],
-    ) -> list[int]:
-        start = time.perf_counter()
+    def sums(self, spec: CrosstabSpec, rows: Rows) -> dict[str, np.ndarray]:
         columns = tuple(spec.columns)
-        table = site.read(self.columns(spec))
-        cells, n_rows = cell_indices(table, columns, drop_outside=dp is not None)
-        if n_rows > enc.max_rows_per_owner:
-            raise DataError(
-                f"{n_rows} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}",
-                rule="rows",
+        cells, n_rows = cell_indices(rows.table, columns, drop_outside=rows.dp)
+        rows.check_count(n_rows)
+        return {"cells": local_counts(cells, math.prod(grid_shape(columns)))}
+
+    def result(self, spec: CrosstabSpec, totals: Totals, release: Release) -> dict[str, Any]:
+        shape = grid_shape(spec.columns)
+        flat = released_counts(*totals.encoded("cells"), release.noisy)
+        table = flat.reshape(shape)
+        names = [c.name for c in spec.columns]
+        return {
+            "method": METHOD,
+            "columns": names,
+            "categories": {c.name: c.labels() for c in spec.columns},
+            "edges": {c.name: list(c.edges) for c in spec.columns if c.is_numeric},
+            "counts": [[int(v) for v in row] for row in table.reshape(shape[0], -1)],
+            "margins": margins(table, names),
+            "n": int(flat.sum()),
+            "cells": math.prod(shape),
+            "bins": BINS,
+            "outside": OUTSIDE_DROPPED if release.noisy else OUTSIDE_REFUSED,
+        }
+
+    def figures(self, spec: CrosstabSpec, result: Mapping[str, Any]) -> dict[str, float]:
+        """The row count and every count of every margin."""
+        figures = {"rows": float(result["n"])}
+        for c in spec.columns:
+            for label, count in zip(c.labels(), result["margins"][c.name], strict=True):
+                figures[f"rows with {c.name} = {label}"] = float(count)
+        return figures
+
+    def noise_report(
+        self, spec: CrosstabSpec, result: Mapping[str, Any], totals: Totals, release: Release
+    ) -> NoiseReport:
+        """Each figure's noise in closed form (a margin of column j sums K / k_j cells: sigma
+        sqrt(K / k_j), before the post-processing, which only lowers it), and how many cells
+        are within two noise std of 0."""
+        sigma, cells = release.noise_std, int(result["cells"])
+        noise = {"rows": sigma * math.sqrt(cells)}
+        for c in spec.columns:
+            for label in c.labels():
+                noise[f"rows with {c.name} = {label}"] = sigma * math.sqrt(cells / c.size)
+        small = int(np.sum(np.array(result["counts"]) <= dp_release.NOISE_MULTIPLE * sigma))
+        warnings = []
+        if small:
+            warnings.append(
+                ReleaseWarning(
+                    "cells",
+                    f"{small} of {cells} cells are within two noise std of 0 (+/- {sigma:.2g} "
+                    "rows each): their counts are mostly noise (fewer columns or bins, raise "
+                    "epsilon, or pool more rows)",
+                )
             )
-        counts = local_counts(cells, math.prod(grid_shape(columns)))
-        timings["statistics_seconds"] = time.perf_counter() - start
-        return encode_counts(counts, enc)
+        return NoiseReport(
+            noise,
+            warnings,
+            mechanism="distributed Skellam noise on every cell count",
+            post_processing="least-squares projection of the noisy cells onto the "
+            "non-negative tables with the noisy total, then integers keeping that total "
+            "(largest remainders); margins and n are sums of the released cells",
+            note="noise_std_per_value is per cell, in counts; row_norm_bound is 1: a row "
+            "is one count in one cell",
+        )
+
+    def preview(self, plan: Any, rows: int | None) -> dict[str, Any]:
+        return noise_preview(plan, rows)
+
+    def preview_lines(self, doc: Mapping[str, Any], rows: int | None) -> list[str]:
+        lines = [
+            f"each of the {doc['cells']} cell counts carries noise of std "
+            f"{doc['noise_std_per_cell']:.4g} (epsilon {doc['epsilon']:g}, delta "
+            f"{doc['delta']:g}); the row count {doc['noise_std_of_row_count']:.4g}"
+        ]
+        for name, std in doc["noise_std_of_margins"].items():
+            lines.append(f"  each count of the margin of {name}: +/- {std:.4g} (1 std)")
+        if rows is None:
+            lines.append("give --rows N to check the noise against your row count")
+        return lines
+
+    def describe(self, spec: CrosstabSpec) -> str:
+        cells = math.prod(grid_shape(spec.columns))
+        names = ", ".join(c.name for c in spec.columns)
+        return f"cross-tabulation of {names} ({cells} cells)"
 
 
-PROTOCOL = registry.register(CrosstabProtocol())
+PROTOCOL = registry.register(SecureSumProtocol(Crosstab()))

@@ -200,9 +200,20 @@ def release_truth(
     seeded by the round id) and the warnings."""
     released = figures_of(list(totals))
     draws = noise_draws(figures_of, totals, mu, repeats, seeded_rng("truth", round_id))
-    noise = spread(draws, released)
-    found = [*clipping_warning(clipped_rows, n_rows), *buried(released, noise), *extra]
-    return Truth(noise, found, clipped_rows, released)
+    return stated_truth(released, spread(draws, released), n_rows, clipped_rows, extra)
+
+
+def stated_truth(
+    figures: Mapping[str, float],
+    noise: Mapping[str, float],
+    n_rows: float,
+    clipped_rows: float | None = None,
+    extra: Sequence[ReleaseWarning] = (),
+) -> Truth:
+    """A release's figures with each one's noise std (redrawn, or in closed form) and the
+    warnings: heavy clipping, the figures the noise buries, the protocol's `extra` ones."""
+    found = [*clipping_warning(clipped_rows, n_rows), *buried(figures, noise), *extra]
+    return Truth(dict(noise), found, clipped_rows, dict(figures))
 
 
 def correlated_columns(

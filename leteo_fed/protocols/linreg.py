@@ -1,8 +1,8 @@
 """Federated linear regression with an intercept: ordinary least squares or ridge, in one round.
 
-Every owner sends the moments of its rows z = [x, y] (features, then the label): the upper
-triangle of R = sum z z^T, V = sum z and its row count n, encoded exactly as a PCA share of the
-d + 1 columns (`moments`). The aggregator reveals the exact integer totals and forms the centered
+Every owner sends the moments of its rows z = [x, y] (features, then the label), computed as
+for a PCA share of the d + 1 columns (`moments`): V = sum z, its row count n and the upper
+triangle of R = sum z z^T. The aggregator reveals the exact integer totals and forms the centered
 scatter matrix S = R - V V^T / n in exact rational arithmetic (one rounding per entry), then
 
     beta      = (S_xx + lambda I)^-1 S_xy        (lambda = 0: ordinary least squares)
@@ -17,7 +17,7 @@ pooled rows (checked to 1e-8 in the tests).
 
 DP rounds clip every row's features to L2 norm C (`row_norm_bound`) and its label to [-B, B]
 (`label_bound`, default C), so ||z||_2 <= sqrt(C^2 + B^2), and add distributed Skellam noise
-calibrated to the moments' sensitivity for that norm (`sensitivity`, checked by brute force).
+calibrated to the moments' sensitivity for that norm (`Linreg.blocks`, checked by brute force).
 The noisy S is post-processed (no privacy cost): the eigenvalues of S_xx are floored at a
 multiple of the noise's spectral size, so S_xx is positive definite, and the RSS is kept above
 what the noise alone could make (`fit_from_scatter`). The standard
@@ -33,51 +33,35 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.linalg import eigvalsh
 
-from leteo_fed import defaults
-from leteo_fed.encoding.packing import check_finite_and_bounded
-from leteo_fed.encoding.share import ShareEncoding, require_bound
-from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.errors import DataError
 from leteo_fed.privacy import bounds as bounds_of
-from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
-from leteo_fed.protocols import dp_release, moments, moments_round, registry
-from leteo_fed.protocols.base import (
-    Common,
-    DpSpec,
-    FederatedProtocol,
-    Outcome,
-    RoundPlan,
-    SiteData,
-    Step,
-    check_features,
-    clip_count_value,
-    dp_facts,
-    plan_dp,
-    preview_facts,
-    require_same_count_scale,
-    round_truth,
-    split_clip_count,
-    verify_dp,
-)
+from leteo_fed.protocols import moments, registry
+from leteo_fed.protocols.base import check_features, preview_facts
 from leteo_fed.protocols.moments import ALL_ROWS
-from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
+from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, terms_in_order
+from leteo_fed.protocols.secure_sum import SecureSumProtocol
+from leteo_fed.protocols.statistic import (
+    COUNT,
+    Block,
+    NoiseReport,
+    Release,
+    Rows,
+    SecureSumStatistic,
+    Totals,
+)
 
-PROTOCOL_NAME = "linreg"
 EXPLAINED = 0.5  # the preview's label: this share of its variance explained by the features
 INTERCEPT = "intercept"
 CI_LEVEL = 0.95
-DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
-DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS
-DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
 # DP: the eigenvalues of the noisy S_xx are floored at FLOOR_FACTOR sqrt(d) times the noise std
 # of its entries: a symmetric noise matrix has spectral norm ~ 2 sqrt(d) times that, so an
 # eigenvalue below the floor is one the noise alone could have made from 0
@@ -89,10 +73,27 @@ COLLINEAR_RCOND = 16 * float(np.finfo(np.float64).eps)
 
 @dataclass(frozen=True)
 class LinregRequest:
-    features: tuple[str, ...] = ()
-    label_column: str = ""
-    ridge: float = 0.0  # lambda >= 0 on the coefficients (not the intercept); 0 = OLS
-    label_bound: float = 0.0  # DP: labels clipped to [-B, B] (0 = row_norm_bound)
+    features: tuple[str, ...] = field(
+        default=(), metadata={"help": "comma-separated feature columns", "required": True}
+    )
+    label_column: str = field(
+        default="", metadata={"help": "the column to predict (y)", "required": True}
+    )
+    ridge: float = field(  # lambda >= 0 on the coefficients (not the intercept); 0 = OLS
+        default=0.0,
+        metadata={
+            "help": "ridge penalty lambda >= 0 on the coefficients, not the intercept "
+            "(default: 0, ordinary least squares)",
+            "metavar": "L",
+        },
+    )
+    label_bound: float = field(  # DP: labels clipped to [-B, B] (0 = row_norm_bound)
+        default=0.0,
+        metadata={
+            "help": "DP: labels are clipped to [-B, B] (default: --row-norm-bound)",
+            "metavar": "B",
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -143,46 +144,14 @@ class LinregResult(RoundFacts, Result):
         }
         return cols, list(self.terms), "term"
 
-
-@dataclass(frozen=True)
-class LinregPlan:
-    features: tuple[str, ...]
-    label_column: str
-    ridge: float
-    label_bound: float  # B of a DP round, else 0
-    min_owners: int
-    deadline_seconds: float
-    encoding: ShareEncoding
-    dp: DpSpec | None = None
-    sensitivity: noise.Sensitivity | None = None
-    label: str = PROTOCOL_NAME
-
-
-def n_values(d: int) -> int:
-    """The moments of the d + 1 columns [x, y]: R's upper triangle, V and the row count."""
-    return moments.n_values(d + 1, [ALL_ROWS])
+    def to_dict(self) -> dict[str, Any]:
+        """The document, every per-term map in the order of `terms`."""
+        return terms_in_order(super().to_dict())
 
 
 def joint_bound(row_norm_bound: float, label_bound: float) -> float:
     """||[x, y]||_2 of a clipped row: sqrt(C^2 + B^2)."""
     return math.hypot(row_norm_bound, label_bound)
-
-
-def sensitivity(
-    row_norm_bound: float, label_bound: float, scale_bits: int, d: int, count_scale_bits: int
-) -> noise.Sensitivity:
-    """L1/L2 sensitivity, in integer units, of one owner's share when one row is added or
-    removed: the share is the moments share of z = [x, y] with ||x||_2 <= C and |y| <= B, so
-    ||z||_2 <= sqrt(C^2 + B^2) and `moments.sensitivities_for_scatter` (d + 1 columns, one
-    class) bounds it: R's triangle L2 <= (C^2 + B^2) F + sqrt(T), V's L2 <= sqrt(C^2 + B^2) F
-    + sqrt(d + 1), the count 2^count_scale_bits exactly (F = 2^scale_bits, T = (d+1)(d+2)/2)."""
-    return moments_round.sensitivity(
-        joint_bound(row_norm_bound, label_bound),
-        scale_bits,
-        d + 1,
-        [ALL_ROWS],
-        count_scale_bits,
-    )
 
 
 # ------------------------------------------------------------------ the fit
@@ -321,14 +290,12 @@ def fit_from_scatter(
     )
 
 
-def fit_from_totals(
-    totals: list[int], d: int, enc: ShareEncoding, ridge: float, noisy: bool, sigma: float = 0.0
-) -> Fit:
-    """The exact integer totals -> the fit; `sigma` (DP) is the noise std per released value."""
-    agg = moments.decode_totals(
-        totals, d + 1, [ALL_ROWS], enc.scale_bits, enc.count_scale_bits, noisy=noisy
-    )
-    scatter = moments.total_scatter(agg)  # exact rationals, one rounding per entry
+def fit_from_totals(totals: Totals, d: int, ridge: float, noisy: bool, sigma: float = 0.0) -> Fit:
+    """The released totals -> the fit (exact rationals, one rounding per entry of the
+    scatter); `sigma` (DP) is the noise std per released value."""
+    (r, f), (v, _), (m, cs) = (totals.encoded(b) for b in ("products", "sums", "rows"))
+    agg = moments.decode_totals([*r, *v, *m], d + 1, [ALL_ROWS], f, cs, noisy=noisy)
+    scatter = moments.total_scatter(agg)
     return fit_from_scatter(scatter, moments.mean(agg), agg.n, ridge, noisy, sigma)
 
 
@@ -362,7 +329,7 @@ def noise_errors(
 
 
 def noise_preview(
-    plan: LinregPlan,
+    plan: Any,
     rows: int | None = None,
     feature_cov: Sequence[Sequence[float]] | None = None,
     coefficients: Sequence[float] | None = None,
@@ -384,13 +351,14 @@ def noise_preview(
     uncorrelated features, so a coefficient beyond that explains more than the label varies.
     """
     doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
-    d = len(plan.features)
-    doc |= {"label_bound": plan.label_bound, "noise_std_per_value": sigma}
+    spec, ridge = plan.spec, plan.settings
+    d = len(spec.features)
+    doc |= {"label_bound": spec.label_bound, "noise_std_per_value": sigma}
     if rows is None:
         return doc
     if rows < d + 2:
         raise DataError(f"rows must be at least {d + 2} for {d} feature(s)", field="rows")
-    c = plan.dp.row_norm_bound  # type: ignore[union-attr]  # preview_facts checked it
+    c = plan.dp.row_norm_bound  # preview_facts checked it is there
     cov = (
         np.asarray(feature_cov, dtype=np.float64).reshape(d, d)
         if feature_cov is not None
@@ -399,11 +367,12 @@ def noise_preview(
     beta = np.asarray(coefficients, dtype=np.float64) if coefficients is not None else np.zeros(d)
     m_x = np.asarray(feature_means, dtype=np.float64) if feature_means is not None else np.zeros(d)
     mean = np.append(m_x, float(label_mean))
-    a_inv = np.linalg.inv(rows * cov + plan.ridge * np.eye(d))
+    a_inv = np.linalg.inv(rows * cov + ridge * np.eye(d))
     errs = noise_errors(a_inv, beta, mean, float(rows), sigma)
-    terms = [INTERCEPT, *plan.features]
+    terms = [INTERCEPT, *spec.features]
     doc["assumed_rows"] = rows
     doc["std_error"] = dict(zip(terms, errs.tolist(), strict=True))
+    doc["expected_error"] = {f"coefficient {t}": e for t, e in doc["std_error"].items()}
     floor = eigenvalue_floor(sigma, m_x)
     doc["eigenvalue_floor"] = floor
     checks = [
@@ -411,338 +380,252 @@ def noise_preview(
         # below the floor the fit is shrunk: the features' scatter must stand above the noise
         SignalCheck("smallest spread of the features", floor, rows * float(eigvalsh(cov)[0])),
     ]
-    for j, f in enumerate(plan.features):
+    for j, f in enumerate(spec.features):
         spread = math.sqrt(max(float(cov[j, j]), 0.0))
-        largest = plan.label_bound / spread if spread > 0 else math.inf
+        largest = spec.label_bound / spread if spread > 0 else math.inf
         checks.append(SignalCheck(f"coefficient of {f}", float(errs[1 + j]), largest))
     doc["signal_checks"] = [chk.to_dict() for chk in checks]
     return doc
 
 
-# ------------------------------------------------------------------ the protocol
+def moment_sums(mom: moments.LocalMoments, k: int) -> dict[str, np.ndarray]:
+    """The blocks of one site's moments of its k columns [x, y] (one class: every row)."""
+    return {"sums": mom.v[0][0], "rows": mom.m[0], "products": mom.r[np.triu_indices(k)]}
 
 
-def _check_request(request: LinregRequest, common: Common) -> tuple[tuple[str, ...], float]:
-    features = check_features(tuple(request.features), "regress on")
-    label = request.label_column
-    if not label:
-        raise DataError("label_column is empty: name the column to predict", field="label_column")
-    if label in features:
-        raise DataError(f"label column '{label}' is also a feature", field="label_column")
-    if INTERCEPT in features:
-        raise DataError(
-            f"a feature may not be named '{INTERCEPT}' (the result's name of the constant term)",
-            field="features",
-        )
-    if not (math.isfinite(request.ridge) and request.ridge >= 0):
-        raise DataError(f"ridge must be a finite number >= 0, got {request.ridge}", field="ridge")
-    if common.dp is None:
-        if request.label_bound:
-            raise DataError(
-                "label_bound applies to DP rounds (value_bound bounds every value otherwise)",
-                field="label_bound",
-            )
-        return features, 0.0
-    if common.dp.bounds:
-        if request.label_bound:
-            raise DataError(
-                "with per-column bounds the label's bounds come from them: give the label "
-                "column's bounds (`bounds`), not label_bound",
-                field="label_bound",
-            )
-        return features, 1.0  # every scaled value lies in [-1, 1]
-    b = request.label_bound or common.dp.row_norm_bound
-    if not (math.isfinite(b) and b > 0):
-        raise DataError(f"label_bound must be a positive number, got {b}", field="label_bound")
-    return features, float(b)
+def t_tests(fit: Fit) -> dict[str, np.ndarray]:
+    """Each term's (intercept, then coefficients) t statistic, two-sided p-value (Student t,
+    df residual degrees of freedom) and CI_LEVEL confidence interval."""
+    from scipy import stats as sps  # for p-values only: owners never load it
+
+    coef = np.concatenate([[fit.intercept], fit.coefficients])
+    se = fit.std_errors
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se > 0, coef / np.where(se > 0, se, 1.0), np.nan)
+    q = float(sps.t.ppf(0.5 + CI_LEVEL / 2, fit.df))
+    p = 2.0 * sps.t.sf(np.abs(t), fit.df)
+    return {"coef": coef, "t": t, "p": p, "lower": coef - q * se, "upper": coef + q * se}
 
 
-def linreg_figures(features: Sequence[str], fit: Fit) -> dict[str, float]:
-    """The figures a regression release states: every coefficient and R^2."""
-    figures = {f"coefficient {INTERCEPT}": fit.intercept}
-    figures |= {
-        f"coefficient {f}": float(b) for f, b in zip(features, fit.coefficients, strict=True)
-    }
-    figures["r_squared"] = fit.r_squared
-    return figures
-
-
-class LinregProtocol(FederatedProtocol):
-    name = PROTOCOL_NAME
-    takes_bounds = True
+class Linreg(SecureSumStatistic[LinregRequest, LinregSpec]):
+    name = "linreg"
     request_type = LinregRequest
     spec_type = LinregSpec
-
+    result_type = LinregResult
+    output_file = "result.json"
     plot_file = "coefficients.png"
+    spark_engine = True
+    summary = ("round_id", "owners", "n_rows", "coefficients", "std_errors", "r_squared")
+    help = "linear regression (OLS or ridge) across the owners"
+    description = (
+        "Linear regression of --label-column on --features, with an intercept, in one round: every owner\n"
+        "sends its Paillier-encrypted moments of [x, y] (sum z z^T, sum z, its row count); the aggregator\n"
+        "learns only the pooled moments and solves the normal equations: ordinary least squares, or\n"
+        "ridge with --ridge L (the penalty on the coefficients, not the intercept). Writes\n"
+        "OUT/result.json (coefficients, standard errors, t statistics, p-values, 95% confidence\n"
+        "intervals, R^2) and OUT/coefficients.png (each coefficient with its confidence interval).\n"
+        "\n"
+        "With --dp-epsilon the release is (epsilon, delta)-DP: give public bounds per column in natural\n"
+        "units (--bounds age=17,90 for every feature and the label, or --codebook FILE); every owner\n"
+        "clips each value to them and adds its share of Skellam noise. --dry-run shows each figure's\n"
+        "expected error first; after the release each figure is printed with its noise, and a warning\n"
+        "names any figure the noise buries. Experts may instead clip rows to --row-norm-bound (L2) and\n"
+        "labels to +/- --label-bound.\n"
+        "See docs/linear-regression.md.\n"
+    )
 
-    def result_file(self, label: str) -> str | None:
-        return "result.json" if label == self.name else None
+    def spec(self, request: LinregRequest) -> LinregSpec:
+        features = check_features(tuple(request.features), "regress on")
+        label = request.label_column
+        if not label:
+            raise DataError(
+                "label_column is empty: name the column to predict", field="label_column"
+            )
+        if label in features:
+            raise DataError(f"label column '{label}' is also a feature", field="label_column")
+        if INTERCEPT in features:
+            raise DataError(
+                f"a feature may not be named '{INTERCEPT}' (the result's name of the constant "
+                "term)",
+                field="features",
+            )
+        return LinregSpec(features, label, float(request.label_bound))
 
-    # ---------------------------------------------------------------- aggregator side
+    def settings(self, request: LinregRequest) -> float:
+        """The ridge penalty (the aggregator's alone: owners send the same moments)."""
+        if not (math.isfinite(request.ridge) and request.ridge >= 0):
+            raise DataError(
+                f"ridge must be a finite number >= 0, got {request.ridge}", field="ridge"
+            )
+        return float(request.ridge)
 
-    def plan(self, request: LinregRequest, common: Common) -> LinregPlan:
-        features, label_bound = _check_request(request, common)
-        min_owners, deadline = common.quorum(), common.deadline()
-        d = len(features)
-        max_owners = common.n_invited  # the CSP sums at most one share of each invited owner
-        dp, sens = None, None
-        if common.dp is None:
-            enc = moments_round.encoding(
-                common.scale_bits or DEFAULT_SCALE_BITS,
-                common.value_bound or DEFAULT_VALUE_BOUND,
-                max_owners=max_owners,
-            )
-        else:
-            f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-            dp, noise_bound, sens, _ = plan_dp(
-                common.dp,
-                [*features, request.label_column],
-                lambda c: sensitivity(c, label_bound, f, d, f),
-                n_values(d),
-                f,
-                min_owners,
-                norm_columns=d,  # the features' norm; the label is bounded on its own
-            )
-            c = dp.row_norm_bound
-            enc = moments_round.encoding(
-                f,
-                joint_bound(c, label_bound),
-                max_owners=max_owners,
-                count_scale_bits=f,
-                noise_bound=noise_bound,
-            )
-        return LinregPlan(
-            features,
-            request.label_column,
-            float(request.ridge),
-            label_bound,
-            min_owners,
-            deadline,
-            enc,
-            dp,
-            sens,
+    def spec_for(self, spec: LinregSpec, dp: Any) -> LinregSpec:
+        """The label's clipping bound B: DP rounds only; 1 with public bounds (the label's
+        bounds scale it to [-1, 1]), else the request's or the row norm bound."""
+        if dp is None:
+            if spec.label_bound:
+                raise DataError(
+                    "label_bound applies to DP rounds (value_bound bounds every value otherwise)",
+                    field="label_bound",
+                )
+            return spec
+        if dp.bounds:
+            if spec.label_bound:
+                raise DataError(
+                    "with per-column bounds the label's bounds come from them: give the label "
+                    "column's bounds (`bounds`), not label_bound",
+                    field="label_bound",
+                )
+            return dataclasses.replace(spec, label_bound=1.0)  # every scaled value in [-1, 1]
+        b = spec.label_bound or dp.row_norm_bound
+        if not (math.isfinite(b) and b > 0):
+            raise DataError(f"label_bound must be a positive number, got {b}", field="label_bound")
+        return dataclasses.replace(spec, label_bound=float(b))
+
+    def features(self, spec: LinregSpec) -> tuple[str, ...]:
+        return tuple(spec.features)
+
+    def bounded_columns(self, spec: LinregSpec) -> dict[str, float]:
+        return {spec.label_column: spec.label_bound}
+
+    def blocks(self, spec: LinregSpec, bound: float) -> tuple[Block, ...]:
+        """The moments of z = [x, y], ||z||_2 <= J = sqrt(C^2 + B^2) (|x_j|, |y| <= B without
+        DP, label_bound 0): V moves by z (L2 <= J, L1 <= sqrt(k) J), R's triangle by at most
+        ||z||^2 <= J^2 in L2 and (k + 1) J^2 / 2 in L1 (k = d + 1 columns), n by 1: in this
+        order the integer sensitivity is `moments.sensitivities_for_scatter`'s, bit for bit."""
+        k = len(spec.features) + 1
+        j = joint_bound(bound, spec.label_bound)
+        return (
+            Block("sums", k, j, l1=math.sqrt(k) * j, l2=j),
+            Block("rows", 1, 1.0, l1=1.0, l2=1.0, kind=COUNT),
+            Block("products", k * (k + 1) // 2, j * j, l1=(k + 1) * j * j / 2, l2=j * j),
         )
 
-    def next_round(self, plan: LinregPlan, state: None, index: int) -> RoundPlan:
-        spec = LinregSpec(plan.features, plan.label_column, plan.label_bound)
-        d = len(plan.features)
-        n_vals = n_values(d) + (1 if plan.dp is not None and plan.dp.counts_clipped else 0)
-        return RoundPlan(spec, plan.label, plan.encoding, n_vals, plan.dp, dimension=d + 1)
+    def sums(self, spec: LinregSpec, rows: Rows) -> dict[str, np.ndarray]:
+        mom = moments.local_moments(rows.x, [None], [ALL_ROWS])
+        return moment_sums(mom, rows.x.shape[1])
 
-    def finish_round(self, plan: LinregPlan, state: None, outcome: Outcome) -> Step:
-        start = time.perf_counter()
-        totals = outcome.require_totals()
-        fit = self.fit_from_totals(plan, totals, outcome.n_owners)
-        terms = [INTERCEPT, *plan.features]
-        coef = np.concatenate([[fit.intercept], fit.coefficients])
-        se = fit.std_errors
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(se > 0, coef / np.where(se > 0, se, 1.0), np.nan)
-        from scipy import stats as sps  # for p-values only: owners never load it
+    def spark_sums(self, spec: LinregSpec, site: Any, bound: float) -> dict[str, np.ndarray]:
+        columns = [*spec.features, spec.label_column]
+        return moment_sums(site.spark_moments(columns, [], bound), len(columns))
 
-        p = 2.0 * sps.t.sf(np.abs(t), fit.df)
-        q = float(sps.t.ppf(0.5 + CI_LEVEL / 2, fit.df))
-        noise_se, truth = None, None
-        outcome.timings["regression_seconds"] = time.perf_counter() - start
-        if plan.dp is not None:  # post-processing: noise redrawn around the released totals
-            start = time.perf_counter()
-            _, clipped = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
-            extra = []
-            if fit.floored:
-                extra.append(
-                    ReleaseWarning(
-                        "spread of the features",
-                        f"{fit.floored} of {len(plan.features)} directions of the features' "
-                        "spread are below what the noise alone could make: the fit is shrunk "
-                        "there (raise epsilon, pool more rows)",
-                    )
-                )
-            truth = round_truth(
-                plan.dp,
-                outcome,
-                lambda t: self.release_figures(plan, t, outcome.n_owners),
-                fit.n,
-                plan.encoding.count_scale_bits,
-                extra,
-            )
-            noise_se = {term: truth.figure_noise_std[f"coefficient {term}"] for term in terms}
-            outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
+    def fit(self, spec: LinregSpec, totals: Totals, release: Release) -> Fit:
+        """The fit a round's totals give, in natural units."""
+        d, ridge = len(spec.features), release.settings
+        fit = fit_from_totals(totals, d, ridge, release.noisy, release.noise_std)
+        return fit.in_natural_units(release.bounds) if release.bounds else fit
 
-        def by_term(values) -> dict[str, float]:
+    def result(self, spec: LinregSpec, totals: Totals, release: Release) -> dict[str, Any]:
+        fit = self.fit(spec, totals, release)
+        tests = t_tests(fit)
+        terms = [INTERCEPT, *spec.features]
+
+        def by_term(values: Any) -> dict[str, float]:
             return {k: float(v) for k, v in zip(terms, values, strict=True)}
 
-        return Step(
-            LinregResult(
-                protocol=self.name,
-                method="ridge" if plan.ridge > 0 else "ols",
-                features=list(plan.features),
-                label_column=plan.label_column,
-                ridge=plan.ridge,
-                n_rows=fit.n,
-                df_residual=fit.df,
-                terms=terms,
-                coefficients=by_term(coef),
-                std_errors=by_term(se),
-                t_statistics=by_term(t),
-                p_values=by_term(p),
-                ci_level=CI_LEVEL,
-                ci_lower=by_term(coef - q * se),
-                ci_upper=by_term(coef + q * se),
-                r_squared=fit.r_squared,
-                adj_r_squared=fit.adj_r_squared,
-                residual_std_error=fit.residual_std_error,
-                label_bound=plan.label_bound if plan.dp is not None else None,
-                noise_std_errors=noise_se,
-                **outcome.facts(),
-                dp=self._dp_facts(plan, outcome.n_owners, fit.floored, truth),
+        return {
+            "method": "ridge" if release.settings > 0 else "ols",
+            "features": list(spec.features),
+            "label_column": spec.label_column,
+            "ridge": release.settings,
+            "n_rows": fit.n,
+            "df_residual": fit.df,
+            "terms": terms,
+            "coefficients": by_term(tests["coef"]),
+            "std_errors": by_term(fit.std_errors),
+            "t_statistics": by_term(tests["t"]),
+            "p_values": by_term(tests["p"]),
+            "ci_level": CI_LEVEL,
+            "ci_lower": by_term(tests["lower"]),
+            "ci_upper": by_term(tests["upper"]),
+            "r_squared": fit.r_squared,
+            "adj_r_squared": fit.adj_r_squared,
+            "residual_std_error": fit.residual_std_error,
+            "label_bound": spec.label_bound if release.noisy else None,
+            "noise_std_errors": None,
+        }
+
+    def figures(self, spec: LinregSpec, result: Mapping[str, Any]) -> dict[str, float]:
+        """Every coefficient and R^2."""
+        figures = {f"coefficient {t}": result["coefficients"][t] for t in result["terms"]}
+        return figures | {"r_squared": result["r_squared"]}
+
+    def with_noise(
+        self, spec: LinregSpec, result: dict[str, Any], noise_std: Mapping[str, float]
+    ) -> dict[str, Any]:
+        """The noise's own error of every term, beside the sampling errors."""
+        noise = {t: noise_std[f"coefficient {t}"] for t in result["terms"]}
+        return result | {"noise_std_errors": noise}
+
+    def noise_report(
+        self, spec: LinregSpec, result: Mapping[str, Any], totals: Totals, release: Release
+    ) -> NoiseReport:
+        floored = self.fit(spec, totals, release).floored
+        d, c, b = len(spec.features), release.bound, spec.label_bound
+        warnings = []
+        if floored:
+            warnings.append(
+                ReleaseWarning(
+                    "spread of the features",
+                    f"{floored} of {d} directions of the features' spread are below what the "
+                    "noise alone could make: the fit is shrunk there (raise epsilon, pool more "
+                    "rows)",
+                )
             )
+        return NoiseReport(
+            None,
+            warnings,
+            mechanism="distributed Skellam noise on the encoded moments of [x, y]",
+            post_processing="eigenvalues of the noisy centered X'X floored at "
+            f"{FLOOR_FACTOR:g} sqrt(d) sigma (1 + max mean(x)^2): {floored} of {d} raised (the "
+            f"fit is shrunk in those directions); the RSS kept at least {FLOOR_FACTOR:g} "
+            "sqrt(d + 1) sigma (1 + max mean^2) (1 + |beta|^2) and S_yy at least the RSS; the "
+            "noisy row count rounded to whole rows",
+            note=f"features clipped to L2 norm {c:g} and labels to [-{b:g}, {b:g}] at each "
+            "owner; every owner charged its ledger; std_errors exclude the noise (see "
+            "noise_std_errors)",
         )
 
+    def preview(self, plan: Any, rows: int | None) -> dict[str, Any]:
+        return noise_preview(plan, rows)
+
+    def preview_lines(self, doc: Mapping[str, Any], rows: int | None) -> list[str]:
+        lines = [
+            f"each released moment carries noise of std {doc['noise_std_per_value']:.4g} "
+            f"(epsilon {doc['epsilon']:g}, delta {doc['delta']:g}, features clipped to "
+            f"{doc['row_norm_bound']:g}, labels to +/-{doc['label_bound']:g})"
+        ]
+        if rows is None:
+            return [*lines, "give --rows N for the expected error of each coefficient"]
+        for term, err in doc["std_error"].items():
+            lines.append(f"  {term}: +/- {err:.4g} (1 std, from the noise)")
+        lines.append(
+            "  (for features spread as far as the clipping allows, means and coefficients "
+            "near 0: less spread is noisier)"
+        )
+        return lines
+
+    def describe(self, spec: LinregSpec) -> str:
+        return f"linear regression of {spec.label_column} on {len(spec.features)} feature(s)"
+
     def preview_data(
-        self, plan: LinregPlan, columns: dict[str, np.ndarray], rng: np.random.Generator
+        self, spec: LinregSpec, columns: dict[str, np.ndarray], rng: np.random.Generator
     ) -> tuple[dict[str, np.ndarray], str]:
         """The preview's label depends on the features: half its variance explained by them,
         in equal parts (a label independent of them would make every coefficient 0, and the
         preview would call each one noise whatever epsilon)."""
-        x = np.column_stack([columns[f] for f in plan.features])
-        y = columns[plan.label_column]
+        x = np.column_stack([columns[f] for f in spec.features])
+        y = columns[spec.label_column]
         sd_x = np.maximum(x.std(axis=0), 1e-300)
         sd_y, mean_y = float(y.std()), float(y.mean())
-        d = len(plan.features)
+        d = len(spec.features)
         beta = sd_y * math.sqrt(EXPLAINED / d) / sd_x
         noise = rng.normal(0.0, sd_y * math.sqrt(1 - EXPLAINED), size=len(y))
         label = mean_y + (x - x.mean(axis=0)) @ beta + noise
-        return columns | {plan.label_column: label}, (
-            f"{plan.label_column} = its mean + a linear function of the features explaining "
+        return columns | {spec.label_column: label}, (
+            f"{spec.label_column} = its mean + a linear function of the features explaining "
             f"{EXPLAINED:.0%} of its variance in equal parts + normal noise"
         )
 
-    def release_figures(self, plan: LinregPlan, totals: list[int], n_owners: int) -> dict:
-        return linreg_figures(plan.features, self.fit_from_totals(plan, totals, n_owners))
 
-    @staticmethod
-    def fit_from_totals(plan: LinregPlan, totals: list[int], n_owners: int) -> Fit:
-        """The fit a round's totals give, in natural units."""
-        totals, _ = split_clip_count(totals, plan.dp, plan.encoding.count_scale_bits)
-        d = len(plan.features)
-        sigma = 0.0
-        if plan.dp is not None:
-            sigma = plan.dp.noise_std(n_owners, plan.encoding.scale_bits)
-        fit = fit_from_totals(totals, d, plan.encoding, plan.ridge, plan.dp is not None, sigma)
-        if plan.dp is not None and plan.dp.bounds:
-            fit = fit.in_natural_units(plan.dp.bounds)
-        return fit
-
-    @staticmethod
-    def _dp_facts(
-        plan: LinregPlan, n: int, floored: int, truth: dp_release.Truth | None = None
-    ) -> DpFacts | None:
-        dp = plan.dp
-        if dp is None or plan.sensitivity is None:
-            return None
-        return dp_facts(
-            "distributed Skellam noise on the encoded moments of [x, y]",
-            dp,
-            plan.sensitivity,
-            truth,
-            skellam_mu_aggregate=dp.aggregate_mu(n),
-            noise_std_per_value=dp.noise_std(n, plan.encoding.scale_bits),
-            post_processing="eigenvalues of the noisy centered X'X floored at "
-            f"{FLOOR_FACTOR:g} sqrt(d) sigma (1 + max mean(x)^2): {floored} of "
-            f"{len(plan.features)} raised (the fit is shrunk in those directions); the RSS "
-            f"kept at least {FLOOR_FACTOR:g} sqrt(d + 1) sigma (1 + max mean^2) (1 + |beta|^2) "
-            "and S_yy at least the RSS; the noisy row count rounded to whole rows",
-            note=f"features clipped to L2 norm {dp.row_norm_bound:g} and labels to "
-            f"[-{plan.label_bound:g}, {plan.label_bound:g}] at each owner; every owner charged "
-            "its ledger; std_errors exclude the noise (see noise_std_errors)",
-        )
-
-    # ---------------------------------------------------------------- owner side
-
-    def columns(self, spec: LinregSpec) -> list[str]:
-        return [*spec.features, spec.label_column]
-
-    def request_columns(self, request: LinregRequest) -> list[str]:
-        return [*request.features, request.label_column]
-
-    def dimension(self, spec: LinregSpec) -> int:
-        return len(spec.features) + 1
-
-    def check(
-        self, spec: LinregSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
-    ) -> None:
-        if enc is None or enc.rotation_dimension:
-            raise ProtocolError("a linear-regression round needs a plain encoding")
-        require_bound(
-            enc,
-            moments_round.data_bound(
-                enc.value_bound, enc.max_rows_per_owner, 0, enc.scale_bits, enc.count_scale_bits
-            ),
-        )
-        if dp is None:
-            return
-        if not (math.isfinite(spec.label_bound) and spec.label_bound > 0):
-            raise ProtocolError("a DP regression round needs a positive label bound")
-        if site.uses_spark:
-            raise DataError(
-                'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
-            )
-        require_same_count_scale(enc)
-        d = len(spec.features)
-        verify_dp(dp, self.columns(spec), self.dp_sensitivity(spec, enc, dp), n_values(d), enc)
-
-    def dp_sensitivity(
-        self, spec: LinregSpec, enc: ShareEncoding | None, dp: DpSpec
-    ) -> noise.Sensitivity:
-        if enc is None:
-            raise ProtocolError("a regression round needs an encoding")
-        d = len(spec.features)
-        return sensitivity(
-            dp.row_norm_bound, spec.label_bound, enc.scale_bits, d, enc.count_scale_bits
-        )
-
-    def describe(self, spec: LinregSpec, dp: DpSpec | None) -> str:
-        text = f"linear regression of {spec.label_column} on {len(spec.features)} feature(s)"
-        if dp is not None:
-            text += f", features clipped to {dp.row_norm_bound:g}, label to +/-{spec.label_bound:g}"
-        return text
-
-    def share_values(
-        self,
-        spec: LinregSpec,
-        enc: ShareEncoding,
-        dp: DpSpec | None,
-        site: SiteData,
-        timings: dict[str, float],
-    ) -> list[int]:
-        start = time.perf_counter()
-        columns = self.columns(spec)
-        if site.uses_spark and dp is None:
-            mom = site.spark_moments(columns, [], enc.value_bound)
-        else:
-            table = site.read(columns)
-            z = table.matrix(columns)
-            if dp is not None:  # (bounds: scaled;) features clipped to norm C, label to +/-B
-                check_finite_and_bounded(z, columns, np.inf)
-                clipped = np.zeros(z.shape[0], dtype=bool)
-                if dp.bounds:
-                    z, clipped = bounds_of.scale_columns(
-                        z, bounds_of.for_columns(dp.bounds, columns)
-                    )
-                clipped |= np.linalg.norm(z[:, :-1], axis=1) > dp.row_norm_bound
-                clipped |= np.abs(z[:, -1]) > spec.label_bound
-                x = noise.clip_rows(z[:, :-1], dp.row_norm_bound)  # finite: checked above
-                y = np.clip(z[:, -1], -spec.label_bound, spec.label_bound)
-                z = np.column_stack([x, y])
-            enc.check_rows(z, columns)
-            mom = moments.local_moments(z, [None], [ALL_ROWS])
-        timings["statistics_seconds"] = time.perf_counter() - start
-        values = moments.encode_moments(
-            mom, enc.scale_bits, enc.data_bound, enc.max_rows_per_owner, enc.count_scale_bits
-        )
-        if dp is not None and dp.counts_clipped:
-            values.append(clip_count_value(clipped, enc.count_scale_bits))
-        return values
-
-
-PROTOCOL = registry.register(LinregProtocol())
+PROTOCOL = registry.register(SecureSumProtocol(Linreg()))

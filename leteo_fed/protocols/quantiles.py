@@ -11,9 +11,10 @@ missing one refuses the round (rule `values`). With DP, owner n sends every node
 (level-major, root first), values clamped to the bounds (refusing would reveal them); a missing
 value still refuses (rule `values`).
 
-Sensitivity (DP): one row adds 1 to exactly one node per level of each feature's tree, so
-removing it changes h + 1 coordinates of each of the d trees by F = 2^scale_bits each:
-L1 = d (h + 1) F, L2 = sqrt(d (h + 1)) F (checked by brute force in the tests).
+Sensitivity (DP, `Quantiles.dp_blocks`): one row adds 1 to exactly one node per level of each
+feature's tree, so removing it changes h + 1 coordinates of each of the d trees by
+F = 2^scale_bits each: L1 = d (h + 1) F, L2 = sqrt(d (h + 1)) F (checked by brute force in the
+tests); there is nothing to clip.
 
 Post-processing (no privacy cost): per feature, the noisy tree y is made consistent by the
 least-squares estimate of Hay et al. 2010 (every node has the same noise variance: a bottom-up
@@ -41,43 +42,30 @@ one DP release costs each owner the round's (epsilon, delta) once.
 
 from __future__ import annotations
 
+import argparse
 import math
-import time
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
-from leteo_fed import defaults
-from leteo_fed.encoding.share import (
-    DEFAULT_MAX_OWNERS,
-    DEFAULT_MAX_ROWS_PER_OWNER,
-    ShareEncoding,
-    check_parameters,
-    require_bound,
-)
-from leteo_fed.errors import DataError, EncodingError, ProtocolError
-from leteo_fed.privacy import distributed_noise as noise
+from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import (
-    Common,
-    DpRequest,
-    DpSpec,
-    FederatedProtocol,
-    Outcome,
-    RoundPlan,
-    SiteData,
-    Step,
-    check_features,
-    dp_facts,
-    preview_facts,
-    require_same_count_scale,
-    round_truth,
-    skellam_plan,
-    verify_dp,
-)
+from leteo_fed.protocols.base import SiteTable, check_features, preview_facts
+from leteo_fed.protocols.crosstab import nonnegative_projection
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
+from leteo_fed.protocols.secure_sum import SecureSumProtocol
+from leteo_fed.protocols.statistic import (
+    COUNT,
+    Block,
+    NoiseReport,
+    Release,
+    Rows,
+    SecureSumStatistic,
+    Totals,
+)
 
 METHOD = "dyadic-tree-histogram"
 DEFAULT_BINS = 64
@@ -85,7 +73,6 @@ MAX_BINS = 4096  # 2^12 leaves: 8191 tree nodes per feature
 MAX_VALUES = 65_536  # encrypted counts per owner share (features x nodes)
 MAX_PERCENTILES = 99
 DEFAULT_PERCENTILES = (10.0, 25.0, 50.0, 75.0, 90.0)
-DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS
 ROW_NORM = 1.0  # a row is one count per tree level: nothing to clip
 INTERPOLATION = (
     "values spread uniformly inside each bin; the m-th smallest value (0-based) is read at "
@@ -108,13 +95,48 @@ FIXES = (
 )
 
 
+def bounds_pair(text: str) -> tuple[float, float]:
+    """`--bounds LO,HI`: the public bounds of every feature."""
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("expected LO,HI") from exc
+    return lo, hi
+
+
+BOUNDS_FLAG = {
+    "bounds": {
+        "type": bounds_pair,
+        "required": True,
+        "metavar": "LO,HI",
+        "help": "public bounds of every column: a value outside refuses a non-DP round and is "
+        "clamped to them in a DP one",
+    }
+}
+
+
 @dataclass(frozen=True)
 class QuantilesRequest:
-    features: tuple[str, ...] = ()
-    lower: float = 0.0
-    upper: float = 0.0
-    percentiles: tuple[float, ...] = ()
-    bins: int = 0
+    features: tuple[str, ...] = field(
+        default=(), metadata={"help": "comma-separated columns", "required": True}
+    )
+    lower: float = field(
+        default=0.0, metadata={"flags": BOUNDS_FLAG, "build": lambda bounds: bounds[0]}
+    )
+    upper: float = field(
+        default=0.0, metadata={"flags": BOUNDS_FLAG, "build": lambda bounds: bounds[1]}
+    )
+    percentiles: tuple[float, ...] = field(
+        default=(),
+        metadata={"help": "comma-separated percentiles in [0, 100] (default: 10,25,50,75,90)"},
+    )
+    bins: int = field(
+        default=0,
+        metadata={
+            "help": "leaf bins, a power of two up to 4096 (default: 64); the percentiles' "
+            "resolution is (HI - LO) / bins"
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -149,29 +171,6 @@ class QuantilesResult(RoundFacts, Result):
         """A row per percentile, a column per feature: its estimated quantile."""
         cols = {f: list(self.quantiles[f]) for f in self.features}
         return cols, list(self.percentiles), "percentile"
-
-
-@dataclass(frozen=True)
-class QuantilesPlan:
-    features: tuple[str, ...]
-    lower: float
-    upper: float
-    bins: int
-    percentiles: tuple[float, ...]
-    min_owners: int
-    deadline_seconds: float
-    encoding: ShareEncoding
-    dp: DpSpec | None = None
-    sensitivity: noise.Sensitivity | None = None
-    label: str = "quantiles"
-
-    @property
-    def levels(self) -> int:
-        return levels(self.bins)
-
-    @property
-    def n_values(self) -> int:
-        return n_values(len(self.features), self.bins, self.dp is not None)
 
 
 def levels(bins: int) -> int:
@@ -219,38 +218,6 @@ def check_percentiles(percentiles: tuple[float, ...]) -> tuple[float, ...]:
     return ps
 
 
-def encoding(
-    scale_bits: int = 0,
-    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
-    max_owners: int = DEFAULT_MAX_OWNERS,
-    noise_bound: int = 0,
-) -> ShareEncoding:
-    """Counts at 2^scale_bits (0: whole counts; DP: finer noise); a node of one owner counts at
-    most its rows."""
-    check_parameters(scale_bits, ROW_NORM, max_rows_per_owner, max_owners, scale_bits)
-    return ShareEncoding(
-        scale_bits=scale_bits,
-        value_bound=ROW_NORM,
-        data_bound=data_bound(max_rows_per_owner, scale_bits),
-        max_rows_per_owner=max_rows_per_owner,
-        max_owners=max_owners,
-        count_scale_bits=scale_bits,
-        noise_bound=noise_bound,
-    )
-
-
-def data_bound(max_rows: int, scale_bits: int) -> int:
-    return max(max_rows, 1) << scale_bits
-
-
-def sensitivity(scale_bits: int, features: int, bins: int) -> noise.Sensitivity:
-    """One row is one count in one node per level of each of the d trees: removing it changes
-    d (h + 1) coordinates by F = 2^scale_bits each: L1 = d (h + 1) F, L2 = sqrt(d (h + 1)) F."""
-    f = float(2**scale_bits)
-    touched = features * (levels(bins) + 1)
-    return noise.Sensitivity(l1=touched * f, l2=math.sqrt(touched) * f)
-
-
 # ------------------------------------------------------------------ owner side
 
 
@@ -260,10 +227,10 @@ def leaf_index(x: np.ndarray, lower: float, upper: float, bins: int) -> np.ndarr
     return np.clip(idx, 0, bins - 1)
 
 
-def read_features(site: SiteData, spec: QuantilesSpec, clamp: bool) -> np.ndarray:
+def read_features(table: SiteTable, spec: QuantilesSpec, clamp: bool) -> np.ndarray:
     """The rows x features matrix: a missing value refuses (rule values); a value outside the
     bounds refuses (rule values) or, with `clamp` (DP), is clamped to them."""
-    x = site.read(list(spec.features)).matrix(list(spec.features))
+    x = table.matrix(list(spec.features))
     for j, name in enumerate(spec.features):
         bad = int((~np.isfinite(x[:, j])).sum())
         if bad:
@@ -306,13 +273,6 @@ def tree_counts(leaves: np.ndarray) -> np.ndarray:
     return np.concatenate(levels_[::-1])
 
 
-def encode_counts(counts: np.ndarray, enc: ShareEncoding) -> list[int]:
-    values = [int(v) << enc.count_scale_bits for v in counts]
-    if any(v < 0 or v > enc.data_bound for v in values):
-        raise EncodingError("a count exceeds the declared bound", rule="rows")
-    return values
-
-
 # ------------------------------------------------------------------ aggregator side
 
 
@@ -341,8 +301,6 @@ def consistent_tree(y: np.ndarray) -> np.ndarray:
 def nonnegative_leaves(tree: np.ndarray, bins: int) -> np.ndarray:
     """The leaves of a consistent tree projected in least squares onto the non-negative
     histograms whose total is the (non-negative) root."""
-    from leteo_fed.protocols.crosstab import nonnegative_projection
-
     return nonnegative_projection(tree[bins - 1 :], max(float(tree[0]), 0.0))
 
 
@@ -383,21 +341,61 @@ def rank_nodes(counts: np.ndarray, quantiles: np.ndarray, lower: float, upper: f
     return [int(v).bit_count() + 1 for v in j]
 
 
-def noise_preview(plan: QuantilesPlan, rows: int | None = None) -> dict:
+def quantile_figures(
+    features: Sequence[str], percentiles: Sequence[float], quants: Mapping[str, list[float]]
+) -> dict[str, float]:
+    """The figures a percentiles release states: each percentile of each feature."""
+    return {
+        f"{p:g}th percentile of {name}": float(v)
+        for name in features
+        for p, v in zip(percentiles, quants[name], strict=True)
+    }
+
+
+def histograms(spec: QuantilesSpec, totals: Totals, release: Release) -> tuple[dict, ...]:
+    """Per feature: the released histogram, its percentiles (`release.settings`), their rank
+    errors and the row count, from the round's totals (a noisy tree made consistent and
+    non-negative)."""
+    b, sigma, percentiles = spec.bins, release.noise_std, release.settings
+    counts, s = totals.encoded("tree" if release.noisy else "leaves")
+    hist, quants, errors, n = {}, {}, {}, {}
+    for j, name in enumerate(spec.features):
+        if release.noisy:
+            y = np.array([t / (1 << s) for t in counts[j * (2 * b - 1) : (j + 1) * (2 * b - 1)]])
+            leaves = nonnegative_leaves(consistent_tree(y), b)
+        else:
+            part = counts[j * b : (j + 1) * b]
+            if any(t < 0 or t % (1 << s) for t in part):
+                raise ProtocolError(
+                    "a count total is negative or not a whole count: corrupted aggregate"
+                )
+            leaves = np.array([t >> s for t in part], dtype=np.float64)
+        q = percentiles_from_histogram(leaves, percentiles, spec.lower, spec.upper)
+        hist[name] = [float(v) for v in leaves]
+        quants[name] = [float(v) for v in q]
+        nodes = rank_nodes(leaves, q, spec.lower, spec.upper)
+        errors[name] = [sigma * math.sqrt(k) for k in nodes]
+        n[name] = float(leaves.sum())
+    return hist, quants, errors, n
+
+
+def noise_preview(plan: Any, rows: int | None = None) -> dict:
     """What the noise of a DP round does to the ranks, from public parameters only: every tree
     node carries noise of std sigma (with the quorum's shares); the count below a percentile
     sums at most h + 1 nodes (sigma sqrt(h + 1)), checked against the row count."""
     doc, sigma = preview_facts(plan.dp, plan.encoding.scale_bits)
-    h = plan.levels
+    spec = plan.spec
+    h = levels(spec.bins)
     worst = sigma * math.sqrt(h + 1)
     doc |= {
-        "features": len(plan.features),
-        "bins": plan.bins,
+        "features": len(spec.features),
+        "bins": spec.bins,
         "tree_levels": h + 1,
-        "bin_width": (plan.upper - plan.lower) / plan.bins,
+        "bin_width": (spec.upper - spec.lower) / spec.bins,
         "noise_std_per_node": sigma,
         "rank_error_at_most": worst,
         "fixes": list(FIXES),
+        "expected_error": {"the count below each percentile": worst, "each leaf count": sigma},
     }
     if rows is None:
         return doc
@@ -413,197 +411,116 @@ def noise_preview(plan: QuantilesPlan, rows: int | None = None) -> dict:
     return doc
 
 
-def quantile_figures(plan: QuantilesPlan, quants: dict[str, list[float]]) -> dict[str, float]:
-    """The figures a percentiles release states: each percentile of each feature."""
-    return {
-        f"{p:g}th percentile of {name}": float(v)
-        for name in plan.features
-        for p, v in zip(plan.percentiles, quants[name], strict=True)
-    }
-
-
-class QuantilesProtocol(FederatedProtocol):
+class Quantiles(SecureSumStatistic[QuantilesRequest, QuantilesSpec]):
     name = "quantiles"
     request_type = QuantilesRequest
     spec_type = QuantilesSpec
+    result_type = QuantilesResult
+    output_file = "result.json"
     plot_file = "quantiles.png"
-    fixed_row_norm_bound = 1.0  # nothing to clip: a row adds counts, the DP request needs no bound
+    fixed_row_norm_bound = ROW_NORM
+    takes_bounds = False
+    summary = ("round_id", "owners", "percentiles", "quantiles", "rank_error")
+    help = "percentiles of numeric columns over public bounds across the owners"
+    description = (
+        "Start a quantiles round: every owner sends the Paillier-encrypted counts of a "
+        "histogram of each column over the public bounds (with --dp-epsilon, every node of a "
+        "dyadic tree over it, with noise); the aggregator learns only the pooled counts and "
+        "reads the percentiles off them (without DP within one bin width of the exact ones). "
+        "Writes OUT/result.json and the histogram with the percentiles OUT/quantiles.png."
+    )
 
-    def result_file(self, label: str) -> str | None:
-        return "result.json" if label == self.name else None
-
-    # ---------------------------------------------------------------- aggregator side
-
-    def plan(self, request: QuantilesRequest, common: Common) -> QuantilesPlan:
+    def spec(self, request: QuantilesRequest) -> QuantilesSpec:
         features = check_features(tuple(request.features), "summarize")
         lower, upper = check_bounds(request.lower, request.upper)
-        bins = check_bins(request.bins, len(features), common.dp is not None)
-        percentiles = check_percentiles(tuple(request.percentiles))
-        if common.value_bound:
-            raise DataError(
-                "quantiles take no value_bound: give the public bounds lower and upper",
-                field="value_bound",
-            )
-        min_owners, deadline = common.quorum(), common.deadline()
-        max_owners = common.n_invited
-        dp, sens = None, None
-        if common.dp is None:
-            enc = encoding(common.scale_bits, max_owners=max_owners)
-        else:
-            f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-            sens = sensitivity(f, len(features), bins)
-            one = DpRequest(common.dp.epsilon, common.dp.delta, ROW_NORM)
-            dp, noise_bound = skellam_plan(
-                one, sens, min_owners, n_values(len(features), bins, True)
-            )
-            enc = encoding(f, max_owners=max_owners, noise_bound=noise_bound)
-        return QuantilesPlan(
-            features, lower, upper, bins, percentiles, min_owners, deadline, enc, dp, sens
-        )
+        return QuantilesSpec(features, lower, upper, check_bins(request.bins, len(features), False))
 
-    def next_round(self, plan: QuantilesPlan, state: None, index: int) -> RoundPlan:
-        spec = QuantilesSpec(plan.features, plan.lower, plan.upper, plan.bins)
-        return RoundPlan(
-            spec, plan.label, plan.encoding, plan.n_values, plan.dp, dimension=len(plan.features)
-        )
+    def settings(self, request: QuantilesRequest) -> tuple[float, ...]:
+        """The percentiles to read off the histogram (the owners send the same counts)."""
+        return check_percentiles(tuple(request.percentiles))
 
-    def finish_round(self, plan: QuantilesPlan, state: None, outcome: Outcome) -> Step:
-        start = time.perf_counter()
-        totals = outcome.require_totals()
-        if len(totals) != plan.n_values:
-            raise ProtocolError(f"expected {plan.n_values} counts, got {len(totals)}")
-        s = plan.encoding.count_scale_bits
-        b = plan.bins
-        width = (plan.upper - plan.lower) / b
-        sigma = plan.dp.noise_std(outcome.n_owners, s) if plan.dp is not None else 0.0
-        hist, quants, errors, n = self.histograms(plan, totals, sigma)
-        outcome.timings["statistics_seconds"] = time.perf_counter() - start
-        dp = None
-        if plan.dp is not None and plan.sensitivity is not None:
-            truth = round_truth(
-                plan.dp,
-                outcome,
-                lambda t: quantile_figures(plan, self.histograms(plan, t, sigma)[1]),
-                max(n.values()),
-                plan.encoding.count_scale_bits,
-            )
-            dp = dp_facts(
-                "distributed Skellam noise on every node of each feature's dyadic tree",
-                plan.dp,
-                plan.sensitivity,
-                truth,
-                noise_std_per_value=sigma,
-                post_processing="least-squares consistent tree (Hay et al. 2010), then the "
-                "leaves projected onto the non-negative histograms with the root as total",
-                note="noise_std_per_value is per tree node, in counts; row_norm_bound is 1: a "
-                "row is one count per tree level",
-            )
-        return Step(
-            QuantilesResult(
-                protocol=self.name,
-                method=METHOD,
-                features=list(plan.features),
-                lower=plan.lower,
-                upper=plan.upper,
-                bins=b,
-                bin_width=width,
-                percentiles=list(plan.percentiles),
-                quantiles=quants,
-                rank_error=errors,
-                histogram=hist,
-                n=n,
-                interpolation=INTERPOLATION,
-                outside=OUTSIDE_CLAMPED if plan.dp is not None else OUTSIDE_REFUSED,
-                **outcome.facts(),
-                dp=dp,
-            )
-        )
+    def features(self, spec: QuantilesSpec) -> tuple[str, ...]:
+        return ()  # values are binned (clamped in DP), never clipped as rows: read from the table
 
-    @staticmethod
-    def histograms(plan: QuantilesPlan, totals: list[int], sigma: float) -> tuple[dict, ...]:
-        """Per feature: the released histogram, its percentiles, their rank errors and the row
-        count, from the round's totals (noisy ones made a consistent, non-negative tree)."""
-        s, b = plan.encoding.count_scale_bits, plan.bins
-        noisy = plan.dp is not None
-        hist, quants, errors, n = {}, {}, {}, {}
-        for j, name in enumerate(plan.features):
-            if noisy:
-                y = np.array(
-                    [t / (1 << s) for t in totals[j * (2 * b - 1) : (j + 1) * (2 * b - 1)]]
-                )
-                leaves = nonnegative_leaves(consistent_tree(y), b)
-            else:
-                part = totals[j * b : (j + 1) * b]
-                if any(t < 0 or t % (1 << s) for t in part):
-                    raise ProtocolError(
-                        "a count total is negative or not a whole count: corrupted aggregate"
-                    )
-                leaves = np.array([t >> s for t in part], dtype=np.float64)
-            q = percentiles_from_histogram(leaves, plan.percentiles, plan.lower, plan.upper)
-            hist[name] = [float(v) for v in leaves]
-            quants[name] = [float(v) for v in q]
-            nodes = rank_nodes(leaves, q, plan.lower, plan.upper)
-            errors[name] = [sigma * math.sqrt(k) for k in nodes]
-            n[name] = float(leaves.sum())
-        return hist, quants, errors, n
+    def other_columns(self, spec: QuantilesSpec) -> tuple[str, ...]:
+        return tuple(spec.features)
 
-    # ---------------------------------------------------------------- owner side
-
-    def columns(self, spec: QuantilesSpec) -> list[str]:
-        return list(spec.features)
-
-    def request_columns(self, request: QuantilesRequest) -> list[str]:
-        return list(request.features)
-
-    def check(
-        self, spec: QuantilesSpec, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
-    ) -> None:
-        if enc is None or enc.rotation_dimension:
-            raise ProtocolError("a quantiles round needs a plain encoding")
+    def check_spec(self, spec: QuantilesSpec) -> None:
         features = check_features(tuple(spec.features), "summarize")
         check_bounds(spec.lower, spec.upper)
-        if int(spec.bins) != check_bins(spec.bins, len(features), dp is not None):
+        if int(spec.bins) != check_bins(spec.bins, len(features), False):
             raise ProtocolError("the round's bins are not a power of two")
-        require_same_count_scale(enc)
-        require_bound(enc, data_bound(enc.max_rows_per_owner, enc.count_scale_bits))
-        if dp is not None:
-            verify_dp(
-                dp,
-                (),
-                self.dp_sensitivity(spec, enc, dp),
-                n_values(len(features), spec.bins, True),
-                enc,
-            )
 
-    def dp_sensitivity(
-        self, spec: QuantilesSpec, enc: ShareEncoding | None, dp: DpSpec
-    ) -> noise.Sensitivity:
-        if enc is None:
-            raise ProtocolError("a quantiles round needs a plain encoding")
-        return sensitivity(enc.count_scale_bits, len(spec.features), spec.bins)
+    def blocks(self, spec: QuantilesSpec, bound: float) -> tuple[Block, ...]:
+        """Without DP the leaves of each feature's histogram: a row adds 1 to one per feature."""
+        d = len(spec.features)
+        return (Block("leaves", d * spec.bins, 1.0, l1=d, l2=math.sqrt(d), kind=COUNT),)
 
-    def describe(self, spec: QuantilesSpec, dp: DpSpec | None) -> str:
+    def dp_blocks(self, spec: QuantilesSpec, bound: float) -> tuple[Block, ...]:
+        """With DP every node of each feature's tree: a row adds 1 to one node per level of
+        each of the d trees, L1 = d (h + 1), L2 = sqrt(d (h + 1)) counts."""
+        d = len(spec.features)
+        bins = check_bins(spec.bins, d, True)
+        touched = d * (levels(bins) + 1)
+        size = n_values(d, bins, True)
+        return (Block("tree", size, 1.0, l1=touched, l2=math.sqrt(touched), kind=COUNT),)
+
+    def sums(self, spec: QuantilesSpec, rows: Rows) -> dict[str, np.ndarray]:
+        x = read_features(rows.table, spec, clamp=rows.dp)
+        rows.check_count(len(x))
+        leaves = leaf_counts(x, spec)
+        if rows.dp:
+            return {"tree": np.concatenate([tree_counts(r) for r in leaves])}
+        return {"leaves": np.ravel(leaves)}
+
+    def result(self, spec: QuantilesSpec, totals: Totals, release: Release) -> dict[str, Any]:
+        hist, quants, errors, n = histograms(spec, totals, release)
+        return {
+            "method": METHOD,
+            "features": list(spec.features),
+            "lower": spec.lower,
+            "upper": spec.upper,
+            "bins": spec.bins,
+            "bin_width": (spec.upper - spec.lower) / spec.bins,
+            "percentiles": list(release.settings),
+            "quantiles": quants,
+            "rank_error": errors,
+            "histogram": hist,
+            "n": n,
+            "interpolation": INTERPOLATION,
+            "outside": OUTSIDE_CLAMPED if release.noisy else OUTSIDE_REFUSED,
+        }
+
+    def figures(self, spec: QuantilesSpec, result: Mapping[str, Any]) -> dict[str, float]:
+        return quantile_figures(spec.features, result["percentiles"], result["quantiles"])
+
+    def noise_report(
+        self, spec: QuantilesSpec, result: Mapping[str, Any], totals: Totals, release: Release
+    ) -> NoiseReport:
+        return NoiseReport(
+            mechanism="distributed Skellam noise on every node of each feature's dyadic tree",
+            post_processing="least-squares consistent tree (Hay et al. 2010), then the leaves "
+            "projected onto the non-negative histograms with the root as total",
+            note="noise_std_per_value is per tree node, in counts; row_norm_bound is 1: a row "
+            "is one count per tree level",
+        )
+
+    def preview(self, plan: Any, rows: int | None) -> dict[str, Any]:
+        return noise_preview(plan, rows)
+
+    def preview_lines(self, doc: Mapping[str, Any], rows: int | None) -> list[str]:
+        lines = [
+            f"each of the {doc['tree_levels']} levels' nodes carries noise of std "
+            f"{doc['noise_std_per_node']:.4g} (epsilon {doc['epsilon']:g}, delta "
+            f"{doc['delta']:g}); the count below a percentile at most "
+            f"{doc['rank_error_at_most']:.4g} (1 std); bins {doc['bin_width']:.4g} wide"
+        ]
+        if rows is None:
+            lines.append("give --rows N to check the noise against your row count")
+        return lines
+
+    def describe(self, spec: QuantilesSpec) -> str:
         return f"quantiles of {', '.join(spec.features)} ({spec.bins} bins)"
 
-    def share_values(
-        self,
-        spec: QuantilesSpec,
-        enc: ShareEncoding,
-        dp: DpSpec | None,
-        site: SiteData,
-        timings: dict[str, float],
-    ) -> list[int]:
-        start = time.perf_counter()
-        x = read_features(site, spec, clamp=dp is not None)
-        if len(x) > enc.max_rows_per_owner:
-            raise DataError(
-                f"{len(x)} rows exceed the round's max_rows_per_owner {enc.max_rows_per_owner}",
-                rule="rows",
-            )
-        leaves = leaf_counts(x, spec)
-        counts = np.concatenate([tree_counts(r) for r in leaves]) if dp is not None else leaves
-        timings["statistics_seconds"] = time.perf_counter() - start
-        return encode_counts(np.ravel(counts), enc)
 
-
-PROTOCOL = registry.register(QuantilesProtocol())
+PROTOCOL = registry.register(SecureSumProtocol(Quantiles()))

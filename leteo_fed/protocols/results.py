@@ -163,3 +163,13 @@ def component_table(
     for j, f in enumerate(features):
         cols[f] = [row[j] for row in components]
     return cols, [f"c{i + 1}" for i in range(len(components))], "component"
+
+
+def terms_in_order(doc: dict[str, Any]) -> dict[str, Any]:
+    """A regression's document with every per-term map in the order of its `terms` (the wire's
+    maps keep none): the intercept, then the features as the request named them."""
+    terms = doc["terms"]
+    return {
+        k: {t: v[t] for t in terms} if isinstance(v, dict) and set(v) == set(terms) else v
+        for k, v in doc.items()
+    }

@@ -16,7 +16,9 @@ one site's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from leteo_fed import defaults
-from leteo_fed.encoding.packing import encode_fixed
+from leteo_fed.encoding.packing import check_finite_and_bounded, encode_fixed
 from leteo_fed.encoding.share import (
     DEFAULT_MAX_OWNERS,
     DEFAULT_MAX_ROWS_PER_OWNER,
@@ -55,6 +57,7 @@ from leteo_fed.protocols.base import (
     split_clip_count,
     verify_dp,
 )
+from leteo_fed.protocols.dp_release import stated_truth
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, to_dict
 from leteo_fed.protocols.statistic import (
     COUNT,
@@ -75,7 +78,8 @@ DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
 
 @dataclass(frozen=True)
 class StatisticPlan:
-    """A validated request: the spec owners receive and how its round is encoded and noised."""
+    """A validated request: the spec owners receive, the statistic's aggregator-only
+    `settings`, and how its round is encoded and noised."""
 
     label: str
     spec: Any
@@ -84,6 +88,27 @@ class StatisticPlan:
     encoding: ShareEncoding
     dp: DpSpec | None = None
     sensitivity: noise.Sensitivity | None = None
+    settings: Any = None
+
+
+def validate_rows(
+    x: np.ndarray,
+    columns: list[str],
+    enc: ShareEncoding,
+    bounded: Mapping[str, float] | None = None,
+) -> None:
+    """An owner's rows before they are summed (`ShareEncoding.check_rows`); the `bounded`
+    columns, last, each within its own bound instead of the round's."""
+    if not bounded:
+        enc.check_rows(x, columns)
+        return
+    if x.ndim != 2 or x.shape[1] != len(columns):
+        raise DataError(f"expected a {len(columns)}-column matrix, got shape {x.shape}")
+    check_finite_and_bounded(x, columns, np.inf)
+    d = len(columns) - len(bounded)
+    enc.check_rows(x[:, :d], columns[:d])
+    for j, (name, bound) in enumerate(bounded.items()):
+        check_finite_and_bounded(x[:, d + j : d + j + 1], [name], bound)
 
 
 def statistic_encoding(
@@ -173,6 +198,8 @@ class SecureSumProtocol(FederatedProtocol):
         self.request_type = statistic.request_type  # type: ignore[misc]
         self.spec_type = statistic.spec_type  # type: ignore[misc]
         self.takes_bounds = statistic.takes_bounds  # type: ignore[misc]
+        self.plot_file = statistic.plot_file  # type: ignore[misc]
+        self.fixed_row_norm_bound = statistic.fixed_row_norm_bound  # type: ignore[misc]
         self.plugin = plugin
 
     def result_file(self, label: str) -> str | None:
@@ -180,89 +207,135 @@ class SecureSumProtocol(FederatedProtocol):
             return None
         return self.statistic.output_file or f"{self.statistic.name}.json"
 
+    def layout(self, spec: Any, bound: float, dp: bool) -> tuple[Block, ...]:
+        """The share's blocks at `bound`: the DP layout in a DP round."""
+        if dp:
+            return self.statistic.dp_blocks(spec, bound)
+        return self.statistic.blocks(spec, bound)
+
+    def numeric(self, spec: Any) -> tuple[list[str], dict[str, float]]:
+        """The columns read into x: the features, then the bounded columns and their bounds."""
+        return list(self.statistic.features(spec)), dict(self.statistic.bounded_columns(spec))
+
     # ---------------------------------------------------------------- aggregator side
 
     def encoding(
         self, spec: Any, common: Common, dp: bool, noise_bound: int = 0, bound: float = 0.0
     ) -> ShareEncoding:
         """The share encoding of a plan: the scale, the value bound (a DP round's: its
-        row-norm bound), slots for the invited owners (the CSP sums at most one share of each)."""
-        f = common.scale_bits or (DP_DEFAULT_SCALE_BITS if dp else DEFAULT_SCALE_BITS)
-        b = bound or common.value_bound or DEFAULT_VALUE_BOUND
+        row-norm bound), slots for the invited owners (the CSP sums at most one share of each).
+        A statistic of counts only encodes them at the one scale, whole counts without DP."""
+        fixed = self.statistic.fixed_row_norm_bound
+        b = bound or fixed or common.value_bound or DEFAULT_VALUE_BOUND
+        blocks = self.layout(spec, b, dp)
+        counts = all(blk.kind == COUNT for blk in blocks)
+        f = common.scale_bits or (
+            DP_DEFAULT_SCALE_BITS if dp else 0 if counts else DEFAULT_SCALE_BITS
+        )
         return statistic_encoding(
-            self.statistic.blocks(spec, b),
+            blocks,
             scale_bits=f,
             value_bound=b,
             max_owners=common.n_invited,
-            count_scale_bits=f if dp else 0,
+            count_scale_bits=f if dp or counts else 0,
             noise_bound=noise_bound,
         )
 
     def plan(self, request: Any, common: Common) -> StatisticPlan:
         spec = self.statistic.spec(request)
-        min_owners, deadline = common.quorum(), common.deadline()
-        if common.dp is None:
-            return StatisticPlan(
-                self.statistic.name,
-                spec,
-                min_owners,
-                deadline,
-                self.encoding(spec, common, dp=False),
+        settings = self.statistic.settings(request)
+        fixed = self.statistic.fixed_row_norm_bound
+        if fixed is not None and common.value_bound:
+            raise DataError(
+                f"a {self.statistic.name} round takes no value_bound: its values are counts",
+                field="value_bound",
             )
-        if common.dp.bounds and not self.statistic.takes_bounds:
+        dp_request = common.dp
+        if dp_request is not None and fixed is not None:  # nothing to clip or scale: counts
+            dp_request = dataclasses.replace(dp_request, row_norm=fixed, bounds=())
+        if dp_request is not None and dp_request.bounds and not self.statistic.takes_bounds:
             raise DataError(
                 f"{self.statistic.name} takes no per-column bounds (give row_norm_bound)",
                 field="bounds",
             )
+        spec = self.statistic.spec_for(spec, dp_request)
+        min_owners, deadline = common.quorum(), common.deadline()
+        if dp_request is None:
+            enc = self.encoding(spec, common, dp=False)
+            return StatisticPlan(
+                self.statistic.name, spec, min_owners, deadline, enc, settings=settings
+            )
         f = common.scale_bits or DP_DEFAULT_SCALE_BITS
-        features = self.statistic.features(spec)
+        features, bounded = self.numeric(spec)
         dp, noise_bound, sens, _ = plan_dp(
-            common.dp,
-            features,
-            lambda c: integer_sensitivity(self.statistic.blocks(spec, c), f, f),
-            n_values(self.statistic.blocks(spec, 1.0)),
+            dp_request,
+            [*features, *bounded],
+            lambda c: integer_sensitivity(self.layout(spec, c, True), f, f),
+            n_values(self.layout(spec, 1.0, True)),
             f,
             min_owners,
+            norm_columns=len(features),  # bounded columns are clipped on their own
         )
         enc = self.encoding(spec, common, True, noise_bound, dp.row_norm_bound)
-        return StatisticPlan(self.statistic.name, spec, min_owners, deadline, enc, dp, sens)
+        return StatisticPlan(
+            self.statistic.name, spec, min_owners, deadline, enc, dp, sens, settings
+        )
 
     def next_round(self, plan: StatisticPlan, state: None, index: int) -> RoundPlan:
-        n_vals = n_values(self.statistic.blocks(plan.spec, plan.encoding.value_bound))
-        if plan.dp is not None and plan.dp.counts_clipped:
-            n_vals += 1
-        dimension = len(self.statistic.features(plan.spec))
-        return RoundPlan(plan.spec, plan.label, plan.encoding, n_vals, plan.dp, dimension=dimension)
+        blocks = self.layout(plan.spec, plan.encoding.value_bound, plan.dp is not None)
+        n_vals = n_values(blocks) + (1 if plan.dp is not None and plan.dp.counts_clipped else 0)
+        return RoundPlan(
+            plan.spec,
+            plan.label,
+            plan.encoding,
+            n_vals,
+            plan.dp,
+            dimension=self.dimension(plan.spec),
+        )
 
     def finish_round(self, plan: StatisticPlan, state: None, outcome: Outcome) -> Step:
         start = time.perf_counter()
-        fields = self.result_of(plan, outcome.require_totals(), outcome.n_owners)
+        totals, release = self.released(plan, outcome.require_totals(), outcome.n_owners)
+        fields = self.statistic.result(plan.spec, totals, release)
         outcome.timings["statistics_seconds"] = time.perf_counter() - start
         dp = None
         if plan.dp is not None and plan.sensitivity is not None:
             start = time.perf_counter()
-            truth = round_truth(
-                plan.dp,
-                outcome,
-                lambda t: self.release_figures(plan, t, outcome.n_owners),
-                float(fields.get("n_rows", 0) or 0),
-                plan.encoding.count_scale_bits,
-            )
+            report = self.statistic.noise_report(plan.spec, fields, totals, release)
+            n_rows = float(fields.get("n_rows", 0) or 0)
+            if report.figure_noise is None:
+                truth = round_truth(
+                    plan.dp,
+                    outcome,
+                    lambda t: self.release_figures(plan, t, outcome.n_owners),
+                    n_rows,
+                    plan.encoding.count_scale_bits,
+                    report.warnings,
+                )
+            else:  # the statistic knows each figure's noise in closed form
+                _, clipped = split_clip_count(
+                    outcome.require_totals(), plan.dp, plan.encoding.count_scale_bits
+                )
+                figures = self.statistic.figures(plan.spec, fields)
+                truth = stated_truth(figures, report.figure_noise, n_rows, clipped, report.warnings)
             fields = self.statistic.with_noise(plan.spec, fields, truth.figure_noise_std)
             outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
+            texts = {"post_processing": report.post_processing} if report.post_processing else {}
             dp = dp_facts(
-                "distributed Skellam noise on every encoded total",
+                report.mechanism or "distributed Skellam noise on every encoded total",
                 plan.dp,
                 plan.sensitivity,
                 truth,
                 skellam_mu_aggregate=plan.dp.aggregate_mu(outcome.n_owners),
-                noise_std_per_value=plan.dp.noise_std(outcome.n_owners, plan.encoding.scale_bits),
-                note=(
+                noise_std_per_value=release.noise_std,
+                note=report.note
+                or (
                     "every value clipped to its column's public bounds and scaled to [-1, 1], "
                     if plan.dp.bounds
                     else ""
                 )
                 + "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+                **texts,
             )
         return Step(self.make_result(plan, fields, outcome, dp))
 
@@ -280,22 +353,27 @@ class SecureSumProtocol(FederatedProtocol):
             protocol=self.statistic.name, **fields, **outcome.facts(), dp=dp
         )
 
-    def result_of(self, plan: StatisticPlan, totals: list[int], n_owners: int) -> dict[str, Any]:
-        """The statistic's result fields from a round's totals (the clipped-rows count of a
-        bounded release set aside)."""
+    def released(
+        self, plan: StatisticPlan, totals: list[int], n_owners: int
+    ) -> tuple[Totals, Release]:
+        """A round's totals as the statistic reads them (the clipped-rows count of a bounded
+        release set aside), and what the aggregator knows of the release."""
         enc = plan.encoding
         totals, _ = split_clip_count(totals, plan.dp, enc.count_scale_bits)
-        blocks = self.statistic.blocks(plan.spec, enc.value_bound)
+        blocks = self.layout(plan.spec, enc.value_bound, plan.dp is not None)
         release = Release(
             noisy=plan.dp is not None,
             noise_std=plan.dp.noise_std(n_owners, enc.scale_bits) if plan.dp is not None else 0.0,
             bounds=plan.dp.bounds if plan.dp is not None else (),
             n_owners=n_owners,
             bound=enc.value_bound,
+            settings=plan.settings,
         )
-        return self.statistic.result(
-            plan.spec, Totals(blocks, totals, enc.scale_bits, enc.count_scale_bits), release
-        )
+        return Totals(blocks, totals, enc.scale_bits, enc.count_scale_bits), release
+
+    def result_of(self, plan: StatisticPlan, totals: list[int], n_owners: int) -> dict[str, Any]:
+        """The statistic's result fields from a round's totals."""
+        return self.statistic.result(plan.spec, *self.released(plan, totals, n_owners))
 
     def release_figures(self, plan: StatisticPlan, totals: list[int], n_owners: int) -> dict:
         return self.statistic.figures(plan.spec, self.result_of(plan, totals, n_owners))
@@ -318,7 +396,7 @@ class SecureSumProtocol(FederatedProtocol):
             return doc
         if rows < 1:
             raise DataError("rows must be at least 1", field="rows")
-        blocks = self.statistic.blocks(plan.spec, plan.encoding.value_bound)
+        blocks = self.layout(plan.spec, plan.encoding.value_bound, plan.dp is not None)
         # counts are encoded at the sums' scale in a DP round: one noise std fits both
         checks = [SignalCheck(f"total {b.name}", sigma, rows * b.row_bound) for b in blocks]
         doc["signal_checks"] = [c.to_dict() for c in checks]
@@ -327,13 +405,16 @@ class SecureSumProtocol(FederatedProtocol):
     # ---------------------------------------------------------------- owner side
 
     def columns(self, spec: Any) -> list[str]:
-        return [*self.statistic.features(spec), *self.statistic.other_columns(spec)]
+        features, bounded = self.numeric(spec)
+        return [*features, *bounded, *self.statistic.other_columns(spec)]
 
     def request_columns(self, request: Any) -> list[str]:
         return self.columns(self.statistic.spec(request))
 
     def dimension(self, spec: Any) -> int:
-        return len(self.statistic.features(spec))
+        """Values per row: the numeric columns read into x, else every column read."""
+        features, bounded = self.numeric(spec)
+        return len(features) + len(bounded) or len(self.columns(spec))
 
     def check(
         self, spec: Any, enc: ShareEncoding | None, dp: DpSpec | None, site: SiteData
@@ -341,28 +422,40 @@ class SecureSumProtocol(FederatedProtocol):
         if enc is None or enc.rotation_dimension:
             raise ProtocolError(f"a {self.statistic.name} round needs a plain encoding")
         self.statistic.check_spec(spec)
-        blocks = self.statistic.blocks(spec, enc.value_bound)
+        blocks = self.layout(spec, enc.value_bound, dp is not None)
+        if dp is not None or all(b.kind == COUNT for b in blocks):
+            require_same_count_scale(enc)
         require_bound(
             enc, data_bound(blocks, enc.max_rows_per_owner, enc.scale_bits, enc.count_scale_bits)
         )
-        if dp is not None:
-            require_same_count_scale(enc)
-            verify_dp(
-                dp,
-                self.statistic.features(spec),
-                self.dp_sensitivity(spec, enc, dp),
-                n_values(blocks),
-                enc,
+        if dp is None:
+            return
+        if self.statistic.spark_engine and site.uses_spark:
+            raise DataError(
+                'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
             )
+        features, bounded = self.numeric(spec)
+        for name, b in bounded.items():
+            if not (math.isfinite(b) and b > 0):
+                raise ProtocolError(f"a DP round needs a positive bound on column '{name}'")
+        columns = [*features, *bounded]
+        verify_dp(dp, columns, self.dp_sensitivity(spec, enc, dp), n_values(blocks), enc)
 
     def dp_sensitivity(self, spec: Any, enc: ShareEncoding | None, dp: DpSpec) -> noise.Sensitivity:
         if enc is None:
             raise ProtocolError(f"a {self.statistic.name} round needs an encoding")
-        blocks = self.statistic.blocks(spec, dp.row_norm_bound)
+        bound = self.statistic.fixed_row_norm_bound or dp.row_norm_bound
+        blocks = self.layout(spec, bound, True)
         return integer_sensitivity(blocks, enc.scale_bits, enc.count_scale_bits)
 
     def describe(self, spec: Any, dp: DpSpec | None) -> str:
-        return self.statistic.describe(spec) + clip_note(dp)
+        if self.statistic.fixed_row_norm_bound is not None:  # nothing is clipped
+            return self.statistic.describe(spec)
+        _, bounded = self.numeric(spec)
+        if dp is None or not bounded:
+            return self.statistic.describe(spec) + clip_note(dp)
+        side = "".join(f", {name} to +/-{b:g}" for name, b in bounded.items())
+        return f"{self.statistic.describe(spec)}, features clipped to {dp.row_norm_bound:g}{side}"
 
     def share_values(
         self,
@@ -373,17 +466,32 @@ class SecureSumProtocol(FederatedProtocol):
         timings: dict[str, float],
     ) -> list[int]:
         start = time.perf_counter()
-        features = list(self.statistic.features(spec))
-        table = site.read(self.columns(spec))
-        x = table.matrix(features)
-        clipped = np.zeros(len(x), dtype=bool)
-        if dp is not None:
-            x, clipped = clip_for_release(x, features, dp)
-        enc.check_rows(x, features)
-        rows = Rows(x, table, enc.value_bound, dp is not None)
-        sums = self.statistic.sums(spec, rows)
+        blocks = self.layout(spec, enc.value_bound, dp is not None)
+        if dp is None and self.statistic.spark_engine and site.uses_spark:
+            sums = self.statistic.spark_sums(spec, site, enc.value_bound)
+            clipped = np.zeros(0, dtype=bool)
+        else:
+            rows, clipped = self.rows(spec, enc, dp, site)
+            sums = self.statistic.sums(spec, rows)
         timings["statistics_seconds"] = time.perf_counter() - start
-        values = encode_blocks(self.statistic.blocks(spec, enc.value_bound), sums, enc)
+        values = encode_blocks(blocks, sums, enc)
         if dp is not None and dp.counts_clipped:
             values.append(clip_count_value(clipped, enc.count_scale_bits))
         return values
+
+    def rows(
+        self, spec: Any, enc: ShareEncoding, dp: DpSpec | None, site: SiteData
+    ) -> tuple[Rows, np.ndarray]:
+        """An owner's rows as the statistic reads them (clipped as the spec says in a DP
+        round), and which were clipped. A statistic without numeric columns reads its own."""
+        features, bounded = self.numeric(spec)
+        numeric = [*features, *bounded]
+        table = site.read(self.columns(spec))
+        x = table.matrix(numeric) if numeric else np.empty((0, 0))
+        clipped = np.zeros(len(x), dtype=bool)
+        if numeric:
+            if dp is not None:
+                x, clipped = clip_for_release(x, features, dp, bounded)
+            limits = bounded if dp is not None else dict.fromkeys(bounded, enc.value_bound)
+            validate_rows(x, numeric, enc, limits)
+        return Rows(x, table, enc.value_bound, dp is not None, enc.max_rows_per_owner), clipped

@@ -12,6 +12,12 @@ statistic states four things and nothing else:
   states (what the DP preview and the release's noise report speak of);
 - its request and spec types (frozen dataclasses; the spec is what owners receive).
 
+Optional hooks, each documented where `SecureSumStatistic` declares it, say what only some
+statistics need (a row bound fixed for counts, a column clipped on its own, a spec a DP
+request completes, another layout in DP rounds, settings only the aggregator reads, a Spark
+engine, a noise report in closed form, a preview and a dry run of their own, a figure); none
+is needed by a plain sum of features.
+
 `leteo_fed.protocols.secure_sum.SecureSumProtocol` does everything else once, for every
 statistic: planning, the owner's replay of the spec, clipping and public bounds, the fixed-point
 encoding and its bounds, the DP calibration, the owner's check of the announced noise, the
@@ -30,9 +36,10 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 
-from leteo_fed.errors import ProtocolError
+from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
+from leteo_fed.privacy.noise_gate import ReleaseWarning
 
 SUM: Literal["sum"] = "sum"  # a real-valued sum, encoded at 2^scale_bits
 COUNT: Literal["count"] = "count"  # a count of rows, encoded exactly (at 2^count_scale_bits)
@@ -104,20 +111,33 @@ def integer_sensitivity(
     return noise.Sensitivity(l1=min(l1, math.sqrt(n) * l2), l2=l2)
 
 
+def check_row_count(n: int, max_rows: int) -> None:
+    """An owner's row count: at most the round's max_rows_per_owner (0: no limit)."""
+    if max_rows and n > max_rows:
+        raise DataError(f"{n} rows exceed the round's max_rows_per_owner {max_rows}", rule="rows")
+
+
 @dataclass(frozen=True)
 class Rows:
-    """An owner's rows as a statistic reads them: `x` the feature columns (n x d, clipped and,
-    with public bounds, scaled to [-1, 1] in a DP round), `table` the site's table for its
-    other columns (labels, weights), `bound` the round's bound on every feature value."""
+    """An owner's rows as a statistic reads them: `x` the feature columns, then the bounded
+    columns (n x d, clipped and, with public bounds, scaled to [-1, 1] in a DP round; no
+    columns and no rows for a statistic without either, which reads `table` itself), `table`
+    the site's table for its other columns (labels, weights), `bound` the round's bound on
+    every feature value, `max_rows` the round's most rows per owner."""
 
     x: np.ndarray
     table: Any  # leteo_fed.protocols.base.SiteTable
     bound: float
     dp: bool = False
+    max_rows: int = 0
 
     @property
     def n(self) -> int:
         return int(self.x.shape[0])
+
+    def check_count(self, n: int) -> None:
+        """The count of rows a statistic read itself: refused beyond the round's limit."""
+        check_row_count(n, self.max_rows)
 
     def column(self, name: str) -> np.ndarray:
         """A numeric column outside the features, as float64 (check its own bounds)."""
@@ -156,6 +176,12 @@ class Totals:
         """A one-value block (a row count) in real units."""
         return float(self.real(name)[0])
 
+    def encoded(self, name: str) -> tuple[list[int], int]:
+        """A block's totals as summed (integers) and their scale bits, for exact arithmetic of
+        the statistic's own (e.g. a moments decoder)."""
+        values, bits = self._parts[name]
+        return list(values), bits
+
 
 @dataclass(frozen=True)
 class Release:
@@ -168,6 +194,21 @@ class Release:
     bounds: tuple[ColumnBounds, ...]
     n_owners: int
     bound: float  # the bound every feature value met (the row-norm bound of a DP round)
+    settings: Any = None  # the statistic's `settings` of the request (aggregator-only)
+
+
+@dataclass(frozen=True)
+class NoiseReport:
+    """What a DP release says of its noise beyond the adapter's (`noise_report`): each figure's
+    noise std in closed form (None: redrawn around the released totals), the statistic's own
+    warnings (beside the figures the noise buries), and the noise facts' texts ("" : the
+    adapter's)."""
+
+    figure_noise: Mapping[str, float] | None = None
+    warnings: Sequence[ReleaseWarning] = ()
+    mechanism: str = ""
+    post_processing: str = ""
+    note: str = ""
 
 
 class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
@@ -177,7 +218,8 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     round: owners refuse a round of another version), `request_type` and `spec_type` (frozen
     dataclasses), `result_type` (a `results.Result` dataclass built from `result`'s fields, with its proto
     message; a plugin has none and gets `secure_sum.StatisticResult`),
-    `summary` (the result fields the CLI prints on one line) and `help` (the command's text)."""
+    `summary` (the result fields the CLI prints on one line) and `help` (the command's text),
+    `plot_file` (the figure the command draws, by the plotter of the result's wire name)."""
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
@@ -190,6 +232,13 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     help: ClassVar[str] = ""
     description: ClassVar[str] = ""
     takes_bounds: ClassVar[bool] = True  # DP features may be clipped to public bounds
+    plot_file: ClassVar[str | None] = None  # the command's figure (cli.jobs.PLOTTERS)
+    # A statistic of counts (a row adds at most one to each value) clips nothing: its DP rounds
+    # have this row bound whatever the request says, and it takes no value_bound.
+    fixed_row_norm_bound: ClassVar[float | None] = None
+    # Non-DP rounds on a Spark site take `spark_sums`; DP rounds clip rows in memory, so a
+    # Spark site refuses them.
+    spark_engine: ClassVar[bool] = False
 
     # ---------------------------------------------------------------- what is asked
 
@@ -205,6 +254,22 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         """Columns read beside the features (labels, weights): the statistic bounds them."""
         return ()
 
+    def bounded_columns(self, spec: SpecT) -> Mapping[str, float]:
+        """Numeric columns read after the features into x, each clipped on its own to [-B, B]
+        in a DP round (e.g. a regression's label), by name: with public bounds they are scaled
+        like the features; outside the row norm; a clipped one counts its row as clipped."""
+        return {}
+
+    def spec_for(self, spec: SpecT, dp: Any) -> SpecT:
+        """The spec of a round with this DP request (`base.DpRequest`, None: without DP): what
+        only a DP round fixes, e.g. a clipping bound (DataError naming the field)."""
+        return spec
+
+    def settings(self, request: RequestT) -> Any:
+        """What the aggregator alone uses of a request (e.g. which percentiles to read off a
+        histogram), validated: `Release.settings` and `StatisticPlan.settings`."""
+        return None
+
     def check_spec(self, spec: SpecT) -> None:
         """The owner's check of a spec as relayed, beyond the replay (ProtocolError)."""
         return None
@@ -216,9 +281,17 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         """The share's layout at a bound b on every feature value (a DP round: on each row's
         L2 norm): each block's size, most one row adds, and sensitivity."""
 
+    def dp_blocks(self, spec: SpecT, bound: float) -> tuple[Block, ...]:
+        """A DP round's layout, when it differs (e.g. every node of a tree of counts)."""
+        return self.blocks(spec, bound)
+
     @abstractmethod
     def sums(self, spec: SpecT, rows: Rows) -> Mapping[str, np.ndarray]:
         """This owner's sums, one array per block (by name), real units; counts as numbers."""
+
+    def spark_sums(self, spec: SpecT, site: Any, bound: float) -> Mapping[str, np.ndarray]:
+        """A non-DP round's sums on a Spark site (`spark_engine`), by its engine."""
+        raise NotImplementedError(f"{self.name} has no Spark engine")
 
     # ---------------------------------------------------------------- what the totals give
 
@@ -238,11 +311,22 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         """A DP result once each figure's noise std is known (e.g. intervals widened by it)."""
         return result
 
+    def noise_report(
+        self, spec: SpecT, result: Mapping[str, Any], totals: Totals, release: Release
+    ) -> NoiseReport:
+        """What a DP release says of its noise beyond the adapter's (`NoiseReport`)."""
+        return NoiseReport()
+
     def preview(self, plan: Any, rows: int | None) -> dict[str, Any] | None:
         """A DP round's preview from public parameters (`secure_sum.StatisticPlan`): the
         statistic's own (its figures' expected errors under `expected_error`, the checks a real
         round meets under `signal_checks`), or None for the adapter's: each block's total
         against its largest value. Bounded releases are simulated instead (`dp_release`)."""
+        return None
+
+    def preview_lines(self, doc: Mapping[str, Any], rows: int | None) -> list[str] | None:
+        """What the command's dry run says of the statistic's own `preview` doc (None: the
+        noise per value and each `expected_error`)."""
         return None
 
     def describe(self, spec: SpecT) -> str:

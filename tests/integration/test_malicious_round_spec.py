@@ -31,7 +31,6 @@ import pytest
 from deviating_aggregator import Decrypted, DeviatingAggregator, PlannedRound
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from leteo_skewness import SkewnessRequest
 from sklearn.datasets import load_breast_cancer
 
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
@@ -68,7 +67,7 @@ DATA_REFUSALS = 3
 def _policy() -> str:
     return "\n".join(
         [
-            'protocols = ["*", "skewness"]',  # the example plugin (make test installs it)
+            'protocols = ["*", "skewness"]',  # a plugin takes part only where it is named
             'columns = ["*"]',
             'analysts = ["*"]',
             "min_other_owners = 1",
@@ -345,11 +344,6 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
         "kmeans": request(
             "kmeans", KmeansRequest(k=2, centers=centers, iterations=3, features=tuple(cols))
         ),
-        "correlation": request("correlation", CorrelationRequest(features=tuple(cols))),
-        "statistic": request(  # a plugin's request, as its name, version and JSON
-            "statistic",
-            registry.get("statistic").wire_request(SkewnessRequest(features=tuple(cols))),
-        ),
         "weighted_stats": request(
             "weighted_stats",
             WeightedStatsRequest(features=tuple(cols), weight_column=WEIGHT, weight_bound=4.0),
@@ -369,6 +363,9 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             ),
             **dp(),
         ),
+        "correlation": request("correlation", CorrelationRequest(features=tuple(cols))),
+        # the example plugin (make test installs it), through the `statistic` payload
+        "statistic": request("statistic", _plugin_payload(cols[:2]), value_bound=50.0),
         "crosstab": request(  # columns[0] categorical: its edges are changed by adding one
             "crosstab",
             CrosstabRequest(
@@ -424,6 +421,14 @@ def _base_rounds(env: Env) -> dict[str, pb.RoundRequest]:
             min_owners=1,
         ),
     }
+
+
+def _plugin_payload(features: list[str]) -> Any:
+    """The example plugin's request as its `statistic` payload travels."""
+    from leteo_skewness import SkewnessRequest
+
+    plugin = SkewnessRequest(features=tuple(features))
+    return registry.for_request(plugin).wire_request(plugin)
 
 
 def _common_paths() -> list[str]:

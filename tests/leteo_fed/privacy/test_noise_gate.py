@@ -67,12 +67,10 @@ class Contacted(Exception):
 @pytest.fixture
 def no_aggregator(monkeypatch):
     from leteo_fed.cli import (
-        crosstab,
         kmeans,
         ldp,
         logreg,
         naive_bayes,
-        quantiles,
         rounds,
         statistics,
     )
@@ -80,7 +78,7 @@ def no_aggregator(monkeypatch):
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, statistics, ldp, crosstab, quantiles, logreg, naive_bayes):
+    for module in (rounds, kmeans, statistics, ldp, logreg, naive_bayes):
         monkeypatch.setattr(module, "analyst_client", client)
 
 

@@ -57,19 +57,34 @@ def run_round(
 # ------------------------------------------------------------------ a declared statistic's math
 
 
-def statistic_share(statistic: Any, spec: Any, x: np.ndarray, others: Mapping, enc: Any) -> list:
+def statistic_share(
+    statistic: Any, spec: Any, x: np.ndarray, others: Mapping, enc: Any, dp: bool = False
+) -> list:
     """One owner's encoded share of a declared statistic (`SecureSumStatistic`) on rows `x`
-    (the features, as a round hands them over) and its other columns: the owner's own code."""
+    (the features, as a round hands them over) and its other columns: the owner's own code
+    (`dp`: a DP round's layout and sums, rows as given)."""
     from leteo_fed.protocols.secure_sum import encode_blocks
     from leteo_fed.protocols.statistic import Rows
 
-    rows = Rows(np.asarray(x, dtype=np.float64), ArraySite(dict(others)).read([]), enc.value_bound)
-    return encode_blocks(statistic.blocks(spec, enc.value_bound), statistic.sums(spec, rows), enc)
+    table = ArraySite(dict(others)).read([])
+    rows = Rows(np.asarray(x, dtype=np.float64), table, enc.value_bound, dp, enc.max_rows_per_owner)
+    blocks = (
+        statistic.dp_blocks(spec, enc.value_bound)
+        if dp
+        else statistic.blocks(spec, enc.value_bound)
+    )
+    return encode_blocks(blocks, statistic.sums(spec, rows), enc)
 
 
-def statistic_totals(statistic: Any, spec: Any, totals: Sequence[int], enc: Any) -> Any:
-    """Summed shares as the `Totals` the statistic's `result` reads."""
+def statistic_totals(
+    statistic: Any, spec: Any, totals: Sequence[int], enc: Any, dp: bool = False
+) -> Any:
+    """Summed shares as the `Totals` the statistic's `result` reads (`dp`: a DP round's)."""
     from leteo_fed.protocols.statistic import Totals
 
-    blocks = statistic.blocks(spec, enc.value_bound)
+    blocks = (
+        statistic.dp_blocks(spec, enc.value_bound)
+        if dp
+        else statistic.blocks(spec, enc.value_bound)
+    )
     return Totals(blocks, list(totals), enc.scale_bits, enc.count_scale_bits)

@@ -105,6 +105,11 @@ def reference(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     return ref.reindex(index=grids[0], columns=columns, fill_value=0)
 
 
+def _cells(plan) -> int:
+    """The cells of a plan's grid."""
+    return math.prod(ct.grid_shape(plan.spec.columns))
+
+
 def run_round(
     request: ct.CrosstabRequest, sites: list[Site], dp: DpRequest | None = None, rng=None
 ) -> dict:
@@ -125,7 +130,7 @@ def typed_round(
     for s in sites:
         protocol.check(rnd.spec, enc, rnd.dp, s)
         values = protocol.share_values(rnd.spec, enc, rnd.dp, s, {})
-        assert len(values) == plan.cells  # zero-filled: every cell, whatever the site holds
+        assert len(values) == _cells(plan)  # zero-filled: every cell, whatever the site holds
         shares.append(add_owner_noise(values, rnd.dp) if rnd.dp is not None else values)
     layout = enc.layout(2048)
     packed = [pack(v, layout) for v in shares]
@@ -341,7 +346,10 @@ def test_dp_counts_are_non_negative_integers_consistent_with_their_margins():
 
 
 def test_domain_and_edges_split_on_the_first_equals_sign():
-    from leteo_fed.cli.crosstab import build_request, column_values
+    from leteo_fed.protocols.crosstab import column_values
+
+    def build_request(columns, domains, edges):  # the command's --columns, --domain, --edges
+        return ct.CrosstabRequest(columns=ct.columns_from_flags(columns, domains, edges))
 
     assert column_values("plan=basic,plus=1, <pro>") == ("plan", ["basic", "plus=1", "<pro>"])
     assert column_values("x=a==b") == ("x", ["a==b"])
@@ -386,7 +394,7 @@ def test_dry_run_prints_the_noise_of_every_cell_and_contacts_nobody(capsys):
 def test_a_buried_dp_table_is_refused_before_contacting_anyone(capsys, monkeypatch):
     """Many cells at the policy's fewest rows: the row count's noise exceeds it."""
     from leteo_fed import extras as cli_extras
-    from leteo_fed.cli import crosstab as cli
+    from leteo_fed.cli import statistics as cli
     from leteo_fed.cli.main import main
 
     class Contacted(Exception):
@@ -416,7 +424,7 @@ def test_a_buried_dp_table_is_refused_before_contacting_anyone(capsys, monkeypat
 
 
 def test_the_plot_is_a_png(tmp_path):
-    from leteo_fed.cli.crosstab import plot_counts
+    from leteo_fed.cli.plots import plot_counts
 
     parts = _sites()
     names = ["region", "plan", "age"]

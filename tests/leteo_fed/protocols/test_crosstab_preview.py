@@ -1,11 +1,12 @@
 """`leteo-fed crosstab --dry-run`: the preview's noise is the noise a DP round has.
 
 Repeated releases through the protocol's own code: each of three owners counts its rows
-(`cell_indices`, `local_counts`, `encode_counts`) and adds its Skellam share with
+(`Crosstab.sums`, encoded by the adapter's `encode_blocks`) and adds its Skellam share with
 `add_owner_noise`, exactly as an owner agent does; the totals are decoded as the aggregator
-does. The standard deviation of the error of each raw cell, each margin and the row count over
-the repetitions must match the preview within 20% (400 repetitions: the relative standard error
-of a standard deviation estimate is about 3.5%, so 20% is more than five of them). The released
+does (`released_counts`). The standard deviation of the error of each raw cell, each margin and
+the row count over the repetitions must match the preview within 20% (400 repetitions: the
+relative standard error of a standard deviation estimate is about 3.5%, so 20% is more than
+five of them). The released
 (post-processed) counts are non-negative and no further from the truth, on average, than the
 raw noisy cells. Seeded data; the noise itself comes from the owners' sampler.
 """
@@ -15,23 +16,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from round_harness import statistic_share
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import crosstab as ct
 from leteo_fed.protocols.base import Common, DpRequest
 
 REPEATS = 400
-
-
-class Table:
-    def __init__(self, data):
-        self.data = data
-
-    def matrix(self, columns):
-        return np.column_stack([np.asarray(self.data[c], dtype=np.float64) for c in columns])
-
-    def labels(self, column):
-        return [str(v) for v in self.data[column]]
 
 
 def test_the_preview_matches_the_measured_noise_of_cells_margins_and_row_count():
@@ -49,24 +40,25 @@ def test_the_preview_matches_the_measured_noise_of_cells_margins_and_row_count()
     )
     enc = plan.encoding
     parts = [{k: v[idx] for k, v in data.items()} for idx in np.array_split(np.arange(n), 3)]
-    shares = []
-    for part in parts:
-        cells, _ = ct.cell_indices(Table(part), plan.columns, drop_outside=True)
-        shares.append(ct.encode_counts(ct.local_counts(cells, plan.cells), enc))
+    stat = ct.Crosstab()
+    # an owner's share of its rows in a DP round (rows outside the grid dropped)
+    shares = [
+        statistic_share(stat, plan.spec, np.empty((0, 0)), part, enc, dp=True) for part in parts
+    ]
     exact = np.array([sum(v) for v in zip(*shares, strict=True)]) / 2**enc.scale_bits
     raw, released = [], []
     for _ in range(REPEATS):
         noisy = [add_owner_noise(s, plan.dp) for s in shares]
         totals = [sum(v) for v in zip(*noisy, strict=True)]
         raw.append(np.array(totals) / 2**enc.scale_bits - exact)
-        released.append(ct.released_counts(totals, enc, noisy=True) - exact)
+        released.append(ct.released_counts(totals, enc.count_scale_bits, noisy=True) - exact)
     raw_err, rel_err = np.array(raw), np.array(released)
     preview = ct.noise_preview(plan, rows=n)
     sigma = preview["noise_std_per_cell"]
     assert sigma == plan.dp.noise_std(plan.dp.quorum, enc.scale_bits)
     np.testing.assert_allclose(raw_err.std(axis=0), sigma, rtol=0.2)
-    shape = plan.shape
-    for j, c in enumerate(plan.columns):
+    shape = ct.grid_shape(plan.spec.columns)
+    for j, c in enumerate(plan.spec.columns):
         others = tuple(a + 1 for a in range(len(shape)) if a != j)
         margin_err = raw_err.reshape(REPEATS, *shape).sum(axis=others)
         np.testing.assert_allclose(

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 import statsmodels.api as sm
+from round_harness import statistic_share, statistic_totals
 
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DataError, ProtocolError
@@ -22,8 +23,10 @@ from leteo_fed.protocols import linreg as lr
 from leteo_fed.protocols import moments
 from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.moments import ALL_ROWS
+from leteo_fed.protocols.statistic import integer_sensitivity
 
 RNG = np.random.default_rng(11)
+STAT = lr.Linreg()
 NAMES = ("a", "b", "c")
 BETA = np.array([1.5, -0.7, 2.0])
 
@@ -34,16 +37,9 @@ def _data(n: int) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _shares(parts, enc) -> list[list[int]]:
-    out = []
-    for x, y in parts:
-        mom = moments.local_moments(np.column_stack([x, y]), [None], [ALL_ROWS])
-        out.append(
-            moments.encode_moments(
-                mom, enc.scale_bits, enc.data_bound, enc.max_rows_per_owner, enc.count_scale_bits
-            )
-        )
-    return out
+def _shares(parts, spec, enc) -> list[list[int]]:
+    """Each site's share of its rows [x, y] as given (the statistic's own sums and encoding)."""
+    return [statistic_share(STAT, spec, np.column_stack([x, y]), {}, enc) for x, y in parts]
 
 
 def _secure_sum(shares: list[list[int]], enc) -> list[int]:
@@ -185,7 +181,7 @@ def test_plan_refuses_bad_requests_naming_the_field():
             lr.PROTOCOL.plan(request, on)
         assert err.value.field == field, request
     plan = lr.PROTOCOL.plan(lr.LinregRequest(features=("a",), label_column="y"), dp)
-    assert plan.label_bound == 2.0  # B defaults to the row norm bound C
+    assert plan.spec.label_bound == 2.0  # B defaults to the row norm bound C
 
 
 def test_a_fit_the_data_cannot_support_is_refused():
@@ -227,7 +223,7 @@ def test_sensitivity_bounds_every_add_remove_neighbour():
         diff = np.array([float(p - q) for p, q in zip(full, part, strict=True)])
         worst_l1 = max(worst_l1, float(np.abs(diff).sum()))
         worst_l2 = max(worst_l2, float(np.linalg.norm(diff)))
-    sens = lr.sensitivity(c, b, f, 3, f)
+    sens = integer_sensitivity(STAT.blocks(rnd.spec, c), f, f)  # the blocks' sensitivity at C
     assert sens == plan.sensitivity
     assert worst_l1 <= sens.l1 and worst_l2 <= sens.l2
     assert worst_l2 >= 0.5 * sens.l2
@@ -267,14 +263,17 @@ def test_a_noisy_fit_is_always_defined():
     x, y = _data(300)
     x = noise.clip_rows(x, 10.0)
     y = np.clip(y, -10.0, 10.0)
-    shares = _shares([(x[:100], y[:100]), (x[100:200], y[100:200]), (x[200:], y[200:])], enc)
+    parts = [(x[:100], y[:100]), (x[100:200], y[100:200]), (x[200:], y[200:])]
+    shares = _shares(parts, plan.spec, enc)
     sigma = plan.dp.noise_std(3, enc.scale_bits)
     fits = 0
     for _ in range(40):
         noisy = [add_owner_noise(s, plan.dp) for s in shares]
         try:
             totals = [sum(v) for v in zip(*noisy, strict=True)]
-            fit = lr.fit_from_totals(totals, 3, enc, 0.0, True, sigma)
+            fit = lr.fit_from_totals(
+                statistic_totals(STAT, plan.spec, totals, enc), 3, 0.0, True, sigma
+            )
         except DataError as exc:  # the noisy row count is too small: refused, as documented
             assert "too small for this epsilon" in str(exc)
             continue
@@ -404,7 +403,8 @@ def test_a_spark_site_sends_the_share_the_numpy_path_sends(tmp_path):
         shares.append(lr.PROTOCOL.share_values(rnd.spec, enc, None, site, {}))
         # another summation order: the encoded sums differ by a few units of 2^-32 at most
         assert max(abs(a - b) for a, b in zip(shares[-1], numpy_share, strict=True)) <= 64
-    fit = lr.fit_from_totals(_secure_sum(shares, enc), 3, enc, 0.0, False)
+    totals = statistic_totals(STAT, rnd.spec, _secure_sum(shares, enc), enc)
+    fit = lr.fit_from_totals(totals, 3, 0.0, False)
     x = np.vstack([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
     ols = sm.OLS(y, sm.add_constant(x)).fit()

@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 import pytest
+from round_harness import statistic_totals
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import linreg as lr
@@ -65,7 +66,9 @@ def test_the_preview_matches_the_measured_error_of_the_coefficients(ridge):
     sigma = plan.dp.noise_std(3, enc.scale_bits)
 
     def terms(totals: list[int], noisy: bool) -> tuple[np.ndarray, lr.Fit]:
-        fit = lr.fit_from_totals(totals, 3, enc, ridge, noisy, sigma)
+        fit = lr.fit_from_totals(
+            statistic_totals(lr.Linreg(), rnd.spec, totals, enc), 3, ridge, noisy, sigma
+        )
         return np.r_[fit.intercept, fit.coefficients], fit
 
     exact, fit = terms([sum(v) for v in zip(*shares, strict=True)], False)
@@ -117,7 +120,7 @@ class Contacted(Exception):
 def test_a_buried_regression_is_refused_before_contacting_anyone(capsys, monkeypatch):
     """At the policy's fewest rows (30) the row count's noise buries it: exit 2 before any
     owner is invited; --accept-noise, or a row estimate it fits, goes on to the aggregator."""
-    from leteo_fed.cli import linreg as cli
+    from leteo_fed.cli import statistics as cli
     from leteo_fed.cli.main import main
 
     def client(args):

@@ -21,6 +21,7 @@ import pytest
 
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DataError, LeteoError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import quantiles as qt
 from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
@@ -187,12 +188,13 @@ def test_plan_refuses_bad_parameters_by_name(request_, match):
 
 def test_defaults_bins_and_percentiles():
     plan = qt.PROTOCOL.plan(qt.QuantilesRequest(("a",), 0.0, 1.0), Common(n_invited=3))
-    assert plan.bins == qt.DEFAULT_BINS and plan.percentiles == qt.DEFAULT_PERCENTILES
-    assert plan.n_values == 64
+    assert plan.spec.bins == qt.DEFAULT_BINS and plan.settings == qt.DEFAULT_PERCENTILES
+    assert qt.PROTOCOL.next_round(plan, None, 1).n_values == 64
     dp_plan = qt.PROTOCOL.plan(
         qt.QuantilesRequest(("a", "b"), 0.0, 1.0), Common(n_invited=3, dp=DpRequest(1, 1e-6, 1))
     )
-    assert dp_plan.n_values == 2 * 127 and dp_plan.dp is not None
+    assert qt.PROTOCOL.next_round(dp_plan, None, 1).n_values == 2 * 127
+    assert dp_plan.dp is not None
     assert dp_plan.dp.row_norm_bound == 1.0
 
 
@@ -231,7 +233,8 @@ def test_sensitivity_by_brute_force(features, bins):
         diff = full - np.array(part, dtype=np.float64)
         l1, l2 = max(l1, float(np.abs(diff).sum())), max(l2, float(np.linalg.norm(diff)))
     touched = len(features) * (qt.levels(bins) + 1)
-    assert plan.sensitivity == qt.sensitivity(8, len(features), bins)
+    # L1 = d (h + 1) F, L2 = sqrt(d (h + 1)) F at F = 2^8
+    assert plan.sensitivity == noise.Sensitivity(l1=touched * 256.0, l2=math.sqrt(touched) * 256.0)
     assert l1 == plan.sensitivity.l1 == touched * 256
     assert l2 == pytest.approx(plan.sensitivity.l2) and l2 == pytest.approx(
         math.sqrt(touched) * 256
@@ -316,7 +319,7 @@ def test_dry_run_prints_the_rank_error_and_contacts_nobody(capsys):
 
 
 def test_a_buried_dp_release_is_refused_before_contacting_anyone(capsys, monkeypatch):
-    from leteo_fed.cli import quantiles as cli
+    from leteo_fed.cli import statistics as cli
     from leteo_fed.cli.main import main
 
     class Contacted(Exception):
@@ -337,7 +340,7 @@ def test_a_buried_dp_release_is_refused_before_contacting_anyone(capsys, monkeyp
 
 
 def test_the_plot_is_a_png(tmp_path):
-    from leteo_fed.cli.quantiles import plot_quantiles
+    from leteo_fed.cli.plots import plot_quantiles
 
     request = qt.QuantilesRequest(("a", "b"), 0.0, 100.0, PERCENTILES, 32)
     for dp in (None, DpRequest(1.0, 1e-6, 1.0)):

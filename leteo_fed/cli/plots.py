@@ -1,0 +1,104 @@
+"""The figures of the commands made from declared statistics (`cli.statistics`), drawn from a
+result's document; `cli.jobs.PLOTTERS` finds each by its result's wire name, for the command
+and for `leteo-fed result`."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+
+def plot_counts(result: dict, path: Path) -> None:
+    """A cross-tabulation's bar chart: a bar per category of the first column, stacked by the
+    other columns' categories; DP: error bars at 2 std of the bar's total (the margin's noise)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    names = result["columns"]
+    cats = result["categories"]
+    counts = np.array(result["counts"], dtype=np.float64)
+    x = np.arange(counts.shape[0])
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.35 * len(x) + 2), 4.8), dpi=110)
+    stacks = [" / ".join(map(str, key)) for key in itertools.product(*[cats[n] for n in names[1:]])]
+    bottom = np.zeros(len(x))
+    for j, label in enumerate(stacks):
+        ax.bar(x, counts[:, j], 0.8, bottom=bottom, label=label or "count")
+        bottom += counts[:, j]
+    dp = result.get("dp")
+    if dp:
+        std = dp["noise_std_per_value"] * math.sqrt(len(stacks))
+        ax.errorbar(x, bottom, yerr=2 * std, fmt="none", ecolor="black", capsize=3)
+    ax.set_xticks(x, cats[names[0]], rotation=45 if len(x) > 6 else 0, ha="right")
+    ax.set_xlabel(names[0])
+    ax.set_ylabel("count")
+    title = f"{' x '.join(names)}: n = {result['n']}, {len(result['owners'])} owners"
+    if dp:
+        title += f", ε = {dp['epsilon']:g} (±2 std)"
+    ax.set_title(title)
+    if len(names) > 1 and len(stacks) <= 20:
+        ax.legend(title=" / ".join(names[1:]), fontsize="small")
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def plot_quantiles(result: dict, path: Path) -> None:
+    """Percentiles: a panel per feature, the released histogram, a marker per percentile."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    features = result["features"]
+    fig, axes = plt.subplots(
+        len(features), 1, figsize=(7.0, 2.8 * len(features) + 0.6), dpi=110, squeeze=False
+    )
+    lo, width = result["lower"], result["bin_width"]
+    dp = result.get("dp")
+    for ax, name in zip(axes[:, 0], features, strict=True):
+        counts = np.asarray(result["histogram"][name], dtype=np.float64)
+        left = lo + width * np.arange(len(counts))
+        ax.bar(left, counts, width, align="edge", color="0.75", edgecolor="0.5", linewidth=0.3)
+        for p, q in zip(result["percentiles"], result["quantiles"][name], strict=True):
+            ax.axvline(q, color="tab:red", linewidth=1)
+            ax.annotate(
+                f"p{p:g}",
+                (q, 1),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize="small",
+                color="tab:red",
+            )
+        ax.set_ylabel("count")
+        ax.set_title(f"{name}: n = {result['n'][name]:.0f}", fontsize="medium")
+    axes[-1, 0].set_xlabel("value")
+    title = f"percentiles, {len(result['owners'])} owners, {result['bins']} bins"
+    if dp:
+        title += f", ε = {dp['epsilon']:g}"
+    fig.suptitle(title)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def plot_regression(result: dict, path: Path) -> None:
+    """A linear regression: each coefficient (effect on the label) with its confidence
+    interval."""
+    from leteo_fed.cli import coefficient_plot
+
+    what = "ridge" if result["method"] == "ridge" else "OLS"
+    coefficient_plot.plot_coefficients(
+        result,
+        path,
+        f"coefficient (effect on {result['label_column']})",
+        f"{what}: n={result['n_rows']}, R^2={result['r_squared']:.3f}",
+    )
