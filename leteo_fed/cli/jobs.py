@@ -123,6 +123,7 @@ def fetch_result(args: argparse.Namespace) -> int:
 # statistic's declaration (`cli.statistics`) finds its figure here. A protocol with a
 # `plot_file` has an entry here (tests/test_architecture.py).
 PLOTTERS: dict[str, tuple[str, str]] = {
+    "correlation": ("leteo_fed.cli.plots", "plot_correlation"),
     "crosstab": ("leteo_fed.cli.plots", "plot_counts"),
     "linreg": ("leteo_fed.cli.plots", "plot_regression"),
     "logreg": ("leteo_fed.cli.logreg", "plot_coefficients"),

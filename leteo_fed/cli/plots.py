@@ -102,3 +102,45 @@ def plot_regression(result: dict, path: Path) -> None:
         f"coefficient (effect on {result['label_column']})",
         f"{what}: n={result['n_rows']}, R^2={result['r_squared']:.3f}",
     )
+
+
+def plot_correlation(result: dict, path: Path) -> None:
+    """The correlation matrix as a heatmap, each cell with r and its interval; DP: the noise's
+    std of each coefficient under it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    names = result["features"]
+    r = np.asarray(result["correlation"], dtype=np.float64)
+    lower, upper = np.asarray(result["ci_lower"]), np.asarray(result["ci_upper"])
+    noise = (result.get("dp") or {}).get("figure_noise_std") or {}
+    d = len(names)
+    size = max(4.8, 1.1 * d + 1.5)
+    fig, ax = plt.subplots(figsize=(size + 1.2, size), dpi=110)
+    image = ax.imshow(r, vmin=-1.0, vmax=1.0, cmap="RdBu_r")
+    for i in range(d):
+        for j in range(d):
+            if i == j:
+                continue
+            text = f"{r[i, j]:.2f}\n[{lower[i, j]:.2f}, {upper[i, j]:.2f}]"
+            std = noise.get(f"r({names[min(i, j)]}, {names[max(i, j)]})")
+            if std is not None:
+                text += f"\n± {std:.2g} noise"
+            color = "white" if abs(r[i, j]) > 0.6 else "black"
+            ax.text(j, i, text, ha="center", va="center", fontsize="x-small", color=color)
+    ax.set_xticks(range(d), names, rotation=45, ha="right")
+    ax.set_yticks(range(d), names)
+    fig.colorbar(image, ax=ax, label="Pearson r")
+    title = f"n = {result['n_rows']}, {len(result['owners'])} owners, "
+    title += f"{result['confidence']:.0%} intervals"
+    dp = result.get("dp")
+    if dp:
+        title += f", ε = {dp['epsilon']:g}"
+    ax.set_title(title)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)

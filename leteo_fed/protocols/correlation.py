@@ -144,6 +144,7 @@ class CorrelationStatistic(SecureSumStatistic[CorrelationRequest, CorrelationSpe
     spec_type = CorrelationSpec
     result_type = CorrelationResult
     summary = ("round_id", "owners", "n_rows", "correlation")
+    plot_file = "correlation.png"
     help = "Pearson correlation matrix of numeric columns with confidence intervals"
     description = (
         "Start a correlation round: every owner sends its Paillier-encrypted sums, sums of "

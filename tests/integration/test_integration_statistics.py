@@ -68,6 +68,7 @@ def test_correlation_command_equals_numpy_corrcoef(deployment, tmp_path):
     assert proc.returncode == 0, proc.stderr
     result = json.loads((out / "correlation.json").read_text())
     np.testing.assert_allclose(result["correlation"], np.corrcoef(x.T), rtol=1e-9, atol=1e-12)
+    assert (out / "correlation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the heatmap
     assert result["n_rows"] == len(x) and sorted(result["owners"]) == ["site-1", "site-2", "site-3"]
     # Fisher-z interval of r(age, hours): recomputed here from r and n
     r = np.corrcoef(x.T)[0, 2]
@@ -96,6 +97,7 @@ def test_dp_correlation_states_its_noise_and_widens_its_intervals(deployment, tm
     assert proc.returncode == 0, proc.stderr
     assert "released figures (value +/- the DP noise's std)" in proc.stderr
     result = json.loads((out / "correlation.json").read_text())
+    assert (out / "correlation.png").stat().st_size > 0  # with each coefficient's noise
     noise = result["dp"]["figure_noise_std"]
     ref = np.corrcoef(x.T)
     for (i, j), name in {(0, 1): "r(age, education-num)", (0, 2): "r(age, hours-per-week)"}.items():
