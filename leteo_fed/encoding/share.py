@@ -45,6 +45,12 @@ def check_parameters(
         raise EncodingError("max_rows_per_owner and max_owners must be positive")
 
 
+def check_row_count(n: int, max_rows: int) -> None:
+    """An owner's row count: at most the round's max_rows_per_owner (0: no limit)."""
+    if max_rows and n > max_rows:
+        raise DataError(f"{n} rows exceed the round's max_rows_per_owner {max_rows}", rule="rows")
+
+
 @dataclass(frozen=True)
 class ShareEncoding:
     """Public parameters of a round's share encoding; identical for all owners."""
@@ -83,12 +89,7 @@ class ShareEncoding:
             raise DataError(f"expected a {len(columns)}-column matrix, got shape {x.shape}")
         if x.shape[0] == 0:
             raise DataError("the data source has no rows", rule="rows")
-        if x.shape[0] > self.max_rows_per_owner:
-            raise DataError(
-                f"{x.shape[0]} rows exceed the round's max_rows_per_owner "
-                f"{self.max_rows_per_owner}",
-                rule="rows",
-            )
+        check_row_count(x.shape[0], self.max_rows_per_owner)
         check_finite_and_bounded(x, columns, self.value_bound)
 
     def layout(self, key_bits: int) -> SlotLayout:

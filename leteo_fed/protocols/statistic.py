@@ -36,7 +36,8 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 
-from leteo_fed.errors import DataError, ProtocolError
+from leteo_fed.encoding.share import check_row_count
+from leteo_fed.errors import ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import ReleaseWarning
@@ -109,12 +110,6 @@ def integer_sensitivity(
         n += b.size
     l2 = math.sqrt(l2_squared)
     return noise.Sensitivity(l1=min(l1, math.sqrt(n) * l2), l2=l2)
-
-
-def check_row_count(n: int, max_rows: int) -> None:
-    """An owner's row count: at most the round's max_rows_per_owner (0: no limit)."""
-    if max_rows and n > max_rows:
-        raise DataError(f"{n} rows exceed the round's max_rows_per_owner {max_rows}", rule="rows")
 
 
 @dataclass(frozen=True)
