@@ -92,18 +92,15 @@ def installed() -> dict[str, PluginProtocol]:
 
 
 def find(name: str, version: str) -> PluginProtocol:
-    """The installed plugin `name` at exactly `version`; DataError naming what is missing."""
+    """The installed plugin `name` at exactly `version`; DataError naming what is missing.
+    An owner's refusal goes to the aggregator as said: it names only what the round asks for,
+    never which plugins or versions the site has installed."""
     plugin = installed().get(name)
     if plugin is None:
-        have = ", ".join(sorted(installed())) or "none"
-        raise DataError(
-            f"statistic {name!r} is not installed here (installed plugin statistics: {have})",
-            field="statistic",
-        )
+        raise DataError(f"statistic {name!r} is not installed here", field="statistic")
     if plugin.statistic.version != version:
         raise DataError(
-            f"statistic {name!r} is version {plugin.statistic.version} here, the round asks "
-            f"for version {version}",
+            f"statistic {name!r} version {version} is not installed here (another version is)",
             field="statistic",
         )
     return plugin
