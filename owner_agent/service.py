@@ -144,7 +144,13 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         builds its key's table while the round waits is one that answers late."""
         start = time.perf_counter()
         loaded = registry.names()  # every protocol module and what it imports
-        log.info("%d protocols loaded in %.2f s", len(loaded), time.perf_counter() - start)
+        plugins = [p.name for p in registry.statistics() if getattr(p, "plugin", False)]
+        log.info(
+            "%d protocols loaded in %.2f s (plugin statistics: %s)",
+            len(loaded),
+            time.perf_counter() - start,
+            ", ".join(plugins) or "none",
+        )
         threading.Thread(target=self._get_ready, name="ready", daemon=True).start()
         # charged rounds an earlier run left without a result: watched again (withdrawal.py)
         threading.Thread(
