@@ -324,9 +324,11 @@ class OwnerDirectory:
             owner.link = None
             self._connected -= 1
             closed = self._closed
-        log.info("owner %s disconnected", link.site)
-        if closed:  # the aggregator is stopping: `close` kept when it was last seen
+        if closed:  # the aggregator is stopping: `close` logged the links it ended and kept
+            # when each was last seen; a stream may end after the service's last line
+            log.debug("owner %s disconnected (aggregator stopping)", link.site)
             return
+        log.info("owner %s disconnected", link.site)
         self.seen(link.site)
         if self.on_disconnect is not None:
             try:
@@ -479,6 +481,8 @@ class OwnerDirectory:
             self._pending = {}
             channels = [channel for channel, _ in self._connections.values()]
         self._deadlines.close()
+        if links:
+            log.info("closing the links of %d connected owner(s)", len(links))
         for link in links:
             link.close()
         for channel in channels:
