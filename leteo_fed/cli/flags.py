@@ -24,6 +24,7 @@ names it as a word.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import re
 
 # parameter (as the Python API spells it) -> the dests of the flags that set it, in order
@@ -94,6 +95,50 @@ def name_flags(message: str, field: str | None, flags: dict[str, str]) -> str:
         word = re.compile(rf"(?<![\w.'\"`-]){re.escape(field or '')}(?![\w'\"`=-])")
         out = word.sub(flag, out, count=1)
     return out
+
+
+def name_backticked(text: str, flags: dict[str, str]) -> str:
+    """`text` with its backticked parameters (and `param (--flag)`) named by these flags: the
+    rewrite for texts a command prints (help, previews), which, unlike an error, may hold
+    other identifiers with underscores (JSON keys) that must stay as they are."""
+
+    def collapse(m: re.Match) -> str:
+        flag = flags.get(m.group(1))
+        return flag if flag is not None else m.group(0)
+
+    return _BACKTICKED.sub(collapse, _WITH_FLAG.sub(collapse, text))
+
+
+# the flags of the command being run (`main` sets them): what `say` names parameters by
+_SPEAKING: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "flags", default=None
+)
+
+
+def speak_for(parser: argparse.ArgumentParser) -> contextvars.Token:
+    """Name parameters by this command's flags in what `say` is given from now on."""
+    return _SPEAKING.set(flag_map(parser))
+
+
+def stop_speaking(token: contextvars.Token) -> None:
+    _SPEAKING.reset(token)
+
+
+def say(text: str) -> str:
+    """A text the library wrote for the analyst (a fix, a preview's line), as the running
+    command's user reads it: its backticked parameters named by their flags."""
+    return name_backticked(text, _SPEAKING.get() or {})
+
+
+def name_help(parser: argparse.ArgumentParser) -> None:
+    """A command built from a declaration: its description and each flag's help, written
+    with backticked parameters, name this command's flags."""
+    flags = flag_map(parser)
+    if parser.description:
+        parser.description = name_backticked(parser.description, flags)
+    for action in parser._actions:
+        if isinstance(action.help, str):
+            action.help = name_backticked(action.help, flags)
 
 
 def for_command(

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from leteo_fed import extras
+from leteo_fed.cli.flags import say
 from leteo_fed.cli.noise import add_noise_flags, print_preview, print_verdict, refuse_drowned_round
 from leteo_fed.cli.options import (
     SubParsers,
@@ -568,7 +569,7 @@ def print_release(doc: dict) -> None:
     if lines:
         print("released (estimate +/- 1 std error):", file=sys.stderr)
     _print_capped(lines)
-    _print_capped([f"warning: {w['message']}" for w in doc["warnings"]])
+    _print_capped([f"warning: {say(w['message'])}" for w in doc["warnings"]])
 
 
 def _print_capped(lines: list[str]) -> None:

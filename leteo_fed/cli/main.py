@@ -104,6 +104,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of one top-level command (what its flags are, e.g. for `flags.flag_map`)."""
+    parser = build_parser(command if command in COMMANDS else None)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    raise KeyError(f"no command {command!r}")
+
+
 def command_of(argv: list[str]) -> str | None:
     """The top-level command a command line names, if it names a known one (else None: the
     whole tree is built, for `--help`, `--version` and every error about the command word)."""
@@ -123,7 +132,17 @@ def command_of(argv: list[str]) -> str | None:
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
     """The command's handler, with every anticipated failure turned into one line and a code.
     A bad input's line names the command's flags where the library names a parameter
-    (`dp_epsilon` is `--dp-epsilon` for `pca`, `--epsilon` for `kmeans`: `cli.flags`)."""
+    (`dp_epsilon` is `--dp-epsilon` for `pca`, `--epsilon` for `kmeans`: `cli.flags`), and
+    so do the fixes and previews it prints (`flags.say`)."""
+    token = flags.speak_for(flags.command_parser(parser, args)) if parser is not None else None
+    try:
+        return _handle(args, parser)
+    finally:
+        if token is not None:
+            flags.stop_speaking(token)
+
+
+def _handle(args: argparse.Namespace, parser: argparse.ArgumentParser | None) -> int:
     try:
         return args.handler(args)
     except KeyboardInterrupt:

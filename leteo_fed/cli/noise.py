@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from leteo_fed.cli.flags import say
 from leteo_fed.cli.options import Container
 from leteo_fed.errors import ConfigError
 
@@ -55,7 +56,7 @@ def plan_for_preview(msg: Any, owners: Sequence[str], min_owners: int, epsilon_f
     from leteo_fed.transport.rounds import plan_request
 
     if not msg.HasField("dp_epsilon"):
-        raise ConfigError(f"--dry-run previews the DP noise: give {epsilon_flag}")
+        raise ConfigError(f"`dry_run` previews the DP noise: give {epsilon_flag}")
     invited = len(owners) or max(min_owners, DEFAULT_QUORUM)
     return plan_request(msg, invited)[1]
 
@@ -66,7 +67,7 @@ def check_locally(
     preview: Preview,
     args: argparse.Namespace,
     dry_run: Callable[[Any, int | None], int],
-    epsilon_flag: str = "--dp-epsilon",
+    epsilon_flag: str = "`dp_epsilon`",
     plan_without_dp: bool = False,
 ) -> int | None:
     """Before a command contacts anyone: plan its request locally, exactly as the aggregator
@@ -122,7 +123,7 @@ def bounded_preview(request: Any, plan: Any, args: argparse.Namespace) -> dict:
         "delta": plan.dp.delta,
         "quorum": plan.dp.quorum,
         "bounds": [str(b) for b in plan.dp.bounds],
-        "rows_basis": basis,
+        "rows_basis": say(basis),
         **doc,
     }
 
@@ -162,10 +163,10 @@ def noise_check(plan: Any, preview: Preview, rows: int | None) -> dict:
     fixes = doc.get("fixes") or SECURE_SUM_FIXES
     return {
         "rows": assumed,
-        "rows_basis": basis,
+        "rows_basis": say(basis),
         "refused_without_accept_noise": bool(buried),
         "buried": [c.to_dict() for c in buried],
-        "message": refusal(buried, assumed, basis, fixes) if buried else "",
+        "message": say(refusal(buried, assumed, basis, fixes)) if buried else "",
     }
 
 
@@ -191,6 +192,10 @@ def print_preview(plan: Any, preview: Preview, rows: int | None) -> dict:
     meet under `noise_check`; the command adds its own lines, then `print_verdict`."""
     doc = preview(plan, rows)
     doc["noise_check"] = noise_check(plan, preview, rows)
+    if "fixes" in doc:
+        doc["fixes"] = [say(fix) for fix in doc["fixes"]]
+    if isinstance(doc.get("assumption"), str):
+        doc["assumption"] = say(doc["assumption"])
     print(json.dumps(doc))
     return doc
 

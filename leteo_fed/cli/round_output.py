@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from leteo_fed.cli.flags import say
 from leteo_fed.cli.progress import ProgressPrinter
 
 MAX_WARNING_LINES = 10  # the terminal's warnings; the result file holds every one
@@ -108,7 +109,7 @@ def print_release_truth(result: dict) -> None:
         )
     found = dp.get("warnings") or []
     for w in found[:MAX_WARNING_LINES]:
-        print(f"warning: {w['message']}", file=sys.stderr)
+        print(f"warning: {say(w['message'])}", file=sys.stderr)
     if len(found) > MAX_WARNING_LINES:
         print(
             f"warning: and {len(found) - MAX_WARNING_LINES} more figures buried by the noise "

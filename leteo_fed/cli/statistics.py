@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from leteo_fed import extras
+from leteo_fed.cli.flags import name_help, say
 from leteo_fed.cli.noise import add_noise_flags, check_locally, print_preview, print_verdict
 from leteo_fed.cli.options import (
     SubParsers,
@@ -153,6 +154,7 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
     add_dp_flags(p, bounds=statistic.takes_bounds, clips=not counts)
     add_noise_flags(p, "each released figure")
     add_tls(p, "analyst", "analyst")
+    name_help(p)  # the declaration names parameters; its command's user reads flags
     set_handler(p, lambda args: run(protocol, args))
 
 
@@ -191,11 +193,11 @@ def print_noise(protocol: Any, plan: Any, rows: int | None) -> int:
             f"{doc['row_norm_bound']:g})"
         ]
         if rows is None:
-            lines.append("give --rows N for the expected error of each released figure")
+            lines.append("give `rows` N for the expected error of each released figure")
         for figure, error in (doc.get("expected_error") or {}).items():
             lines.append(f"  {figure} +/- {error:.4g} (1 std)")
     for line in lines:
-        print(line, file=sys.stderr)
+        print(say(line), file=sys.stderr)
     print_verdict(doc)
     return 0
 

@@ -20,16 +20,16 @@ from leteo_fed.errors import DataError
 
 # what changes the ratio of noise to signal, in the order an analyst should try it
 SECURE_SUM_FIXES = (
-    "give public bounds per column near the data's real range (--bounds COL=LO,HI; without "
-    "them, scale the features and lower --row-norm-bound to match)",
-    "raise --scale-bits",
+    "give public bounds per column near the data's real range (`bounds` COL=LO,HI; without "
+    "them, scale the features and lower `row_norm_bound` to match)",
+    "raise `scale_bits`",
     "raise epsilon",
-    "give --rows N if the pooled row count is larger",
+    "give `rows` N if the pooled row count is larger",
 )
 LOCAL_FIXES = (
-    "raise --epsilon",
+    "raise `epsilon`",
     "choose a mechanism with a smaller variance (olh or oue for large domains, pm or hm for means)",
-    "give --rows N if more records will report",
+    "give `rows` N if more records will report",
 )
 
 
@@ -84,12 +84,12 @@ def rows_to_assume(rows: int | None, quorum: int) -> tuple[int, str]:
     `min_rows` = DEFAULT_MIN_ROWS rows)."""
     if rows is not None:
         if rows < 2:
-            raise DataError(f"--rows must be at least 2, got {rows}", field="rows")
-        return rows, "your --rows estimate"
+            raise DataError(f"`rows` must be at least 2, got {rows}", field="rows")
+        return rows, "your `rows` estimate"
     sites = max(1, quorum)
     return sites * DEFAULT_MIN_ROWS, (
         f"the fewest rows the owners' default policy admits ({sites} site(s) x min_rows "
-        f"{DEFAULT_MIN_ROWS}); give --rows N for your estimate"
+        f"{DEFAULT_MIN_ROWS}); give `rows` N for your estimate"
     )
 
 
@@ -111,5 +111,5 @@ def refusal(
         f"refused before any budget is spent: at {rows} pooled rows ({basis}) the noise would "
         f"exceed the largest value these statistics can take: {worst}{more}. To fix: "
         + "; ".join(fixes)
-        + ". Run with --dry-run to see every figure, or --accept-noise to pay for it anyway."
+        + ". Run with `dry_run` to see every figure, or `accept_noise` to pay for it anyway."
     )

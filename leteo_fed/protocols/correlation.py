@@ -149,7 +149,7 @@ class CorrelationStatistic(SecureSumStatistic[CorrelationRequest, CorrelationSpe
     description = (
         "Start a correlation round: every owner sends its Paillier-encrypted sums, sums of "
         "products and row count; the aggregator learns only the pooled correlation matrix and "
-        "row count (with --dp-epsilon, noisy), with Fisher-z confidence intervals that hold the "
+        "row count (with `dp_epsilon`, noisy), with Fisher-z confidence intervals that hold the "
         "DP noise too."
     )
 

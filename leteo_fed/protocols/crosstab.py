@@ -69,10 +69,10 @@ OUTSIDE_DROPPED = (
     "a missing value declines the round (rule values)"
 )
 FIXES = (
-    "raise --dp-epsilon",
+    "raise `dp_epsilon`",
     "use fewer cells (shorter domains, fewer bins, fewer columns): the margins and the row "
     "count add up the noise of every cell they sum",
-    "give --rows N if the pooled row count is larger",
+    "give `rows` N if the pooled row count is larger",
 )
 
 
@@ -122,13 +122,13 @@ def columns_from_flags(
     domain: Sequence[tuple[str, list[str]]] = (),
     edges: Sequence[tuple[str, list[str]]] = (),
 ) -> tuple[CrosstabColumn, ...]:
-    """The grid of `--columns`, `--domain` and `--edges`: one of them per column."""
+    """The grid of `columns`, `domain` and `edges`: one of them per column."""
     given: dict[str, tuple[str, list[str]]] = {}
     for kind, items in (("domain", domain), ("edges", edges)):
         for name, values in items:
             if name in given:
                 raise ConfigError(
-                    f"column '{name}' has more than one --domain or --edges", field=kind
+                    f"column '{name}' has more than one `domain` or `edges`", field=kind
                 )
             given[name] = (kind, values)
     out = []
@@ -136,7 +136,7 @@ def columns_from_flags(
         if "=" in name:
             raise ConfigError(f"a column name cannot contain '=': {name!r}", field="columns")
         if name not in given:
-            raise ConfigError(f"column '{name}' needs a --domain or --edges", field="columns")
+            raise ConfigError(f"column '{name}' needs a `domain` or `edges`", field="columns")
         kind, values = given.pop(name)
         if kind == "domain":
             out.append(CrosstabColumn(name, domain=tuple(values)))
@@ -144,11 +144,11 @@ def columns_from_flags(
         try:
             numbers = tuple(float(v) for v in values)
         except ValueError as exc:
-            raise ConfigError(f"--edges of '{name}' must be numbers: {exc}", field="edges") from exc
+            raise ConfigError(f"`edges` of '{name}' must be numbers: {exc}", field="edges") from exc
         out.append(CrosstabColumn(name, edges=numbers))
     if given:
         raise ConfigError(
-            f"--domain/--edges name column(s) not in --columns: {', '.join(sorted(given))}",
+            f"`domain`/`edges` name column(s) not in `columns`: {', '.join(sorted(given))}",
             field="columns",
         )
     return tuple(out)
@@ -158,7 +158,7 @@ GRID_FLAGS = {
     "columns": {
         "type": tuple[str, ...],
         "required": True,
-        "help": "1 to 3 comma-separated columns; each needs one --domain or --edges",
+        "help": "1 to 3 comma-separated columns; each needs one `domain` or `edges`",
     },
     "domain": {
         "type": column_values,
@@ -469,7 +469,7 @@ class Crosstab(SecureSumStatistic[CrosstabRequest, CrosstabSpec]):
     description = (
         "Start a cross-tabulation round: every owner sends the Paillier-encrypted count of its "
         "rows in every cell of the public grid (zeros included); the aggregator learns only "
-        "the pooled counts (with --dp-epsilon, noisy, non-negative and consistent with their "
+        "the pooled counts (with `dp_epsilon`, noisy, non-negative and consistent with their "
         "margins). Writes OUT/result.json and the bar chart OUT/crosstab.png."
     )
 
@@ -568,7 +568,7 @@ class Crosstab(SecureSumStatistic[CrosstabRequest, CrosstabSpec]):
         for name, std in doc["noise_std_of_margins"].items():
             lines.append(f"  each count of the margin of {name}: +/- {std:.4g} (1 std)")
         if rows is None:
-            lines.append("give --rows N to check the noise against your row count")
+            lines.append("give `rows` N to check the noise against your row count")
         return lines
 
     def describe(self, spec: CrosstabSpec) -> str:

@@ -67,7 +67,7 @@ class Assumption:
         return (
             "; ".join(parts)
             + " (default: the middle of its bounds and a sixth of their width; give "
-            "--expect-std COL=S / --expect-mean COL=M for what you know)"
+            "`expect_std` COL=S / `expect_mean` COL=M for what you know)"
         )
 
 

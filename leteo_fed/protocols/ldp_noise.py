@@ -5,7 +5,7 @@ Pure functions of public parameters (the preview) or of the released figures (th
 errors and the warnings): nothing here reads data or talks to anyone.
 
 Preview (`noise_preview`): one standard deviation per released figure, from the mechanism's
-variance formula and the number of reports n (one per row, `--rows`). Where that variance
+variance formula and the number of reports n (one per row, `rows`). Where that variance
 depends on the data, the preview takes the worst case unless the analyst states what they
 expect (`Expectation`), and says which on screen (`assumption`):
 
@@ -240,9 +240,9 @@ def _nb_preview(spec: lc.LdpSpec, rows: int, expect: Expectation) -> tuple[list,
         f"priors at {basis}; each conditional at the worst share of its value (0 to 1) in a "
         "class holding "
         + (
-            "the share you expect (--expect-priors)"
+            "the share you expect (`expect_priors`)"
             if len(given) == k
-            else f"1/(2k) = {1 / (2 * k):.3g} of the records (give --expect-priors if a class "
+            else f"1/(2k) = {1 / (2 * k):.3g} of the records (give `expect_priors` if a class "
             "is rarer or to tighten it)"
         )
     )
@@ -293,10 +293,10 @@ def noise_preview(
         doc["frequency_std_error"] = max(f["expected_std"] for f in figures)
         doc["count_std_error"] = doc["frequency_std_error"] * rows
         assumption = f"{rows} reports; " + (
-            "each value's share as you expect it (--expect-frequencies), the worst share (0 "
+            "each value's share as you expect it (`expect_frequencies`), the worst share (0 "
             "or 1) for the others"
             if given
-            else "each value at its worst share (0 or 1): give --expect-frequencies V=F,... to "
+            else "each value at its worst share (0 or 1): give `expect_frequencies` V=F,... to "
             "use the shares you expect"
         )
         checks = [SignalCheck("frequency of a value", doc["frequency_std_error"], 1.0)]
@@ -336,13 +336,13 @@ def noise_preview(
             w for w, v in (("mean", expect.mean), ("standard deviation", expect.std)) if v
         )
         assumption = (
-            f"{rows} reports; the column's {told} as you expect (--expect-mean/--expect-std), "
+            f"{rows} reports; the column's {told} as you expect (`expect_mean`/`expect_std`), "
             "the worst case over the bounds for what you did not give"
         )
     else:
         assumption = (
             f"{rows} reports; the worst case over the bounds (the mechanism's variance depends "
-            "on the values): give --expect-mean and --expect-std for the data you expect"
+            "on the values): give `expect_mean` and `expect_std` for the data you expect"
         )
     checks = [
         SignalCheck(f["figure"], f["expected_std"], (hi - lo) / 2)
@@ -403,8 +403,8 @@ def _geo_bias(spec: lc.LdpSpec, expect: Expectation) -> tuple[np.ndarray, str]:
         mu = [v if v is not None else a + t * w for v, a, w in zip(means, lo, width, strict=True)]
         worst = np.maximum(worst, np.abs(geo_box_bias(spec, mu, sd)))
     return worst, (
-        "the points spread a sixth of the box per column (or --expect-std) around the worst "
-        "mean (or --expect-mean) for the box's bias"
+        "the points spread a sixth of the box per column (or `expect_std`) around the worst "
+        "mean (or `expect_mean`) for the box's bias"
     )
 
 
@@ -544,7 +544,7 @@ def _geo_warnings(doc: Mapping[str, Any]) -> list[ReleaseWarning]:
                     "points",
                     f"{on_face:.0%} of the reports were clipped onto the box's faces: the "
                     "density piles up there and the mean is pulled toward the box; widen the "
-                    "box, raise epsilon, or use --box-fit resample",
+                    "box, raise epsilon, or use `box_fit` resample",
                 )
             )
     return found

@@ -90,7 +90,7 @@ class LinregRequest:
     label_bound: float = field(  # DP: labels clipped to [-B, B] (0 = row_norm_bound)
         default=0.0,
         metadata={
-            "help": "DP: labels are clipped to [-B, B] (default: --row-norm-bound)",
+            "help": "DP: labels are clipped to [-B, B] (default: `row_norm_bound`)",
             "metavar": "B",
         },
     )
@@ -418,19 +418,19 @@ class Linreg(SecureSumStatistic[LinregRequest, LinregSpec]):
     summary = ("round_id", "owners", "n_rows", "coefficients", "std_errors", "r_squared")
     help = "linear regression (OLS or ridge) across the owners"
     description = (
-        "Linear regression of --label-column on --features, with an intercept, in one round: every owner\n"
+        "Linear regression of `label_column` on `features`, with an intercept, in one round: every owner\n"
         "sends its Paillier-encrypted moments of [x, y] (sum z z^T, sum z, its row count); the aggregator\n"
         "learns only the pooled moments and solves the normal equations: ordinary least squares, or\n"
-        "ridge with --ridge L (the penalty on the coefficients, not the intercept). Writes\n"
+        "ridge with `ridge` L (the penalty on the coefficients, not the intercept). Writes\n"
         "OUT/result.json (coefficients, standard errors, t statistics, p-values, 95% confidence\n"
         "intervals, R^2) and OUT/coefficients.png (each coefficient with its confidence interval).\n"
         "\n"
-        "With --dp-epsilon the release is (epsilon, delta)-DP: give public bounds per column in natural\n"
-        "units (--bounds age=17,90 for every feature and the label, or --codebook FILE); every owner\n"
-        "clips each value to them and adds its share of Skellam noise. --dry-run shows each figure's\n"
+        "With `dp_epsilon` the release is (epsilon, delta)-DP: give public bounds per column in natural\n"
+        "units (`bounds` age=17,90 for every feature and the label, or `codebook` FILE); every owner\n"
+        "clips each value to them and adds its share of Skellam noise. `dry_run` shows each figure's\n"
         "expected error first; after the release each figure is printed with its noise, and a warning\n"
-        "names any figure the noise buries. Experts may instead clip rows to --row-norm-bound (L2) and\n"
-        "labels to +/- --label-bound.\n"
+        "names any figure the noise buries. Experts may instead clip rows to `row_norm_bound` (L2) and\n"
+        "labels to +/- `label_bound`.\n"
         "See docs/linear-regression.md.\n"
     )
 
@@ -596,7 +596,7 @@ class Linreg(SecureSumStatistic[LinregRequest, LinregSpec]):
             f"{doc['row_norm_bound']:g}, labels to +/-{doc['label_bound']:g})"
         ]
         if rows is None:
-            return [*lines, "give --rows N for the expected error of each coefficient"]
+            return [*lines, "give `rows` N for the expected error of each coefficient"]
         for term, err in doc["std_error"].items():
             lines.append(f"  {term}: +/- {err:.4g} (1 std, from the noise)")
         lines.append(

@@ -88,15 +88,15 @@ OUTSIDE_CLAMPED = (
     "the last; a missing value declines the round (rule values)"
 )
 FIXES = (
-    "raise --dp-epsilon",
-    "use fewer --bins: a prefix count sums up to log2(bins) + 1 noisy nodes",
-    "ask for fewer --features: the noise grows with sqrt(features)",
-    "give --rows N if the pooled row count is larger",
+    "raise `dp_epsilon`",
+    "use fewer `bins`: a prefix count sums up to log2(bins) + 1 noisy nodes",
+    "ask for fewer `features`: the noise grows with sqrt(features)",
+    "give `rows` N if the pooled row count is larger",
 )
 
 
 def bounds_pair(text: str) -> tuple[float, float]:
-    """`--bounds LO,HI`: the public bounds of every feature."""
+    """`bounds` LO,HI: the public bounds of every feature."""
     try:
         lo, hi = (float(v) for v in text.split(","))
     except ValueError as exc:
@@ -424,7 +424,7 @@ class Quantiles(SecureSumStatistic[QuantilesRequest, QuantilesSpec]):
     help = "percentiles of numeric columns over public bounds across the owners"
     description = (
         "Start a quantiles round: every owner sends the Paillier-encrypted counts of a "
-        "histogram of each column over the public bounds (with --dp-epsilon, every node of a "
+        "histogram of each column over the public bounds (with `dp_epsilon`, every node of a "
         "dyadic tree over it, with noise); the aggregator learns only the pooled counts and "
         "reads the percentiles off them (without DP within one bin width of the exact ones). "
         "Writes OUT/result.json and the histogram with the percentiles OUT/quantiles.png."
@@ -516,7 +516,7 @@ class Quantiles(SecureSumStatistic[QuantilesRequest, QuantilesSpec]):
             f"{doc['rank_error_at_most']:.4g} (1 std); bins {doc['bin_width']:.4g} wide"
         ]
         if rows is None:
-            lines.append("give --rows N to check the noise against your row count")
+            lines.append("give `rows` N to check the noise against your row count")
         return lines
 
     def describe(self, spec: QuantilesSpec) -> str:

@@ -185,7 +185,7 @@ class WeightedStats(SecureSumStatistic[WeightedStatsRequest, WeightedStatsSpec])
     description = (
         "Start a weighted-statistics round: every owner sends its Paillier-encrypted total "
         "weight, weighted sums of x and x^2 and its row count; the aggregator learns only the "
-        "pooled means, variances, total weight and row count (with --dp-epsilon, noisy)."
+        "pooled means, variances, total weight and row count (with `dp_epsilon`, noisy)."
     )
 
     def spec(self, request: WeightedStatsRequest) -> WeightedStatsSpec:

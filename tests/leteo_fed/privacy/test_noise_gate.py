@@ -33,21 +33,31 @@ def test_a_statistic_is_drowned_when_its_error_exceeds_its_largest_value():
     assert [c.statistic for c in drowned(checks)] == ["a"]
 
 
+def _as_pca_says(text: str) -> str:
+    """The library names parameters; the `pca` command's user reads them as its flags."""
+    from leteo_fed.cli.flags import flag_map, name_backticked
+    from leteo_fed.cli.main import command_parser
+
+    pca = command_parser("pca")
+    return name_backticked(text, flag_map(pca))
+
+
 def test_rows_default_to_the_fewest_the_default_policy_admits():
-    assert rows_to_assume(5000, 3) == (5000, "your --rows estimate")
+    assert _as_pca_says(rows_to_assume(5000, 3)[1]) == "your --rows estimate"
     rows, basis = rows_to_assume(None, 3)
-    assert rows == 3 * DEFAULT_MIN_ROWS and "--rows" in basis
-    with pytest.raises(DataError, match="--rows must be at least 2"):
+    assert rows == 3 * DEFAULT_MIN_ROWS and "--rows" in _as_pca_says(basis)
+    with pytest.raises(DataError, match="`rows` must be at least 2"):
         rows_to_assume(1, 3)
 
 
 def test_the_refusal_names_every_fix_and_the_way_out():
-    text = refusal([SignalCheck("row count", 6.5e4, 3000.0)], 3000, "your --rows estimate")
+    text = refusal([SignalCheck("row count", 6.5e4, 3000.0)], 3000, "your `rows` estimate")
+    text = _as_pca_says(text)
     assert "before any budget is spent" in text and "row count +/- 6.5e+04" in text
     for flag in ("--row-norm-bound", "--scale-bits", "epsilon", "--rows", "--accept-noise"):
         assert flag in text
     local = refusal([SignalCheck("mean", 9.0, 5.0)], 20, "x", LOCAL_FIXES)
-    assert "--scale-bits" not in local and "mechanism" in local
+    assert "scale_bits" not in local and "mechanism" in local
     assert SECURE_SUM_FIXES != LOCAL_FIXES
 
 

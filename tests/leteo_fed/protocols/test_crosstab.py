@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -346,7 +347,11 @@ def test_dp_counts_are_non_negative_integers_consistent_with_their_margins():
 
 
 def test_domain_and_edges_split_on_the_first_equals_sign():
+    from leteo_fed.cli.flags import flag_map, name_backticked
+    from leteo_fed.cli.main import command_parser
     from leteo_fed.protocols.crosstab import column_values
+
+    crosstab_flags = flag_map(command_parser("crosstab"))
 
     def build_request(columns, domains, edges):  # the command's --columns, --domain, --edges
         return ct.CrosstabRequest(columns=ct.columns_from_flags(columns, domains, edges))
@@ -370,8 +375,10 @@ def test_domain_and_edges_split_on_the_first_equals_sign():
         (["a=b"], [("a", ["b"])], [], "cannot contain '='"),
         (["a"], [], [("a", ["1", "two"])], "must be numbers"),
     ):
-        with pytest.raises(ConfigError, match=match):
+        with pytest.raises(ConfigError) as refused:
             build_request(columns, domains, edges)
+        # as the crosstab command says it (the library names parameters, the CLI its flags)
+        assert re.search(match, name_backticked(str(refused.value), crosstab_flags))
 
 
 def test_dry_run_prints_the_noise_of_every_cell_and_contacts_nobody(capsys):
