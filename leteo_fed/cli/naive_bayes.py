@@ -30,7 +30,7 @@ from leteo_fed.cli.options import (
 )
 from leteo_fed.cli.round_output import round_options, run_and_write
 from leteo_fed.errors import ConfigError
-from leteo_fed.protocols.crosstab import column_values
+from leteo_fed.protocols.crosstab_grid import column_values
 
 DEFAULT_OUT = Path("out/naive-bayes")
 RESULT_FILE = "result.json"

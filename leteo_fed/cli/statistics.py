@@ -192,10 +192,10 @@ def print_noise(protocol: Any, plan: Any, rows: int | None) -> int:
             f"{doc['epsilon']:g}, delta {doc['delta']:g}, rows clipped to "
             f"{doc['row_norm_bound']:g})"
         ]
-        if rows is None:
-            lines.append("give `rows` N for the expected error of each released figure")
         for figure, error in (doc.get("expected_error") or {}).items():
             lines.append(f"  {figure} +/- {error:.4g} (1 std)")
+    if rows is None:
+        lines.append("give `rows` N for the expected error of each released figure")
     for line in lines:
         print(say(line), file=sys.stderr)
     print_verdict(doc)

@@ -75,7 +75,7 @@ from leteo_fed.protocols.base import (
     truth_fields,
     verify_dp,
 )
-from leteo_fed.protocols.linreg import COLLINEAR_RCOND, FLOOR_FACTOR, floor_eigenvalues
+from leteo_fed.protocols.linreg_fit import COLLINEAR_RCOND, FLOOR_FACTOR, floor_eigenvalues
 from leteo_fed.protocols.results import (
     EncodingFacts,
     ReleaseNoiseFacts,

@@ -1,9 +1,8 @@
 """Federated percentiles of numeric columns over public bounds, from a dyadic-tree histogram.
 
-Per feature, [lower, upper] is cut into B = 2^h equal leaf bins of width w = (upper - lower) / B,
-left-closed, the last one closed: x falls into bin min(floor((x - lower) / w), B - 1). The
-tree over the leaves has h + 1 levels (level l: 2^l nodes, the root at level 0, the leaves at
-level h), 2B - 1 nodes per feature.
+Per feature, [lower, upper] is cut into B = 2^h equal leaf bins, with a dyadic tree of h + 1
+levels over them (`histogram_tree`: the bins, the tree's layout, its consistency and the
+percentiles a histogram gives).
 
 Without DP, owner n sends only the B leaf counts of every feature (the aggregator reveals the
 exact pooled histogram: the inner nodes would add nothing); a value outside [lower, upper] or a
@@ -16,24 +15,14 @@ feature's tree, so removing it changes h + 1 coordinates of each of the d trees 
 F = 2^scale_bits each: L1 = d (h + 1) F, L2 = sqrt(d (h + 1)) F (checked by brute force in the
 tests); there is nothing to clip.
 
-Post-processing (no privacy cost): per feature, the noisy tree y is made consistent by the
-least-squares estimate of Hay et al. 2010 (every node has the same noise variance: a bottom-up
-pass z_v = ((2^i - 2^(i-1)) y_v + (2^(i-1) - 1) sum z_children) / (2^i - 1) at height i, then a
-top-down pass hbar_v = z_v + (hbar_parent - z_v - z_sibling) / 2), then the leaves are projected
-in least squares onto the non-negative histograms with the consistent root as their total.
+Post-processing (no privacy cost): per feature, the noisy tree is made consistent and its
+leaves non-negative (`histogram_tree.consistent_tree`, `nonnegative_leaves`). Percentiles are
+read off the histogram by numpy.percentile's 'linear' rule on its order statistics, so without
+DP every percentile is within one bin width of `numpy.percentile` on the pooled rows.
 
-Percentiles: the histogram's values are spread uniformly inside each bin; the m-th smallest
-value (0-based) is read at rank m + 1/2 of the cumulative counts, and percentile p at
-k = p (n - 1) / 100 is the linear interpolation between the values of ranks floor(k) and ceil(k)
-(numpy.percentile's default rule 'linear' on the histogram's order statistics). Each order
-statistic is read inside the bin holding the true one, so without DP every percentile is
-within one bin width of `numpy.percentile` on the pooled rows.
-
-Rank error (DP): the count below a percentile that falls in leaf j is the prefix count of
-leaves 0..j-1, a sum of popcount(j) tree nodes (one per set bit of j), plus a part of leaf j;
-each node carries noise of std sigma, so the rank's noise std is at most
-sigma sqrt(popcount(j) + 1) <= sigma sqrt(h + 1) (the least-squares consistency only lowers
-it). `rank_error` reports this bound per feature and percentile, in rows (0 without DP).
+Rank error (DP): the count below a percentile in leaf j sums popcount(j) + 1 noisy nodes
+(`histogram_tree.rank_nodes`), so its noise std is at most sigma sqrt(h + 1); `rank_error`
+reports it per feature and percentile, in rows (0 without DP).
 
 Every party learns: the owners nothing; the CSP masked plaintexts only; the aggregator the
 pooled leaf counts (non-DP) or the pooled noisy tree (DP), never one site's. Single-round, so
@@ -53,8 +42,18 @@ import numpy as np
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import SiteTable, check_features, preview_facts
-from leteo_fed.protocols.crosstab import nonnegative_projection
+from leteo_fed.protocols.base import check_features, preview_facts
+from leteo_fed.protocols.histogram_tree import (
+    consistent_tree,
+    leaf_counts,
+    levels,
+    n_values,
+    nonnegative_leaves,
+    percentiles_from_histogram,
+    rank_nodes,
+    read_binned,
+    tree_counts,
+)
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 from leteo_fed.protocols.secure_sum import SecureSumProtocol
 from leteo_fed.protocols.statistic import (
@@ -173,16 +172,6 @@ class QuantilesResult(RoundFacts, Result):
         return cols, list(self.percentiles), "percentile"
 
 
-def levels(bins: int) -> int:
-    """h: B = 2^h leaves."""
-    return bins.bit_length() - 1
-
-
-def n_values(features: int, bins: int, tree: bool) -> int:
-    """Values in one share: the leaves (non-DP) or every node (DP) of each feature's tree."""
-    return features * (2 * bins - 1 if tree else bins)
-
-
 # ------------------------------------------------------------------ parameters
 
 
@@ -221,124 +210,7 @@ def check_percentiles(percentiles: tuple[float, ...]) -> tuple[float, ...]:
 # ------------------------------------------------------------------ owner side
 
 
-def leaf_index(x: np.ndarray, lower: float, upper: float, bins: int) -> np.ndarray:
-    """The leaf of every value in [lower, upper]: left-closed bins, the last one closed."""
-    idx = np.floor((x - lower) / (upper - lower) * bins).astype(np.int64)
-    return np.clip(idx, 0, bins - 1)
-
-
-def read_features(table: SiteTable, spec: QuantilesSpec, clamp: bool) -> np.ndarray:
-    """The rows x features matrix: a missing value refuses (rule values); a value outside the
-    bounds refuses (rule values) or, with `clamp` (DP), is clamped to them."""
-    x = table.matrix(list(spec.features))
-    for j, name in enumerate(spec.features):
-        bad = int((~np.isfinite(x[:, j])).sum())
-        if bad:
-            raise DataError(
-                f"column '{name}' has {bad} missing, NaN or infinite value(s)",
-                field=name,
-                rule="values",
-            )
-    if clamp:
-        return np.clip(x, spec.lower, spec.upper)
-    outside = (x < spec.lower) | (x > spec.upper)
-    if outside.any():
-        j = int(np.nonzero(outside.any(axis=0))[0][0])
-        raise DataError(
-            f"column '{spec.features[j]}' has {int(outside[:, j].sum())} value(s) outside the "
-            f"round's bounds [{spec.lower:g}, {spec.upper:g}] (values from "
-            f"{float(x[:, j].min()):.6g} to {float(x[:, j].max()):.6g})",
-            field=spec.features[j],
-            rule="values",
-        )
-    return x
-
-
-def leaf_counts(x: np.ndarray, spec: QuantilesSpec) -> np.ndarray:
-    """features x bins counts."""
-    return np.stack(
-        [
-            np.bincount(leaf_index(x[:, j], spec.lower, spec.upper, spec.bins), minlength=spec.bins)
-            for j in range(x.shape[1])
-        ]
-    ).astype(np.int64)
-
-
-def tree_counts(leaves: np.ndarray) -> np.ndarray:
-    """Every node of the tree over `leaves` (length 2^h), level-major, the root first."""
-    levels_ = [np.asarray(leaves)]
-    while len(levels_[-1]) > 1:
-        last = levels_[-1]
-        levels_.append(last[0::2] + last[1::2])
-    return np.concatenate(levels_[::-1])
-
-
 # ------------------------------------------------------------------ aggregator side
-
-
-def consistent_tree(y: np.ndarray) -> np.ndarray:
-    """Hay et al. 2010: the least-squares consistent tree (every parent the sum of its two
-    children) nearest to the noisy tree y (level-major, root first, equal noise variance)."""
-    y = np.asarray(y, dtype=np.float64)
-    h = levels((len(y) + 1) // 2)
-    start = [2**level - 1 for level in range(h + 2)]
-    z = y.copy()
-    for level in range(h - 1, -1, -1):  # bottom-up: height i = h - level + 1
-        i = h - level + 1
-        a, b = start[level], start[level + 1]
-        children = z[b : start[level + 2]]
-        kids = children[0::2] + children[1::2]
-        z[a:b] = ((2**i - 2 ** (i - 1)) * y[a:b] + (2 ** (i - 1) - 1) * kids) / (2**i - 1)
-    out = z.copy()
-    for level in range(1, h + 1):  # top-down
-        a, b = start[level], start[level + 1]
-        parent = np.repeat(out[start[level - 1] : a], 2)
-        pair = np.repeat(z[a:b][0::2] + z[a:b][1::2], 2)
-        out[a:b] = z[a:b] + (parent - pair) / 2
-    return out
-
-
-def nonnegative_leaves(tree: np.ndarray, bins: int) -> np.ndarray:
-    """The leaves of a consistent tree projected in least squares onto the non-negative
-    histograms whose total is the (non-negative) root."""
-    return nonnegative_projection(tree[bins - 1 :], max(float(tree[0]), 0.0))
-
-
-def order_values(counts: np.ndarray, ranks: np.ndarray, lower: float, width: float) -> np.ndarray:
-    """The value at each cumulative count t of the histogram, values spread uniformly in a
-    bin (t clamped to the non-empty bins)."""
-    c = np.asarray(counts, dtype=np.float64)
-    cum = np.cumsum(c)
-    nonempty = np.nonzero(c > 0)[0]
-    first, last = int(nonempty[0]), int(nonempty[-1])
-    j = np.clip(np.searchsorted(cum, ranks, side="right"), first, last)
-    before = cum[j] - c[j]
-    frac = np.clip((ranks - before) / c[j], 0.0, 1.0)
-    return lower + width * (j + frac)
-
-
-def percentiles_from_histogram(
-    counts: np.ndarray, percentiles: tuple[float, ...], lower: float, upper: float
-) -> np.ndarray:
-    """numpy.percentile's 'linear' rule on the histogram's order statistics (module doc); the
-    bounds' midpoint for an empty histogram."""
-    c = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
-    n = float(c.sum())
-    if not n > 0:
-        return np.full(len(percentiles), (lower + upper) / 2)
-    width = (upper - lower) / len(c)
-    k = np.asarray(percentiles, dtype=np.float64) / 100 * max(n - 1, 0.0)
-    lo_k, hi_k = np.floor(k), np.ceil(k)
-    a = order_values(c, lo_k + 0.5, lower, width)
-    b = order_values(c, hi_k + 0.5, lower, width)
-    return a + (k - lo_k) * (b - a)
-
-
-def rank_nodes(counts: np.ndarray, quantiles: np.ndarray, lower: float, upper: float) -> list[int]:
-    """Noisy tree nodes in the count below each quantile: popcount(j) + 1 for leaf j."""
-    bins = len(counts)
-    j = leaf_index(np.asarray(quantiles, dtype=np.float64), lower, upper, bins)
-    return [int(v).bit_count() + 1 for v in j]
 
 
 def quantile_figures(
@@ -399,8 +271,6 @@ def noise_preview(plan: Any, rows: int | None = None) -> dict:
     }
     if rows is None:
         return doc
-    if not rows > 0:
-        raise DataError("rows must be positive", field="rows")
     doc["assumed_rows"] = rows
     doc["rank_error_at_most_percent"] = 100 * worst / rows
     checks = [
@@ -466,9 +336,9 @@ class Quantiles(SecureSumStatistic[QuantilesRequest, QuantilesSpec]):
         return (Block("tree", size, 1.0, l1=touched, l2=math.sqrt(touched), kind=COUNT),)
 
     def sums(self, spec: QuantilesSpec, rows: Rows) -> dict[str, np.ndarray]:
-        x = read_features(rows.table, spec, clamp=rows.dp)
+        x = read_binned(rows.table, spec.features, spec.lower, spec.upper, clamp=rows.dp)
         rows.check_count(len(x))
-        leaves = leaf_counts(x, spec)
+        leaves = leaf_counts(x, spec.lower, spec.upper, spec.bins)
         if rows.dp:
             return {"tree": np.concatenate([tree_counts(r) for r in leaves])}
         return {"leaves": np.ravel(leaves)}
@@ -515,8 +385,6 @@ class Quantiles(SecureSumStatistic[QuantilesRequest, QuantilesSpec]):
             f"{doc['delta']:g}); the count below a percentile at most "
             f"{doc['rank_error_at_most']:.4g} (1 std); bins {doc['bin_width']:.4g} wide"
         ]
-        if rows is None:
-            lines.append("give `rows` N to check the noise against your row count")
         return lines
 
     def describe(self, spec: QuantilesSpec) -> str:

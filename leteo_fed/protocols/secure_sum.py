@@ -387,6 +387,8 @@ class SecureSumProtocol(FederatedProtocol):
         """What the noise of a DP round does, from public parameters only: the noise std per
         released value, and per block whether it exceeds the largest total `rows` rows can
         give (the check a real round meets before anyone is invited)."""
+        if rows is not None and rows < 1:
+            raise DataError("rows must be at least 1", field="rows")
         own = self.statistic.preview(plan, rows)
         if own is not None:
             return own
@@ -394,8 +396,6 @@ class SecureSumProtocol(FederatedProtocol):
         doc["noise_std_per_value"] = sigma
         if rows is None:
             return doc
-        if rows < 1:
-            raise DataError("rows must be at least 1", field="rows")
         blocks = self.layout(plan.spec, plan.encoding.value_bound, plan.dp is not None)
         # counts are encoded at the sums' scale in a DP round: one noise std fits both
         checks = [SignalCheck(f"total {b.name}", sigma, rows * b.row_bound) for b in blocks]

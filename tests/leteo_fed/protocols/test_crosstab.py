@@ -20,6 +20,8 @@ from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import ConfigError, DataError, LeteoError, ProtocolError
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import crosstab as ct
+from leteo_fed.protocols import crosstab_grid as grid
+from leteo_fed.protocols import noisy_counts
 from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
 from leteo_fed.transport.codec import to_dict
 from leteo_fed.transport.rounds import result_from_proto, result_to_proto
@@ -108,7 +110,7 @@ def reference(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 
 def _cells(plan) -> int:
     """The cells of a plan's grid."""
-    return math.prod(ct.grid_shape(plan.spec.columns))
+    return math.prod(grid.grid_shape(plan.spec.columns))
 
 
 def run_round(
@@ -179,7 +181,7 @@ def _pooled_margin(df: pd.DataFrame, name: str) -> np.ndarray:
 def test_bins_are_left_closed_and_labelled():
     age = ct.CrosstabColumn("age", edges=(0.0, 18.0, 65.0))
     site = Site({"age": np.array([0.0, 17.999, 18.0, 64.0, 65.0 - 1e-9])})
-    cells, n = ct.cell_indices(site.read([]), (age,), drop_outside=False)
+    cells, n = grid.cell_indices(site.read([]), (age,), drop_outside=False)
     assert cells.tolist() == [0, 0, 1, 1, 1] and n == 5
     assert age.labels() == ["[0, 18)", "[18, 65)"]
     assert ct.CrosstabColumn("x", edges=(-1e20, 0.5, 2.0)).labels() == [
@@ -188,7 +190,7 @@ def test_bins_are_left_closed_and_labelled():
     ]
     for outside in (65.0, -1.0):  # the last edge is in no bin; nor is anything below the first
         with pytest.raises(DataError) as err:
-            ct.cell_indices(Site({"age": np.array([outside])}).read([]), (age,), False)
+            grid.cell_indices(Site({"age": np.array([outside])}).read([]), (age,), False)
         assert err.value.rule == "classes"
 
 
@@ -197,9 +199,9 @@ def test_values_outside_the_grid_refuse_a_non_dp_round_and_are_dropped_in_a_dp_r
     age = ct.CrosstabColumn("age", edges=(18.0, 65.0))
     data = {"region": np.array(["north", "mars", "south"]), "age": np.array([20.0, 30.0, 99.0])}
     with pytest.raises(DataError) as err:
-        ct.cell_indices(Table(data), (region, age), drop_outside=False)
+        grid.cell_indices(Table(data), (region, age), drop_outside=False)
     assert err.value.rule == "classes" and "'mars'" in str(err.value)
-    cells, n = ct.cell_indices(Table(data), (region, age), drop_outside=True)
+    cells, n = grid.cell_indices(Table(data), (region, age), drop_outside=True)
     assert cells.tolist() == [0] and n == 3  # mars and 99 are in no cell
     # missing values refuse the round in both modes (rule values)
     for column, bad in (("region", None), ("age", math.nan)):
@@ -207,14 +209,14 @@ def test_values_outside_the_grid_refuse_a_non_dp_round_and_are_dropped_in_a_dp_r
         gap[column][0] = bad
         for drop in (False, True):
             with pytest.raises(DataError) as err:
-                ct.cell_indices(Table(gap), (region, age), drop_outside=drop)
+                grid.cell_indices(Table(gap), (region, age), drop_outside=drop)
             assert err.value.rule == "values", column
 
 
 def test_numbers_read_as_labels_match_a_domain_of_their_text():
     grade = ct.CrosstabColumn("grade", domain=("1", "2", "3"))
     site = Site({"grade": np.array([1, 3, 3, 2])})
-    cells, _ = ct.cell_indices(site.read([]), (grade,), drop_outside=False)
+    cells, _ = grid.cell_indices(site.read([]), (grade,), drop_outside=False)
     assert cells.tolist() == [0, 2, 2, 1]
 
 
@@ -314,15 +316,15 @@ def test_the_projection_is_the_least_squares_non_negative_table_with_the_total()
     for _ in range(200):
         y = rng.normal(2.0, 5.0, size=rng.integers(1, 40))
         total = float(max(round(y.sum()), 0))
-        x = ct.nonnegative_projection(y, total)
+        x = noisy_counts.nonnegative_projection(y, total)
         assert np.all(x >= 0) and math.isclose(x.sum(), total, abs_tol=1e-9)
         if total > 0:  # KKT: x = max(y - theta, 0) with y - theta <= 0 wherever x = 0
             theta = float(np.mean((y - x)[x > 0]))
             np.testing.assert_allclose(x, np.maximum(y - theta, 0.0), atol=1e-9)
-        counts = ct.round_keeping_total(x, int(total))
+        counts = noisy_counts.round_keeping_total(x, int(total))
         assert counts.sum() == total and np.all(counts >= 0)
         assert np.all(np.abs(counts - x) < 1 + 1e-9)
-    assert ct.nonnegative_projection(np.array([-3.0, -1.0]), 0.0).tolist() == [0.0, 0.0]
+    assert noisy_counts.nonnegative_projection(np.array([-3.0, -1.0]), 0.0).tolist() == [0.0, 0.0]
 
 
 def test_dp_counts_are_non_negative_integers_consistent_with_their_margins():
@@ -349,12 +351,12 @@ def test_dp_counts_are_non_negative_integers_consistent_with_their_margins():
 def test_domain_and_edges_split_on_the_first_equals_sign():
     from leteo_fed.cli.flags import flag_map, name_backticked
     from leteo_fed.cli.main import command_parser
-    from leteo_fed.protocols.crosstab import column_values
+    from leteo_fed.protocols.crosstab_grid import column_values
 
     crosstab_flags = flag_map(command_parser("crosstab"))
 
     def build_request(columns, domains, edges):  # the command's --columns, --domain, --edges
-        return ct.CrosstabRequest(columns=ct.columns_from_flags(columns, domains, edges))
+        return ct.CrosstabRequest(columns=grid.columns_from_flags(columns, domains, edges))
 
     assert column_values("plan=basic,plus=1, <pro>") == ("plan", ["basic", "plus=1", "<pro>"])
     assert column_values("x=a==b") == ("x", ["a==b"])

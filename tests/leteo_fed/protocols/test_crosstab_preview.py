@@ -20,6 +20,8 @@ from round_harness import statistic_share
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import crosstab as ct
+from leteo_fed.protocols import crosstab_grid as grid
+from leteo_fed.protocols import noisy_counts
 from leteo_fed.protocols.base import Common, DpRequest
 
 REPEATS = 400
@@ -51,13 +53,15 @@ def test_the_preview_matches_the_measured_noise_of_cells_margins_and_row_count()
         noisy = [add_owner_noise(s, plan.dp) for s in shares]
         totals = [sum(v) for v in zip(*noisy, strict=True)]
         raw.append(np.array(totals) / 2**enc.scale_bits - exact)
-        released.append(ct.released_counts(totals, enc.count_scale_bits, noisy=True) - exact)
+        released.append(
+            noisy_counts.released_counts(totals, enc.count_scale_bits, noisy=True) - exact
+        )
     raw_err, rel_err = np.array(raw), np.array(released)
     preview = ct.noise_preview(plan, rows=n)
     sigma = preview["noise_std_per_cell"]
     assert sigma == plan.dp.noise_std(plan.dp.quorum, enc.scale_bits)
     np.testing.assert_allclose(raw_err.std(axis=0), sigma, rtol=0.2)
-    shape = ct.grid_shape(plan.spec.columns)
+    shape = grid.grid_shape(plan.spec.columns)
     for j, c in enumerate(plan.spec.columns):
         others = tuple(a + 1 for a in range(len(shape)) if a != j)
         margin_err = raw_err.reshape(REPEATS, *shape).sum(axis=others)

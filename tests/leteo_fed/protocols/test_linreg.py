@@ -20,6 +20,7 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import linreg as lr
+from leteo_fed.protocols import linreg_fit as lf
 from leteo_fed.protocols import moments
 from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.moments import ALL_ROWS
@@ -280,7 +281,7 @@ def test_a_noisy_fit_is_always_defined():
         fits += 1
         assert np.all(np.isfinite(fit.std_errors)) and np.all(fit.std_errors > 0)
         assert 0 <= fit.r_squared < 1 and np.all(np.linalg.eigvalsh(fit.a_inverse) > 0)
-        errs = lr.noise_errors(fit.a_inverse, fit.coefficients, fit.mean, fit.n, sigma)
+        errs = lf.noise_errors(fit.a_inverse, fit.coefficients, fit.mean, fit.n, sigma)
         assert errs.shape == (4,) and np.all(np.isfinite(errs))
     assert fits >= 10
 

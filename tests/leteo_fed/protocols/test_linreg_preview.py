@@ -19,6 +19,7 @@ from round_harness import statistic_totals
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import linreg as lr
+from leteo_fed.protocols import linreg_fit as lf
 from leteo_fed.protocols.base import Common, DpRequest
 
 REPEATS = 300
@@ -65,7 +66,7 @@ def test_the_preview_matches_the_measured_error_of_the_coefficients(ridge):
     ]
     sigma = plan.dp.noise_std(3, enc.scale_bits)
 
-    def terms(totals: list[int], noisy: bool) -> tuple[np.ndarray, lr.Fit]:
+    def terms(totals: list[int], noisy: bool) -> tuple[np.ndarray, lf.Fit]:
         fit = lr.fit_from_totals(
             statistic_totals(lr.Linreg(), rnd.spec, totals, enc), 3, ridge, noisy, sigma
         )
@@ -92,7 +93,7 @@ def test_the_preview_matches_the_measured_error_of_the_coefficients(ridge):
     np.testing.assert_allclose(measured, expected, rtol=0.2)
     assert floored == 0  # the eigenvalue floor never touched X'X here: first order applies
     # the result's own noise errors (the delta method at the released fit) say the same
-    reported = lr.noise_errors(fit.a_inverse, fit.coefficients, fit.mean, fit.n, sigma)
+    reported = lf.noise_errors(fit.a_inverse, fit.coefficients, fit.mean, fit.n, sigma)
     np.testing.assert_allclose(reported, expected, rtol=1e-6)
     assert not any(c["drowned"] for c in preview["signal_checks"])
 

@@ -23,6 +23,7 @@ from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DataError, LeteoError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.verify import add_owner_noise
+from leteo_fed.protocols import histogram_tree as tree
 from leteo_fed.protocols import quantiles as qt
 from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
 from leteo_fed.transport.codec import to_dict
@@ -107,7 +108,7 @@ def test_without_dp_every_percentile_is_within_one_bin_of_numpy(bins):
         assert np.all(np.abs(got - ref) <= width), (name, got - ref)
         assert (
             result["histogram"][name]
-            == np.bincount(qt.leaf_index(x, 0.0, 100.0, bins), minlength=bins).tolist()
+            == np.bincount(tree.leaf_index(x, 0.0, 100.0, bins), minlength=bins).tolist()
         )
         assert result["n"][name] == len(x) and result["rank_error"][name] == [0.0] * 9
 
@@ -117,19 +118,19 @@ def test_one_bin_width_holds_for_any_data_small_or_tied():
     for trial in range(200):
         n = int(rng.integers(1, 40))
         x = rng.choice(rng.uniform(-3, 5, 6), n) if trial % 2 else rng.uniform(-3, 5, n)
-        c = np.bincount(qt.leaf_index(x, -3.0, 5.0, 8), minlength=8)
-        got = qt.percentiles_from_histogram(c, PERCENTILES, -3.0, 5.0)
+        c = np.bincount(tree.leaf_index(x, -3.0, 5.0, 8), minlength=8)
+        got = tree.percentiles_from_histogram(c, PERCENTILES, -3.0, 5.0)
         assert np.all(np.abs(got - np.percentile(x, PERCENTILES)) <= 1.0 + 1e-12)
 
 
 def test_bins_are_left_closed_and_the_upper_bound_is_in_the_last():
     x = np.array([0.0, 24.999, 25.0, 50.0, 99.99, 100.0])
-    assert qt.leaf_index(x, 0.0, 100.0, 4).tolist() == [0, 0, 1, 2, 3, 3]
+    assert tree.leaf_index(x, 0.0, 100.0, 4).tolist() == [0, 0, 1, 2, 3, 3]
 
 
 def _tree_matrix(bins: int) -> np.ndarray:
     rows = []
-    for level in range(qt.levels(bins) + 1):
+    for level in range(tree.levels(bins) + 1):
         size = bins >> level
         for i in range(2**level):
             r = np.zeros(bins)
@@ -143,12 +144,12 @@ def test_the_consistent_tree_is_the_least_squares_one(bins):
     a = _tree_matrix(bins)
     rng = np.random.default_rng(bins)
     leaves = rng.integers(0, 20, bins)
-    assert qt.tree_counts(leaves).tolist() == (a @ leaves).tolist()
+    assert tree.tree_counts(leaves).tolist() == (a @ leaves).tolist()
     y = a @ leaves + rng.normal(0, 4, len(a))
     fit, *_ = np.linalg.lstsq(a, y, rcond=None)
-    np.testing.assert_allclose(qt.consistent_tree(y), a @ fit, atol=1e-9)
-    x = qt.nonnegative_leaves(qt.consistent_tree(y), bins)
-    assert x.min() >= 0 and x.sum() == pytest.approx(max(qt.consistent_tree(y)[0], 0))
+    np.testing.assert_allclose(tree.consistent_tree(y), a @ fit, atol=1e-9)
+    x = tree.nonnegative_leaves(tree.consistent_tree(y), bins)
+    assert x.min() >= 0 and x.sum() == pytest.approx(max(tree.consistent_tree(y)[0], 0))
 
 
 def test_outside_values_refuse_a_non_dp_round_and_are_clamped_in_a_dp_round():
@@ -232,7 +233,7 @@ def test_sensitivity_by_brute_force(features, bins):
         part = qt.PROTOCOL.share_values(rnd.spec, enc, rnd.dp, site.without_row(i), {})
         diff = full - np.array(part, dtype=np.float64)
         l1, l2 = max(l1, float(np.abs(diff).sum())), max(l2, float(np.linalg.norm(diff)))
-    touched = len(features) * (qt.levels(bins) + 1)
+    touched = len(features) * (tree.levels(bins) + 1)
     # L1 = d (h + 1) F, L2 = sqrt(d (h + 1)) F at F = 2^8
     assert plan.sensitivity == noise.Sensitivity(l1=touched * 256.0, l2=math.sqrt(touched) * 256.0)
     assert l1 == plan.sensitivity.l1 == touched * 256
@@ -263,7 +264,7 @@ def test_the_measured_rank_error_stays_under_the_stated_one():
     ps = np.array(PERCENTILES[2:-1])
     request = qt.QuantilesRequest(("b",), 0.0, 100.0, tuple(ps), bins)
     sites = [Site(p) for p in parts]
-    true_leaves = np.bincount(qt.leaf_index(x, 0.0, 100.0, bins), minlength=bins)
+    true_leaves = np.bincount(tree.leaf_index(x, 0.0, 100.0, bins), minlength=bins)
     exact = np.percentile(x, ps)
     errs, rank_off = [], []
     for _ in range(REPEATS):
@@ -276,12 +277,12 @@ def test_the_measured_rank_error_stays_under_the_stated_one():
     stated = np.array(result["rank_error"]["b"])
     sigma = result["dp"]["noise_std_per_value"]
     assert 1 < sigma < 50
-    bound = sigma * np.sqrt([int(v).bit_count() + 1 for v in qt.leaf_index(exact, 0, 100, bins)])
+    bound = sigma * np.sqrt([int(v).bit_count() + 1 for v in tree.leaf_index(exact, 0, 100, bins)])
     assert np.all(stated >= sigma)  # sigma sqrt(popcount(j) + 1) at the released quantile's leaf
     assert np.all(measured <= 1.1 * bound), (measured, bound)
     assert np.all(measured >= 0.3 * sigma), (measured, sigma)
     assert np.all(np.abs(np.array(rank_off)) <= 4 * stated.max() + 1.5 * len(x) / bins)
-    assert np.all(stated <= sigma * math.sqrt(qt.levels(bins) + 1) + 1e-12)
+    assert np.all(stated <= sigma * math.sqrt(tree.levels(bins) + 1) + 1e-12)
     print(f"sigma {sigma:.4g}; measured {np.round(measured, 2)}; stated {np.round(bound, 2)}")
 
 
