@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -223,9 +224,22 @@ def test_every_share_has_every_class_zero_filled():
     ],
 )
 def test_plan_refuses_a_bad_request_by_field(change, field, match):
-    with pytest.raises(DataError, match=match) as err:
+    with pytest.raises(DataError) as err:
         nb.PROTOCOL.plan(dataclasses.replace(request(), **change), Common(n_invited=3))
+    assert re.search(match, command_says(err.value))  # as `naive-bayes` states it
     assert err.value.field == field
+
+
+def command_says(exc: LeteoError) -> str:
+    """An error's message as the `naive-bayes` command prints it: the library names
+    parameters (`classes`), the command its flags (--classes)."""
+    import argparse
+
+    from leteo_fed.cli import flags
+    from leteo_fed.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return flags.name_flags(str(exc), exc.field, flags.flag_map(sub.choices["naive-bayes"]))
 
 
 @pytest.mark.parametrize(
@@ -375,7 +389,10 @@ def test_preview_matches_the_measured_error_of_repeated_releases():
     for _ in range(400):
         z = sk.sample(len(exact), rng).tolist()
         noisy = [int(v) + int(e) for v, e in zip(exact, z, strict=True)]
-        fit = nb.noisy_fit(nb.split_totals(noisy, plan.layout), enc, 0.0, 1.0, plan.bounds, sigma)
+        split = nb.split_totals(noisy, nb.layout_of(plan.spec))
+        fit = nb.noisy_fit(
+            split, enc.scale_bits, enc.count_scale_bits, 0.0, 1.0, plan.spec.bounds, sigma
+        )
         assert fit.floored == 0  # the formula is the unfloored estimate's error
         thetas.append(fit.theta)
         variances.append(fit.var)
@@ -483,8 +500,23 @@ def _args(argv):
     return build_parser().parse_args(argv)
 
 
+def build_request(args):
+    """The request the generated command builds from its flags, and the row_norm_bound its DP
+    request carries (None without DP); an error as the command states it (its flags named)."""
+    from leteo_fed.cli import flags
+    from leteo_fed.cli.main import build_parser
+    from leteo_fed.cli.statistics import request_from_args
+
+    try:
+        req = request_from_args(nb.NaiveBayesRequest, args)
+    except ConfigError as exc:
+        said = flags.for_command(build_parser(), args, str(exc), exc.field)
+        raise ConfigError(said, field=exc.field) from None
+    dp = args.dp_epsilon is not None
+    return req, (nb.PROTOCOL.statistic.implied_row_norm_bound(req) if dp else None)
+
+
 def test_the_cli_builds_the_request_the_classes_from_either_flag():
-    from leteo_fed.cli.naive_bayes import build_request
 
     req, c = build_request(_args([*BASE, *FEATURES, "--classes", "a,b,c"]))
     assert req.classes == CLASSES and c is None
@@ -520,7 +552,7 @@ def test_dry_run_prints_the_noise_of_the_model_and_contacts_nobody(capsys):
 
 
 def test_a_buried_dp_model_is_refused_before_contacting_anyone(capsys, monkeypatch):
-    from leteo_fed.cli import naive_bayes as cli
+    from leteo_fed.cli import statistics as cli
     from leteo_fed.cli.main import main
 
     class Contacted(Exception):
@@ -539,7 +571,7 @@ def test_a_buried_dp_model_is_refused_before_contacting_anyone(capsys, monkeypat
 
 
 def test_the_plot_is_a_png(tmp_path):
-    from leteo_fed.cli.naive_bayes import plot_model
+    from leteo_fed.cli.plots import plot_naive_bayes as plot_model
 
     sites = [Site(p) for p in sites_data()]
     for dp in (None, DP):
