@@ -131,8 +131,8 @@ def local_statistics(
     """The zero-filled per-class statistics of one site's rows (`table`, a SiteTable). Without
     DP a label outside the classes or a categorical value outside its domain refuses the round
     (rule classes), a numeric value beyond `value_bound` too (rule bounds); with DP such rows
-    are dropped and numeric values standardized to their `bounds`. A missing value refuses
-    either (rule values)."""
+    are dropped and numeric values standardized to their `bounds` (a DP spec's). A missing value
+    refuses either (rule values)."""
     k = layout.k
     y, ok = category_indices(_labels(table, label_column), classes)
     if not dp and not ok.all():
@@ -146,9 +146,9 @@ def local_statistics(
         inside = inside & ok_j
         cat_idx.append(idx)
     x = _numeric(table, layout.numeric, len(y))
-    if dp:
+    if bounds:  # a DP round's (every numeric feature has its bounds there)
         x = standardize(x, bounds)
-    else:
+    elif not dp:
         top = np.abs(x).max(axis=0) if len(x) else np.zeros(len(layout.numeric))
         for name, t in zip(layout.numeric, top.tolist(), strict=True):
             if t > value_bound:

@@ -655,3 +655,66 @@ def test_an_outside_value_is_refused_through_the_protocol_object():
     parts[0]["y"][0] = "zzz"
     with pytest.raises(LeteoError):
         typed_round(request(), [Site(p) for p in parts])
+
+
+# ------------------------------------------------------------------ the statistic kit
+
+
+def _kit_sites() -> list[dict[str, np.ndarray]]:
+    """Two sites whose numeric values lie within the kit's bound 3 (the statistic reads its
+    own columns: the kit takes its rows as they are); the first holds no class 'c'."""
+    rng = np.random.default_rng(5)
+    out = []
+    for n, classes in ((40, CLASSES[:2]), (50, CLASSES)):
+        y = rng.choice(classes, n)
+        out.append(
+            {
+                "y": y,
+                "x1": rng.uniform(-3, 3, n),
+                "x2": rng.uniform(-1, 2, n),
+                "color": rng.choice(COLORS, n),
+            }
+        )
+    return out
+
+
+KIT_REQUEST = request(("x1", "color", "x2"))
+
+
+def test_the_statistic_kit_passes_the_declaration():
+    """Round trip, row bounds, sensitivity (each class's group of blocks counted once) and the
+    owner's check of the noise; its wire is its proto messages (tested above), not the JSON of
+    a plugin's payload (`check_wire`)."""
+    from leteo_fed.protocols.secure_sum import SecureSumProtocol
+    from leteo_fed.testing.statistic_kit import (
+        check_bounds,
+        check_noise_is_verified,
+        check_round_trip,
+        check_sensitivity,
+    )
+
+    protocol = SecureSumProtocol(nb.NaiveBayes())
+    sites = _kit_sites()
+    check_round_trip(protocol, KIT_REQUEST, sites)
+    check_bounds(protocol, KIT_REQUEST, sites)
+    check_sensitivity(protocol, KIT_REQUEST, sites[0])
+    check_noise_is_verified(protocol, KIT_REQUEST, sites[0])
+    edge = {**sites[0], "x1": np.sign(sites[0]["x1"]) * 5.0}  # clipped to the bound: |u| = 1
+    check_sensitivity(protocol, KIT_REQUEST, edge)
+
+
+def test_the_kit_catches_groups_one_row_moves_together():
+    """A group per block instead of per class understates the share's sensitivity (one row
+    moves its class's count, sums and categories together): the kit says so, on rows beyond
+    the kit's DP bound (clipped to it: |u| = 1)."""
+    from leteo_fed.protocols.secure_sum import SecureSumProtocol
+    from leteo_fed.testing.statistic_kit import check_sensitivity
+
+    class PerBlock(nb.NaiveBayes):
+        def exclusive_blocks(self, spec):
+            return [[name] for group in super().exclusive_blocks(spec) for name in group]
+
+    with pytest.raises(AssertionError, match="beyond the integer sensitivity"):
+        site = _kit_sites()[0]
+        site = {**site, "x1": np.sign(site["x1"]) * 5.0, "x2": np.full(len(site["y"]), -5.0)}
+        check_sensitivity(SecureSumProtocol(PerBlock()), KIT_REQUEST, site)
