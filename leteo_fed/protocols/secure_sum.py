@@ -462,6 +462,8 @@ class SecureSumProtocol(FederatedProtocol):
     def describe(self, spec: Any, dp: DpSpec | None) -> str:
         if self.statistic.fixed_row_norm_bound is not None:  # nothing is clipped
             return self.statistic.describe(spec)
+        if self.statistic.clips_itself:  # to its own bounds, not to a row norm
+            return self.statistic.describe(spec)
         _, bounded = self.numeric(spec)
         if dp is None or not bounded:
             return self.statistic.describe(spec) + clip_note(dp)
