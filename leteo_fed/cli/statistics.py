@@ -5,7 +5,8 @@ A command's own flags come from its request dataclass, one per field (`--field-n
 of columns is comma-separated). A field's metadata may say more: `help`, `metavar` and
 `required` of its flag; or `flags`, the flags it is read from instead (name -> argparse
 keywords, `type` a callable or a field type as above; flags shared by several fields are added
-once) and `build`, the callable making the field's value from those flags' values (by name).
+once; None: a flag every command has, e.g. `dp_epsilon`, read and not added) and `build`, the
+callable making the field's value from those flags' values (by name).
 The flags every secure-sum command shares (aggregator, quorum, deadline, encoding, owners, DP,
 the noise preview, TLS, the output folder) are added here once. `--dry-run`, the noise check
 before a real DP round, the result file and the statistic's figure (`jobs.PLOTTERS`, by its
@@ -79,9 +80,12 @@ def add_request_flags(p: argparse.ArgumentParser, request_type: type) -> None:
     added: set[str] = set()
     for f in dataclasses.fields(request_type):
         for name, spec in f.metadata.get("flags", {}).items():
-            if name not in added:
+            if spec is not None and name not in added:
                 added.add(name)
-                p.add_argument(flag(name), dest=f"flag_{name}", **_flag_keywords(spec))
+                kwargs = _flag_keywords(spec)
+                if kwargs.get("action") in (None, "store", "append"):
+                    kwargs.setdefault("metavar", name.upper())  # not the dest's flag_ prefix
+                p.add_argument(flag(name), dest=f"flag_{name}", **kwargs)
         if "flags" in f.metadata:
             continue
         convert, kwargs = _field_type(hints[f.name])
@@ -102,7 +106,10 @@ def request_from_args(request_type: type, args: argparse.Namespace) -> Any:
     values = {}
     for f in dataclasses.fields(request_type):
         if "flags" in f.metadata:
-            given = {n: getattr(args, f"flag_{n}") for n in f.metadata["flags"]}
+            given = {
+                n: getattr(args, n if spec is None else f"flag_{n}")
+                for n, spec in f.metadata["flags"].items()
+            }
             values[f.name] = f.metadata["build"](**given)
             continue
         given = getattr(args, f"request_{f.name}")
@@ -151,7 +158,8 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
             default=out,
             help=f"output folder: writes OUT/{result_file} (default: {out})",
         )
-    add_dp_flags(p, bounds=statistic.takes_bounds, clips=not counts)
+    clips = not counts and not statistic.clips_itself  # else no bound to give: a budget alone
+    add_dp_flags(p, bounds=statistic.takes_bounds, clips=clips)
     add_noise_flags(p, "each released figure")
     add_tls(p, "analyst", "analyst")
     name_help(p)  # the declaration names parameters; its command's user reads flags
@@ -164,7 +172,10 @@ def run(protocol: Any, args: argparse.Namespace) -> int:
     if plot is not None and not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the figure, before any round is started
     request = request_from_args(statistic.request_type, args)
-    options = round_options(args)
+    given = {}
+    if statistic.clips_itself and args.dp_epsilon is not None:
+        given["row_norm_bound"] = statistic.implied_row_norm_bound(request)
+    options = round_options(args, **given)
 
     def dry_run(plan: Any, rows: int | None) -> int:
         return print_noise(protocol, plan, rows)

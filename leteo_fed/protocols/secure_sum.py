@@ -270,7 +270,7 @@ class SecureSumProtocol(FederatedProtocol):
         dp, noise_bound, sens, _ = plan_dp(
             dp_request,
             [*features, *bounded],
-            lambda c: integer_sensitivity(self.layout(spec, c, True), f, f),
+            lambda c: self.sensitivity(spec, c, f, f),
             n_values(self.layout(spec, 1.0, True)),
             f,
             min_owners,
@@ -430,6 +430,9 @@ class SecureSumProtocol(FederatedProtocol):
         )
         if dp is None:
             return
+        if enc.value_bound != (self.statistic.fixed_row_norm_bound or dp.row_norm_bound):
+            # the plan sizes a DP encoding at the round's bound: another is a forged one
+            raise ProtocolError("a DP round's encoding must be sized at its row-norm bound")
         if self.statistic.spark_engine and site.uses_spark:
             raise DataError(
                 'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
@@ -445,11 +448,21 @@ class SecureSumProtocol(FederatedProtocol):
         if enc is None:
             raise ProtocolError(f"a {self.statistic.name} round needs an encoding")
         bound = self.statistic.fixed_row_norm_bound or dp.row_norm_bound
+        return self.sensitivity(spec, bound, enc.scale_bits, enc.count_scale_bits)
+
+    def sensitivity(
+        self, spec: Any, bound: float, scale_bits: int, count_bits: int
+    ) -> noise.Sensitivity:
+        """A DP share's integer sensitivity at `bound`: its blocks', groups of which one row
+        moves a single one counted once (`exclusive_blocks`)."""
         blocks = self.layout(spec, bound, True)
-        return integer_sensitivity(blocks, enc.scale_bits, enc.count_scale_bits)
+        exclusive = self.statistic.exclusive_blocks(spec)
+        return integer_sensitivity(blocks, scale_bits, count_bits, exclusive)
 
     def describe(self, spec: Any, dp: DpSpec | None) -> str:
         if self.statistic.fixed_row_norm_bound is not None:  # nothing is clipped
+            return self.statistic.describe(spec)
+        if self.statistic.clips_itself:  # to its own bounds, not to a row norm
             return self.statistic.describe(spec)
         _, bounded = self.numeric(spec)
         if dp is None or not bounded:

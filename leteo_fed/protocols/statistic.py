@@ -14,9 +14,10 @@ statistic states four things and nothing else:
 
 Optional hooks, each documented where `SecureSumStatistic` declares it, say what only some
 statistics need (a row bound fixed for counts, a column clipped on its own, a spec a DP
-request completes, another layout in DP rounds, settings only the aggregator reads, a Spark
-engine, a noise report in closed form, a preview and a dry run of their own, a figure); none
-is needed by a plain sum of features.
+request completes, another layout in DP rounds, blocks of which one row moves only one group
+(one per class), columns it clips itself, settings only the aggregator reads, a Spark engine,
+a noise report in closed form, a preview and a dry run of their own, a figure); none is needed
+by a plain sum of features.
 
 `leteo_fed.protocols.secure_sum.SecureSumProtocol` does everything else once, for every
 statistic: planning, the owner's replay of the spec, clipping and public bounds, the fixed-point
@@ -92,24 +93,32 @@ def data_bound(blocks: Sequence[Block], max_rows: int, scale_bits: int, count_bi
 
 
 def integer_sensitivity(
-    blocks: Sequence[Block], scale_bits: int, count_bits: int
+    blocks: Sequence[Block],
+    scale_bits: int,
+    count_bits: int,
+    exclusive: Sequence[Sequence[str]] = (),
 ) -> noise.Sensitivity:
     """The sensitivity of one owner's encoded share, in integer units: a sum block's real-unit
     sensitivity times 2^f plus the rounding slack (|round(aF) - round(bF)| <= |a - b| F + 1 per
-    value); a count block's exactly, at 2^count_scale_bits."""
-    l1, l2_squared, n = 0.0, 0.0, 0
+    value); a count block's exactly, at 2^count_scale_bits. With `exclusive` groups of blocks
+    (`SecureSumStatistic.exclusive_blocks`), of which one row moves a single group, only the
+    largest group's L1 and L2 count, beside the blocks outside every group."""
+    moved: dict[str, tuple[float, float]] = {}
     for b in blocks:
         if b.kind == COUNT:
             unit = float(2**count_bits)
-            l1 += b.l1 * unit
-            l2_squared += (b.l2 * unit) ** 2
+            moved[b.name] = (b.l1 * unit, (b.l2 * unit) ** 2)
         else:
             unit = float(2**scale_bits)
-            l1 += b.l1 * unit + b.size
-            l2_squared += (b.l2 * unit + math.sqrt(b.size)) ** 2
-        n += b.size
+            moved[b.name] = (b.l1 * unit + b.size, (b.l2 * unit + math.sqrt(b.size)) ** 2)
+    grouped = {name for group in exclusive for name in group}
+    l1 = sum(moved[name][0] for name in moved if name not in grouped)
+    l2_squared = sum(moved[name][1] for name in moved if name not in grouped)
+    if exclusive:
+        l1 += max(sum(moved[name][0] for name in group) for group in exclusive)
+        l2_squared += max(sum(moved[name][1] for name in group) for group in exclusive)
     l2 = math.sqrt(l2_squared)
-    return noise.Sensitivity(l1=min(l1, math.sqrt(n) * l2), l2=l2)
+    return noise.Sensitivity(l1=min(l1, math.sqrt(n_values(blocks)) * l2), l2=l2)
 
 
 @dataclass(frozen=True)
@@ -234,6 +243,10 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     # Non-DP rounds on a Spark site take `spark_sums`; DP rounds clip rows in memory, so a
     # Spark site refuses them.
     spark_engine: ClassVar[bool] = False
+    # A statistic that reads its own columns (no `features`) and clips them itself to public
+    # bounds its request states (naive Bayes' per-feature bounds) takes no row-norm bound from
+    # the analyst's command: a DP request carries `implied_row_norm_bound` of the request.
+    clips_itself: ClassVar[bool] = False
 
     # ---------------------------------------------------------------- what is asked
 
@@ -265,6 +278,11 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         histogram), validated: `Release.settings` and `StatisticPlan.settings`."""
         return None
 
+    def implied_row_norm_bound(self, request: RequestT) -> float:
+        """`clips_itself`: the row-norm bound a DP request of `request` carries (e.g. the
+        largest |bound| the request states), what its spec falls back on."""
+        raise NotImplementedError(f"{self.name} takes its row-norm bound from the request")
+
     def check_spec(self, spec: SpecT) -> None:
         """The owner's check of a spec as relayed, beyond the replay (ProtocolError)."""
         return None
@@ -279,6 +297,13 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     def dp_blocks(self, spec: SpecT, bound: float) -> tuple[Block, ...]:
         """A DP round's layout, when it differs (e.g. every node of a tree of counts)."""
         return self.blocks(spec, bound)
+
+    def exclusive_blocks(self, spec: SpecT) -> Sequence[Sequence[str]]:
+        """Groups of blocks (by name) of which one row moves a single group's values and leaves
+        every other group's bit-identical (e.g. a group per class, each class's sums
+        accumulated apart): the share's DP sensitivity is the largest group's plus that of the
+        blocks outside every group, not their sum. (): one row may move every block."""
+        return ()
 
     @abstractmethod
     def sums(self, spec: SpecT, rows: Rows) -> Mapping[str, np.ndarray]:
