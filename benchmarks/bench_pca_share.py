@@ -96,10 +96,10 @@ from leteo_fed.encoding.packing import remove_masks, slot_totals, unpack
 from leteo_fed.errors import ConfigError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import discriminant, pca
-from leteo_fed.protocols.base import Common
 from leteo_fed.protocols.dp_release import ArraySite
 from leteo_fed.protocols.moments_round import PROTOCOL as MOMENTS
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsPlan, MomentsRequest
+from leteo_fed.protocols.requests import Common
 from leteo_fed.transport import membership
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig

@@ -27,7 +27,8 @@ from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.ledger import BUDGET_COMMANDS, PrivacyLedger
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import REPORTS, LedgerCharge
+from leteo_fed.protocols.interface import LedgerCharge
+from leteo_fed.protocols.round_types import REPORTS
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.rounds import Invitation
 from leteo_fed.transport.signing import Signer

@@ -25,7 +25,7 @@ from aggregator.rounds.secure_sum import SecureSum, SignedShares
 from aggregator.rounds.workers import Workers
 from aggregator.state import StateStore
 from leteo_fed.errors import LeteoError, PeerUnavailable
-from leteo_fed.protocols.base import REPORTS, Outcome, ProjectionQuery, RoundPlan, Step
+from leteo_fed.protocols.round_types import REPORTS, Outcome, ProjectionQuery, RoundPlan, Step
 from leteo_fed.transport import membership
 from leteo_fed.transport.metrics import AggregatorMetrics
 

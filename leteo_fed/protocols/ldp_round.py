@@ -20,19 +20,18 @@ from leteo_fed.privacy.accounting import PureEvent
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import (
+from leteo_fed.protocols.dp_plan import DpSpec
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.results import ReportTimings, Result, omitted, result_type
+from leteo_fed.protocols.round_types import (
     REPORTS,
-    Common,
-    DpRequest,
-    DpSpec,
-    FederatedProtocol,
     Outcome,
     ReportStream,
     RoundPlan,
     SiteData,
     Step,
 )
-from leteo_fed.protocols.results import ReportTimings, Result, omitted, result_type
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,28 +30,19 @@ from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.protocols import discriminant, dp_release, moments, pca, registry, rotation
-from leteo_fed.protocols.base import (
-    Common,
+from leteo_fed.protocols.dp_facts import clip_note, dp_facts, preview_facts, round_truth
+from leteo_fed.protocols.dp_plan import (
     DpSpec,
-    FederatedProtocol,
-    Outcome,
-    ProjectionQuery,
-    RoundPlan,
-    SiteData,
-    Step,
-    check_features,
     clip_count_value,
     clip_for_release,
-    clip_note,
-    dp_facts,
     plan_dp,
-    preview_facts,
     require_same_count_scale,
-    round_truth,
     split_clip_count,
     verify_dp,
 )
+from leteo_fed.protocols.interface import FederatedProtocol
 from leteo_fed.protocols.moments import ALL_ROWS, Grouping
+from leteo_fed.protocols.requests import Common, check_features
 from leteo_fed.protocols.results import (
     DpFacts,
     Result,
@@ -60,6 +51,7 @@ from leteo_fed.protocols.results import (
     omitted,
     result_type,
 )
+from leteo_fed.protocols.round_types import Outcome, ProjectionQuery, RoundPlan, SiteData, Step
 
 METHODS = ("pca", "dca", "lda", "mdr")
 PREVIEW_CORRELATION = 0.5  # the preview's columns: mixed eigenvectors, the noisier case

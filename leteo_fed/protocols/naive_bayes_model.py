@@ -12,7 +12,7 @@ import numpy as np
 
 from leteo_fed.errors import DataError
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.protocols.base import preview_facts
+from leteo_fed.protocols.dp_facts import preview_facts
 from leteo_fed.protocols.naive_bayes_fit import Layout, category_indices, mean_and_variance_errors
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from leteo_fed.errors import ConfigError, DataError
-from leteo_fed.protocols.base import check_features
 from leteo_fed.protocols.crosstab_grid import column_values
 from leteo_fed.protocols.naive_bayes_fit import Layout, NaiveBayesBound, NaiveBayesDomain
+from leteo_fed.protocols.requests import check_features
 
 MAX_VALUES = 65_536  # encrypted values per owner share
 DEFAULT_VAR_SMOOTHING = 1e-9  # scikit-learn's GaussianNB default

@@ -23,7 +23,8 @@ from typing import Any
 
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import Common, DpSpec, FederatedProtocol, Outcome, RoundPlan, Step
+from leteo_fed.protocols.dp_plan import DpSpec
+from leteo_fed.protocols.interface import FederatedProtocol
 from leteo_fed.protocols.plugin_loader import (
     PluginProtocol,
     canonical_json,
@@ -31,6 +32,8 @@ from leteo_fed.protocols.plugin_loader import (
     from_json,
     installed,
 )
+from leteo_fed.protocols.requests import Common
+from leteo_fed.protocols.round_types import Outcome, RoundPlan, Step
 from leteo_fed.protocols.secure_sum import StatisticPlan
 
 PAYLOAD = "statistic"

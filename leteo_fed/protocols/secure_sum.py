@@ -38,27 +38,21 @@ from leteo_fed.encoding.share import (
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.protocols.base import (
-    Common,
+from leteo_fed.protocols.dp_facts import clip_note, dp_facts, preview_facts, round_truth
+from leteo_fed.protocols.dp_plan import (
     DpSpec,
-    FederatedProtocol,
-    Outcome,
-    RoundPlan,
-    SiteData,
-    Step,
     clip_count_value,
     clip_for_release,
-    clip_note,
-    dp_facts,
     plan_dp,
-    preview_facts,
     require_same_count_scale,
-    round_truth,
     split_clip_count,
     verify_dp,
 )
 from leteo_fed.protocols.dp_release import stated_truth
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.requests import Common
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, to_dict
+from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
 from leteo_fed.protocols.statistic import (
     COUNT,
     Block,

@@ -130,7 +130,7 @@ class Rows:
     every feature value, `max_rows` the round's most rows per owner."""
 
     x: np.ndarray
-    table: Any  # leteo_fed.protocols.base.SiteTable
+    table: Any  # leteo_fed.protocols.round_types.SiteTable
     bound: float
     dp: bool = False
     max_rows: int = 0

@@ -32,8 +32,11 @@ import numpy as np
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import ProtocolError
 from leteo_fed.privacy.bounds import ColumnBounds
-from leteo_fed.protocols.base import Common, DpRequest, Outcome, clip_for_release, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
+from leteo_fed.protocols.dp_plan import clip_for_release
 from leteo_fed.protocols.dp_release import ArraySite
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.round_types import Outcome
 from leteo_fed.protocols.secure_sum import SecureSumProtocol
 from leteo_fed.protocols.statistic import Rows, SecureSumStatistic
 

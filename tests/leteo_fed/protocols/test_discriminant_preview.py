@@ -14,12 +14,12 @@ import numpy as np
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import moments, registry
-from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.moments_round import (
     LabelClasses,
     MomentsRequest,
     discriminant_noise_preview,
 )
+from leteo_fed.protocols.requests import Common, DpRequest
 
 REPEATS = 300
 FEATURES = ("a", "b", "c")
