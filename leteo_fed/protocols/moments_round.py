@@ -223,6 +223,11 @@ class MomentsProtocol(SecureSumProtocol):
 
     # ---------------------------------------------------------------- owner side
 
+    def request_columns(self, request: MomentsRequest) -> list[str]:
+        """Every column the request names, as it names them (not validated: an owner reads no
+        other, whatever the request is)."""
+        return [*request.features, *(g.label_column for g in request.groupings)]
+
     def reveal_mode(self, spec: MomentsSpec) -> str:
         # rotated statistics: the CSP computes only directions, the aggregator never the sum
         return "projection" if spec.rotation else "blinded"
