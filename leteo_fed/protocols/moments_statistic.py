@@ -58,7 +58,7 @@ def groupings_from_flags(
     privacy_classes: list[str] | None,
 ) -> tuple[LabelClasses, ...]:
     """The declared (label, classes) of a discriminant command: MDR adds the label to hide."""
-    groupings = (LabelClasses(label_column or "", tuple(classes or ())),)
+    groupings: tuple[LabelClasses, ...] = (LabelClasses(label_column or "", tuple(classes or ())),)
     if method == "mdr":
         if not privacy_label_column or not privacy_classes:
             raise ConfigError(
