@@ -56,6 +56,7 @@ from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
 from leteo_fed.protocols.statistic import (
     COUNT,
     Block,
+    NoiseReport,
     Release,
     Rows,
     SecureSumStatistic,
@@ -207,6 +208,19 @@ class SecureSumProtocol(FederatedProtocol):
             return self.statistic.dp_blocks(spec, bound)
         return self.statistic.blocks(spec, bound)
 
+    def sensitivity(
+        self, spec: Any, bound: float, scale_bits: int, count_bits: int
+    ) -> noise.Sensitivity:
+        """A DP share's integer sensitivity at row-norm bound `bound`: the statistic's own in
+        closed form (`share_sensitivity`), else its DP layout's, groups of which one row moves
+        a single one counted once (`exclusive_blocks`)."""
+        own = self.statistic.share_sensitivity(spec, bound, scale_bits, count_bits)
+        if own is not None:
+            return own
+        blocks = self.layout(spec, bound, True)
+        exclusive = self.statistic.exclusive_blocks(spec)
+        return integer_sensitivity(blocks, scale_bits, count_bits, exclusive)
+
     def numeric(self, spec: Any) -> tuple[list[str], dict[str, float]]:
         """The columns read into x: the features, then the bounded columns and their bounds."""
         return list(self.statistic.features(spec)), dict(self.statistic.bounded_columns(spec))
@@ -296,7 +310,7 @@ class SecureSumProtocol(FederatedProtocol):
         if plan.dp is not None and plan.sensitivity is not None:
             start = time.perf_counter()
             report = self.statistic.noise_report(plan.spec, fields, totals, release)
-            n_rows = float(fields.get("n_rows", 0) or 0)
+            n_rows = float(fields.get(self.statistic.rows_field, 0) or 0)
             if report.figure_noise is None:
                 truth = round_truth(
                     plan.dp,
@@ -314,24 +328,39 @@ class SecureSumProtocol(FederatedProtocol):
                 truth = stated_truth(figures, report.figure_noise, n_rows, clipped, report.warnings)
             fields = self.statistic.with_noise(plan.spec, fields, truth.figure_noise_std)
             outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
-            texts = {"post_processing": report.post_processing} if report.post_processing else {}
-            dp = dp_facts(
-                report.mechanism or "distributed Skellam noise on every encoded total",
-                plan.dp,
-                plan.sensitivity,
-                truth,
-                skellam_mu_aggregate=plan.dp.aggregate_mu(outcome.n_owners),
-                noise_std_per_value=release.noise_std,
-                note=report.note
-                or (
-                    "every value clipped to its column's public bounds and scaled to [-1, 1], "
-                    if plan.dp.bounds
-                    else ""
-                )
-                + "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
-                **texts,
-            )
+            dp = self.release_facts(plan, outcome.n_owners, truth, report)
         return Step(self.make_result(plan, fields, outcome, dp))
+
+    def release_facts(
+        self,
+        plan: StatisticPlan,
+        n_owners: int,
+        truth: Any = None,
+        report: NoiseReport | None = None,
+    ) -> DpFacts | None:
+        """What a DP result says of its noise (None without DP): the round's noise at the
+        owners summed, with the release's `truth` (`dp_release.Truth`) and the statistic's
+        `report` texts if given."""
+        if plan.dp is None or plan.sensitivity is None:
+            return None
+        report = report or NoiseReport()
+        texts = {"post_processing": report.post_processing} if report.post_processing else {}
+        return dp_facts(
+            report.mechanism or "distributed Skellam noise on every encoded total",
+            plan.dp,
+            plan.sensitivity,
+            truth,
+            skellam_mu_aggregate=plan.dp.aggregate_mu(n_owners),
+            noise_std_per_value=plan.dp.noise_std(n_owners, plan.encoding.scale_bits),
+            note=report.note
+            or (
+                "every value clipped to its column's public bounds and scaled to [-1, 1], "
+                if plan.dp.bounds
+                else ""
+            )
+            + "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+            **texts,
+        )
 
     def make_result(self, plan: StatisticPlan, fields: dict, outcome: Outcome, dp: Any) -> Any:
         if self.statistic.result_type is None:
@@ -362,6 +391,7 @@ class SecureSumProtocol(FederatedProtocol):
             n_owners=n_owners,
             bound=enc.value_bound,
             settings=plan.settings,
+            quorum_noise_std=plan.dp.noise_std(plan.dp.quorum, enc.scale_bits) if plan.dp else 0.0,
         )
         return Totals(blocks, totals, enc.scale_bits, enc.count_scale_bits), release
 
@@ -443,15 +473,6 @@ class SecureSumProtocol(FederatedProtocol):
             raise ProtocolError(f"a {self.statistic.name} round needs an encoding")
         bound = self.statistic.fixed_row_norm_bound or dp.row_norm_bound
         return self.sensitivity(spec, bound, enc.scale_bits, enc.count_scale_bits)
-
-    def sensitivity(
-        self, spec: Any, bound: float, scale_bits: int, count_bits: int
-    ) -> noise.Sensitivity:
-        """A DP share's integer sensitivity at `bound`: its blocks', groups of which one row
-        moves a single one counted once (`exclusive_blocks`)."""
-        blocks = self.layout(spec, bound, True)
-        exclusive = self.statistic.exclusive_blocks(spec)
-        return integer_sensitivity(blocks, scale_bits, count_bits, exclusive)
 
     def describe(self, spec: Any, dp: DpSpec | None) -> str:
         if self.statistic.fixed_row_norm_bound is not None:  # nothing is clipped

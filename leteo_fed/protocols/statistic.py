@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -199,6 +199,9 @@ class Release:
     n_owners: int
     bound: float  # the bound every feature value met (the row-norm bound of a DP round)
     settings: Any = None  # the statistic's `settings` of the request (aggregator-only)
+    # the noise std per sum value with the quorum's shares alone (0 without DP): what the plan
+    # knew before the round, e.g. for a post-processing sized to the noise ahead of time
+    quorum_noise_std: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,23 @@ class NoiseReport:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Command:
+    """One of several commands of a statistic (`SecureSumStatistic.commands`), each a form of
+    its request: `name` (also the label its jobs' result file is found by), `help`,
+    `description`, the request fields it sets itself (`fixed`, by name: no flag), the flags'
+    defaults it changes (`defaults`, by field name), the fields it offers no flag for
+    (`omit`) and what its dry run gives the expected error of (`previews`)."""
+
+    name: str
+    help: str
+    description: str = ""
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    omit: tuple[str, ...] = ()
+    previews: str = "each released figure"
+
+
 class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     """A secure-sum statistic as its author declares it (see the module's docstring).
 
@@ -223,7 +243,9 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     dataclasses), `result_type` (a `results.Result` dataclass built from `result`'s fields, with its proto
     message; a plugin has none and gets `secure_sum.StatisticResult`),
     `summary` (the result fields the CLI prints on one line) and `help` (the command's text),
-    `plot_file` (the figure the command draws, by the plotter of the result's wire name)."""
+    `plot_file` (the figure the command draws, by the plotter of the result's wire name),
+    `commands` (several commands of one statistic: `Command`; none: one, from `command`,
+    `help` and `description`), `rows_field` (the result field counting the rows released)."""
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
@@ -237,6 +259,8 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     description: ClassVar[str] = ""
     takes_bounds: ClassVar[bool] = True  # DP features may be clipped to public bounds
     plot_file: ClassVar[str | None] = None  # the command's figure (cli.jobs.PLOTTERS)
+    commands: ClassVar[tuple[Command, ...]] = ()  # () : one command
+    rows_field: ClassVar[str] = "n_rows"  # the result's count of rows (the DP noise report's)
     # A statistic of counts (a row adds at most one to each value) clips nothing: its DP rounds
     # have this row bound whatever the request says, and it takes no value_bound.
     fixed_row_norm_bound: ClassVar[float | None] = None
@@ -304,6 +328,14 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         accumulated apart): the share's DP sensitivity is the largest group's plus that of the
         blocks outside every group, not their sum. (): one row may move every block."""
         return ()
+
+    def share_sensitivity(
+        self, spec: SpecT, bound: float, scale_bits: int, count_bits: int
+    ) -> noise.Sensitivity | None:
+        """The integer sensitivity of a DP round's share at row-norm bound `bound`, in closed
+        form, where the sum over the blocks (`integer_sensitivity`) overstates it: e.g. blocks
+        of which one row moves only one (a class's sums). None: the blocks' sum."""
+        return None
 
     @abstractmethod
     def sums(self, spec: SpecT, rows: Rows) -> Mapping[str, np.ndarray]:
