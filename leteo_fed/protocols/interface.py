@@ -36,6 +36,7 @@ from leteo_fed.protocols.requests import (
     DpRequest,
 )
 from leteo_fed.protocols.round_types import (
+    REPORTS,
     SECURE_SUM,
     Outcome,
     ProjectionQuery,
@@ -56,13 +57,13 @@ class LedgerCharge:
     further: int = 0  # later rounds of the job that must fit too
 
 
-class FederatedProtocol(ABC):
-    """One protocol; `name` is its payload field in RoundRequest and RoundSpec."""
+class AnalystSide:
+    """What the analyst's command and client read of a protocol: its names, its result files,
+    how its request travels, how long a job may take, and how the preview simulates rows."""
 
     name: ClassVar[str]
     request_type: ClassVar[type]
     spec_type: ClassVar[type]
-    kind: ClassVar[str] = SECURE_SUM
     multi_round: ClassVar[bool] = False  # a job of several rounds (round ids get "-it<t>")
     plot_file: ClassVar[str | None] = None  # the figure the CLI draws of a result, if any
     # A protocol where a row adds at most one count to each released value (crosstab,
@@ -86,7 +87,24 @@ class FederatedProtocol(ABC):
         `statistic` payload, `plugins`)."""
         return request
 
-    # ---------------------------------------------------------------- aggregator side
+    def job_timeout(self, request: Any, deadline_seconds: float) -> float:
+        """How long the analyst waits for a job of this request whose rounds each have
+        `deadline_seconds` (single-round protocols: the deadline)."""
+        return deadline_seconds
+
+    def preview_data(
+        self, plan: Any, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The preview's simulated rows made fit for this protocol (e.g. a label that depends
+        on the features), and what that adds to the stated assumption ("" : nothing)."""
+        return columns, ""
+
+
+class JobSide(ABC):
+    """The aggregator's job loop: a plan from the request, each round's spec, what a finished
+    round gives, and the state a restarted aggregator resumes from."""
+
+    name: ClassVar[str]
 
     @abstractmethod
     def plan(self, request: Any, common: Common) -> Any:
@@ -120,26 +138,30 @@ class FederatedProtocol(ABC):
         ProtocolError if the snapshot does not fit the plan."""
         raise ProtocolError(f"{self.name} jobs cannot resume from a snapshot")
 
-    def new_accumulator(self, plan: Any) -> Any:
-        """Report protocols: the accumulator the round's reports are folded into."""
-        raise NotImplementedError(f"{self.name} takes no reports")
-
-    def projection_query(self, plan: Any, state: Any, n_owners: int) -> ProjectionQuery:
-        raise NotImplementedError(f"{self.name} has no projection-only mode")
+    def max_rounds(self, plan: Any) -> int:
+        """The most rounds a job planned from this request may have (k-means: T iterations)."""
+        return 1
 
     def progress(self, plan: Any, index: int, round_id: str) -> str:
         return ""
 
-    # ---------------------------------------------------------------- what owners verify
+    def failure(self, plan: Any, index: int, message: str) -> str:
+        """The job's message when round `index` failed."""
+        return message
 
-    def job_timeout(self, request: Any, deadline_seconds: float) -> float:
-        """How long the analyst waits for a job of this request whose rounds each have
-        `deadline_seconds` (single-round protocols: the deadline)."""
-        return deadline_seconds
 
-    def max_rounds(self, plan: Any) -> int:
-        """The most rounds a job planned from this request may have (k-means: T iterations)."""
-        return 1
+class OwnerSide(ABC):
+    """What an owner verifies before it computes anything: the round it expects (replayed from
+    the signed request with the job side's `start` and `next_round`), the columns it reads,
+    the reveal mode, and the sensitivity it recomputes."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def start(self, plan: Any, job_id: str, invited: list[str]) -> Any: ...  # JobSide's
+
+    @abstractmethod
+    def next_round(self, plan: Any, state: Any, index: int) -> RoundPlan: ...  # JobSide's
 
     def expected_round(
         self, plan: Any, job_id: str, invited: list[str], index: int, received: Any
@@ -157,12 +179,6 @@ class FederatedProtocol(ABC):
         release of its own."""
         return False
 
-    def failure(self, plan: Any, index: int, message: str) -> str:
-        """The job's message when round `index` failed."""
-        return message
-
-    # ---------------------------------------------------------------- owner side
-
     @abstractmethod
     def columns(self, spec: Any) -> list[str]:
         """The site columns the round reads."""
@@ -172,16 +188,6 @@ class FederatedProtocol(ABC):
         """The site columns the analyst's request names. An owner reads only columns its
         analyst signed for: `columns(spec)` of every round planned from the request must be
         among these, whatever the aggregator relays."""
-
-    def request_budget(self, request: Any, dp: DpRequest | None) -> Budget | None:
-        """The most a job planned from this request may charge each owner (None: the analyst
-        asked for no DP), compared by owners with `job_budget` of the spec they receive."""
-        return dp.budget if dp is not None else None
-
-    def job_budget(self, spec: Any, dp: DpSpec | None) -> Budget | None:
-        """What the whole job of this round charges an owner, as the spec declares it (a
-        multi-round protocol counts every round); None: nothing."""
-        return self.charge(spec, dp)
 
     def dimension(self, spec: Any) -> int:
         """Features per row, declared in the share's header."""
@@ -206,6 +212,33 @@ class FederatedProtocol(ABC):
         against and what the round's privacy event is charged at. None: the protocol has no
         DP share (then the charge is an ApproxEvent of `charge`)."""
         return None
+
+
+class LedgerSide(ABC):
+    """What an owner's ledger records of a round: the budget the request allows and the job
+    declares, the round's charge and privacy event, the budget the owner must still have, and
+    the entry's mechanism and note. It reads the owner's side
+    (`OwnerSide.columns`, `dp_sensitivity`)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def columns(self, spec: Any) -> list[str]: ...
+
+    @abstractmethod
+    def dp_sensitivity(
+        self, spec: Any, encoding: ShareEncoding | None, dp: DpSpec
+    ) -> noise.Sensitivity | None: ...
+
+    def request_budget(self, request: Any, dp: DpRequest | None) -> Budget | None:
+        """The most a job planned from this request may charge each owner (None: the analyst
+        asked for no DP), compared by owners with `job_budget` of the spec they receive."""
+        return dp.budget if dp is not None else None
+
+    def job_budget(self, spec: Any, dp: DpSpec | None) -> Budget | None:
+        """What the whole job of this round charges an owner, as the spec declares it (a
+        multi-round protocol counts every round); None: nothing."""
+        return self.charge(spec, dp)
 
     def charge(self, spec: Any, dp: DpSpec | None) -> Budget | None:
         """What this round spends from the owner's budget under basic composition (None:
@@ -259,6 +292,21 @@ class FederatedProtocol(ABC):
         """The ledger note of a charge."""
         return f"{self.name} on {', '.join(self.columns(spec))}"
 
+
+class FederatedProtocol(AnalystSide, JobSide, OwnerSide, LedgerSide, ABC):
+    """One protocol, as every party calls it; `name` is its payload field in RoundRequest and
+    RoundSpec. A protocol is either a secure sum (`SecureSumRounds`) or a round of reports
+    (`ReportRounds`)."""
+
+    kind: ClassVar[str]
+
+
+class SecureSumRounds(FederatedProtocol):
+    """Owners send Paillier-encrypted, packed integers; the CSP reveals their sum."""
+
+    kind: ClassVar[str] = SECURE_SUM
+
+    @abstractmethod
     def share_values(
         self,
         spec: Any,
@@ -270,18 +318,27 @@ class FederatedProtocol(ABC):
         """Secure-sum protocols: this site's encoded statistics (before noise)."""
         raise NotImplementedError(f"{self.name} sends no encrypted share")
 
-    def preview_data(
-        self, plan: Any, columns: dict[str, np.ndarray], rng: np.random.Generator
-    ) -> tuple[dict[str, np.ndarray], str]:
-        """The preview's simulated rows made fit for this protocol (e.g. a label that depends
-        on the features), and what that adds to the stated assumption ("" : nothing)."""
-        return columns, ""
 
-    def release_figures(self, plan: Any, totals: list[int], n_owners: int) -> dict[str, float]:
-        """Secure-sum DP releases with public bounds: the figures the round's (noisy) totals
-        give, in natural units, by name (`dp_release`: the preview and the stated noise)."""
-        raise NotImplementedError(f"{self.name} states no release figures")
+class ProjectionRounds(ABC):
+    """A secure sum whose reveal may be a projection (`reveal_mode` "projection"): the
+    CSP answers the aggregator's query on the summed share, never the share itself."""
 
+    @abstractmethod
+    def projection_query(self, plan: Any, state: Any, n_owners: int) -> ProjectionQuery:
+        """What the CSP projects a round's revealed sum onto."""
+
+
+class ReportRounds(FederatedProtocol):
+    """Owners send perturbed reports (LDP); the aggregator folds them into an accumulator."""
+
+    kind: ClassVar[str] = REPORTS
+
+    @abstractmethod
+    def new_accumulator(self, plan: Any) -> Any:
+        """Report protocols: the accumulator the round's reports are folded into."""
+        raise NotImplementedError(f"{self.name} takes no reports")
+
+    @abstractmethod
     def reports(
         self, spec: Any, site: SiteData, rng: np.random.Generator, timings: dict[str, float]
     ) -> ReportStream:
@@ -289,7 +346,7 @@ class FederatedProtocol(ABC):
         raise NotImplementedError(f"{self.name} sends no reports")
 
 
-class MultiRoundJob:
+class MultiRoundJob(ABC):
     """The budget of a multi-round DP job (k-means, logistic regression), for a
     `FederatedProtocol` whose spec says its iteration and the job's T (`iterations_of`): each
     round's noise is calibrated so that the T rounds together give the signed (epsilon, delta)
@@ -297,9 +354,9 @@ class MultiRoundJob:
 
     name: ClassVar[str]
 
+    @abstractmethod
     def iterations_of(self, spec: Any) -> tuple[int, int]:
         """(this round's iteration, the job's T) as the spec declares them."""
-        raise NotImplementedError
 
     def charge(self, spec: Any, dp: DpSpec | None) -> Budget | None:
         """The iteration's share of the job's signed (epsilon, delta), against the analyst's

@@ -35,7 +35,10 @@ from leteo_fed.protocols.dp_plan import (
     split_clip_count,
     verify_dp,
 )
-from leteo_fed.protocols.interface import FederatedProtocol, MultiRoundJob
+from leteo_fed.protocols.interface import (
+    MultiRoundJob,
+    SecureSumRounds,
+)
 from leteo_fed.protocols.requests import Common, check_features
 from leteo_fed.protocols.results import EncodingFacts, ReleaseNoiseFacts, Result, result_type
 from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
@@ -249,7 +252,7 @@ def kmeans_noise_preview(
     return doc
 
 
-class KmeansProtocol(MultiRoundJob, FederatedProtocol):
+class KmeansProtocol(MultiRoundJob, SecureSumRounds):
     name = "kmeans"
     takes_bounds = True
     request_type = KmeansRequest

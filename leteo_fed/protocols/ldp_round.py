@@ -21,11 +21,10 @@ from leteo_fed.privacy.budget import Budget
 from leteo_fed.protocols import ldp_collection as lc
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.dp_plan import DpSpec
-from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.interface import ReportRounds
 from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.protocols.results import ReportTimings, Result, omitted, result_type
 from leteo_fed.protocols.round_types import (
-    REPORTS,
     Outcome,
     ReportStream,
     RoundPlan,
@@ -169,11 +168,10 @@ class LdpPlan:
 NAIVE_BAYES_LABEL = "ldp_naive_bayes"  # the round label (owner policies, jobs) of naive Bayes
 
 
-class LdpProtocol(FederatedProtocol):
+class LdpProtocol(ReportRounds):
     name = "ldp"
     request_type = lc.LdpRequest
     spec_type = lc.LdpSpec
-    kind = REPORTS
     plot_file = None  # drawn by `leteo-fed ldp collect` / `ldp naive-bayes` (ldp.png, nb.png)
 
     def result_file(self, label: str) -> str | None:

@@ -65,7 +65,10 @@ from leteo_fed.protocols.dp_plan import (
     split_clip_count,
     verify_dp,
 )
-from leteo_fed.protocols.interface import FederatedProtocol, MultiRoundJob
+from leteo_fed.protocols.interface import (
+    MultiRoundJob,
+    SecureSumRounds,
+)
 from leteo_fed.protocols.linreg_fit import COLLINEAR_RCOND, FLOOR_FACTOR, floor_eigenvalues
 from leteo_fed.protocols.requests import Common, check_features
 from leteo_fed.protocols.results import (
@@ -575,7 +578,7 @@ def natural_units_map(bounds: Sequence[ColumnBounds]) -> np.ndarray:
     return t
 
 
-class LogregProtocol(MultiRoundJob, FederatedProtocol):
+class LogregProtocol(MultiRoundJob, SecureSumRounds):
     name = PROTOCOL_NAME
     takes_bounds = True
     request_type = LogregRequest

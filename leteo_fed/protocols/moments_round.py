@@ -30,6 +30,7 @@ from leteo_fed.encoding.share import (
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.protocols import pca, registry, rotation
 from leteo_fed.protocols.dp_plan import DpSpec
+from leteo_fed.protocols.interface import ProjectionRounds
 from leteo_fed.protocols.moments_preview import (
     discriminant_noise_preview as discriminant_noise_preview,
 )
@@ -97,7 +98,7 @@ def ridge_noise_floor(plan: StatisticPlan) -> float:
     return RIDGE_FLOOR * math.sqrt(len(plan.spec.features)) * sigma
 
 
-class MomentsProtocol(SecureSumProtocol):
+class MomentsProtocol(SecureSumProtocol, ProjectionRounds):
     """The adapter of `Moments`; its jobs are labelled by their method (pca, dca, lda, mdr)."""
 
     def __init__(self) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.protocols import registry
 from leteo_fed.protocols.dp_plan import DpSpec
-from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.interface import SecureSumRounds
 from leteo_fed.protocols.plugin_loader import (
     PluginProtocol,
     canonical_json,
@@ -53,7 +53,7 @@ class StatisticSpec:
     params_json: str
 
 
-class PluginDispatch(FederatedProtocol):
+class PluginDispatch(SecureSumRounds):
     """The `statistic` payload: finds the named plugin and lets its adapter do the work, with
     the plugin's own request and spec unwrapped from (and wrapped back into) their JSON."""
 

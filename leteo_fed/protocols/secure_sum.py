@@ -49,7 +49,7 @@ from leteo_fed.protocols.dp_plan import (
     verify_dp,
 )
 from leteo_fed.protocols.dp_release import stated_truth
-from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.interface import SecureSumRounds
 from leteo_fed.protocols.requests import Common
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, to_dict
 from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
@@ -184,7 +184,7 @@ class StatisticResult(RoundFacts, Result):
         return {"value": [self.figures[n] for n in names]}, names, "figure"
 
 
-class SecureSumProtocol(FederatedProtocol):
+class SecureSumProtocol(SecureSumRounds):
     """The `FederatedProtocol` of one declared statistic."""
 
     def __init__(self, statistic: SecureSumStatistic, *, plugin: bool = False) -> None:
