@@ -55,11 +55,10 @@ FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("kmeans", "add_parsers", "sub+demo", ("kmeans", DEMO)),  # kmeans; demo kmeans
     ("dp_kmeans", "add_parser", "sub", ("dp-kmeans",)),
     ("synthesize", "add_parser", "sub", ("synthesize",)),
-    ("logreg", "add_parser", "sub", ("logreg",)),
     ("naive_bayes", "add_parser", "sub", ("naive-bayes",)),
     # one command per declared statistic, built-in or plugin (stats, correlation, ...): their
     # names come from the registry, so a command line naming one builds the whole tree
-    # (stats, correlation, linreg, crosstab, quantiles, and every plugin)
+    # (stats, correlation, linreg, logreg, crosstab, quantiles, and every plugin)
     ("statistics", "add_parsers", "sub", ()),
     ("jobs", "add_parsers", "sub", ("jobs", "result")),
     ("health", "add_parser", "sub", ("health",)),

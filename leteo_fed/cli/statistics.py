@@ -10,6 +10,13 @@ The flags every secure-sum command shares (aggregator, quorum, deadline, encodin
 the noise preview, TLS, the output folder) are added here once. `--dry-run`, the noise check
 before a real DP round, the result file and the statistic's figure (`jobs.PLOTTERS`, by its
 result's wire name, with `--no-plot`) work the same way for every statistic.
+
+A statistic names parameters, never flags: the command's description, the dry run's lines and
+the notes printed after a result (a statistic's optional `notes(result)`, e.g. a multi-round
+job that did not converge) have every parameter in backticks (`max_iterations`) rewritten to
+this command's flag (`cli.flags`). A statistic may also word the shared flags' help: its
+`round_help` (the quorum's and the deadline's, e.g. "of each iteration" for a multi-round job)
+and `noise_of` (what `--dry-run` previews the noise of).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from leteo_fed import extras
+from leteo_fed.cli.flags import flag_map, name_flags
 from leteo_fed.cli.noise import add_noise_flags, check_locally, print_preview, print_verdict
 from leteo_fed.cli.options import (
     SubParsers,
@@ -140,7 +148,7 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
     add_aggregator_address(p)
     add_request_flags(p, statistic.request_type)
     counts = statistic.fixed_row_norm_bound is not None  # a round of counts: nothing to bound
-    add_round_flags(p, value_bound=not counts)
+    add_round_flags(p, *getattr(statistic, "round_help", ()), value_bound=not counts)
     if statistic.plot_file:
         add_result_output(p, out, result_file, statistic.plot_file)
     else:
@@ -151,12 +159,14 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
             help=f"output folder: writes OUT/{result_file} (default: {out})",
         )
     add_dp_flags(p, bounds=statistic.takes_bounds, clips=not counts)
-    add_noise_flags(p, "each released figure")
+    add_noise_flags(p, getattr(statistic, "noise_of", "each released figure"))
     add_tls(p, "analyst", "analyst")
-    set_handler(p, lambda args: run(protocol, args))
+    flags = flag_map(p)
+    p.description = name_flags(description, None, flags)
+    set_handler(p, lambda args: run(protocol, args, flags))
 
 
-def run(protocol: Any, args: argparse.Namespace) -> int:
+def run(protocol: Any, args: argparse.Namespace, flags: dict[str, str] | None = None) -> int:
     statistic = protocol.statistic
     plot = plotter(statistic)
     if plot is not None and not args.no_plot and not args.dry_run:
@@ -165,7 +175,7 @@ def run(protocol: Any, args: argparse.Namespace) -> int:
     options = round_options(args)
 
     def dry_run(plan: Any, rows: int | None) -> int:
-        return print_noise(protocol, plan, rows)
+        return print_noise(protocol, plan, rows, flags or {})
 
     stop = check_locally(
         request, options, protocol.noise_preview, args, dry_run, plan_without_dp=True
@@ -173,11 +183,16 @@ def run(protocol: Any, args: argparse.Namespace) -> int:
     if stop is not None:
         return stop
     summary = statistic.summary or ("round_id", "owners")
-    run_and_write(args, request, options, analyst_client, summary, plot, note_plot=True)
+    result = run_and_write(args, request, options, analyst_client, summary, plot, note_plot=True)
+    notes = getattr(statistic, "notes", None)
+    for note in notes(result) if notes is not None else ():
+        print(name_flags(note, None, flags or {}), file=sys.stderr)
     return 0
 
 
-def print_noise(protocol: Any, plan: Any, rows: int | None) -> int:
+def print_noise(
+    protocol: Any, plan: Any, rows: int | None, flags: dict[str, str] | None = None
+) -> int:
     """`--dry-run` without public bounds: the noise of every released value and, at --rows,
     each figure's expected error (or what the statistic says of its own preview); nothing is
     sent."""
@@ -195,7 +210,7 @@ def print_noise(protocol: Any, plan: Any, rows: int | None) -> int:
         for figure, error in (doc.get("expected_error") or {}).items():
             lines.append(f"  {figure} +/- {error:.4g} (1 std)")
     for line in lines:
-        print(line, file=sys.stderr)
+        print(name_flags(line, None, flags or {}), file=sys.stderr)
     print_verdict(doc)
     return 0
 
