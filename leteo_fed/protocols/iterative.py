@@ -89,6 +89,7 @@ class IterativePlan(StatisticPlan):
     `dp_total` the job's (epsilon, delta)."""
 
     dp_total: tuple[float, float] | None = None
+    iterations: int = 0  # the signed most iterations, T
 
 
 @dataclass
@@ -181,8 +182,13 @@ class IterativeStatistic(SecureSumStatistic[Any, Any]):
         """The columns the request names (the owner's authorization, before any plan)."""
         return [*self.features(self.spec(request)), *self.other_columns(self.spec(request))]
 
+    def check_state(self, spec: Any, encoding: ShareEncoding) -> None:
+        """The owner's check of the state a relayed spec carries, in this round's encoding
+        (default: `check_spec`): its shape and bounds (DataError naming the field)."""
+        self.check_spec(spec)
+
     @abstractmethod
-    def follow(self, spec: Any, received: Any) -> Any:
+    def follow(self, plan: IterativePlan, spec: Any, received: Any) -> Any:
         """Iteration > 1's spec as an owner takes it: `spec` (the signed parts, replayed) with
         the state the aggregator chose taken from `received` once its shape and bounds are
         checked (DataError naming the field)."""
@@ -232,6 +238,13 @@ class IterativeStatistic(SecureSumStatistic[Any, Any]):
     def job_result(self, plan: IterativePlan, job: IterativeJob, last: Step) -> Any:
         """The job's result once done (default: the last iteration's)."""
         return last.result
+
+    def preview_rows(
+        self, plan: IterativePlan, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        """The preview's simulated rows made fit for the job (default: `preview_data` of
+        iteration 1's spec), and what that adds to the stated assumption."""
+        return self.preview_data(plan.spec, columns, rng)
 
     def result(self, spec: Any, totals: Totals, release: Release) -> dict[str, Any]:
         raise ProtocolError(f"{self.name}'s results come from its iterations (`iterate`)")
@@ -321,7 +334,13 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
             enc = self.encoding(spec, common, dp=False)
             spec = self.statistic.plan_spec(spec, None, enc)
             return IterativePlan(
-                self.statistic.name, spec, min_owners, deadline, enc, settings=settings
+                self.statistic.name,
+                spec,
+                min_owners,
+                deadline,
+                enc,
+                settings=settings,
+                iterations=t,
             )
         # `base.plan_dp` with the statistic's count scale (it may depend on the row-norm bound)
         # and its remedy for too much noise
@@ -351,7 +370,7 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
         spec = self.statistic.plan_spec(spec, dp, enc)
         total = (common.dp.epsilon, common.dp.delta)
         return IterativePlan(
-            self.statistic.name, spec, min_owners, deadline, enc, dp, sens, settings, total
+            self.statistic.name, spec, min_owners, deadline, enc, dp, sens, settings, total, t
         )
 
     def start(self, plan: IterativePlan, job_id: str, invited: list[str]) -> IterativeJob:
@@ -374,7 +393,7 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
         (`chosen_by_aggregator`)."""
         job = self.start(plan, job_id, invited)
         if index > 1:
-            job.spec = self.statistic.follow(job.spec, received)
+            job.spec = self.statistic.follow(plan, job.spec, received)
         return self.next_round(plan, job, index)
 
     def chosen_by_aggregator(self, spec: Any) -> bool:
@@ -460,6 +479,11 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
             raise DataError(f"{self.statistic.name} has no noise preview", field="dp_epsilon")
         return own
 
+    def preview_data(
+        self, plan: IterativePlan, columns: dict[str, np.ndarray], rng: np.random.Generator
+    ) -> tuple[dict[str, np.ndarray], str]:
+        return self.statistic.preview_rows(plan, columns, rng)
+
     def release_figures(self, plan: Any, totals: list[int], n_owners: int) -> dict[str, float]:
         raise NotImplementedError(f"{self.name} states its figures per job")
 
@@ -476,8 +500,10 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
         statistic computes on; with DP, noise accounted for T iterations and at least what
         the recomputed sensitivity needs."""
         what = self.statistic.title or self.statistic.name
-        if enc is None or enc.rotation_dimension:
+        if enc is None:
             raise ProtocolError(f"a {what} round needs a plain encoding")
+        if enc.rotation_dimension:
+            raise ProtocolError(f"{what} rounds have no rotated encoding")
         require_bound(
             enc,
             self.statistic.share_bound(
@@ -487,7 +513,7 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
         iteration, iterations = self.iterations_of(spec)
         if not 1 <= iteration <= iterations:
             raise ProtocolError(f"iteration {iteration} of a job of at most {iterations}")
-        self.statistic.check_spec(spec)
+        self.statistic.check_state(spec, enc)
         self.statistic.check_site(site)
         if dp is None:
             return
@@ -526,7 +552,7 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
         site: SiteData,
         timings: dict[str, float],
     ) -> list[int]:
-        self.statistic.check_spec(spec)
+        self.statistic.check_state(spec, enc)
         return super().share_values(spec, enc, dp, site, timings)
 
 

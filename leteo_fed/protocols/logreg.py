@@ -424,7 +424,7 @@ class Logreg(IterativeStatistic):
             spec.coefficients, len(spec.features), spec.coefficient_bound, "coefficients"
         )
 
-    def follow(self, spec: LogregIteration, received: Any) -> LogregIteration:
+    def follow(self, plan: IterativePlan, spec: LogregIteration, received: Any) -> LogregIteration:
         """A later iteration's coefficients, as the aggregator computed them: their count,
         finiteness and the signed bound checked."""
         beta = check_coefficients(
