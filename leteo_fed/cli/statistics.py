@@ -148,7 +148,8 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
     add_aggregator_address(p)
     add_request_flags(p, statistic.request_type)
     counts = statistic.fixed_row_norm_bound is not None  # a round of counts: nothing to bound
-    add_round_flags(p, *getattr(statistic, "round_help", ()), value_bound=not counts)
+    wording = dict(zip(("quorum", "deadline"), getattr(statistic, "round_help", ()), strict=False))
+    add_round_flags(p, value_bound=not counts, **wording)
     if statistic.plot_file:
         add_result_output(p, out, result_file, statistic.plot_file)
     else:

@@ -376,7 +376,7 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
     def start(self, plan: IterativePlan, job_id: str, invited: list[str]) -> IterativeJob:
         return IterativeJob(job_id, list(invited), dataclasses.replace(plan.spec, job_id=job_id))
 
-    def next_round(self, plan: IterativePlan, state: IterativeJob, index: int) -> RoundPlan:
+    def next_round(self, plan: Any, state: Any, index: int) -> RoundPlan:
         state.opened = time.perf_counter()
         spec = dataclasses.replace(state.spec, job_id=state.job_id, iteration=index)
         blocks = self.layout(spec, plan.encoding.value_bound, plan.dp is not None)
@@ -405,7 +405,7 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
     def failure(self, plan: IterativePlan, index: int, message: str) -> str:
         return f"iteration {index} {self.statistic.of} {self.max_rounds(plan)} failed: {message}"
 
-    def finish_round(self, plan: IterativePlan, state: IterativeJob, outcome: Outcome) -> Step:
+    def finish_round(self, plan: Any, state: Any, outcome: Outcome) -> Step:
         """The next iteration's state from the revealed totals; every iteration publishes its
         result."""
         enc = plan.encoding
@@ -473,14 +473,14 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
         job.started = time.perf_counter() - max(0.0, elapsed)  # the time before the restart
         return job
 
-    def noise_preview(self, plan: IterativePlan, rows: int | None = None) -> dict:
+    def noise_preview(self, plan: Any, rows: int | None = None) -> dict:
         own = self.statistic.preview(plan, rows)
         if own is None:
             raise DataError(f"{self.statistic.name} has no noise preview", field="dp_epsilon")
         return own
 
     def preview_data(
-        self, plan: IterativePlan, columns: dict[str, np.ndarray], rng: np.random.Generator
+        self, plan: Any, columns: dict[str, np.ndarray], rng: np.random.Generator
     ) -> tuple[dict[str, np.ndarray], str]:
         return self.statistic.preview_rows(plan, columns, rng)
 

@@ -14,7 +14,7 @@ import numpy as np
 from leteo_fed.errors import DataError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy.bounds import ColumnBounds
-from leteo_fed.privacy.noise_gate import ReleaseWarning
+from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
 from leteo_fed.protocols import dp_release, kmeans
 from leteo_fed.protocols.base import truth_fields
 from leteo_fed.protocols.iterative import COMPOSITION, IterativePlan, job_epsilon
@@ -257,3 +257,54 @@ def summary_from(doc: dict[str, Any]) -> KmeansIterationSummary:
         },
         timings=KmeansIterationTimings(**timings),
     )
+
+
+def kmeans_noise_preview(
+    plan: IterativePlan,
+    rows: int | None = None,
+    counts: Sequence[float] | None = None,
+    centers: np.ndarray | None = None,
+) -> dict:
+    """What the noise of a DP k-means iteration will do, from public parameters only.
+
+    Each iteration releases per-cluster sums (noise std sigma_s = sqrt(2 mu) / 2^f per
+    coordinate) and counts (sigma_n = sqrt(2 mu) / 2^f_count rows, then rounded to whole rows).
+    To first order a new center c_j = S_j / N_j moves by sqrt(d sigma_s^2 + |c_j|^2 sigma_n^2)
+    / N_j (root mean square, in the features' units): the analyst's guesses of the cluster sizes
+    and centers if given, else rows / k rows each and centers at 0 (the smallest error).
+    """
+    if plan.dp is None:
+        raise DataError("a preview is of DP noise: give dp_epsilon", field="dp_epsilon")
+    dp, enc = plan.dp, plan.encoding
+    d, k = len(plan.spec.features), plan.spec.k
+    sigma_s = kmeans.noise_std(dp.mu, dp.quorum, dp.quorum, enc.scale_bits)
+    sigma_n = kmeans.noise_std(dp.mu, dp.quorum, dp.quorum, enc.count_scale_bits)
+    doc: dict = {
+        "epsilon": dp.epsilon,
+        "delta": dp.delta,
+        "accountant": "rdp",
+        # one iteration alone, at the job's delta (T of them compose to epsilon by RDP)
+        "epsilon_per_iteration": job_epsilon(plan, 1),
+        "iterations": plan.iterations,
+        "row_norm_bound": dp.row_norm_bound,
+        "quorum": dp.quorum,
+        "noise_std_per_sum": sigma_s,
+        "noise_std_per_count_rows": sigma_n,
+    }
+    if rows is None and counts is None:
+        return doc
+    n = list(counts) if counts is not None else [rows / k] * k
+    c = np.asarray(centers, dtype=np.float64) if centers is not None else np.zeros((k, d))
+    if any(v <= 0 for v in n):
+        raise DataError("every cluster needs a positive row count", field="rows")
+    doc["center_rms_error"] = [
+        math.sqrt(d * sigma_s**2 + float(cj @ cj) * sigma_n**2) / nj
+        for nj, cj in zip(n, c, strict=True)
+    ]
+    smallest = int(np.argmin(n))  # rows clipped to C: a center lies within C of 0
+    checks = [
+        SignalCheck("rows per cluster", sigma_n, float(n[smallest])),
+        SignalCheck("center", doc["center_rms_error"][smallest], dp.row_norm_bound),
+    ]
+    doc["signal_checks"] = [chk.to_dict() for chk in checks]
+    return doc

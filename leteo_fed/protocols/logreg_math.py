@@ -25,6 +25,7 @@ from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.protocols import moments_round
 from leteo_fed.protocols.linreg import COLLINEAR_RCOND, FLOOR_FACTOR, floor_eigenvalues
+from leteo_fed.protocols.statistic import Totals
 
 # without DP: sum p (1 - p) below this x n means every row is predicted with certainty
 SEPARATION_WEIGHT = 1e-8
@@ -187,3 +188,31 @@ def natural_units_map(bounds: Sequence[ColumnBounds]) -> np.ndarray:
     t[0, 1:] = -center / half
     t[1:, 1:] = np.diag(1.0 / half)
     return t
+
+
+def pooled(totals: Totals, d: int, noisy: bool) -> Sums:
+    """The pooled g, H (symmetric) and n in real units; a noisy count rounded to whole rows
+    (>= 0)."""
+    k = n_terms(d)
+    h = np.zeros((k, k))
+    h[np.triu_indices(k)] = totals.real("hessian")
+    h = h + np.triu(h, 1).T
+    (count,), bits = totals.encoded("rows")
+    n = max(0, round(count / 2**bits)) if noisy else int(count) >> bits
+    return Sums(totals.real("gradient"), h, n)
+
+
+def check_classes(label_column: str, positive_class: str, n: int, positives: int, d: int) -> None:
+    """Without DP: enough rows for the fit, and both classes."""
+    if n < d + 2:
+        raise DataError(
+            f"the pooled data is {n} rows; a fit of {d} feature(s) and an intercept needs "
+            f"at least {d + 2}",
+            rule="rows",
+        )
+    if positives in (0, n):
+        which = "no row" if positives == 0 else "every row"
+        raise DataError(
+            f"{which} of label column '{label_column}' is '{positive_class}': "
+            "one class only, nothing to fit"
+        )
