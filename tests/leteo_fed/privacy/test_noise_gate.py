@@ -69,7 +69,6 @@ def no_aggregator(monkeypatch):
     from leteo_fed.cli import (
         kmeans,
         ldp,
-        logreg,
         naive_bayes,
         rounds,
         statistics,
@@ -78,7 +77,7 @@ def no_aggregator(monkeypatch):
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, statistics, ldp, logreg, naive_bayes):
+    for module in (rounds, kmeans, statistics, ldp, naive_bayes):
         monkeypatch.setattr(module, "analyst_client", client)
 
 
