@@ -216,26 +216,21 @@ def print_noise(
     return 0
 
 
-def generated() -> list[Any]:
-    """The statistics' adapters this module makes a command of: every declared statistic,
-    built-in or installed as a plugin, except one whose command a family of `main.FAMILIES`
-    writes by hand (k-means: its centers chosen from a file or a public box, its demo)."""
-    from leteo_fed.cli.main import COMMANDS
+def add_parsers(sub: SubParsers) -> None:
+    """A command for every declared statistic, built-in or installed as a plugin, except one
+    whose command a family registered before this one writes by hand (`main.FAMILIES`; k-means:
+    its initial centers from a file or a public box, its demo)."""
     from leteo_fed.protocols import registry
 
-    return [
-        p
-        for p in registry.statistics()
-        if (p.statistic.command or command_name(p.statistic.name)) not in COMMANDS
-    ]
-
-
-def add_parsers(sub: SubParsers) -> None:
-    """A command for every declared statistic, built-in or installed as a plugin."""
-    for protocol in generated():
-        add_parser(sub, protocol)
+    for protocol in registry.statistics():
+        statistic = protocol.statistic
+        if (statistic.command or command_name(statistic.name)) not in sub.choices:
+            add_parser(sub, protocol)
 
 
 def command_names() -> set[str]:
-    """The commands `add_parsers` adds (they come from the registry, not `main.FAMILIES`)."""
-    return {p.statistic.command or command_name(p.statistic.name) for p in generated()}
+    """The commands of the declared statistics (they come from the registry, not
+    `main.FAMILIES`; a family may write one of them by hand)."""
+    from leteo_fed.protocols import registry
+
+    return {p.statistic.command or command_name(p.statistic.name) for p in registry.statistics()}
