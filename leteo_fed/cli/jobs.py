@@ -126,7 +126,7 @@ PLOTTERS: dict[str, tuple[str, str]] = {
     "correlation": ("leteo_fed.cli.plots", "plot_correlation"),
     "crosstab": ("leteo_fed.cli.plots", "plot_counts"),
     "linreg": ("leteo_fed.cli.plots", "plot_regression"),
-    "logreg": ("leteo_fed.cli.logreg", "plot_coefficients"),
+    "logreg": ("leteo_fed.cli.plots", "plot_logistic"),
     "naive_bayes": ("leteo_fed.cli.plots", "plot_naive_bayes"),
     "quantiles": ("leteo_fed.cli.plots", "plot_quantiles"),
 }

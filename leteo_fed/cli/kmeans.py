@@ -319,7 +319,7 @@ def _dry_run(plan, rows: int | None) -> int:
         err = doc["center_rms_error"][0]
         print(
             f"  each center moves by about {err:.4g} per iteration (RMS, for clusters of "
-            f"{rows / plan.k:.0f} rows near 0; smaller clusters and centers far from 0 are "
+            f"{rows / plan.spec.k:.0f} rows near 0; smaller clusters and centers far from 0 are "
             "noisier)",
             file=sys.stderr,
         )

@@ -54,12 +54,11 @@ FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("kmeans", "add_parsers", "sub+demo", ("kmeans", DEMO)),  # kmeans; demo kmeans
     ("dp_kmeans", "add_parser", "sub", ("dp-kmeans",)),
     ("synthesize", "add_parser", "sub", ("synthesize",)),
-    ("logreg", "add_parser", "sub", ("logreg",)),
     # one command per declared statistic, built-in or plugin (stats, correlation, ...): their
     # names come from the registry, so a command line naming one builds the whole tree
-    # (stats, correlation, linreg, crosstab, quantiles, naive-bayes, and every plugin); pca and dca (the
-    # moments statistic's two commands) are named here so that their command line builds
-    # this family alone, as it did when they were hand-written
+    # (stats, correlation, linreg, logreg, crosstab, quantiles, naive-bayes, and every
+    # plugin); pca and dca (the moments statistic's two commands) are named here so that
+    # their command line builds this family alone, as it did when they were hand-written
     ("statistics", "add_parsers", "sub", ("pca", "dca")),
     ("jobs", "add_parsers", "sub", ("jobs", "result")),
     ("health", "add_parser", "sub", ("health",)),

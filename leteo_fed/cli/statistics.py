@@ -15,6 +15,13 @@ The flags every secure-sum command shares (aggregator, quorum, deadline, encodin
 the noise preview, TLS, the output folder) are added here once. `--dry-run`, the noise check
 before a real DP round, the result file and the statistic's figure (`jobs.PLOTTERS`, by its
 result's wire name, with `--no-plot`) work the same way for every statistic.
+
+A statistic names parameters, never flags: the command's description, the dry run's lines and
+the notes printed after a result (a statistic's optional `notes(result)`, e.g. a multi-round
+job that did not converge) have every parameter in backticks (`max_iterations`) rewritten to
+this command's flag (`cli.flags`). A statistic may also word the shared flags' help: its
+`round_help` (the quorum's and the deadline's, e.g. "of each iteration" for a multi-round job)
+and `noise_of` (what `--dry-run` previews the noise of).
 """
 
 from __future__ import annotations
@@ -177,15 +184,19 @@ def commands(statistic: Any) -> list[Command | None]:
     return list(statistic.commands) or [None]
 
 
+def _default_name(statistic: Any) -> str:
+    return statistic.command or command_name(statistic.name)
+
+
 def add_parser(sub: SubParsers, protocol: Any, command: Command | None = None) -> None:
     """A command of one statistic (`protocol`: its `SecureSumProtocol`; `command`: which of
     the statistic's `commands`, None: its only one)."""
     statistic = protocol.statistic
     if command is None:
-        name = statistic.command or command_name(statistic.name)
+        name = _default_name(statistic)
         result_file = protocol.result_file(statistic.name)
         description = statistic.description or statistic.help
-        text, previews = statistic.help, "each released figure"
+        text, previews = statistic.help, statistic.noise_of
     else:  # its jobs are labelled by its name
         name, result_file = command.name, protocol.result_file(command.name)
         description = command.description or command.help
@@ -202,7 +213,8 @@ def add_parser(sub: SubParsers, protocol: Any, command: Command | None = None) -
     add_aggregator_address(p)
     add_request_flags(p, statistic.request_type, command)
     counts = statistic.fixed_row_norm_bound is not None  # a round of counts: nothing to bound
-    add_round_flags(p, value_bound=not counts)
+    wording = {k: v for k, v in zip(("quorum", "deadline"), statistic.round_help, strict=True) if v}
+    add_round_flags(p, value_bound=not counts, **wording)
     if statistic.plot_file:
         add_result_output(p, out, result_file, statistic.plot_file)
     else:
@@ -230,7 +242,7 @@ def run(protocol: Any, args: argparse.Namespace, command: Command | None = None)
     if statistic.clips_itself and args.dp_epsilon is not None:
         given["row_norm_bound"] = statistic.implied_row_norm_bound(request)
     options = round_options(args, **given)
-    previews = command.previews if command is not None else "each released figure"
+    previews = command.previews if command is not None else statistic.noise_of
 
     def dry_run(plan: Any, rows: int | None) -> int:
         return print_noise(protocol, plan, rows, previews)
@@ -241,7 +253,9 @@ def run(protocol: Any, args: argparse.Namespace, command: Command | None = None)
     if stop is not None:
         return stop
     summary = statistic.summary or ("round_id", "owners")
-    run_and_write(args, request, options, analyst_client, summary, plot, note_plot=True)
+    result = run_and_write(args, request, options, analyst_client, summary, plot, note_plot=True)
+    for note in statistic.notes(result):
+        print(say(note), file=sys.stderr)
     return 0
 
 
@@ -271,16 +285,21 @@ def print_noise(
 
 
 def add_parsers(sub: SubParsers) -> None:
-    """A command for every declared statistic, built-in or installed as a plugin."""
+    """A command for every declared statistic, built-in or installed as a plugin, except one
+    whose command a family registered before this one writes by hand (`main.FAMILIES`; k-means:
+    its initial centers from a file or a public box, its demo)."""
     from leteo_fed.protocols import registry
 
     for protocol in registry.statistics():
         for command in commands(protocol.statistic):
-            add_parser(sub, protocol, command)
+            name = command.name if command is not None else _default_name(protocol.statistic)
+            if name not in sub.choices:  # a command a family writes by hand (kmeans) stays
+                add_parser(sub, protocol, command)
 
 
 def command_names() -> set[str]:
-    """The commands `add_parsers` adds (they come from the registry, not `main.FAMILIES`)."""
+    """The commands of the declared statistics (they come from the registry, not
+    `main.FAMILIES`; a family may write one of them by hand)."""
     from leteo_fed.protocols import registry
 
     names = set()

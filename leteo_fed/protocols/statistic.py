@@ -267,6 +267,10 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     # Non-DP rounds on a Spark site take `spark_sums`; DP rounds clip rows in memory, so a
     # Spark site refuses them.
     spark_engine: ClassVar[bool] = False
+    # the command's wording: what its dry run previews the noise of, and the help of its
+    # quorum and deadline flags ("" : the shared wording; a multi-round job's are per iteration)
+    noise_of: ClassVar[str] = "each released figure"
+    round_help: ClassVar[tuple[str, str]] = ("", "")
     # A statistic that reads its own columns (no `features`) and clips them itself to public
     # bounds its request states (naive Bayes' per-feature bounds) takes no row-norm bound from
     # the analyst's command: a DP request carries `implied_row_norm_bound` of the request.
@@ -380,6 +384,10 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         """What the command's dry run says of the statistic's own `preview` doc (None: the
         noise per value and each `expected_error`)."""
         return None
+
+    def notes(self, result: Mapping[str, Any]) -> list[str]:
+        """What the command says after printing a result (e.g. a job that did not converge)."""
+        return []
 
     def describe(self, spec: SpecT) -> str:
         """The ledger's note of a round."""

@@ -165,10 +165,12 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         protocol_of(REQUESTS[7]).plot_file == "quantiles.png" and "OUT/quantiles.png" in quantiles
     )
     assert output_file(REQUESTS[7]) == "result.json" and "OUT/result.json" in quantiles
-    from leteo_fed.cli import logreg
-
-    assert protocol_of(REQUESTS[8]).plot_file == logreg.RESULT_PNG == "coefficients.png"
-    assert output_file(REQUESTS[8]) == logreg.RESULT_JSON
+    logreg = _command_help("logreg")
+    assert (
+        protocol_of(REQUESTS[8]).plot_file == "coefficients.png"
+        and "OUT/coefficients.png" in logreg
+    )
+    assert output_file(REQUESTS[8]) == "result.json" and "OUT/result.json" in logreg
     naive_bayes = _command_help("naive-bayes")
     assert (
         protocol_of(REQUESTS[9]).plot_file == "naive_bayes.png"

@@ -76,18 +76,12 @@ class Contacted(Exception):
 
 @pytest.fixture
 def no_aggregator(monkeypatch):
-    from leteo_fed.cli import (
-        kmeans,
-        ldp,
-        logreg,
-        rounds,
-        statistics,
-    )
+    from leteo_fed.cli import kmeans, ldp, statistics
 
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, statistics, ldp, logreg):
+    for module in (kmeans, statistics, ldp):
         monkeypatch.setattr(module, "analyst_client", client)
 
 

@@ -278,7 +278,7 @@ def _dp_round(beta=None, scale_bits: int = 10):
     plan = lg.PROTOCOL.plan(REQUEST, common)
     state = lg.PROTOCOL.start(plan, "job-1", ["a", "b", "c"])
     if beta is not None:
-        state.beta = np.asarray(beta, dtype=np.float64)
+        state.spec = dataclasses.replace(state.spec, coefficients=tuple(map(float, beta)))
     return plan, lg.PROTOCOL.next_round(plan, state, 2 if beta is not None else 1)
 
 
@@ -368,8 +368,8 @@ def test_a_snapshot_restores_the_job_and_a_bad_one_is_refused():
     lg.PROTOCOL.finish_round(plan, state, outcome)
     snap = json.loads(json.dumps(lg.PROTOCOL.snapshot(state)))
     back = lg.PROTOCOL.restore(plan, "job-1", ["a", "b", "c"], snap)
-    assert np.array_equal(back.beta, state.beta) and back.iterations == state.iterations
-    assert back.n_rows == 1000
+    assert back.spec.coefficients == state.spec.coefficients and back.records == state.records
+    assert back.carry["n_rows"] == 1000
     with pytest.raises(ProtocolError, match="unusable"):
         lg.PROTOCOL.restore(plan, "job-2", ["a", "b", "c"], snap)
     with pytest.raises(ProtocolError, match="unusable"):

@@ -137,7 +137,7 @@ class Contacted(Exception):
 def test_a_buried_logistic_regression_is_refused_before_contacting_anyone(capsys, monkeypatch):
     """At the policy's fewest rows (30) the noise buries the row count: exit 2 before any
     owner is invited; --accept-noise, or a row estimate it fits, goes on to the aggregator."""
-    from leteo_fed.cli import logreg as cli
+    from leteo_fed.cli import statistics as cli
     from leteo_fed.cli.main import main
 
     def client(args):
@@ -166,14 +166,16 @@ def test_a_bad_request_is_refused_before_contacting_anyone(capsys):
 
 
 def test_the_cli_states_the_protocol_defaults():
-    from leteo_fed.cli import logreg as cli
+    import argparse
 
-    assert (cli.DEFAULT_MAX_ITERATIONS, cli.MAX_ITERATIONS) == (
-        lg.DEFAULT_MAX_ITERATIONS,
-        lg.MAX_ITERATIONS,
-    )
-    assert cli.DEFAULT_TOLERANCE == lg.DEFAULT_TOLERANCE
-    assert cli.DEFAULT_COEFFICIENT_BOUND == lg.DEFAULT_COEFFICIENT_BOUND
+    from leteo_fed.cli.main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = " ".join(sub.choices["logreg"].format_help().split())
+    assert f"(default: {lg.DEFAULT_MAX_ITERATIONS}, at most {lg.MAX_ITERATIONS})" in text
+    assert f"(default: {lg.DEFAULT_TOLERANCE:g})" in text
+    assert f"(default: {lg.DEFAULT_COEFFICIENT_BOUND:g})" in text
 
 
 def test_the_preview_refuses_what_it_cannot_preview_naming_the_field():
