@@ -9,6 +9,7 @@ they do not apply (e.g. MDR's privacy classes in an LDA result).
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -173,3 +174,46 @@ def terms_in_order(doc: dict[str, Any]) -> dict[str, Any]:
         k: {t: v[t] for t in terms} if isinstance(v, dict) and set(v) == set(terms) else v
         for k, v in doc.items()
     }
+
+
+@result_type
+@dataclass(frozen=True, kw_only=True)
+class StatisticResult(RoundFacts, Result):
+    """The result of a statistic without a proto message of its own (a plugin's): its fields
+    as JSON (`values`) and the figures it states."""
+
+    wire: ClassVar[str] = "statistic"
+    protocol: str
+    version: str
+    values_json: str
+    figures: dict[str, float]
+    dp: DpFacts | None = None
+
+    @classmethod
+    def of(
+        cls, statistic: Any, fields: dict, figures: dict[str, float], facts: dict, dp: Any
+    ) -> StatisticResult:
+        """A statistic's result fields, as JSON, with the figures they state."""
+        values_json = json.dumps(to_dict(fields), sort_keys=True)
+        return cls(
+            protocol=statistic.name,
+            version=statistic.version,
+            values_json=values_json,
+            figures=figures,
+            **facts,
+            dp=dp,
+        )
+
+    @property
+    def values(self) -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(self.values_json)
+        return doc
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {k: v for k, v in to_dict(self).items() if k != "values_json"}
+        return {**doc, **self.values}
+
+    def table(self) -> tuple[dict[str, list], list, str]:
+        """A row per figure the statistic states."""
+        names = list(self.figures)
+        return {"value": [self.figures[n] for n in names]}, names, "figure"

@@ -17,32 +17,26 @@ one site's.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from leteo_fed import defaults
-from leteo_fed.encoding.packing import check_finite_and_bounded, encode_fixed
 from leteo_fed.encoding.share import (
-    DEFAULT_MAX_OWNERS,
-    DEFAULT_MAX_ROWS_PER_OWNER,
     ShareEncoding,
-    check_parameters,
     require_bound,
 )
-from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
+from leteo_fed.protocols.block_encoding import encode_blocks, owner_rows, statistic_encoding
 from leteo_fed.protocols.dp_facts import clip_note, dp_facts, preview_facts, round_truth
 from leteo_fed.protocols.dp_plan import (
     DpSpec,
     clip_count_value,
-    clip_for_release,
     plan_dp,
     require_same_count_scale,
     split_clip_count,
@@ -51,14 +45,13 @@ from leteo_fed.protocols.dp_plan import (
 from leteo_fed.protocols.dp_release import stated_truth
 from leteo_fed.protocols.interface import SecureSumRounds
 from leteo_fed.protocols.requests import Common
-from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, to_dict
+from leteo_fed.protocols.results import DpFacts, StatisticResult
 from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
 from leteo_fed.protocols.statistic import (
     COUNT,
     Block,
     NoiseReport,
     Release,
-    Rows,
     SecureSumStatistic,
     Totals,
     data_bound,
@@ -84,104 +77,6 @@ class StatisticPlan:
     dp: DpSpec | None = None
     sensitivity: noise.Sensitivity | None = None
     settings: Any = None
-
-
-def validate_rows(
-    x: np.ndarray,
-    columns: list[str],
-    enc: ShareEncoding,
-    bounded: Mapping[str, float] | None = None,
-) -> None:
-    """An owner's rows before they are summed (`ShareEncoding.check_rows`); the `bounded`
-    columns, last, each within its own bound instead of the round's."""
-    if not bounded:
-        enc.check_rows(x, columns)
-        return
-    if x.ndim != 2 or x.shape[1] != len(columns):
-        raise DataError(f"expected a {len(columns)}-column matrix, got shape {x.shape}")
-    check_finite_and_bounded(x, columns, np.inf)
-    d = len(columns) - len(bounded)
-    enc.check_rows(x[:, :d], columns[:d])
-    for j, (name, bound) in enumerate(bounded.items()):
-        check_finite_and_bounded(x[:, d + j : d + j + 1], [name], bound)
-
-
-def statistic_encoding(
-    blocks: tuple[Block, ...],
-    *,
-    scale_bits: int,
-    value_bound: float,
-    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
-    max_owners: int = DEFAULT_MAX_OWNERS,
-    count_scale_bits: int = 0,
-    noise_bound: int = 0,
-) -> ShareEncoding:
-    """The encoding of a share laid out as `blocks` (declared at `value_bound`): its data
-    bound is what `max_rows_per_owner` rows can add up to, block by block."""
-    check_parameters(scale_bits, value_bound, max_rows_per_owner, max_owners, count_scale_bits)
-    return ShareEncoding(
-        scale_bits=scale_bits,
-        value_bound=value_bound,
-        data_bound=data_bound(blocks, max_rows_per_owner, scale_bits, count_scale_bits),
-        max_rows_per_owner=max_rows_per_owner,
-        max_owners=max_owners,
-        count_scale_bits=count_scale_bits,
-        noise_bound=noise_bound,
-    )
-
-
-def encode_blocks(
-    blocks: tuple[Block, ...], sums: Mapping[str, np.ndarray], enc: ShareEncoding
-) -> list[int]:
-    """One owner's sums as the share's integers, block by block, each checked against the
-    encoding's bound (a statistic that breaks its declared bound is refused, never wrapped)."""
-    missing = [b.name for b in blocks if b.name not in sums]
-    if missing:
-        raise ProtocolError(f"the statistic computed no {', '.join(missing)}")
-    out: list[int] = []
-    for b in blocks:
-        arr = np.asarray(sums[b.name], dtype=np.float64).ravel()
-        if arr.size != b.size:
-            raise ProtocolError(f"block {b.name!r} has {arr.size} values, declared {b.size}")
-        if b.kind == COUNT:
-            if not np.all(np.isfinite(arr)) or np.any(arr != np.rint(arr)) or np.any(arr < 0):
-                raise ProtocolError(f"block {b.name!r} holds counts: whole numbers >= 0")
-            bits = enc.count_scale_bits
-            values = [int(v) << bits for v in arr.astype(np.int64).tolist()]
-            if max(values, default=0) > enc.data_bound:
-                raise EncodingError(f"{b.name}: a count exceeds the declared bound", rule="rows")
-            out += values
-        else:
-            out += encode_fixed(arr, enc.scale_bits, enc.data_bound, b.name)
-    return out
-
-
-@result_type
-@dataclass(frozen=True, kw_only=True)
-class StatisticResult(RoundFacts, Result):
-    """The result of a statistic without a proto message of its own (a plugin's): its fields
-    as JSON (`values`) and the figures it states."""
-
-    wire: ClassVar[str] = "statistic"
-    protocol: str
-    version: str
-    values_json: str
-    figures: dict[str, float]
-    dp: DpFacts | None = None
-
-    @property
-    def values(self) -> dict[str, Any]:
-        doc: dict[str, Any] = json.loads(self.values_json)
-        return doc
-
-    def to_dict(self) -> dict[str, Any]:
-        doc = {k: v for k, v in to_dict(self).items() if k != "values_json"}
-        return {**doc, **self.values}
-
-    def table(self) -> tuple[dict[str, list], list, str]:
-        """A row per figure the statistic states."""
-        names = list(self.figures)
-        return {"value": [self.figures[n] for n in names]}, names, "figure"
 
 
 class SecureSumProtocol(SecureSumRounds):
@@ -364,14 +259,8 @@ class SecureSumProtocol(SecureSumRounds):
 
     def make_result(self, plan: StatisticPlan, fields: dict, outcome: Outcome, dp: Any) -> Any:
         if self.statistic.result_type is None:
-            return StatisticResult(
-                protocol=self.statistic.name,
-                version=self.statistic.version,
-                values_json=json.dumps(to_dict(fields), sort_keys=True),
-                figures=self.statistic.figures(plan.spec, fields),
-                **outcome.facts(),
-                dp=dp,
-            )
+            figures = self.statistic.figures(plan.spec, fields)
+            return StatisticResult.of(self.statistic, fields, figures, outcome.facts(), dp)
         return self.statistic.result_type(
             protocol=self.statistic.name, **fields, **outcome.facts(), dp=dp
         )
@@ -499,27 +388,12 @@ class SecureSumProtocol(SecureSumRounds):
             sums = self.statistic.spark_sums(spec, site, enc.value_bound)
             clipped = np.zeros(0, dtype=bool)
         else:
-            rows, clipped = self.rows(spec, enc, dp, site)
+            features, bounded = self.numeric(spec)
+            table = site.read(self.columns(spec))
+            rows, clipped = owner_rows(table, features, bounded, enc, dp)
             sums = self.statistic.sums(spec, rows)
         timings["statistics_seconds"] = time.perf_counter() - start
         values = encode_blocks(blocks, sums, enc)
         if dp is not None and dp.counts_clipped:
             values.append(clip_count_value(clipped, enc.count_scale_bits))
         return values
-
-    def rows(
-        self, spec: Any, enc: ShareEncoding, dp: DpSpec | None, site: SiteData
-    ) -> tuple[Rows, np.ndarray]:
-        """An owner's rows as the statistic reads them (clipped as the spec says in a DP
-        round), and which were clipped. A statistic without numeric columns reads its own."""
-        features, bounded = self.numeric(spec)
-        numeric = [*features, *bounded]
-        table = site.read(self.columns(spec))
-        x = table.matrix(numeric) if numeric else np.empty((0, 0))
-        clipped = np.zeros(len(x), dtype=bool)
-        if numeric:
-            if dp is not None:
-                x, clipped = clip_for_release(x, features, dp, bounded)
-            limits = bounded if dp is not None else dict.fromkeys(bounded, enc.value_bound)
-            validate_rows(x, numeric, enc, limits)
-        return Rows(x, table, enc.value_bound, dp is not None, enc.max_rows_per_owner), clipped

@@ -241,7 +241,7 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     Class attributes: `name` (the registry and payload name), `version` (signed in a plugin's
     round: owners refuse a round of another version), `request_type` and `spec_type` (frozen
     dataclasses), `result_type` (a `results.Result` dataclass built from `result`'s fields, with its proto
-    message; a plugin has none and gets `secure_sum.StatisticResult`),
+    message; a plugin has none and gets `results.StatisticResult`),
     `summary` (the result fields the CLI prints on one line) and `help` (the command's text),
     `plot_file` (the figure the command draws, by the plotter of the result's wire name),
     `commands` (several commands of one statistic: `Command`; none: one, from `command`,
@@ -251,7 +251,7 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     version: ClassVar[str] = "1"
     request_type: ClassVar[type]
     spec_type: ClassVar[type]
-    result_type: ClassVar[type | None] = None  # None: `secure_sum.StatisticResult`
+    result_type: ClassVar[type | None] = None  # None: `results.StatisticResult`
     output_file: ClassVar[str] = ""  # "" : <name>.json
     summary: ClassVar[tuple[str, ...]] = ()
     command: ClassVar[str] = ""  # "" : the name, "_" as "-"

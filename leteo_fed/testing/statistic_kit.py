@@ -227,7 +227,7 @@ def check_sensitivity(protocol: SecureSumProtocol, request: Any, site: Columns) 
 def _encoded(
     protocol: SecureSumProtocol, spec: Any, enc: Any, sums: Mapping[str, np.ndarray]
 ) -> list[int]:
-    from leteo_fed.protocols.secure_sum import encode_blocks
+    from leteo_fed.protocols.block_encoding import encode_blocks
 
     return encode_blocks(protocol.layout(spec, enc.value_bound, True), sums, enc)
 

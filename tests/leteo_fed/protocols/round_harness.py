@@ -65,7 +65,7 @@ def statistic_share(
     """One owner's encoded share of a declared statistic (`SecureSumStatistic`) on rows `x`
     (the features, as a round hands them over) and its other columns: the owner's own code
     (`dp`: a DP round's layout and sums, rows as given)."""
-    from leteo_fed.protocols.secure_sum import encode_blocks
+    from leteo_fed.protocols.block_encoding import encode_blocks
     from leteo_fed.protocols.statistic import Rows
 
     table = ArraySite(dict(others)).read([])

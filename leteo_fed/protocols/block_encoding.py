@@ -1,0 +1,112 @@
+"""A statistic's blocks as a share's integers: the encoding sized by what the blocks can hold,
+the check of an owner's rows before they are summed, and the sums encoded block by block,
+each within its declared bound (a statistic that breaks its bound is refused, never wrapped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from leteo_fed.encoding.packing import check_finite_and_bounded, encode_fixed
+from leteo_fed.encoding.share import (
+    DEFAULT_MAX_OWNERS,
+    DEFAULT_MAX_ROWS_PER_OWNER,
+    ShareEncoding,
+    check_parameters,
+)
+from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.protocols.dp_plan import DpSpec, clip_for_release
+from leteo_fed.protocols.round_types import SiteTable
+from leteo_fed.protocols.statistic import COUNT, Block, Rows, data_bound
+
+
+def validate_rows(
+    x: np.ndarray,
+    columns: list[str],
+    enc: ShareEncoding,
+    bounded: Mapping[str, float] | None = None,
+) -> None:
+    """An owner's rows before they are summed (`ShareEncoding.check_rows`); the `bounded`
+    columns, last, each within its own bound instead of the round's."""
+    if not bounded:
+        enc.check_rows(x, columns)
+        return
+    if x.ndim != 2 or x.shape[1] != len(columns):
+        raise DataError(f"expected a {len(columns)}-column matrix, got shape {x.shape}")
+    check_finite_and_bounded(x, columns, np.inf)
+    d = len(columns) - len(bounded)
+    enc.check_rows(x[:, :d], columns[:d])
+    for j, (name, bound) in enumerate(bounded.items()):
+        check_finite_and_bounded(x[:, d + j : d + j + 1], [name], bound)
+
+
+def statistic_encoding(
+    blocks: tuple[Block, ...],
+    *,
+    scale_bits: int,
+    value_bound: float,
+    max_rows_per_owner: int = DEFAULT_MAX_ROWS_PER_OWNER,
+    max_owners: int = DEFAULT_MAX_OWNERS,
+    count_scale_bits: int = 0,
+    noise_bound: int = 0,
+) -> ShareEncoding:
+    """The encoding of a share laid out as `blocks` (declared at `value_bound`): its data
+    bound is what `max_rows_per_owner` rows can add up to, block by block."""
+    check_parameters(scale_bits, value_bound, max_rows_per_owner, max_owners, count_scale_bits)
+    return ShareEncoding(
+        scale_bits=scale_bits,
+        value_bound=value_bound,
+        data_bound=data_bound(blocks, max_rows_per_owner, scale_bits, count_scale_bits),
+        max_rows_per_owner=max_rows_per_owner,
+        max_owners=max_owners,
+        count_scale_bits=count_scale_bits,
+        noise_bound=noise_bound,
+    )
+
+
+def encode_blocks(
+    blocks: tuple[Block, ...], sums: Mapping[str, np.ndarray], enc: ShareEncoding
+) -> list[int]:
+    """One owner's sums as the share's integers, block by block, each checked against the
+    encoding's bound (a statistic that breaks its declared bound is refused, never wrapped)."""
+    missing = [b.name for b in blocks if b.name not in sums]
+    if missing:
+        raise ProtocolError(f"the statistic computed no {', '.join(missing)}")
+    out: list[int] = []
+    for b in blocks:
+        arr = np.asarray(sums[b.name], dtype=np.float64).ravel()
+        if arr.size != b.size:
+            raise ProtocolError(f"block {b.name!r} has {arr.size} values, declared {b.size}")
+        if b.kind == COUNT:
+            if not np.all(np.isfinite(arr)) or np.any(arr != np.rint(arr)) or np.any(arr < 0):
+                raise ProtocolError(f"block {b.name!r} holds counts: whole numbers >= 0")
+            bits = enc.count_scale_bits
+            values = [int(v) << bits for v in arr.astype(np.int64).tolist()]
+            if max(values, default=0) > enc.data_bound:
+                raise EncodingError(f"{b.name}: a count exceeds the declared bound", rule="rows")
+            out += values
+        else:
+            out += encode_fixed(arr, enc.scale_bits, enc.data_bound, b.name)
+    return out
+
+
+def owner_rows(
+    table: SiteTable,
+    features: list[str],
+    bounded: Mapping[str, float],
+    enc: ShareEncoding,
+    dp: DpSpec | None,
+) -> tuple[Rows, np.ndarray]:
+    """An owner's rows as a statistic reads them (clipped as the spec says in a DP round), and
+    which were clipped. A statistic without numeric columns reads the table itself."""
+    numeric = [*features, *bounded]
+    x = table.matrix(numeric) if numeric else np.empty((0, 0))
+    clipped = np.zeros(len(x), dtype=bool)
+    if numeric:
+        if dp is not None:
+            x, clipped = clip_for_release(x, features, dp, bounded)
+        limits = bounded if dp is not None else dict.fromkeys(bounded, enc.value_bound)
+        validate_rows(x, numeric, enc, limits)
+    return Rows(x, table, enc.value_bound, dp is not None, enc.max_rows_per_owner), clipped
