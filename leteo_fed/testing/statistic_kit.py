@@ -132,15 +132,20 @@ def check_round_trip(
             _close(fields[name], value, rtol, atol, f"field {name!r} vs your reference")
 
 
+def _numeric(protocol: SecureSumProtocol, spec: Any) -> tuple[list[str], dict[str, float]]:
+    """The columns a round reads into x: the features, then the bounded columns (a label)."""
+    return protocol.numeric(spec)
+
+
 def _features(columns: Columns, features: Sequence[str]) -> np.ndarray:
-    """The feature columns as a matrix (no columns: a statistic reading its own)."""
+    """The numeric columns as a matrix (no columns: a statistic reading its own)."""
     if not features:
         return np.empty((len(np.asarray(next(iter(columns.values())))), 0))
     return np.column_stack([np.asarray(columns[f], dtype=np.float64) for f in features])
 
 
-def _rows(columns: Columns, x: np.ndarray, bound: float) -> Rows:
-    return Rows(x, ArraySite(columns).read([]), bound, dp=True)
+def _rows(columns: Columns, x: np.ndarray, bound: float, dp: bool = True) -> Rows:
+    return Rows(x, ArraySite(columns).read([]), bound, dp=dp)
 
 
 def _block_arrays(protocol: SecureSumProtocol, spec: Any, rows: Rows) -> dict[str, np.ndarray]:
@@ -152,28 +157,45 @@ def _one_row(columns: Columns, i: int) -> dict[str, np.ndarray]:
     return {c: np.asarray(v)[i : i + 1] for c, v in columns.items()}
 
 
+def _dp_round(protocol: SecureSumProtocol, request: Any) -> Any:
+    """The kit's DP round of a request: rows clipped to L2 norm ROW_NORM."""
+    dp = DpRequest(1.0, 1e-6, ROW_NORM)
+    plan = protocol.plan(request, Common(n_invited=3, min_owners=3, scale_bits=8, dp=dp))
+    rnd = protocol.next_round(plan, None, 1)
+    assert rnd.dp is not None
+    return rnd
+
+
 def check_bounds(protocol: SecureSumProtocol, request: Any, sites: Sequence[Columns]) -> None:
-    """No row adds more than `row_bound` to a value, with the features scaled so that the
-    largest |value| is the bound b the encoding is sized for."""
+    """No row adds more to a value than its block's `row_bound`: without DP with the features
+    scaled so that the largest |value| is the bound b the encoding is sized for; in the DP
+    round's layout (`dp_blocks`) with the rows clipped as that round clips them."""
     statistic = protocol.statistic
     spec = statistic.spec(request)
-    features = list(statistic.features(spec))
+    features, bounded = _numeric(protocol, spec)
     columns = pooled(sites)
-    x = _features(columns, features)
+    x = _features(columns, [*features, *bounded])
     b = 3.0
-    if features:
+    if features:  # every value at most b (a bounded column: within the same b here)
         x = x / (float(np.max(np.abs(x))) or 1.0) * b
-    blocks = statistic.blocks(spec, b)
-    for i in range(x.shape[0]):
-        one = _one_row(columns, i)
-        sums = _block_arrays(protocol, spec, _rows(one, x[i : i + 1], b))
-        for block in blocks:
-            worst = float(np.max(np.abs(sums[block.name])))
-            if worst > block.row_bound * (1 + SLACK) + SLACK:
-                raise AssertionError(
-                    f"block {block.name!r}: row {i} adds {worst:.6g}, more than its declared "
-                    f"row_bound {block.row_bound:.6g} at b = {b}"
-                )
+    rnd = _dp_round(protocol, request)
+    dp_features, dp_bounded = _numeric(protocol, rnd.spec)
+    x_dp = _features(columns, [*dp_features, *dp_bounded])
+    if dp_features or dp_bounded:
+        x_dp, _ = clip_for_release(x_dp, dp_features, rnd.dp, dp_bounded)
+    for dp, round_spec, rows_x, bound in ((False, spec, x, b), (True, rnd.spec, x_dp, ROW_NORM)):
+        blocks = protocol.layout(round_spec, bound, dp)
+        for i in range(rows_x.shape[0]):
+            one = _one_row(columns, i)
+            sums = _block_arrays(protocol, round_spec, _rows(one, rows_x[i : i + 1], bound, dp))
+            for block in blocks:
+                worst = float(np.max(np.abs(sums[block.name])))
+                if worst > block.row_bound * (1 + SLACK) + SLACK:
+                    raise AssertionError(
+                        f"block {block.name!r}: row {i} adds {worst:.6g}, more than its "
+                        f"declared row_bound {block.row_bound:.6g} at b = {bound}"
+                        + (" (DP layout)" if dp else "")
+                    )
 
 
 def check_sensitivity(protocol: SecureSumProtocol, request: Any, site: Columns) -> None:
@@ -182,18 +204,20 @@ def check_sensitivity(protocol: SecureSumProtocol, request: Any, site: Columns) 
     and on the same rows pushed out to norm C (where the worst case usually is)."""
     statistic = protocol.statistic
     spec = statistic.spec(request)
-    features = list(statistic.features(spec))
     c = ROW_NORM
-    dp = DpRequest(1.0, 1e-6, c)
-    plan = protocol.plan(request, Common(n_invited=3, min_owners=3, scale_bits=8, dp=dp))
-    rnd = protocol.next_round(plan, None, 1)
+    rnd = _dp_round(protocol, request)
     enc = rnd.share_encoding
-    assert rnd.dp is not None
-    x = _features(site, features)
-    clipped, _ = clip_for_release(x, features, rnd.dp)
-    norms = np.linalg.norm(clipped, axis=1, keepdims=True)
-    on_sphere = np.where(norms > 0, clipped / np.where(norms > 0, norms, 1) * c, clipped)
     spec = rnd.spec  # as the DP round's `spec_for` completes it
+    features, bounded = _numeric(protocol, spec)
+    d = len(features)
+    x = _features(site, [*features, *bounded])
+    clipped, _ = clip_for_release(x, features, rnd.dp, bounded)
+    # the features pushed out to norm C (a bounded column, clipped on its own, stays)
+    norms = np.linalg.norm(clipped[:, :d], axis=1, keepdims=True)
+    on_sphere = clipped.copy()
+    on_sphere[:, :d] = np.where(
+        norms > 0, clipped[:, :d] / np.where(norms > 0, norms, 1) * c, clipped[:, :d]
+    )
     blocks = protocol.layout(spec, c, True)
     integer = protocol.dp_sensitivity(rnd.spec, enc, rnd.dp)
     for rows_x in (clipped, on_sphere):
@@ -237,10 +261,10 @@ def check_noise_is_verified(protocol: SecureSumProtocol, request: Any, site: Col
     and without public bounds."""
     statistic = protocol.statistic
     spec = statistic.spec(request)
-    features = list(statistic.features(spec))
+    features, side = _numeric(protocol, spec)
     bounded = tuple(
         ColumnBounds(f, float(np.min(site[f])) - 1.0, float(np.max(site[f])) + 1.0)
-        for f in features
+        for f in [*features, *side]
     )
     requests = [DpRequest(1.0, 1e-6, ROW_NORM)]
     if bounded:  # a statistic without features has none to bound
