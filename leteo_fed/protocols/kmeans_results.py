@@ -18,7 +18,12 @@ from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
 from leteo_fed.protocols import dp_release, kmeans
 from leteo_fed.protocols.dp_facts import truth_fields
 from leteo_fed.protocols.iterative import COMPOSITION, IterativePlan, job_epsilon
-from leteo_fed.protocols.results import EncodingFacts, ReleaseNoiseFacts, Result, result_type
+from leteo_fed.protocols.results import (
+    EncodingFacts,
+    IterationDpFacts,
+    Result,
+    result_type,
+)
 
 EMPTY_CLUSTER_RULE = "an empty cluster (no rows; with DP a noisy count below 1) keeps its center"
 
@@ -72,26 +77,9 @@ class KmeansJobTimings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class KmeansDpFacts(ReleaseNoiseFacts):
-    mechanism: str
-    epsilon: float
-    delta: float
-    row_norm_bound: float
-    quorum: int
-    sensitivity_l1: float
-    sensitivity_l2: float
-    composition: str
-    accountant: str
-    iterations_budgeted: int
-    epsilon_per_iteration: float
-    delta_per_iteration: float
-    epsilon_spent: float
-    delta_spent: float
-    skellam_mu_per_iteration: float
+class KmeansDpFacts(IterationDpFacts):
     noise_std_sum_with_quorum: float
     noise_std_count_with_quorum: float
-    post_processing: str
-    note: str
 
 
 @result_type

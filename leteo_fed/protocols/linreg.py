@@ -53,7 +53,13 @@ from leteo_fed.protocols.linreg_fit import (
 )
 from leteo_fed.protocols.moments import ALL_ROWS
 from leteo_fed.protocols.requests import check_features
-from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, terms_in_order
+from leteo_fed.protocols.results import (
+    DpFacts,
+    Result,
+    RoundFacts,
+    TermsTable,
+    result_type,
+)
 from leteo_fed.protocols.secure_sum import SecureSumProtocol
 from leteo_fed.protocols.statistic import (
     COUNT,
@@ -102,8 +108,9 @@ class LinregSpec:
 
 @result_type
 @dataclass(frozen=True, kw_only=True)
-class LinregResult(RoundFacts, Result):
+class LinregResult(TermsTable, RoundFacts, Result):
     wire: ClassVar[str] = "linreg"
+    test_statistic: ClassVar[str] = "t_statistics"
     protocol: str
     method: str
     features: list[str]
@@ -125,25 +132,6 @@ class LinregResult(RoundFacts, Result):
     label_bound: float | None = None
     noise_std_errors: dict[str, float] | None = None
     dp: DpFacts | None = None
-
-    def table(self) -> tuple[dict[str, list], list, str]:
-        """A row per term: coefficient, standard error, t, p and the confidence interval."""
-        cols = {
-            name: [values[t] for t in self.terms]
-            for name, values in (
-                ("coefficient", self.coefficients),
-                ("std_error", self.std_errors),
-                ("t_statistic", self.t_statistics),
-                ("p_value", self.p_values),
-                ("ci_lower", self.ci_lower),
-                ("ci_upper", self.ci_upper),
-            )
-        }
-        return cols, list(self.terms), "term"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The document, every per-term map in the order of `terms`."""
-        return terms_in_order(super().to_dict())
 
 
 def joint_bound(row_norm_bound: float, label_bound: float) -> float:

@@ -25,11 +25,11 @@ from leteo_fed.protocols.logreg_math import (
 )
 from leteo_fed.protocols.results import (
     EncodingFacts,
-    ReleaseNoiseFacts,
+    IterationDpFacts,
     Result,
     RoundTimings,
+    TermsTable,
     result_type,
-    terms_in_order,
 )
 from leteo_fed.protocols.round_types import Outcome
 
@@ -54,31 +54,15 @@ class LogregIterationSummary:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LogregDpFacts(ReleaseNoiseFacts):
-    mechanism: str
-    epsilon: float
-    delta: float
-    row_norm_bound: float
-    quorum: int
-    sensitivity_l1: float
-    sensitivity_l2: float
-    composition: str
-    accountant: str
-    iterations_budgeted: int
-    epsilon_per_iteration: float
-    delta_per_iteration: float
-    epsilon_spent: float
-    delta_spent: float
-    skellam_mu_per_iteration: float
+class LogregDpFacts(IterationDpFacts):
     noise_std_per_value: float
-    post_processing: str
-    note: str
 
 
 @result_type
 @dataclass(frozen=True, kw_only=True)
-class LogregResult(Result):
+class LogregResult(TermsTable, Result):
     wire: ClassVar[str] = "logreg"
+    test_statistic: ClassVar[str] = "z_statistics"
     protocol: str
     method: str
     job_id: str
@@ -108,25 +92,6 @@ class LogregResult(Result):
     encoding: EncodingFacts
     timings: RoundTimings
     dp: LogregDpFacts | None = None
-
-    def table(self) -> tuple[dict[str, list], list, str]:
-        """A row per term: coefficient, standard error, z, p and the confidence interval."""
-        cols = {
-            name: [values[t] for t in self.terms]
-            for name, values in (
-                ("coefficient", self.coefficients),
-                ("std_error", self.std_errors),
-                ("z_statistic", self.z_statistics),
-                ("p_value", self.p_values),
-                ("ci_lower", self.ci_lower),
-                ("ci_upper", self.ci_upper),
-            )
-        }
-        return cols, list(self.terms), "term"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every per-term map in the order of `terms` (the intercept, then the features)."""
-        return terms_in_order(super().to_dict())
 
 
 # ------------------------------------------------------------------ the preview

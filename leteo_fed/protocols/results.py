@@ -104,6 +104,51 @@ class DpFacts(ReleaseNoiseFacts):
     note: str | None = omitted()
 
 
+@dataclass(frozen=True, kw_only=True)
+class IterationDpFacts(ReleaseNoiseFacts):
+    """The noise of a multi-round DP job: T iterations whose noise together gives the job's
+    (epsilon, delta) by Renyi composition (k-means and logistic regression add their own
+    noise std)."""
+
+    mechanism: str
+    epsilon: float
+    delta: float
+    row_norm_bound: float
+    quorum: int
+    sensitivity_l1: float
+    sensitivity_l2: float
+    composition: str
+    accountant: str
+    iterations_budgeted: int
+    epsilon_per_iteration: float
+    delta_per_iteration: float
+    epsilon_spent: float
+    delta_spent: float
+    skellam_mu_per_iteration: float
+    post_processing: str
+    note: str
+
+
+class TermsTable:
+    """A regression's result as a table: a row per term (the intercept, then the features)
+    with its coefficient, standard error, test statistic (`test_statistic`: the field of t
+    or z statistics), p-value and confidence interval; every per-term map in term order."""
+
+    test_statistic: ClassVar[str]
+    terms: list[str]  # the result's field (a mixin's annotation, not a dataclass field)
+
+    def table(self) -> tuple[dict[str, list], list, str]:
+        terms = self.terms
+        fields = ("coefficients", "std_errors", self.test_statistic, "p_values")
+        cols = {name[:-1]: [getattr(self, name)[t] for t in terms] for name in fields} | {
+            name: [getattr(self, name)[t] for t in terms] for name in ("ci_lower", "ci_upper")
+        }
+        return cols, list(terms), "term"
+
+    def to_dict(self) -> dict[str, Any]:
+        return terms_in_order(super().to_dict())  # type: ignore[misc]
+
+
 def to_dict(obj: Any) -> Any:
     """A dataclass as JSON-ready data: tuples become lists; a field whose metadata says
     `omit_none` is left out when None."""
