@@ -29,7 +29,7 @@ from leteo_fed.protocols.ldp_spec import (
     LdpSpec,
     NbConditional,
 )
-from leteo_fed.protocols.reports import ReportFacts, ReportStatistic, register
+from leteo_fed.protocols.reports import ReportFacts, ReportStatistic, facts, register
 from leteo_fed.protocols.results import result_type
 
 NB_ORACLES = ("grr", "oue", "olh")  # frequency oracles whose reports carry a type
@@ -201,8 +201,7 @@ class NbAccumulator:
 
     def result(self, consistency: bool = False) -> dict:
         spec = self.spec
-        if self.n < 1:
-            raise DataError("no reports were collected")
+        doc = facts(spec, self.n, column=spec.label_column)
         model: LdpNaiveBayes = self._model
         model.fit_from_reports(
             (t, self.supports.get(t, np.zeros(model.oracles[t].d)), self.counts.get(t, 0))
@@ -217,11 +216,7 @@ class NbAccumulator:
                 f.values, {c: table[:, j].tolist() for j, c in enumerate(classes)}
             )
         return {
-            "protocol": "ldp",
-            "mechanism": spec.mechanism,
-            "epsilon": spec.epsilon,
-            "column": spec.label_column,
-            "n": self.n,
+            **doc,
             "engine": self.engine,
             "estimator": (
                 "one report per record, its type (the prior or one feature) drawn uniformly; "

@@ -52,7 +52,6 @@ __all__ = [
     "LdpNaiveBayesResult",
     "LdpPlan",
     "LdpPointsResult",
-    "LdpProtocol",
     "ReportRoundProtocol",
 ]
 
@@ -161,5 +160,4 @@ class ReportRoundProtocol(FederatedProtocol):
         return ReportStream(n, iter(chunks))
 
 
-LdpProtocol = ReportRoundProtocol  # its name before the report statistics
 PROTOCOL = registry.register(ReportRoundProtocol())
