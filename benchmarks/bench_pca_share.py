@@ -39,8 +39,8 @@ CSP (``csp_total_s`` = ``csp_verify_s`` + ``csp_sum_s`` + ``csp_decrypt_s``)
     ``CSP_MIN_CIPHERTEXTS_PER_WORKER`` ciphertexts each, started before the timing as the CSP
     starts it at start-up; ``csp_decrypt_workers``). Medians of ``repeats`` runs.
 eigendecomposition (``eig_s``)
-    The aggregator's result from the integer totals: ``pca_from_totals`` (decode, exact scatter
-    matrix, eigh) or ``discriminant_from_totals`` (generalized eigh). Removing the owners'
+    The aggregator's result from the integer totals: the moments statistic's ``result`` (decode,
+    exact scatter matrix, eigh or generalized eigh). Removing the owners'
     masks (re-derived from their seeds: ``secure_sum.mask_sums``) and unpacking is ``unmask_s``.
 baseline (``baseline_*``)
     python-paillier (``phe``) encrypting, adding and decrypting the same encoded statistics one
@@ -74,6 +74,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import gmpy2
@@ -96,10 +97,11 @@ from leteo_fed.encoding.packing import remove_masks, slot_totals, unpack
 from leteo_fed.errors import ConfigError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import discriminant, pca
-from leteo_fed.protocols.base import Common
 from leteo_fed.protocols.dp_release import ArraySite
 from leteo_fed.protocols.moments_round import PROTOCOL as MOMENTS
-from leteo_fed.protocols.moments_round import LabelClasses, MomentsPlan, MomentsRequest
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.requests import Common
+from leteo_fed.protocols.secure_sum import StatisticPlan
 from leteo_fed.transport import membership
 from leteo_fed.transport.certs import create_pki
 from leteo_fed.transport.grpc_io import TlsConfig
@@ -317,7 +319,7 @@ class Owner:
 
 @dataclass
 class BenchRound:
-    plan: MomentsPlan  # the aggregator's plan of the round
+    plan: StatisticPlan  # the aggregator's plan of the round
     public: PublicKey
     owners: list[Owner]
     owners_ca: bytes
@@ -556,11 +558,9 @@ def rel_error(fed: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(fed - ref) / np.maximum(np.abs(ref), np.finfo(float).tiny)))
 
 
-def eigen_result(plan: MomentsPlan, totals: list[int]):
-    """The aggregator's result from the round's totals."""
-    if plan.label == pca.PROTOCOL:
-        return MOMENTS.pca_from_totals(plan, totals)
-    return MOMENTS.discriminant_from_totals(plan, totals)
+def eigen_result(plan: StatisticPlan, totals: list[int], n_owners: int) -> SimpleNamespace:
+    """The aggregator's result from the round's totals (`components`: how many it keeps)."""
+    return SimpleNamespace(**MOMENTS.result_of(plan, totals, n_owners))
 
 
 def correctness(cfg: BenchConfig, rnd: BenchRound, totals: list[int]) -> dict[str, Any]:
@@ -568,10 +568,11 @@ def correctness(cfg: BenchConfig, rnd: BenchRound, totals: list[int]) -> dict[st
     data = [o.data for o in rnd.owners]
     pooled = np.vstack([o.x for o in data])
     d = pooled.shape[1]
-    every = eigen_result(dataclasses.replace(rnd.plan, components=d), totals)
+    settings = dataclasses.replace(rnd.plan.settings, components=d)
+    every = eigen_result(dataclasses.replace(rnd.plan, settings=settings), totals, len(data))
     if cfg.method == "pca":
         ref_vals, ref_vecs, _ = pca.reference_pca(pooled, d)
-        fed_vals = np.array(every.all_eigenvalues)
+        fed_vals = np.array(every.eigenvalues)  # components = d: every eigenvalue
     else:
         labels = np.concatenate([o.y for o in data if o.y is not None])
         ref_vals, ref_vecs = discriminant.reference(pooled, [labels], "dca", d)
@@ -661,7 +662,7 @@ def bench_row(
         return slot_totals(unpack(packed, rnd.n_values, layout), len(shares), layout)
 
     totals, unmask_s = median_time(unmask, runs)
-    _, eig_s = median_time(lambda: eigen_result(rnd.plan, totals), runs)
+    _, eig_s = median_time(lambda: eigen_result(rnd.plan, totals, len(rnd.owners)), runs)
     exact = list(totals) == [sum(col) for col in zip(*values, strict=True)]
 
     log(f"{tag}: phe baseline ({min(cfg.phe_sample, rnd.n_values)} sampled operations)")

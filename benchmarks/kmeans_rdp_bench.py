@@ -19,10 +19,11 @@ from leteo_fed.data.adult import locate_wheel, read_adult
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.protocols import kmeans, registry
-from leteo_fed.protocols.base import Common, DpRequest, owner_noise_bound
+from leteo_fed.protocols.dp_plan import owner_noise_bound
 from leteo_fed.protocols.dp_release import ArraySite
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.release_preview import NoNoise, run_in_process
+from leteo_fed.protocols.requests import Common, DpRequest
 
 COLUMNS = ["age", "education-num", "hours-per-week"]
 BOUNDS = (

@@ -28,7 +28,7 @@ from leteo_fed.privacy.noise_gate import warn_all
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import FederatedProtocol
+from leteo_fed.protocols.interface import FederatedProtocol
 from leteo_fed.protocols.results import Result
 from leteo_fed.transport.grpc_io import TlsConfig, rpc_error_message
 from leteo_fed.transport.rounds import named_owners, request_to_proto, result_from_proto

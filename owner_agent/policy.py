@@ -18,7 +18,7 @@ from typing import Any
 
 from leteo_fed.config import ANY, OwnerPolicy
 from leteo_fed.errors import ProtocolError
-from leteo_fed.protocols.base import REPORTS
+from leteo_fed.protocols.round_types import REPORTS
 from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import Invitation
 

@@ -27,7 +27,7 @@ from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.ledger import BUDGET_COMMANDS, PrivacyLedger
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import REPORTS, LedgerCharge
+from leteo_fed.protocols.interface import LedgerCharge, ReportRounds, SecureSumRounds
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.rounds import Invitation
 from leteo_fed.transport.signing import Signer
@@ -261,11 +261,14 @@ class ShareRunner:
 
     def build(self, inv: Invitation) -> ShareUpload | ReportUpload:
         timings: dict[str, float] = {}
-        if inv.protocol.kind == REPORTS:
-            stream = inv.protocol.reports(inv.spec, self.site, np.random.default_rng(), timings)
+        protocol = inv.protocol
+        if isinstance(protocol, ReportRounds):
+            stream = protocol.reports(inv.spec, self.site, np.random.default_rng(), timings)
             return ReportUpload(stream.n_reports, list(stream.chunks), timings)
+        if not isinstance(protocol, SecureSumRounds):
+            raise ProtocolError(f"{protocol.name} rounds are neither reports nor a secure sum")
         enc, _ = inv.share_encoding
-        values = inv.protocol.share_values(inv.spec, enc, inv.dp, self.site, timings)
+        values = protocol.share_values(inv.spec, enc, inv.dp, self.site, timings)
         return self.seal(inv, values, timings)
 
     def seal(self, inv: Invitation, values: list[int], timings: dict[str, float]) -> ShareUpload:

@@ -9,7 +9,8 @@ import dataclasses
 from pathlib import Path
 
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import REPORTS, SECURE_SUM, FederatedProtocol
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.round_types import REPORTS, SECURE_SUM
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("leteo_fed", "aggregator", "owner_agent", "csp")

@@ -31,7 +31,8 @@ from aggregator.rounds.workers import Workers
 from aggregator.state import StateStore
 from leteo_fed import defaults
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import Common, FederatedProtocol
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.requests import Common
 from leteo_fed.transport.metrics import AggregatorMetrics
 
 log = logging.getLogger("leteo.aggregator")

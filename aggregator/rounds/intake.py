@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from leteo_fed.encoding.packing import SlotLayout
-from leteo_fed.protocols.base import Outcome
+from leteo_fed.protocols.round_types import Outcome
 
 
 class RoundIntake(Protocol):

@@ -24,7 +24,8 @@ from aggregator.rounds.secure_sum import SecureSum
 from aggregator.state import StateStore
 from leteo_fed import defaults
 from leteo_fed.errors import LeteoError, PeerUnavailable, ProtocolError
-from leteo_fed.protocols.base import Common, FederatedProtocol
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.requests import Common
 
 log = logging.getLogger("leteo.aggregator")
 

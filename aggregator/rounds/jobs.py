@@ -18,7 +18,7 @@ from aggregator.rounds.round import COMPLETED, OPEN, Round, status_proto
 from aggregator.state import StateStore
 from leteo_fed.errors import LeteoError, NotFoundError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import FederatedProtocol
+from leteo_fed.protocols.interface import FederatedProtocol
 
 log = logging.getLogger("leteo.aggregator")
 

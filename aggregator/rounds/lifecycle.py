@@ -24,8 +24,9 @@ from aggregator.rounds.round import COMPLETED, FAILED, Round, answer_latency, st
 from aggregator.rounds.secure_sum import SecureSum, SignedShares
 from aggregator.rounds.workers import Workers
 from aggregator.state import StateStore
-from leteo_fed.errors import LeteoError, PeerUnavailable
-from leteo_fed.protocols.base import REPORTS, Outcome, ProjectionQuery, RoundPlan, Step
+from leteo_fed.errors import LeteoError, PeerUnavailable, ProtocolError
+from leteo_fed.protocols.interface import ProjectionRounds, ReportRounds
+from leteo_fed.protocols.round_types import Outcome, ProjectionQuery, RoundPlan, Step
 from leteo_fed.transport import membership
 from leteo_fed.transport.metrics import AggregatorMetrics
 
@@ -46,14 +47,17 @@ class IntakeOpener:
         self.owners_ca = owners_ca
 
     def open(self, job: Job, plan: RoundPlan, round_id: str) -> RoundIntake:
-        if job.protocol.kind == REPORTS:
-            return ReportIntake(job.protocol.new_accumulator(job.plan))
+        protocol = job.protocol
+        if isinstance(protocol, ReportRounds):
+            return ReportIntake(protocol.new_accumulator(job.plan))
         public = self.secure_sum.public_key()
         layout = plan.share_encoding.layout(public.bits)
         mode = "projection" if plan.reveal == "projection" else "blinded"
 
         def projection_query(n_shares: int) -> ProjectionQuery:
-            return job.protocol.projection_query(job.plan, job.state, n_shares)
+            if not isinstance(protocol, ProjectionRounds):
+                raise ProtocolError(f"{protocol.name} has no projection-only mode")
+            return protocol.projection_query(job.plan, job.state, n_shares)
 
         intake = SignedShares(
             public,

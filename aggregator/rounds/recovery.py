@@ -25,7 +25,9 @@ from aggregator.state import StateStore, StoredJob, StoredRound
 from leteo_fed import defaults
 from leteo_fed.errors import LeteoError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import Common, FederatedProtocol, Step
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.requests import Common
+from leteo_fed.protocols.round_types import Step
 
 log = logging.getLogger("leteo.aggregator")
 

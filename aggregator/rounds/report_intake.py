@@ -23,8 +23,8 @@ import numpy as np
 from leteo_fed import extras
 from leteo_fed.encoding.packing import SlotLayout
 from leteo_fed.errors import DataError, ProtocolError
-from leteo_fed.protocols.base import Outcome
 from leteo_fed.protocols.reports import ReportAccumulator
+from leteo_fed.protocols.round_types import Outcome
 
 log = logging.getLogger("leteo.aggregator")
 

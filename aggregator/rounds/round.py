@@ -17,7 +17,7 @@ from typing import Any
 from aggregator.rounds.intake import RoundIntake
 from leteo_fed.errors import AccessDenied, DuplicateError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import RoundPlan, Step
+from leteo_fed.protocols.round_types import RoundPlan, Step
 from leteo_fed.transport.rounds import result_to_proto
 from leteo_fed.transport.site_names import MANY_SITES, name_sites
 

@@ -32,7 +32,8 @@ from leteo_fed.encoding.packing import (
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import Outcome, ProjectionQuery, ProjectionReply, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
+from leteo_fed.protocols.round_types import Outcome, ProjectionQuery, ProjectionReply
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.messages import batches, encoding_to_proto, fetch_public_key
 from leteo_fed.transport.statements import RoundShares, check_digest, read_statement

@@ -127,7 +127,7 @@ PLOTTERS: dict[str, tuple[str, str]] = {
     "crosstab": ("leteo_fed.cli.plots", "plot_counts"),
     "linreg": ("leteo_fed.cli.plots", "plot_regression"),
     "logreg": ("leteo_fed.cli.logreg", "plot_coefficients"),
-    "naive_bayes": ("leteo_fed.cli.naive_bayes", "plot_model"),
+    "naive_bayes": ("leteo_fed.cli.plots", "plot_naive_bayes"),
     "quantiles": ("leteo_fed.cli.plots", "plot_quantiles"),
 }
 

@@ -144,3 +144,54 @@ def plot_correlation(result: dict, path: Path) -> None:
     ax.set_title(title)
     fig.tight_layout()
     atomic_save_figure(fig, path)
+
+
+def plot_naive_bayes(result: dict, path: Path) -> None:
+    """One panel per feature: a numeric feature's mean +/- one standard deviation per class,
+    a categorical feature's P(value | class) as grouped bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    classes = result["classes"]
+    numeric = result["numeric_features"]
+    categorical = result["categorical"]
+    panels = len(numeric) + len(categorical)
+    cols = min(3, panels)
+    rows = math.ceil(panels / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), dpi=110, squeeze=False)
+    x = np.arange(len(classes))
+    flat = list(axes.ravel())
+    for ax, name in zip(flat, numeric, strict=False):
+        mean = np.array(result["theta"][name])
+        std = np.sqrt(np.array(result["var"][name]))
+        ax.errorbar(x, mean, yerr=std, fmt="o", capsize=4)
+        ax.set_xticks(x, classes, rotation=45 if len(classes) > 4 else 0)
+        ax.set_title(f"{name}: mean ± 1 std")
+        ax.set_xlabel(result["label_column"])
+    for ax, table in zip(flat[len(numeric) :], categorical, strict=False):
+        prob = np.exp(np.array(table["log_prob"]))  # a row per class
+        width = 0.8 / max(len(table["categories"]), 1)
+        for v, cat in enumerate(table["categories"]):
+            ax.bar(
+                x + (v - (len(table["categories"]) - 1) / 2) * width, prob[:, v], width, label=cat
+            )
+        ax.set_xticks(x, classes, rotation=45 if len(classes) > 4 else 0)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"P({table['feature']} | class)")
+        ax.set_xlabel(result["label_column"])
+        if len(table["categories"]) <= 12:
+            ax.legend(fontsize="small")
+    for ax in flat[panels:]:
+        ax.axis("off")
+    title = f"naive Bayes of {result['label_column']}: n = {result['n']:.0f}"
+    title += f", {len(result['owners'])} owners"
+    if result.get("dp"):
+        title += f", ε = {result['dp']['epsilon']:g}"
+    fig.suptitle(title)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)

@@ -1,85 +1,33 @@
-"""Moment rounds: `pca` and `dca` (DCA, LDA, MDR) against running services, and their demos.
+"""The demos of the moment rounds: `demo pca` and `demo dca` (DCA, LDA, MDR).
 
 Owners send encrypted sums of x x^T, x and counts (per class for discriminant analysis); the
-aggregator adds them, the CSP decrypts only the blinded total. `demo pca|dca` runs the same round
-on a local deployment and compares it with the computation on the pooled rows.
+aggregator adds them, the CSP decrypts only the blinded total. `demo pca|dca` runs a round on a
+local deployment and compares it with the computation on the pooled rows. The `pca` and `dca`
+commands against running services are made from the moments statistic's declaration
+(`cli.statistics`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from leteo_fed import extras
-from leteo_fed.cli.noise import (
-    add_noise_flags,
-    check_locally,
-    print_preview,
-    print_verdict,
-)
 from leteo_fed.cli.options import (
     SubParsers,
-    add_aggregator_address,
     add_demo_insecure,
     add_demo_key_flags,
     add_demo_owners,
     add_dp_flags,
-    add_features,
     add_out_folder,
-    add_round_flags,
-    add_tls,
     add_value_bound,
-    analyst_client,
     csv_list,
     set_handler,
 )
-from leteo_fed.cli.progress import ProgressPrinter
-from leteo_fed.cli.round_output import (
-    bounds_from_args,
-    print_release_truth,
-    quiet_noise_warnings,
-    round_options,
-)
-from leteo_fed.defaults import DEMO_SEED, PCA_DEFAULT_SCALE_BITS
-from leteo_fed.errors import ConfigError
+from leteo_fed.cli.round_output import bounds_from_args, print_release_truth, quiet_noise_warnings
+from leteo_fed.defaults import DEMO_SEED
 
 PRIVACY_LABEL_HELP = "MDR: the label whose classes to hide"
-
-
-def add_parsers(sub: SubParsers) -> None:
-    """`pca` and `dca`, run against an aggregator."""
-    p = sub.add_parser(
-        "pca",
-        help="run a federated PCA round against running services",
-        description="Start a federated PCA round at the aggregator and wait for the result. "
-        "Owners send encrypted sums of x x^T, x and counts; the result equals PCA on the pooled "
-        "rows. Writes OUT/pca.json.",
-    )
-    _add_round_args(p, Path("out/pca"))
-    _add_standardize(p)
-    add_noise_flags(p, "each eigenvalue")
-    set_handler(p, run)
-
-    p = sub.add_parser(
-        "dca",
-        help="run a federated DCA / LDA / MDR round against running services",
-        description="Start a federated discriminant analysis at the aggregator. Owners send "
-        "encrypted sums of x x^T and per-class sums and counts for ALL declared classes "
-        "(zero-filled), so no share reveals which classes a site holds. Writes OUT/dca.json.",
-    )
-    _add_round_args(p, Path("out/dca"))
-    _add_discriminant_args(p)
-    p.add_argument(
-        "--classes", type=csv_list, required=True, help="the label's class names, e.g. 0,1,2"
-    )
-    p.add_argument("--privacy-label-column", default=None, help=PRIVACY_LABEL_HELP)
-    p.add_argument(
-        "--privacy-classes", type=csv_list, default=None, help="MDR: the privacy label's classes"
-    )
-    add_noise_flags(p, "each class mean")
-    set_handler(p, run)
 
 
 def add_demo_parsers(demo: SubParsers) -> None:
@@ -104,7 +52,7 @@ def add_demo_parsers(demo: SubParsers) -> None:
         "OUT/dca.json and OUT/dca_scatter.png.",
     )
     _add_demo_args(p, Path("out/demo-dca"), label_required=True)
-    _add_discriminant_args(p, with_label=False)
+    _add_discriminant_args(p)
     p.add_argument("--privacy-label-column", default=None, help=PRIVACY_LABEL_HELP)
     set_handler(p, run)
 
@@ -124,25 +72,10 @@ def _add_projection_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_round_args(p: argparse.ArgumentParser, default_out: Path) -> None:
-    add_aggregator_address(p)
-    add_features(p)
-    p.add_argument(
-        "--components", type=int, default=0, help="number of components (default: the method's)"
-    )
-    add_round_flags(p, "quorum: minimum shares", scale_default=str(PCA_DEFAULT_SCALE_BITS))
-    add_out_folder(p, default_out)
-    _add_projection_flag(p)
-    add_dp_flags(p, bounds=True)
-    add_tls(p, "analyst", "analyst")
-
-
-def _add_discriminant_args(p: argparse.ArgumentParser, with_label: bool = True) -> None:
+def _add_discriminant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--method", choices=["dca", "lda", "mdr"], default="dca", help="analysis (default: dca)"
     )
-    if with_label:
-        p.add_argument("--label-column", required=True, help="the (utility) class label column")
     p.add_argument(
         "--rho",
         type=float,
@@ -199,87 +132,8 @@ def _add_demo_args(p: argparse.ArgumentParser, default_out: Path, label_required
 
 
 def run(args: argparse.Namespace) -> int:
-    """A round against running services, or a demo on a local deployment."""
-    if args.command == "demo":
-        return _run_demo(args)
-    return _run_round(args)
-
-
-def _groupings(args: argparse.Namespace) -> tuple:
-    """The declared (label, classes) pairs: none for PCA; MDR adds the label to hide."""
-    if args.command != "dca":
-        return ()
-    groupings: tuple = ((args.label_column, tuple(args.classes)),)
-    if args.method == "mdr":
-        if not args.privacy_label_column or not args.privacy_classes:
-            raise ConfigError("--method mdr needs --privacy-label-column and --privacy-classes")
-        groupings += ((args.privacy_label_column, tuple(args.privacy_classes)),)
-    return groupings
-
-
-def _run_round(args: argparse.Namespace) -> int:
-    from leteo_fed.client import output_file
-    from leteo_fed.fileio import atomic_write_json
-    from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
-
-    request = MomentsRequest(
-        features=tuple(args.features),
-        method=getattr(args, "method", "pca"),
-        components=args.components,
-        standardize=getattr(args, "standardize", False),
-        groupings=tuple(LabelClasses(c, tuple(k)) for c, k in _groupings(args)),
-        rho=getattr(args, "rho", None),
-        rho_prime=getattr(args, "rho_prime", None),
-        projection_only=args.projection_only,
-    )
-    options = round_options(args)
-    from leteo_fed.protocols.moments_round import moments_noise_preview
-
-    stop = check_locally(request, options, moments_noise_preview, args, _dry_run)
-    if stop is not None:
-        return stop
-    progress = ProgressPrinter()
-    with analyst_client(args) as client, quiet_noise_warnings():
-        result = client.run(request, options, on_tick=progress.tick).to_dict()
-    progress.done()
-    out = Path(args.out) / output_file(request)
-    atomic_write_json(out, result)
-    print(json.dumps({k: result[k] for k in ("round_id", "owners", "n_samples", "eigenvalues")}))
-    print_release_truth(result)
-    print(f"wrote {out}", file=sys.stderr)
-    return 0
-
-
-def _dry_run(plan, rows: int | None) -> int:
-    """Print what the round's noise does to each eigenvalue (PCA) or class mean (DCA, LDA,
-    MDR); nothing is sent."""
-    from leteo_fed.protocols.moments_round import moments_noise_preview
-
-    doc = print_preview(plan, moments_noise_preview, rows)
-    print(
-        f"each released value carries noise of std {doc['noise_std_per_value']:.4g} (epsilon "
-        f"{doc['epsilon']:g}, delta {doc['delta']:g}, rows clipped to {doc['row_norm_bound']:g})",
-        file=sys.stderr,
-    )
-    if rows is None:
-        print("give --rows N for the expected error of each result", file=sys.stderr)
-    elif "eigenvalue_std_error" in doc:
-        for i, err in enumerate(doc["eigenvalue_std_error"], start=1):
-            print(
-                f"  eigenvalue {i}: +/- {err:.4g} (1 std, for centered data and a small "
-                "eigenvalue; larger ones and data far from 0 are noisier)",
-                file=sys.stderr,
-            )
-    else:
-        for label, errs in doc["class_mean_rms_error"].items():
-            for c, err in errs.items():
-                print(
-                    f"  mean of class {label}={c}: moves by about {err:.4g} (RMS distance, "
-                    "equal class sizes, a mean near 0)",
-                    file=sys.stderr,
-                )
-    print_verdict(doc)
-    return 0
+    """A demo on a local deployment."""
+    return _run_demo(args)
 
 
 def _run_demo(args: argparse.Namespace) -> int:

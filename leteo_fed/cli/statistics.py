@@ -2,10 +2,15 @@
 installed as a plugin, with nothing written per statistic.
 
 A command's own flags come from its request dataclass, one per field (`--field-name`; a tuple
-of columns is comma-separated). A field's metadata may say more: `help`, `metavar` and
-`required` of its flag; or `flags`, the flags it is read from instead (name -> argparse
-keywords, `type` a callable or a field type as above; flags shared by several fields are added
-once) and `build`, the callable making the field's value from those flags' values (by name).
+of columns is comma-separated; an optional `X | None` field is an X flag that may be left out).
+A field's metadata may say more: `help`, `metavar`, `choices` and `required` of its flag; or
+`flags`, the flags it is read from instead (name -> argparse keywords, `type` a callable or a
+field type as above; flags shared by several fields are added once; None: a flag every command
+has, e.g. `dp_epsilon`, read and not added) and `build`, the callable
+making the field's value from those flags' values (by name; a parameter named like another
+field of the request is given that field's value). A statistic with several commands
+(`statistic.Command`, e.g. `pca` and `dca` of the moments) has each one's flags less the
+fields it sets itself or omits, with its own defaults.
 The flags every secure-sum command shares (aggregator, quorum, deadline, encoding, owners, DP,
 the noise preview, TLS, the output folder) are added here once. `--dry-run`, the noise check
 before a real DP round, the result file and the statistic's figure (`jobs.PLOTTERS`, by its
@@ -17,7 +22,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import inspect
 import sys
+import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +46,9 @@ from leteo_fed.cli.options import (
 )
 from leteo_fed.cli.round_output import round_options, run_and_write
 
+if typing.TYPE_CHECKING:
+    from leteo_fed.protocols.statistic import Command
+
 
 def command_name(statistic_name: str) -> str:
     return statistic_name.replace("_", "-")
@@ -51,6 +61,10 @@ def flag(field_name: str) -> str:
 def _field_type(hint: Any) -> tuple[Any, dict[str, Any]]:
     """argparse keywords for a request field of type `hint`."""
     origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):  # X | None: the flag may be left out
+        kinds = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(kinds) == 1:
+            return _field_type(kinds[0])
     if origin is tuple:
         item = typing.get_args(hint)[0]
         if item is str:
@@ -73,19 +87,33 @@ def _flag_keywords(spec: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def add_request_flags(p: argparse.ArgumentParser, request_type: type) -> None:
-    """The flags of the statistic's request: one per field, or the field's own `flags`."""
+def add_request_flags(
+    p: argparse.ArgumentParser, request_type: type, command: Command | None = None
+) -> None:
+    """The flags of the statistic's request: one per field, or the field's own `flags`; a
+    `command` of several offers none for the fields it sets or omits, and has its defaults."""
     hints = typing.get_type_hints(request_type)
     added: set[str] = set()
+    skip = set(command.fixed) | set(command.omit) if command is not None else set()
+    defaults = dict(command.defaults) if command is not None else {}
     for f in dataclasses.fields(request_type):
+        if f.name in skip:
+            continue
         for name, spec in f.metadata.get("flags", {}).items():
-            if name not in added:
+            if spec is not None and name not in added:
                 added.add(name)
-                p.add_argument(flag(name), dest=f"flag_{name}", **_flag_keywords(spec))
+                kwargs = _flag_keywords(spec)
+                if kwargs.get("action") in (None, "store", "append"):
+                    kwargs.setdefault("metavar", name.upper())  # not the dest's flag_ prefix
+                p.add_argument(flag(name), dest=f"flag_{name}", **kwargs)
         if "flags" in f.metadata:
             continue
         convert, kwargs = _field_type(hints[f.name])
         default = f.default if f.default is not dataclasses.MISSING else None
+        if f.name in defaults:
+            default = kwargs["default"] = defaults[f.name]
+        if "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
         text = f.metadata.get("help", f.name.replace("_", " "))
         if convert is not None:
             kwargs["type"] = convert
@@ -98,18 +126,39 @@ def add_request_flags(p: argparse.ArgumentParser, request_type: type) -> None:
         p.add_argument(flag(f.name), dest=f"request_{f.name}", help=text, **kwargs)
 
 
-def request_from_args(request_type: type, args: argparse.Namespace) -> Any:
-    values = {}
+def request_from_args(
+    request_type: type, args: argparse.Namespace, command: Command | None = None
+) -> Any:
+    fixed = dict(command.fixed) if command is not None else {}
+    omit = set(command.omit) if command is not None else set()
+    values: dict[str, Any] = dict(fixed)
+    built = []
     for f in dataclasses.fields(request_type):
+        if f.name in fixed or f.name in omit:
+            continue
         if "flags" in f.metadata:
-            given = {n: getattr(args, f"flag_{n}") for n in f.metadata["flags"]}
-            values[f.name] = f.metadata["build"](**given)
+            built.append(f)
             continue
         given = getattr(args, f"request_{f.name}")
         if given is None:
             continue
         values[f.name] = tuple(given) if isinstance(given, list) else given
+    for f in built:  # after the plain fields: a build may take their values
+        given = {
+            n: getattr(args, n if spec is None else f"flag_{n}")
+            for n, spec in f.metadata["flags"].items()
+        }
+        build = f.metadata["build"]
+        for name in inspect.signature(build).parameters:
+            if name not in given:
+                given[name] = values.get(name, _default(request_type, name))
+        values[f.name] = build(**given)
     return request_type(**values)
+
+
+def _default(request_type: type, name: str) -> Any:
+    field = next(f for f in dataclasses.fields(request_type) if f.name == name)
+    return field.default if field.default is not dataclasses.MISSING else None
 
 
 def plotter(statistic: Any) -> Callable[[dict, Path], None] | None:
@@ -123,23 +172,35 @@ def plotter(statistic: Any) -> Callable[[dict, Path], None] | None:
     return getattr(importlib.import_module(module), name)
 
 
-def add_parser(sub: SubParsers, protocol: Any) -> None:
-    """The command of one statistic (`protocol`: its `SecureSumProtocol`)."""
+def commands(statistic: Any) -> list[Command | None]:
+    """The statistic's commands: its declared ones, else one (None) from its name and help."""
+    return list(statistic.commands) or [None]
+
+
+def add_parser(sub: SubParsers, protocol: Any, command: Command | None = None) -> None:
+    """A command of one statistic (`protocol`: its `SecureSumProtocol`; `command`: which of
+    the statistic's `commands`, None: its only one)."""
     statistic = protocol.statistic
-    name = statistic.command or command_name(statistic.name)
-    result_file = protocol.result_file(statistic.name)
+    if command is None:
+        name = statistic.command or command_name(statistic.name)
+        result_file = protocol.result_file(statistic.name)
+        description = statistic.description or statistic.help
+        text, previews = statistic.help, "each released figure"
+    else:  # its jobs are labelled by its name
+        name, result_file = command.name, protocol.result_file(command.name)
+        description = command.description or command.help
+        text, previews = command.help, command.previews
     out = Path("out") / name
-    description = statistic.description or statistic.help
     p = sub.add_parser(
         name,
-        help=statistic.help or f"the {statistic.name} statistic across the owners",
+        help=text or f"the {statistic.name} statistic across the owners",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter
         if "\n" in description
         else argparse.HelpFormatter,
     )
     add_aggregator_address(p)
-    add_request_flags(p, statistic.request_type)
+    add_request_flags(p, statistic.request_type, command)
     counts = statistic.fixed_row_norm_bound is not None  # a round of counts: nothing to bound
     add_round_flags(p, value_bound=not counts)
     if statistic.plot_file:
@@ -151,23 +212,28 @@ def add_parser(sub: SubParsers, protocol: Any) -> None:
             default=out,
             help=f"output folder: writes OUT/{result_file} (default: {out})",
         )
-    add_dp_flags(p, bounds=statistic.takes_bounds, clips=not counts)
-    add_noise_flags(p, "each released figure")
+    clips = not counts and not statistic.clips_itself  # else no bound to give: a budget alone
+    add_dp_flags(p, bounds=statistic.takes_bounds, clips=clips)
+    add_noise_flags(p, previews)
     add_tls(p, "analyst", "analyst")
     name_help(p)  # the declaration names parameters; its command's user reads flags
-    set_handler(p, lambda args: run(protocol, args))
+    set_handler(p, lambda args: run(protocol, args, command))
 
 
-def run(protocol: Any, args: argparse.Namespace) -> int:
+def run(protocol: Any, args: argparse.Namespace, command: Command | None = None) -> int:
     statistic = protocol.statistic
     plot = plotter(statistic)
     if plot is not None and not args.no_plot and not args.dry_run:
         extras.require("matplotlib")  # the figure, before any round is started
-    request = request_from_args(statistic.request_type, args)
-    options = round_options(args)
+    request = request_from_args(statistic.request_type, args, command)
+    given = {}
+    if statistic.clips_itself and args.dp_epsilon is not None:
+        given["row_norm_bound"] = statistic.implied_row_norm_bound(request)
+    options = round_options(args, **given)
+    previews = command.previews if command is not None else "each released figure"
 
     def dry_run(plan: Any, rows: int | None) -> int:
-        return print_noise(protocol, plan, rows)
+        return print_noise(protocol, plan, rows, previews)
 
     stop = check_locally(
         request, options, protocol.noise_preview, args, dry_run, plan_without_dp=True
@@ -179,7 +245,9 @@ def run(protocol: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def print_noise(protocol: Any, plan: Any, rows: int | None) -> int:
+def print_noise(
+    protocol: Any, plan: Any, rows: int | None, previews: str = "each released figure"
+) -> int:
     """`--dry-run` without public bounds: the noise of every released value and, at --rows,
     each figure's expected error (or what the statistic says of its own preview); nothing is
     sent."""
@@ -195,7 +263,7 @@ def print_noise(protocol: Any, plan: Any, rows: int | None) -> int:
         for figure, error in (doc.get("expected_error") or {}).items():
             lines.append(f"  {figure} +/- {error:.4g} (1 std)")
     if rows is None:
-        lines.append("give `rows` N for the expected error of each released figure")
+        lines.append(f"give `rows` N for the expected error of {previews}")
     for line in lines:
         print(say(line), file=sys.stderr)
     print_verdict(doc)
@@ -207,11 +275,18 @@ def add_parsers(sub: SubParsers) -> None:
     from leteo_fed.protocols import registry
 
     for protocol in registry.statistics():
-        add_parser(sub, protocol)
+        for command in commands(protocol.statistic):
+            add_parser(sub, protocol, command)
 
 
 def command_names() -> set[str]:
     """The commands `add_parsers` adds (they come from the registry, not `main.FAMILIES`)."""
     from leteo_fed.protocols import registry
 
-    return {p.statistic.command or command_name(p.statistic.name) for p in registry.statistics()}
+    names = set()
+    for p in registry.statistics():
+        for command in commands(p.statistic):
+            names.add(
+                command.name if command else p.statistic.command or command_name(p.statistic.name)
+            )
+    return names

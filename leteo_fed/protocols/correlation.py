@@ -29,8 +29,8 @@ import numpy as np
 
 from leteo_fed.errors import DataError
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import check_features
 from leteo_fed.protocols.dp_release import correlated_columns
+from leteo_fed.protocols.requests import check_features
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 from leteo_fed.protocols.secure_sum import SecureSumProtocol
 from leteo_fed.protocols.statistic import COUNT, Block, Release, Rows, SecureSumStatistic, Totals

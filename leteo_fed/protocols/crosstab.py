@@ -37,7 +37,6 @@ import numpy as np
 from leteo_fed import extras
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
 from leteo_fed.protocols import dp_release, registry
-from leteo_fed.protocols.base import preview_facts
 from leteo_fed.protocols.crosstab_grid import (
     GRID_FLAGS,
     CrosstabColumn,
@@ -48,6 +47,7 @@ from leteo_fed.protocols.crosstab_grid import (
     local_counts,
     margins,
 )
+from leteo_fed.protocols.dp_facts import preview_facts
 from leteo_fed.protocols.noisy_counts import released_counts
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 from leteo_fed.protocols.secure_sum import SecureSumProtocol

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from leteo_fed.errors import ConfigError, DataError
-from leteo_fed.protocols.base import SiteTable
+from leteo_fed.protocols.round_types import SiteTable
 
 MAX_COLUMNS = 3
 MAX_CELLS = 10_000  # one encrypted count per cell and owner

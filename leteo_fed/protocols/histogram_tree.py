@@ -26,8 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from leteo_fed.errors import DataError
-from leteo_fed.protocols.base import SiteTable
 from leteo_fed.protocols.noisy_counts import nonnegative_projection
+from leteo_fed.protocols.round_types import SiteTable
 
 
 def levels(bins: int) -> int:

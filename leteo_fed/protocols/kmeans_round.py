@@ -26,25 +26,22 @@ from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import ReleaseWarning, SignalCheck
 from leteo_fed.protocols import dp_release, kmeans, registry
-from leteo_fed.protocols.base import (
-    Common,
+from leteo_fed.protocols.dp_facts import clip_note, truth_fields
+from leteo_fed.protocols.dp_plan import (
     DpSpec,
-    FederatedProtocol,
-    MultiRoundJob,
-    Outcome,
-    RoundPlan,
-    SiteData,
-    Step,
-    check_features,
     clip_count_value,
     clip_for_release,
-    clip_note,
     owner_noise_bound,
     split_clip_count,
-    truth_fields,
     verify_dp,
 )
+from leteo_fed.protocols.interface import (
+    MultiRoundJob,
+    SecureSumRounds,
+)
+from leteo_fed.protocols.requests import Common, check_features
 from leteo_fed.protocols.results import EncodingFacts, ReleaseNoiseFacts, Result, result_type
+from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
 
 EMPTY_CLUSTER_RULE = "an empty cluster (no rows; with DP a noisy count below 1) keeps its center"
 SNAPSHOT_VERSION = 1  # of `KmeansProtocol.snapshot`'s document
@@ -255,7 +252,7 @@ def kmeans_noise_preview(
     return doc
 
 
-class KmeansProtocol(MultiRoundJob, FederatedProtocol):
+class KmeansProtocol(MultiRoundJob, SecureSumRounds):
     name = "kmeans"
     takes_bounds = True
     request_type = KmeansRequest

@@ -19,18 +19,8 @@ from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.privacy.accounting import PureEvent
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import (
-    REPORTS,
-    Common,
-    DpRequest,
-    DpSpec,
-    FederatedProtocol,
-    Outcome,
-    ReportStream,
-    RoundPlan,
-    SiteData,
-    Step,
-)
+from leteo_fed.protocols.dp_plan import DpSpec
+from leteo_fed.protocols.interface import ReportRounds
 from leteo_fed.protocols.ldp_frequency import LdpFrequencyResult
 from leteo_fed.protocols.ldp_geo import LdpPointsResult
 from leteo_fed.protocols.ldp_mean import LdpMeanResult, LdpMeansResult
@@ -42,7 +32,15 @@ from leteo_fed.protocols.reports import (
     spec_from_request,
     statistic_for,
 )
+from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.protocols.results import ReportTimings
+from leteo_fed.protocols.round_types import (
+    Outcome,
+    ReportStream,
+    RoundPlan,
+    SiteData,
+    Step,
+)
 
 __all__ = [
     "NAIVE_BAYES_LABEL",
@@ -65,13 +63,12 @@ class LdpPlan:
     label: str = ROUND_LABEL
 
 
-class ReportRoundProtocol(FederatedProtocol):
+class ReportRoundProtocol(ReportRounds):
     """The report round of any `ReportStatistic`: the payload `ldp`."""
 
     name = "ldp"
     request_type = LdpRequest
     spec_type = LdpSpec
-    kind = REPORTS
     plot_file = None  # drawn by `leteo-fed ldp collect` / `ldp naive-bayes` (ldp.png, nb.png)
 
     def result_file(self, label: str) -> str | None:

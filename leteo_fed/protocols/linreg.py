@@ -42,7 +42,6 @@ import numpy as np
 from leteo_fed.errors import DataError
 from leteo_fed.privacy.noise_gate import ReleaseWarning
 from leteo_fed.protocols import moments, registry
-from leteo_fed.protocols.base import check_features
 from leteo_fed.protocols.linreg_fit import (
     CI_LEVEL,
     FLOOR_FACTOR,
@@ -53,6 +52,7 @@ from leteo_fed.protocols.linreg_fit import (
     t_tests,
 )
 from leteo_fed.protocols.moments import ALL_ROWS
+from leteo_fed.protocols.requests import check_features
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, terms_in_order
 from leteo_fed.protocols.secure_sum import SecureSumProtocol
 from leteo_fed.protocols.statistic import (

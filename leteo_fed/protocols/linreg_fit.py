@@ -20,7 +20,7 @@ from leteo_fed.errors import DataError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.protocols.base import preview_facts
+from leteo_fed.protocols.dp_facts import preview_facts
 
 INTERCEPT = "intercept"
 CI_LEVEL = 0.95

@@ -55,27 +55,22 @@ from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.protocols import dp_release, kmeans, moments_round, registry
-from leteo_fed.protocols.base import (
-    Common,
+from leteo_fed.protocols.dp_facts import clip_note, preview_facts, truth_fields
+from leteo_fed.protocols.dp_plan import (
     DpSpec,
-    FederatedProtocol,
-    MultiRoundJob,
-    Outcome,
-    RoundPlan,
-    SiteData,
-    Step,
-    check_features,
     clip_count_value,
     clip_for_release,
-    clip_note,
     plan_dp,
-    preview_facts,
     require_same_count_scale,
     split_clip_count,
-    truth_fields,
     verify_dp,
 )
+from leteo_fed.protocols.interface import (
+    MultiRoundJob,
+    SecureSumRounds,
+)
 from leteo_fed.protocols.linreg_fit import COLLINEAR_RCOND, FLOOR_FACTOR, floor_eigenvalues
+from leteo_fed.protocols.requests import Common, check_features
 from leteo_fed.protocols.results import (
     EncodingFacts,
     ReleaseNoiseFacts,
@@ -83,6 +78,7 @@ from leteo_fed.protocols.results import (
     RoundTimings,
     result_type,
 )
+from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
 
 PROTOCOL_NAME = "logreg"
 PREVIEW_BASE_RATE = 0.25  # the preview's label: this share of rows in the positive class
@@ -582,7 +578,7 @@ def natural_units_map(bounds: Sequence[ColumnBounds]) -> np.ndarray:
     return t
 
 
-class LogregProtocol(MultiRoundJob, FederatedProtocol):
+class LogregProtocol(MultiRoundJob, SecureSumRounds):
     name = PROTOCOL_NAME
     takes_bounds = True
     request_type = LogregRequest

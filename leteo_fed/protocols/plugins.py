@@ -23,7 +23,8 @@ from typing import Any
 
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import Common, DpSpec, FederatedProtocol, Outcome, RoundPlan, Step
+from leteo_fed.protocols.dp_plan import DpSpec
+from leteo_fed.protocols.interface import SecureSumRounds
 from leteo_fed.protocols.plugin_loader import (
     PluginProtocol,
     canonical_json,
@@ -31,6 +32,8 @@ from leteo_fed.protocols.plugin_loader import (
     from_json,
     installed,
 )
+from leteo_fed.protocols.requests import Common
+from leteo_fed.protocols.round_types import Outcome, RoundPlan, Step
 from leteo_fed.protocols.secure_sum import StatisticPlan
 
 PAYLOAD = "statistic"
@@ -50,7 +53,7 @@ class StatisticSpec:
     params_json: str
 
 
-class PluginDispatch(FederatedProtocol):
+class PluginDispatch(SecureSumRounds):
     """The `statistic` payload: finds the named plugin and lets its adapter do the work, with
     the plugin's own request and spec unwrapped from (and wrapped back into) their JSON."""
 

@@ -42,7 +42,7 @@ import numpy as np
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import check_features, preview_facts
+from leteo_fed.protocols.dp_facts import preview_facts
 from leteo_fed.protocols.histogram_tree import (
     consistent_tree,
     leaf_counts,
@@ -54,6 +54,7 @@ from leteo_fed.protocols.histogram_tree import (
     read_binned,
     tree_counts,
 )
+from leteo_fed.protocols.requests import check_features
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 from leteo_fed.protocols.secure_sum import SecureSumProtocol
 from leteo_fed.protocols.statistic import (

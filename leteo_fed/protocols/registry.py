@@ -11,7 +11,7 @@ import pkgutil
 import threading
 
 from leteo_fed.errors import DataError
-from leteo_fed.protocols.base import FederatedProtocol
+from leteo_fed.protocols.interface import FederatedProtocol
 
 _PROTOCOLS: dict[str, FederatedProtocol] = {}
 _loaded = False

@@ -16,7 +16,7 @@ import numpy as np
 from leteo_fed.errors import DataError, LeteoError
 from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.privacy.verify import add_owner_noise
-from leteo_fed.protocols.base import Outcome, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
 from leteo_fed.protocols.dp_release import (
     ArraySite,
     Assumption,
@@ -24,6 +24,7 @@ from leteo_fed.protocols.dp_release import (
     simulate_preview,
     spread,
 )
+from leteo_fed.protocols.round_types import Outcome
 
 KEY_BITS = 2048  # the key size in-process runs report (no key is made)
 

@@ -39,7 +39,7 @@ from leteo_fed.protocols.results import ReportTimings, Result
 
 if TYPE_CHECKING:
     from leteo_fed.privacy.noise_gate import ReleaseWarning
-    from leteo_fed.protocols.base import SiteTable
+    from leteo_fed.protocols.round_types import SiteTable
 
 ROUND_LABEL = "ldp"  # the round label (owner policies, jobs, result file) of most kinds
 BUILT_IN = ("ldp_frequency", "ldp_mean", "ldp_geo", "ldp_naive_bayes")  # modules of the kinds

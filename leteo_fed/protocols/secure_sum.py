@@ -38,30 +38,25 @@ from leteo_fed.encoding.share import (
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.protocols.base import (
-    Common,
+from leteo_fed.protocols.dp_facts import clip_note, dp_facts, preview_facts, round_truth
+from leteo_fed.protocols.dp_plan import (
     DpSpec,
-    FederatedProtocol,
-    Outcome,
-    RoundPlan,
-    SiteData,
-    Step,
     clip_count_value,
     clip_for_release,
-    clip_note,
-    dp_facts,
     plan_dp,
-    preview_facts,
     require_same_count_scale,
-    round_truth,
     split_clip_count,
     verify_dp,
 )
 from leteo_fed.protocols.dp_release import stated_truth
+from leteo_fed.protocols.interface import SecureSumRounds
+from leteo_fed.protocols.requests import Common
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type, to_dict
+from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
 from leteo_fed.protocols.statistic import (
     COUNT,
     Block,
+    NoiseReport,
     Release,
     Rows,
     SecureSumStatistic,
@@ -189,7 +184,7 @@ class StatisticResult(RoundFacts, Result):
         return {"value": [self.figures[n] for n in names]}, names, "figure"
 
 
-class SecureSumProtocol(FederatedProtocol):
+class SecureSumProtocol(SecureSumRounds):
     """The `FederatedProtocol` of one declared statistic."""
 
     def __init__(self, statistic: SecureSumStatistic, *, plugin: bool = False) -> None:
@@ -212,6 +207,19 @@ class SecureSumProtocol(FederatedProtocol):
         if dp:
             return self.statistic.dp_blocks(spec, bound)
         return self.statistic.blocks(spec, bound)
+
+    def sensitivity(
+        self, spec: Any, bound: float, scale_bits: int, count_bits: int
+    ) -> noise.Sensitivity:
+        """A DP share's integer sensitivity at row-norm bound `bound`: the statistic's own in
+        closed form (`share_sensitivity`), else its DP layout's, groups of which one row moves
+        a single one counted once (`exclusive_blocks`)."""
+        own = self.statistic.share_sensitivity(spec, bound, scale_bits, count_bits)
+        if own is not None:
+            return own
+        blocks = self.layout(spec, bound, True)
+        exclusive = self.statistic.exclusive_blocks(spec)
+        return integer_sensitivity(blocks, scale_bits, count_bits, exclusive)
 
     def numeric(self, spec: Any) -> tuple[list[str], dict[str, float]]:
         """The columns read into x: the features, then the bounded columns and their bounds."""
@@ -270,7 +278,7 @@ class SecureSumProtocol(FederatedProtocol):
         dp, noise_bound, sens, _ = plan_dp(
             dp_request,
             [*features, *bounded],
-            lambda c: integer_sensitivity(self.layout(spec, c, True), f, f),
+            lambda c: self.sensitivity(spec, c, f, f),
             n_values(self.layout(spec, 1.0, True)),
             f,
             min_owners,
@@ -302,7 +310,7 @@ class SecureSumProtocol(FederatedProtocol):
         if plan.dp is not None and plan.sensitivity is not None:
             start = time.perf_counter()
             report = self.statistic.noise_report(plan.spec, fields, totals, release)
-            n_rows = float(fields.get("n_rows", 0) or 0)
+            n_rows = float(fields.get(self.statistic.rows_field, 0) or 0)
             if report.figure_noise is None:
                 truth = round_truth(
                     plan.dp,
@@ -320,24 +328,39 @@ class SecureSumProtocol(FederatedProtocol):
                 truth = stated_truth(figures, report.figure_noise, n_rows, clipped, report.warnings)
             fields = self.statistic.with_noise(plan.spec, fields, truth.figure_noise_std)
             outcome.timings["noise_bootstrap_seconds"] = time.perf_counter() - start
-            texts = {"post_processing": report.post_processing} if report.post_processing else {}
-            dp = dp_facts(
-                report.mechanism or "distributed Skellam noise on every encoded total",
-                plan.dp,
-                plan.sensitivity,
-                truth,
-                skellam_mu_aggregate=plan.dp.aggregate_mu(outcome.n_owners),
-                noise_std_per_value=release.noise_std,
-                note=report.note
-                or (
-                    "every value clipped to its column's public bounds and scaled to [-1, 1], "
-                    if plan.dp.bounds
-                    else ""
-                )
-                + "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
-                **texts,
-            )
+            dp = self.release_facts(plan, outcome.n_owners, truth, report)
         return Step(self.make_result(plan, fields, outcome, dp))
+
+    def release_facts(
+        self,
+        plan: StatisticPlan,
+        n_owners: int,
+        truth: Any = None,
+        report: NoiseReport | None = None,
+    ) -> DpFacts | None:
+        """What a DP result says of its noise (None without DP): the round's noise at the
+        owners summed, with the release's `truth` (`dp_release.Truth`) and the statistic's
+        `report` texts if given."""
+        if plan.dp is None or plan.sensitivity is None:
+            return None
+        report = report or NoiseReport()
+        texts = {"post_processing": report.post_processing} if report.post_processing else {}
+        return dp_facts(
+            report.mechanism or "distributed Skellam noise on every encoded total",
+            plan.dp,
+            plan.sensitivity,
+            truth,
+            skellam_mu_aggregate=plan.dp.aggregate_mu(n_owners),
+            noise_std_per_value=plan.dp.noise_std(n_owners, plan.encoding.scale_bits),
+            note=report.note
+            or (
+                "every value clipped to its column's public bounds and scaled to [-1, 1], "
+                if plan.dp.bounds
+                else ""
+            )
+            + "rows clipped to row_norm_bound at each owner; every owner charged its ledger",
+            **texts,
+        )
 
     def make_result(self, plan: StatisticPlan, fields: dict, outcome: Outcome, dp: Any) -> Any:
         if self.statistic.result_type is None:
@@ -368,6 +391,7 @@ class SecureSumProtocol(FederatedProtocol):
             n_owners=n_owners,
             bound=enc.value_bound,
             settings=plan.settings,
+            quorum_noise_std=plan.dp.noise_std(plan.dp.quorum, enc.scale_bits) if plan.dp else 0.0,
         )
         return Totals(blocks, totals, enc.scale_bits, enc.count_scale_bits), release
 
@@ -430,6 +454,9 @@ class SecureSumProtocol(FederatedProtocol):
         )
         if dp is None:
             return
+        if enc.value_bound != (self.statistic.fixed_row_norm_bound or dp.row_norm_bound):
+            # the plan sizes a DP encoding at the round's bound: another is a forged one
+            raise ProtocolError("a DP round's encoding must be sized at its row-norm bound")
         if self.statistic.spark_engine and site.uses_spark:
             raise DataError(
                 'DP rounds are computed with the numpy engine only (engine = "spark" is set)'
@@ -445,11 +472,12 @@ class SecureSumProtocol(FederatedProtocol):
         if enc is None:
             raise ProtocolError(f"a {self.statistic.name} round needs an encoding")
         bound = self.statistic.fixed_row_norm_bound or dp.row_norm_bound
-        blocks = self.layout(spec, bound, True)
-        return integer_sensitivity(blocks, enc.scale_bits, enc.count_scale_bits)
+        return self.sensitivity(spec, bound, enc.scale_bits, enc.count_scale_bits)
 
     def describe(self, spec: Any, dp: DpSpec | None) -> str:
         if self.statistic.fixed_row_norm_bound is not None:  # nothing is clipped
+            return self.statistic.describe(spec)
+        if self.statistic.clips_itself:  # to its own bounds, not to a row norm
             return self.statistic.describe(spec)
         _, bounded = self.numeric(spec)
         if dp is None or not bounded:

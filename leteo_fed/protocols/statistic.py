@@ -14,9 +14,10 @@ statistic states four things and nothing else:
 
 Optional hooks, each documented where `SecureSumStatistic` declares it, say what only some
 statistics need (a row bound fixed for counts, a column clipped on its own, a spec a DP
-request completes, another layout in DP rounds, settings only the aggregator reads, a Spark
-engine, a noise report in closed form, a preview and a dry run of their own, a figure); none
-is needed by a plain sum of features.
+request completes, another layout in DP rounds, blocks of which one row moves only one group
+(one per class), columns it clips itself, settings only the aggregator reads, a Spark engine,
+a noise report in closed form, a preview and a dry run of their own, a figure); none is needed
+by a plain sum of features.
 
 `leteo_fed.protocols.secure_sum.SecureSumProtocol` does everything else once, for every
 statistic: planning, the owner's replay of the spec, clipping and public bounds, the fixed-point
@@ -30,7 +31,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -92,24 +93,32 @@ def data_bound(blocks: Sequence[Block], max_rows: int, scale_bits: int, count_bi
 
 
 def integer_sensitivity(
-    blocks: Sequence[Block], scale_bits: int, count_bits: int
+    blocks: Sequence[Block],
+    scale_bits: int,
+    count_bits: int,
+    exclusive: Sequence[Sequence[str]] = (),
 ) -> noise.Sensitivity:
     """The sensitivity of one owner's encoded share, in integer units: a sum block's real-unit
     sensitivity times 2^f plus the rounding slack (|round(aF) - round(bF)| <= |a - b| F + 1 per
-    value); a count block's exactly, at 2^count_scale_bits."""
-    l1, l2_squared, n = 0.0, 0.0, 0
+    value); a count block's exactly, at 2^count_scale_bits. With `exclusive` groups of blocks
+    (`SecureSumStatistic.exclusive_blocks`), of which one row moves a single group, only the
+    largest group's L1 and L2 count, beside the blocks outside every group."""
+    moved: dict[str, tuple[float, float]] = {}
     for b in blocks:
         if b.kind == COUNT:
             unit = float(2**count_bits)
-            l1 += b.l1 * unit
-            l2_squared += (b.l2 * unit) ** 2
+            moved[b.name] = (b.l1 * unit, (b.l2 * unit) ** 2)
         else:
             unit = float(2**scale_bits)
-            l1 += b.l1 * unit + b.size
-            l2_squared += (b.l2 * unit + math.sqrt(b.size)) ** 2
-        n += b.size
+            moved[b.name] = (b.l1 * unit + b.size, (b.l2 * unit + math.sqrt(b.size)) ** 2)
+    grouped = {name for group in exclusive for name in group}
+    l1 = sum(moved[name][0] for name in moved if name not in grouped)
+    l2_squared = sum(moved[name][1] for name in moved if name not in grouped)
+    if exclusive:
+        l1 += max(sum(moved[name][0] for name in group) for group in exclusive)
+        l2_squared += max(sum(moved[name][1] for name in group) for group in exclusive)
     l2 = math.sqrt(l2_squared)
-    return noise.Sensitivity(l1=min(l1, math.sqrt(n) * l2), l2=l2)
+    return noise.Sensitivity(l1=min(l1, math.sqrt(n_values(blocks)) * l2), l2=l2)
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,7 @@ class Rows:
     every feature value, `max_rows` the round's most rows per owner."""
 
     x: np.ndarray
-    table: Any  # leteo_fed.protocols.base.SiteTable
+    table: Any  # leteo_fed.protocols.round_types.SiteTable
     bound: float
     dp: bool = False
     max_rows: int = 0
@@ -190,6 +199,9 @@ class Release:
     n_owners: int
     bound: float  # the bound every feature value met (the row-norm bound of a DP round)
     settings: Any = None  # the statistic's `settings` of the request (aggregator-only)
+    # the noise std per sum value with the quorum's shares alone (0 without DP): what the plan
+    # knew before the round, e.g. for a post-processing sized to the noise ahead of time
+    quorum_noise_std: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -206,6 +218,23 @@ class NoiseReport:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Command:
+    """One of several commands of a statistic (`SecureSumStatistic.commands`), each a form of
+    its request: `name` (also the label its jobs' result file is found by), `help`,
+    `description`, the request fields it sets itself (`fixed`, by name: no flag), the flags'
+    defaults it changes (`defaults`, by field name), the fields it offers no flag for
+    (`omit`) and what its dry run gives the expected error of (`previews`)."""
+
+    name: str
+    help: str
+    description: str = ""
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    omit: tuple[str, ...] = ()
+    previews: str = "each released figure"
+
+
 class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     """A secure-sum statistic as its author declares it (see the module's docstring).
 
@@ -214,7 +243,9 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     dataclasses), `result_type` (a `results.Result` dataclass built from `result`'s fields, with its proto
     message; a plugin has none and gets `secure_sum.StatisticResult`),
     `summary` (the result fields the CLI prints on one line) and `help` (the command's text),
-    `plot_file` (the figure the command draws, by the plotter of the result's wire name)."""
+    `plot_file` (the figure the command draws, by the plotter of the result's wire name),
+    `commands` (several commands of one statistic: `Command`; none: one, from `command`,
+    `help` and `description`), `rows_field` (the result field counting the rows released)."""
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
@@ -228,12 +259,18 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     description: ClassVar[str] = ""
     takes_bounds: ClassVar[bool] = True  # DP features may be clipped to public bounds
     plot_file: ClassVar[str | None] = None  # the command's figure (cli.jobs.PLOTTERS)
+    commands: ClassVar[tuple[Command, ...]] = ()  # () : one command
+    rows_field: ClassVar[str] = "n_rows"  # the result's count of rows (the DP noise report's)
     # A statistic of counts (a row adds at most one to each value) clips nothing: its DP rounds
     # have this row bound whatever the request says, and it takes no value_bound.
     fixed_row_norm_bound: ClassVar[float | None] = None
     # Non-DP rounds on a Spark site take `spark_sums`; DP rounds clip rows in memory, so a
     # Spark site refuses them.
     spark_engine: ClassVar[bool] = False
+    # A statistic that reads its own columns (no `features`) and clips them itself to public
+    # bounds its request states (naive Bayes' per-feature bounds) takes no row-norm bound from
+    # the analyst's command: a DP request carries `implied_row_norm_bound` of the request.
+    clips_itself: ClassVar[bool] = False
 
     # ---------------------------------------------------------------- what is asked
 
@@ -265,6 +302,11 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         histogram), validated: `Release.settings` and `StatisticPlan.settings`."""
         return None
 
+    def implied_row_norm_bound(self, request: RequestT) -> float:
+        """`clips_itself`: the row-norm bound a DP request of `request` carries (e.g. the
+        largest |bound| the request states), what its spec falls back on."""
+        raise NotImplementedError(f"{self.name} takes its row-norm bound from the request")
+
     def check_spec(self, spec: SpecT) -> None:
         """The owner's check of a spec as relayed, beyond the replay (ProtocolError)."""
         return None
@@ -279,6 +321,21 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     def dp_blocks(self, spec: SpecT, bound: float) -> tuple[Block, ...]:
         """A DP round's layout, when it differs (e.g. every node of a tree of counts)."""
         return self.blocks(spec, bound)
+
+    def exclusive_blocks(self, spec: SpecT) -> Sequence[Sequence[str]]:
+        """Groups of blocks (by name) of which one row moves a single group's values and leaves
+        every other group's bit-identical (e.g. a group per class, each class's sums
+        accumulated apart): the share's DP sensitivity is the largest group's plus that of the
+        blocks outside every group, not their sum. (): one row may move every block."""
+        return ()
+
+    def share_sensitivity(
+        self, spec: SpecT, bound: float, scale_bits: int, count_bits: int
+    ) -> noise.Sensitivity | None:
+        """The integer sensitivity of a DP round's share at row-norm bound `bound`, in closed
+        form, where the sum over the blocks (`integer_sensitivity`) overstates it: e.g. blocks
+        of which one row moves only one (a class's sums). None: the blocks' sum."""
+        return None
 
     @abstractmethod
     def sums(self, spec: SpecT, rows: Rows) -> Mapping[str, np.ndarray]:

@@ -32,7 +32,8 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy.noise_gate import SignalCheck
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import check_features, preview_facts
+from leteo_fed.protocols.dp_facts import preview_facts
+from leteo_fed.protocols.requests import check_features
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 from leteo_fed.protocols.secure_sum import SecureSumProtocol, StatisticPlan
 from leteo_fed.protocols.statistic import COUNT, Block, Release, Rows, SecureSumStatistic, Totals

@@ -12,7 +12,8 @@ the LeteoError the owner would raise) that says what broke. Use it from pytest:
   sum adds them, give the same figures as the pooled rows (and as `reference`, your independent
   computation on the pooled rows, if given);
 - **bounds**: no row adds more to a value than its block's `row_bound`, at the bound the
-  encoding is sized for (rows scaled to reach it);
+  encoding is sized for (rows scaled to reach it; a statistic without `features`, reading its
+  own columns, on the author's rows as they are, which must lie within that bound, 3);
 - **sensitivity**: removing any one row (rows clipped as a DP round clips them, and the same
   rows pushed to the clipping norm) moves no block by more than its declared `l1` / `l2`, nor the
   encoded share by more than the adapter's integer sensitivity;
@@ -31,8 +32,11 @@ import numpy as np
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import ProtocolError
 from leteo_fed.privacy.bounds import ColumnBounds
-from leteo_fed.protocols.base import Common, DpRequest, Outcome, clip_for_release, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
+from leteo_fed.protocols.dp_plan import clip_for_release
 from leteo_fed.protocols.dp_release import ArraySite
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.round_types import Outcome
 from leteo_fed.protocols.secure_sum import SecureSumProtocol
 from leteo_fed.protocols.statistic import Rows, SecureSumStatistic
 
@@ -128,6 +132,13 @@ def check_round_trip(
             _close(fields[name], value, rtol, atol, f"field {name!r} vs your reference")
 
 
+def _features(columns: Columns, features: Sequence[str]) -> np.ndarray:
+    """The feature columns as a matrix (no columns: a statistic reading its own)."""
+    if not features:
+        return np.empty((len(np.asarray(next(iter(columns.values())))), 0))
+    return np.column_stack([np.asarray(columns[f], dtype=np.float64) for f in features])
+
+
 def _rows(columns: Columns, x: np.ndarray, bound: float) -> Rows:
     return Rows(x, ArraySite(columns).read([]), bound, dp=True)
 
@@ -148,10 +159,10 @@ def check_bounds(protocol: SecureSumProtocol, request: Any, sites: Sequence[Colu
     spec = statistic.spec(request)
     features = list(statistic.features(spec))
     columns = pooled(sites)
-    x = np.column_stack([np.asarray(columns[f], dtype=np.float64) for f in features])
+    x = _features(columns, features)
     b = 3.0
-    top = float(np.max(np.abs(x))) or 1.0
-    x = x / top * b
+    if features:
+        x = x / (float(np.max(np.abs(x))) or 1.0) * b
     blocks = statistic.blocks(spec, b)
     for i in range(x.shape[0]):
         one = _one_row(columns, i)
@@ -178,11 +189,12 @@ def check_sensitivity(protocol: SecureSumProtocol, request: Any, site: Columns) 
     rnd = protocol.next_round(plan, None, 1)
     enc = rnd.share_encoding
     assert rnd.dp is not None
-    x = np.column_stack([np.asarray(site[f], dtype=np.float64) for f in features])
+    x = _features(site, features)
     clipped, _ = clip_for_release(x, features, rnd.dp)
     norms = np.linalg.norm(clipped, axis=1, keepdims=True)
     on_sphere = np.where(norms > 0, clipped / np.where(norms > 0, norms, 1) * c, clipped)
-    blocks = statistic.blocks(spec, c)
+    spec = rnd.spec  # as the DP round's `spec_for` completes it
+    blocks = protocol.layout(spec, c, True)
     integer = protocol.dp_sensitivity(rnd.spec, enc, rnd.dp)
     for rows_x in (clipped, on_sphere):
         full = _block_arrays(protocol, spec, _rows(site, rows_x, c))
@@ -217,7 +229,7 @@ def _encoded(
 ) -> list[int]:
     from leteo_fed.protocols.secure_sum import encode_blocks
 
-    return encode_blocks(protocol.statistic.blocks(spec, enc.value_bound), sums, enc)
+    return encode_blocks(protocol.layout(spec, enc.value_bound, True), sums, enc)
 
 
 def check_noise_is_verified(protocol: SecureSumProtocol, request: Any, site: Columns) -> None:
@@ -230,7 +242,10 @@ def check_noise_is_verified(protocol: SecureSumProtocol, request: Any, site: Col
         ColumnBounds(f, float(np.min(site[f])) - 1.0, float(np.max(site[f])) + 1.0)
         for f in features
     )
-    for dp in (DpRequest(1.0, 1e-6, ROW_NORM), DpRequest(1.0, 1e-6, 0.0, bounded)):
+    requests = [DpRequest(1.0, 1e-6, ROW_NORM)]
+    if bounded:  # a statistic without features has none to bound
+        requests.append(DpRequest(1.0, 1e-6, 0.0, bounded))
+    for dp in requests:
         plan = protocol.plan(request, Common(n_invited=3, min_owners=3, dp=dp))
         rnd = protocol.next_round(plan, None, 1)
         assert rnd.dp is not None

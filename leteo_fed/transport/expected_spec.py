@@ -30,7 +30,8 @@ from google.protobuf.message import Message
 from leteo_fed.errors import AccessDenied, LeteoError
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import FederatedProtocol, RoundPlan
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.round_types import RoundPlan
 from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import (
     common_from_proto,

@@ -16,8 +16,11 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import Common, DpSpec, FederatedProtocol, RoundPlan, dp_request
+from leteo_fed.protocols.dp_plan import DpSpec
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.requests import Common, dp_request
 from leteo_fed.protocols.results import RESULT_TYPES
+from leteo_fed.protocols.round_types import RoundPlan
 from leteo_fed.transport import membership
 from leteo_fed.transport.codec import from_proto, to_dict, to_proto
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto

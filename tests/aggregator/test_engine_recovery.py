@@ -35,10 +35,12 @@ from leteo_fed.crypto.paillier import PublicKey
 from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DuplicateError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.base import Common, Outcome, RoundPlan, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
 from leteo_fed.protocols.kmeans_round import PROTOCOL as KMEANS
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
+from leteo_fed.protocols.requests import Common
+from leteo_fed.protocols.round_types import Outcome, RoundPlan
 from leteo_fed.transport.rounds import (
     common_from_proto,
     request_from_proto,

@@ -59,7 +59,7 @@ def test_get_round_waits_less_than_the_callers_deadline() -> None:
 
 
 def test_a_request_names_at_most_max_features_columns() -> None:
-    from leteo_fed.protocols.base import check_features
+    from leteo_fed.protocols.requests import check_features
 
     most = tuple(f"f{i}" for i in range(defaults.MAX_FEATURES))
     assert check_features(most, "analyse") == most

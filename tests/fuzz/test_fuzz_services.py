@@ -1334,7 +1334,7 @@ def test_too_many_features_are_refused_before_any_work(env: Env) -> None:
     """A projection-only PCA of 5000 features made the aggregator draw a 5000 x 5000 rotation
     (minutes of CPU on two cores, every other call timing out meanwhile) before the CSP
     refused the round; its spec could not have been sent anyway (200 MB, gRPC takes 64). The
-    planner refuses more than MAX_FEATURES columns (`protocols.base.check_features`)."""
+    planner refuses more than MAX_FEATURES columns (`protocols.requests.check_features`)."""
     for kind in ("projection", "pca", "kmeans", "weighted", "quantiles", "logreg", "naive_bayes"):
         request = base_requests()[kind]
         payload = getattr(request, request.WhichOneof("payload"))

@@ -32,7 +32,8 @@ from leteo_fed.encoding.packing import (
 from leteo_fed.errors import ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.protocols.base import FederatedProtocol, RoundPlan
+from leteo_fed.protocols.interface import FederatedProtocol
+from leteo_fed.protocols.round_types import RoundPlan
 from leteo_fed.transport import membership
 from leteo_fed.transport.grpc_io import make_server, require_role, rpc_method
 from leteo_fed.transport.messages import batches, public_key_from_proto

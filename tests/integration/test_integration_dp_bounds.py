@@ -91,10 +91,10 @@ def test_dp_kmeans_in_natural_units_states_its_centers_noise(adult_cluster):
     within 5 stated noise std of the same job's centers without noise (the protocol's own code
     in process on the pooled rows), every cluster size stated with its noise."""
     from leteo_fed.protocols import registry
-    from leteo_fed.protocols.base import Common, DpRequest
     from leteo_fed.protocols.dp_release import ArraySite
     from leteo_fed.protocols.kmeans_round import KmeansRequest
     from leteo_fed.protocols.release_preview import NoNoise, run_in_process
+    from leteo_fed.protocols.requests import Common, DpRequest
 
     client, x = adult_cluster
     init = (25.0, 9.0, 40.0, 45.0, 13.0, 45.0, 60.0, 10.0, 30.0)

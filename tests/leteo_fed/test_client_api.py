@@ -165,12 +165,16 @@ def test_the_protocol_names_the_result_files_the_cli_writes():
         protocol_of(REQUESTS[7]).plot_file == "quantiles.png" and "OUT/quantiles.png" in quantiles
     )
     assert output_file(REQUESTS[7]) == "result.json" and "OUT/result.json" in quantiles
-    from leteo_fed.cli import logreg, naive_bayes
+    from leteo_fed.cli import logreg
 
     assert protocol_of(REQUESTS[8]).plot_file == logreg.RESULT_PNG == "coefficients.png"
     assert output_file(REQUESTS[8]) == logreg.RESULT_JSON
-    assert protocol_of(REQUESTS[9]).plot_file == naive_bayes.PLOT_FILE == "naive_bayes.png"
-    assert output_file(REQUESTS[9]) == naive_bayes.RESULT_FILE
+    naive_bayes = _command_help("naive-bayes")
+    assert (
+        protocol_of(REQUESTS[9]).plot_file == "naive_bayes.png"
+        and "OUT/naive_bayes.png" in naive_bayes
+    )
+    assert output_file(REQUESTS[9]) == "result.json" and "OUT/result.json" in naive_bayes
 
 
 def test_geo_and_naive_bayes_requests_through_the_analyst_api():

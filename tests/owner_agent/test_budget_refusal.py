@@ -12,8 +12,8 @@ import numpy as np
 from leteo_fed.config import OwnerPolicy
 from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.ledger import PrivacyLedger
-from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.kmeans_round import PROTOCOL, KmeansRequest
+from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import Invitation
 from owner_agent.shares import ShareRunner

@@ -17,9 +17,9 @@ from sklearn.datasets import load_iris
 from leteo_fed.config import DataSourceConfig, OwnerPolicy, load_policy
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import invitation_from_proto, spec_to_proto
 from owner_agent.policy import analyst_refusal, refusal, release_facts

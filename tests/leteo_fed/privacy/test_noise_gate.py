@@ -80,7 +80,6 @@ def no_aggregator(monkeypatch):
         kmeans,
         ldp,
         logreg,
-        naive_bayes,
         rounds,
         statistics,
     )
@@ -88,7 +87,7 @@ def no_aggregator(monkeypatch):
     def client(args):
         raise Contacted
 
-    for module in (rounds, kmeans, statistics, ldp, logreg, naive_bayes):
+    for module in (rounds, kmeans, statistics, ldp, logreg):
         monkeypatch.setattr(module, "analyst_client", client)
 
 

@@ -13,8 +13,10 @@ from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
 from leteo_fed.protocols.dp_release import ArraySite
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.round_types import Outcome
 from leteo_fed.transport.rounds import result_from_proto, result_to_proto
 
 

@@ -22,7 +22,9 @@ from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import crosstab as ct
 from leteo_fed.protocols import crosstab_grid as grid
 from leteo_fed.protocols import noisy_counts
-from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.round_types import Outcome
 from leteo_fed.transport.codec import to_dict
 from leteo_fed.transport.rounds import result_from_proto, result_to_proto
 

@@ -22,7 +22,7 @@ from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import crosstab as ct
 from leteo_fed.protocols import crosstab_grid as grid
 from leteo_fed.protocols import noisy_counts
-from leteo_fed.protocols.base import Common, DpRequest
+from leteo_fed.protocols.requests import Common, DpRequest
 
 REPEATS = 400
 

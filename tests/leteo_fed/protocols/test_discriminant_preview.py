@@ -14,12 +14,13 @@ import numpy as np
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import moments, registry
-from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.moments_round import (
     LabelClasses,
     MomentsRequest,
     discriminant_noise_preview,
 )
+from leteo_fed.protocols.moments_statistic import groupings
+from leteo_fed.protocols.requests import Common, DpRequest
 
 REPEATS = 300
 FEATURES = ("a", "b", "c")
@@ -39,7 +40,7 @@ def test_the_preview_matches_the_measured_error_of_the_class_means():
     order = rng.permutation(len(x))
     shares = []
     for part in np.array_split(order, 3):
-        mom = moments.local_moments(x[part], [labels[part]], list(plan.groupings))
+        mom = moments.local_moments(x[part], [labels[part]], groupings(plan.spec))
         shares.append(
             moments.encode_moments(
                 mom, enc.scale_bits, enc.data_bound, enc.max_rows_per_owner, enc.count_scale_bits
@@ -48,7 +49,7 @@ def test_the_preview_matches_the_measured_error_of_the_class_means():
 
     def class_means(totals: list[int], noisy: bool) -> np.ndarray:
         agg = moments.decode_totals(
-            totals, 3, list(plan.groupings), enc.scale_bits, enc.count_scale_bits, noisy=noisy
+            totals, 3, groupings(plan.spec), enc.scale_bits, enc.count_scale_bits, noisy=noisy
         )
         v = np.array([[int(e) for e in row] for row in agg.v[0]], dtype=np.float64)
         return v / 2**enc.scale_bits / np.array(agg.m[0], dtype=np.float64)[:, None]

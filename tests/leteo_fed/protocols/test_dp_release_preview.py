@@ -22,13 +22,13 @@ from round_harness import run_round, sites_of
 
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.dp_release import ArraySite as Site
 from leteo_fed.protocols.dp_release import Assumption
 from leteo_fed.protocols.linreg import LinregRequest
 from leteo_fed.protocols.logreg import LogregRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.protocols.release_preview import NoNoise, preview_release, run_in_process
+from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.protocols.weighted_stats import WeightedStatsRequest
 
 COLUMNS = ["age", "education-num", "hours-per-week"]

@@ -16,8 +16,8 @@ import numpy as np
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import kmeans, registry
-from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.kmeans_round import KmeansRequest, kmeans_noise_preview
+from leteo_fed.protocols.requests import Common, DpRequest
 
 REPEATS = 300
 

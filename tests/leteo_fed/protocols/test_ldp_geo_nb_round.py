@@ -124,7 +124,7 @@ def test_result_travels_and_tabulates():
 
 
 def _common():
-    from leteo_fed.protocols.base import Common
+    from leteo_fed.protocols.requests import Common
 
     return Common(n_invited=3)
 

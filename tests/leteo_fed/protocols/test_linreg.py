@@ -22,8 +22,8 @@ from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import linreg as lr
 from leteo_fed.protocols import linreg_fit as lf
 from leteo_fed.protocols import moments
-from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.moments import ALL_ROWS
+from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.protocols.statistic import integer_sensitivity
 
 RNG = np.random.default_rng(11)
@@ -78,7 +78,8 @@ def _max_difference_to_statsmodels(result: dict, x: np.ndarray, y: np.ndarray) -
 def _run(parts, request: lr.LinregRequest, **common) -> dict:
     """Plan, the owners' shares through `share_values`, the secure sum, finish: the engine's
     loop without a network, the result as the analyst receives it."""
-    from leteo_fed.protocols.base import Outcome, encoding_facts
+    from leteo_fed.protocols.dp_facts import encoding_facts
+    from leteo_fed.protocols.round_types import Outcome
     from leteo_fed.transport.codec import to_dict
     from leteo_fed.transport.rounds import result_from_proto, result_to_proto
 

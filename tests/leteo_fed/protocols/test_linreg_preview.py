@@ -20,7 +20,7 @@ from round_harness import statistic_totals
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import linreg as lr
 from leteo_fed.protocols import linreg_fit as lf
-from leteo_fed.protocols.base import Common, DpRequest
+from leteo_fed.protocols.requests import Common, DpRequest
 
 REPEATS = 300
 FEATURES = ("a", "b", "c")

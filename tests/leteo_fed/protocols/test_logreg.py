@@ -21,7 +21,9 @@ from leteo_fed.errors import DataError, LeteoError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.protocols import logreg as lg
-from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.round_types import Outcome
 from leteo_fed.transport.codec import to_dict
 from leteo_fed.transport.rounds import result_from_proto, result_to_proto
 

@@ -20,7 +20,9 @@ import pytest
 
 from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.protocols import logreg as lg
-from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.round_types import Outcome
 
 REPEATS = 300
 FEATURES = ("a", "b")

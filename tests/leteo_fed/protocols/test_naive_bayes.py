@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,9 @@ from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import naive_bayes as nb
-from leteo_fed.protocols.base import Common, DpRequest, Outcome, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.round_types import Outcome
 from leteo_fed.transport.codec import to_dict
 from leteo_fed.transport.rounds import result_from_proto, result_to_proto
 
@@ -223,9 +226,22 @@ def test_every_share_has_every_class_zero_filled():
     ],
 )
 def test_plan_refuses_a_bad_request_by_field(change, field, match):
-    with pytest.raises(DataError, match=match) as err:
+    with pytest.raises(DataError) as err:
         nb.PROTOCOL.plan(dataclasses.replace(request(), **change), Common(n_invited=3))
+    assert re.search(match, command_says(err.value))  # as `naive-bayes` states it
     assert err.value.field == field
+
+
+def command_says(exc: LeteoError) -> str:
+    """An error's message as the `naive-bayes` command prints it: the library names
+    parameters (`classes`), the command its flags (--classes)."""
+    import argparse
+
+    from leteo_fed.cli import flags
+    from leteo_fed.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return flags.name_flags(str(exc), exc.field, flags.flag_map(sub.choices["naive-bayes"]))
 
 
 @pytest.mark.parametrize(
@@ -375,7 +391,10 @@ def test_preview_matches_the_measured_error_of_repeated_releases():
     for _ in range(400):
         z = sk.sample(len(exact), rng).tolist()
         noisy = [int(v) + int(e) for v, e in zip(exact, z, strict=True)]
-        fit = nb.noisy_fit(nb.split_totals(noisy, plan.layout), enc, 0.0, 1.0, plan.bounds, sigma)
+        split = nb.split_totals(noisy, nb.layout_of(plan.spec))
+        fit = nb.noisy_fit(
+            split, enc.scale_bits, enc.count_scale_bits, 0.0, 1.0, plan.spec.bounds, sigma
+        )
         assert fit.floored == 0  # the formula is the unfloored estimate's error
         thetas.append(fit.theta)
         variances.append(fit.var)
@@ -483,8 +502,23 @@ def _args(argv):
     return build_parser().parse_args(argv)
 
 
+def build_request(args):
+    """The request the generated command builds from its flags, and the row_norm_bound its DP
+    request carries (None without DP); an error as the command states it (its flags named)."""
+    from leteo_fed.cli import flags
+    from leteo_fed.cli.main import build_parser
+    from leteo_fed.cli.statistics import request_from_args
+
+    try:
+        req = request_from_args(nb.NaiveBayesRequest, args)
+    except ConfigError as exc:
+        said = flags.for_command(build_parser(), args, str(exc), exc.field)
+        raise ConfigError(said, field=exc.field) from None
+    dp = args.dp_epsilon is not None
+    return req, (nb.PROTOCOL.statistic.implied_row_norm_bound(req) if dp else None)
+
+
 def test_the_cli_builds_the_request_the_classes_from_either_flag():
-    from leteo_fed.cli.naive_bayes import build_request
 
     req, c = build_request(_args([*BASE, *FEATURES, "--classes", "a,b,c"]))
     assert req.classes == CLASSES and c is None
@@ -520,7 +554,7 @@ def test_dry_run_prints_the_noise_of_the_model_and_contacts_nobody(capsys):
 
 
 def test_a_buried_dp_model_is_refused_before_contacting_anyone(capsys, monkeypatch):
-    from leteo_fed.cli import naive_bayes as cli
+    from leteo_fed.cli import statistics as cli
     from leteo_fed.cli.main import main
 
     class Contacted(Exception):
@@ -539,7 +573,7 @@ def test_a_buried_dp_model_is_refused_before_contacting_anyone(capsys, monkeypat
 
 
 def test_the_plot_is_a_png(tmp_path):
-    from leteo_fed.cli.naive_bayes import plot_model
+    from leteo_fed.cli.plots import plot_naive_bayes as plot_model
 
     sites = [Site(p) for p in sites_data()]
     for dp in (None, DP):
@@ -623,3 +657,66 @@ def test_an_outside_value_is_refused_through_the_protocol_object():
     parts[0]["y"][0] = "zzz"
     with pytest.raises(LeteoError):
         typed_round(request(), [Site(p) for p in parts])
+
+
+# ------------------------------------------------------------------ the statistic kit
+
+
+def _kit_sites() -> list[dict[str, np.ndarray]]:
+    """Two sites whose numeric values lie within the kit's bound 3 (the statistic reads its
+    own columns: the kit takes its rows as they are); the first holds no class 'c'."""
+    rng = np.random.default_rng(5)
+    out = []
+    for n, classes in ((40, CLASSES[:2]), (50, CLASSES)):
+        y = rng.choice(classes, n)
+        out.append(
+            {
+                "y": y,
+                "x1": rng.uniform(-3, 3, n),
+                "x2": rng.uniform(-1, 2, n),
+                "color": rng.choice(COLORS, n),
+            }
+        )
+    return out
+
+
+KIT_REQUEST = request(("x1", "color", "x2"))
+
+
+def test_the_statistic_kit_passes_the_declaration():
+    """Round trip, row bounds, sensitivity (each class's group of blocks counted once) and the
+    owner's check of the noise; its wire is its proto messages (tested above), not the JSON of
+    a plugin's payload (`check_wire`)."""
+    from leteo_fed.protocols.secure_sum import SecureSumProtocol
+    from leteo_fed.testing.statistic_kit import (
+        check_bounds,
+        check_noise_is_verified,
+        check_round_trip,
+        check_sensitivity,
+    )
+
+    protocol = SecureSumProtocol(nb.NaiveBayes())
+    sites = _kit_sites()
+    check_round_trip(protocol, KIT_REQUEST, sites)
+    check_bounds(protocol, KIT_REQUEST, sites)
+    check_sensitivity(protocol, KIT_REQUEST, sites[0])
+    check_noise_is_verified(protocol, KIT_REQUEST, sites[0])
+    edge = {**sites[0], "x1": np.sign(sites[0]["x1"]) * 5.0}  # clipped to the bound: |u| = 1
+    check_sensitivity(protocol, KIT_REQUEST, edge)
+
+
+def test_the_kit_catches_groups_one_row_moves_together():
+    """A group per block instead of per class understates the share's sensitivity (one row
+    moves its class's count, sums and categories together): the kit says so, on rows beyond
+    the kit's DP bound (clipped to it: |u| = 1)."""
+    from leteo_fed.protocols.secure_sum import SecureSumProtocol
+    from leteo_fed.testing.statistic_kit import check_sensitivity
+
+    class PerBlock(nb.NaiveBayes):
+        def exclusive_blocks(self, spec):
+            return [[name] for group in super().exclusive_blocks(spec) for name in group]
+
+    with pytest.raises(AssertionError, match="beyond the integer sensitivity"):
+        site = _kit_sites()[0]
+        site = {**site, "x1": np.sign(site["x1"]) * 5.0, "x2": np.full(len(site["y"]), -5.0)}
+        check_sensitivity(SecureSumProtocol(PerBlock()), KIT_REQUEST, site)

@@ -15,8 +15,9 @@ import numpy as np
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import moments, pca, registry
-from leteo_fed.protocols.base import Common, DpRequest
 from leteo_fed.protocols.moments_round import MomentsRequest, pca_noise_preview
+from leteo_fed.protocols.moments_statistic import groupings
+from leteo_fed.protocols.requests import Common, DpRequest
 
 REPEATS = 300
 FEATURES = ["a", "b", "c"]
@@ -35,7 +36,7 @@ def test_the_preview_matches_the_measured_error_of_the_eigenvalues():
     enc = plan.encoding
     shares = []
     for part in np.array_split(x, 3):
-        mom = moments.local_moments(part, [None], list(plan.groupings))
+        mom = moments.local_moments(part, [None], groupings(plan.spec))
         shares.append(
             moments.encode_moments(
                 mom, enc.scale_bits, enc.data_bound, enc.max_rows_per_owner, enc.count_scale_bits
@@ -44,7 +45,7 @@ def test_the_preview_matches_the_measured_error_of_the_eigenvalues():
 
     def eigenvalues(totals: list[int], noisy: bool) -> np.ndarray:
         agg = moments.decode_totals(
-            totals, 3, list(plan.groupings), enc.scale_bits, enc.count_scale_bits, noisy=noisy
+            totals, 3, groupings(plan.spec), enc.scale_bits, enc.count_scale_bits, noisy=noisy
         )
         res = pca.pca_from_moments(agg, FEATURES, 2, psd_project=noisy)
         return np.array(res.eigenvalues), np.array(res.components)

@@ -11,8 +11,8 @@ import pytest
 from leteo_fed.config import OwnerPolicy
 from leteo_fed.errors import DataError
 from leteo_fed.protocols import plugin_loader, registry
-from leteo_fed.protocols.base import Common
 from leteo_fed.protocols.plugins import StatisticRequest, StatisticSpec
+from leteo_fed.protocols.requests import Common
 from leteo_fed.transport import membership
 from leteo_fed.transport.rounds import (
     invitation_from_proto,

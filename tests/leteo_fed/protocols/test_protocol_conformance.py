@@ -34,9 +34,11 @@ from leteo_fed.protocols import logreg as lg
 from leteo_fed.protocols import naive_bayes as nbayes
 from leteo_fed.protocols import quantiles as qt
 from leteo_fed.protocols import weighted_stats as ws
-from leteo_fed.protocols.base import REPORTS, Common, DpRequest, Outcome, encoding_facts
+from leteo_fed.protocols.dp_facts import encoding_facts
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
+from leteo_fed.protocols.requests import Common, DpRequest
+from leteo_fed.protocols.round_types import REPORTS, Outcome
 from leteo_fed.transport.codec import to_dict
 from leteo_fed.transport.rounds import result_from_proto, result_to_proto
 

@@ -16,7 +16,7 @@ from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import weighted_stats as ws
-from leteo_fed.protocols.base import Common, DpRequest
+from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.protocols.secure_sum import statistic_encoding
 from leteo_fed.protocols.statistic import integer_sensitivity, n_values
 

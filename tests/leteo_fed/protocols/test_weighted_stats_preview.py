@@ -17,7 +17,7 @@ from round_harness import statistic_share, statistic_totals
 from leteo_fed.errors import DataError
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import registry
-from leteo_fed.protocols.base import Common, DpRequest
+from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.protocols.weighted_stats import (
     WeightedStats,
     WeightedStatsRequest,
