@@ -23,7 +23,7 @@ import numpy as np
 from leteo_fed import extras
 from leteo_fed.encoding.packing import SlotLayout
 from leteo_fed.errors import DataError, ProtocolError
-from leteo_fed.protocols.ldp_collection import Accumulator, NbAccumulator
+from leteo_fed.protocols.reports import ReportAccumulator
 from leteo_fed.protocols.round_types import Outcome
 
 log = logging.getLogger("leteo.aggregator")
@@ -41,9 +41,7 @@ class ReportIntake:
     key_id = ""  # reports are not encrypted: the spec names no key and no slot layout
     layout: SlotLayout | None = None
 
-    def __init__(
-        self, accumulator: Accumulator | NbAccumulator, spill_dir: Path | None = None
-    ) -> None:
+    def __init__(self, accumulator: ReportAccumulator, spill_dir: Path | None = None) -> None:
         self.accumulator = accumulator
         self.spill_dir: Path | None = None
         self.chunk_files: list[Path] = []
@@ -141,7 +139,7 @@ class ReportIntake:
             if isinstance(part, SpilledChunk):
                 part.path.unlink(missing_ok=True)
 
-    def finalize(self) -> Accumulator | NbAccumulator:
+    def finalize(self) -> ReportAccumulator:
         """Add the spilled chunks' support (computed with Spark) to the accumulator."""
         if self.chunk_files:
             from leteo_fed.data.spark_ldp import spark_support

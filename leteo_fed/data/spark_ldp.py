@@ -2,9 +2,9 @@
 
 Above a report-volume threshold the aggregator's report intake validates each chunk as usual but,
 instead of folding it in memory, writes it to a chunk file (`write_chunk`). At the end of the
-round `spark_support` computes, per partition with NumPy, what `Accumulator.partial` would have
-returned for every chunk, and adds the partitions up with `treeReduce`; no report reaches the
-driver, only one support vector (or two sums) per partition.
+round `spark_support` computes, per partition with NumPy, what the accumulator's `partial`
+would have returned for every chunk, and adds the partitions up with `treeReduce`; no report
+reaches the driver, only one support vector (or two sums) per partition.
 
 Chunk file: one Parquet file per chunk, one row: `dtype` (NumPy dtype string, e.g. "<i4"),
 `shape` (list of int64) and `data` (the C-order bytes of the array). The round trip is exact,
@@ -84,7 +84,8 @@ def _decode(dtype: str, shape: Sequence[int], data: bytes) -> np.ndarray:
 
 
 def _partition_fn(oracle, d: int) -> Callable[[Iterable], Iterator[Contribution]]:
-    """Per partition: the sum of `Accumulator.partial` over its chunks (oracle None: numeric).
+    """Per partition: the sum of the accumulator's `partial` over its chunks (oracle None:
+    numeric).
 
     A closure shipped by cloudpickle; the oracle (a FrequencyOracle) is pickled by reference,
     so executors import leteo_fed.ldp.frequency and run the very same `support`.
@@ -117,7 +118,8 @@ def spark_support(
 ) -> tuple[int, np.ndarray | tuple[float, float]]:
     """(n, support) for a frequency round, (n, (total, total_sq)) for a numeric one.
 
-    Equals `Accumulator.partial` summed over the chunks in `paths` (files from `write_chunk`).
+    Equals the accumulator's `partial` summed over the chunks in `paths` (files from
+    `write_chunk`).
     Geo rounds keep their points and never spill.
     """
     if spec.mechanism == ldp_collection.GEO:

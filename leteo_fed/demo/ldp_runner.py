@@ -83,7 +83,7 @@ def simulate(opts: LdpOptions) -> dict:
     rng = np.random.default_rng(opts.seed)
     start = time.perf_counter()
     encoded = ldp_collection.encode_column(values, spec)
-    acc = ldp_collection.Accumulator(spec)
+    acc = ldp_collection.new_accumulator(spec)
     for chunk in ldp_collection.perturb_chunks(encoded, spec, rng):
         acc.fold(acc.partial(chunk))
     doc = acc.result(opts.consistency)

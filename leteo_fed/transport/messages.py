@@ -16,7 +16,7 @@ from leteo_fed.encoding.packing import SlotLayout, check_declared_layout
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.protocols.ldp_collection import REPORT_DTYPES
+from leteo_fed.protocols.ldp_spec import REPORT_DTYPES
 from leteo_fed.transport.grpc_io import rpc_error_message
 
 BATCH_SIZE = 256  # ciphertexts per stream message: ~128 KiB at 2048-bit keys

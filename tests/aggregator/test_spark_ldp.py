@@ -60,7 +60,7 @@ def _chunks(mechanism: str, digits) -> tuple[lc.LdpSpec, list[np.ndarray]]:
     return spec, np.split(reports, [0, 1, 3000, 3001, 9000, 14500])
 
 
-def _fold(acc: lc.Accumulator, chunks: list[np.ndarray]) -> lc.Accumulator:
+def _fold(acc: lc.ReportAccumulator, chunks: list[np.ndarray]) -> lc.ReportAccumulator:
     for chunk in chunks:
         acc.fold(acc.partial(chunk))
     return acc
@@ -76,9 +76,9 @@ def _intake(acc: ReportIntake, chunks: list[np.ndarray]) -> ReportIntake:
 @pytest.mark.parametrize("mechanism", [*FREQUENCY_MECHANISMS, "pm"])
 def test_spark_estimate_equals_numpy(mechanism, digits, spark, tmp_path):
     spec, chunks = _chunks(mechanism, digits)
-    ref = _fold(lc.Accumulator(spec), chunks).result(consistency=mechanism == "oue")
+    ref = _fold(lc.new_accumulator(spec), chunks).result(consistency=mechanism == "oue")
     spill = tmp_path / "spill"
-    acc = _intake(ReportIntake(lc.Accumulator(spec), spill_dir=spill), chunks)
+    acc = _intake(ReportIntake(lc.new_accumulator(spec), spill_dir=spill), chunks)
     assert len(acc.chunk_files) == len(chunks) and all(p.parent == spill for p in acc.chunk_files)
     assert np.array_equal(read_chunk(acc.chunk_files[2]), chunks[2])  # exact round trip
     got = acc.finalize().result(consistency=mechanism == "oue")
@@ -101,8 +101,8 @@ def test_spark_estimate_equals_numpy(mechanism, digits, spark, tmp_path):
 def test_switching_mid_round_adds_both_parts(digits, spark, tmp_path):
     """Chunks folded in memory before the switch count too; Spark adds only the files."""
     spec, chunks = _chunks("olh", digits)
-    ref = _fold(lc.Accumulator(spec), chunks).result()
-    acc = _intake(ReportIntake(lc.Accumulator(spec)), chunks[:3])
+    ref = _fold(lc.new_accumulator(spec), chunks).result()
+    acc = _intake(ReportIntake(lc.new_accumulator(spec)), chunks[:3])
     assert acc.spill(tmp_path / "a") and not acc.spill(tmp_path / "b")  # the first one stays
     _intake(acc, chunks[3:])
     assert len(acc.chunk_files) == len(chunks) - 3
@@ -113,18 +113,18 @@ def test_switching_mid_round_adds_both_parts(digits, spark, tmp_path):
 
 def test_spill_mode_refuses_what_numpy_refuses_and_writes_nothing(tmp_path):
     spill = tmp_path / "spill"
-    grr = ReportIntake(lc.Accumulator(_spec("grr")), spill_dir=spill)
+    grr = ReportIntake(lc.new_accumulator(_spec("grr")), spill_dir=spill)
     with pytest.raises(ProtocolError):
         grr.partial(np.array([0, 10], dtype=np.int32))
-    olh = ReportIntake(lc.Accumulator(_spec("olh")), spill_dir=spill)
+    olh = ReportIntake(lc.new_accumulator(_spec("olh")), spill_dir=spill)
     g = lc.mechanism_for(olh.accumulator.spec).g
     for bad, words in (([[5, g]], "outside"), ([[-1, 0]], "seed")):
         reports = np.array(bad, dtype=np.int64)
         with pytest.raises(DataError, match=words):
-            lc.Accumulator(olh.accumulator.spec).partial(reports)  # the NumPy path's refusal
+            lc.new_accumulator(olh.accumulator.spec).partial(reports)  # the NumPy path's refusal
         with pytest.raises(DataError, match=words):
             olh.partial(reports)
-    pm = ReportIntake(lc.Accumulator(_spec("pm")), spill_dir=spill)
+    pm = ReportIntake(lc.new_accumulator(_spec("pm")), spill_dir=spill)
     with pytest.raises(ProtocolError):
         pm.partial(np.array([0.5, np.nan]))
     assert list(spill.iterdir()) == []
@@ -137,8 +137,8 @@ def test_spill_mode_refuses_what_numpy_refuses_and_writes_nothing(tmp_path):
         column="x", mechanism="geo", epsilon=1.0, columns=("x",), box_lower=(0.0,), box_upper=(1.0,)
     )
     with pytest.raises(DataError, match="geo"):
-        ReportIntake(lc.Accumulator(geo), spill_dir=spill)
-    assert not ReportIntake(lc.Accumulator(geo)).spill(spill)
+        ReportIntake(lc.new_accumulator(geo), spill_dir=spill)
+    assert not ReportIntake(lc.new_accumulator(geo)).spill(spill)
     nb = lc.spec_from_request(  # naive Bayes keeps a support per report type, never spills
         lc.LdpRequest(
             mechanism="grr",

@@ -217,7 +217,7 @@ def test_geo_result_has_the_estimate_and_density(m, kind):
     assert spec.box_fit == "remap" and spec.bins == 10
     rng = np.random.default_rng(11)
     x = rng.uniform(30.0, 70.0, size=(3000, m))
-    acc = lc.Accumulator(spec)
+    acc = lc.new_accumulator(spec)
     for chunk in lc.perturb_chunks(lc.encode_column(x, spec), spec, rng):
         acc.fold(acc.partial(chunk))
     doc = acc.result()
@@ -303,7 +303,7 @@ def test_geo_and_naive_bayes_plots_are_written(tmp_path, m):
 
     spec = lc.spec_from_request(geo_request(m))
     rng = np.random.default_rng(5)
-    acc = lc.Accumulator(spec)
+    acc = lc.new_accumulator(spec)
     for chunk in lc.perturb_chunks(rng.uniform(20, 80, size=(500, m)), spec, rng):
         acc.fold(acc.partial(chunk))
     plot_geo(acc.result(), tmp_path / "geo.png")

@@ -1,7 +1,7 @@
 """The LDP preview against repeated releases on a real data set (UCI Adult, 30,162 rows).
 
 Every collection runs through the protocol's own functions (the owner's `encode_column` and
-`perturb_chunks`, the aggregator's `Accumulator`; naive Bayes: the model's client reports and
+`perturb_chunks`, the aggregator's accumulator (`new_accumulator`); naive Bayes: the model's client reports and
 fit), REPEATS times with fixed seeds. For each released figure the measured error is the root
 mean square of (release - the figure on the raw rows) over the repeats.
 
@@ -26,12 +26,8 @@ import pytest
 from leteo_fed.data.adult import locate_wheel, read_adult
 from leteo_fed.errors import DataError
 from leteo_fed.protocols import ldp_collection as lc
-from leteo_fed.protocols.ldp_noise import (
-    Expectation,
-    nb_std_errors,
-    nb_std_errors_of,
-    noise_preview,
-)
+from leteo_fed.protocols.ldp_naive_bayes_noise import nb_std_errors, nb_std_errors_of
+from leteo_fed.protocols.ldp_noise import Expectation, noise_preview
 
 ROWS = 6000  # a seeded sample of Adult's rows keeps each test to seconds
 
@@ -48,7 +44,7 @@ def adult() -> dict[str, np.ndarray]:
 
 
 def _release(spec: lc.LdpSpec, encoded: np.ndarray, rng: np.random.Generator) -> dict:
-    acc = lc.Accumulator(spec)
+    acc = lc.new_accumulator(spec)
     for chunk in lc.perturb_chunks(encoded, spec, rng):
         acc.fold(acc.partial(chunk))
     return acc.result()

@@ -76,7 +76,7 @@ def test_geo_mean_errors_match_the_preview(columns, box_fit):
     so fitting into the box changes the spread by far less than the 20% tolerance. The owner's
     perturbation and the aggregator's estimate run as in a round (`perturb_chunks`, `result`);
     RMS over REPEATS collections and every coordinate (relative s.e. about 3%)."""
-    from leteo_fed.protocols.ldp_collection import Accumulator, encode_column, perturb_chunks
+    from leteo_fed.protocols.ldp_collection import encode_column, new_accumulator, perturb_chunks
 
     m = len(columns)
     spec = spec_from_request(
@@ -96,7 +96,7 @@ def test_geo_mean_errors_match_the_preview(columns, box_fit):
     encoded = encode_column(points, spec)
     errors = []
     for _ in range(REPEATS):
-        acc = Accumulator(spec)
+        acc = new_accumulator(spec)
         for chunk in perturb_chunks(encoded, spec, rng):
             acc.fold(acc.partial(chunk))
         errors.append(np.array(acc.result()["mean"]) - points.mean(axis=0))

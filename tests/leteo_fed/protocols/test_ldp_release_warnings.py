@@ -62,7 +62,7 @@ def test_geo_pile_up_on_the_faces():
         )
     )
     rng = np.random.default_rng(1)
-    acc = lc.Accumulator(spec)
+    acc = lc.new_accumulator(spec)
     for chunk in lc.perturb_chunks(rng.uniform(4, 6, (2000, 2)), spec, rng):
         acc.fold(acc.partial(chunk))
     found = release_warnings(acc.result())

@@ -276,7 +276,7 @@ def _check_pooled_reports(request: lc.LdpRequest, result: dict) -> None:
         assert result["conditionals"] == expected["conditionals"]
         assert result["report_counts"] == expected["report_counts"]
         return
-    acc = lc.Accumulator(spec)
+    acc = lc.new_accumulator(spec)
     for i, site in enumerate(sites):
         x = np.column_stack([site.data["sl"], site.data["sw"]])
         for chunk in lc.perturb_chunks(lc.encode_column(x, spec), spec, np.random.default_rng(i)):
