@@ -8,12 +8,15 @@ iteration's centers.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from leteo_fed.errors import DataError
+from leteo_fed.errors import ConfigError, DataError
 
 MAX_K = 1024
 
@@ -113,3 +116,67 @@ def load_centers(path) -> np.ndarray:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{path} is not valid JSON: {exc}", field="init") from None
     return centers_from_document(doc, field=str(path))
+
+
+# --------------------------------------------------------------------------------------------
+# the analyst's choice: a file or a seeded public box (the `kmeans` request's `k` and `centers`)
+
+DEFAULT_K = 3  # without `init`; the demo's iris set has three species
+# how a result file records centers drawn in the public box (the value result files hold)
+UNIFORM_SOURCE = "uniform in --init-bounds"
+
+
+def low_high(text: str) -> tuple[float, float]:
+    """`LO,HI`: the two ends of a public interval."""
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("expected LO,HI") from exc
+    return lo, hi
+
+
+def initial_centers(
+    k: int | None,
+    init: Path | None,
+    init_bounds: tuple[float, float] | None,
+    init_seed: int,
+    features: tuple[str, ...],
+) -> dict[str, Any]:
+    """The job's `k` and flat `centers`: from the JSON file `init`, or drawn uniformly in the
+    public box `init_bounds` with `init_seed` (`k` of them, default `DEFAULT_K`); never from
+    the data (ConfigError naming the parameter)."""
+    if k is not None and k < 1:
+        raise ConfigError(f"`k` must be at least 1, got {k}", field="k")
+    if init is not None and init_bounds is not None:
+        raise ConfigError("pass either `init` or `init_bounds`, not both", field="init")
+    d = len(features)
+    if init is not None:
+        centers = load_centers(init)
+        if k is not None and k != centers.shape[0]:
+            raise ConfigError(f"`k` {k} but {init} holds {centers.shape[0]} centers", field="k")
+        if centers.shape[1] != d:
+            raise ConfigError(
+                f"{init} has centers of dimension {centers.shape[1]}; `features` names {d}",
+                field="init",
+            )
+    elif init_bounds is not None:
+        lo, hi = init_bounds
+        centers = random_centers(k or DEFAULT_K, lo, hi, d, init_seed)
+    else:
+        raise ConfigError(
+            "pass `init` FILE.json or `init_bounds` LO,HI: the initial centers are chosen "
+            "without looking at the data",
+            field="init",
+        )
+    flat = tuple(float(v) for row in centers.tolist() for v in row)
+    return {"k": centers.shape[0], "centers": flat}
+
+
+def init_record(
+    init: Path | None, init_bounds: tuple[float, float] | None, init_seed: int
+) -> dict[str, Any]:
+    """How the initial centers were chosen, for the result file (`result["init"]`)."""
+    if init is not None:
+        return {"init": {"source": "file", "path": str(init)}}
+    lo, hi = init_bounds or (None, None)
+    return {"init": {"source": UNIFORM_SOURCE, "bounds": [lo, hi], "seed": init_seed}}
