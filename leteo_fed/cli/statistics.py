@@ -156,12 +156,14 @@ def _flag_values(f: dataclasses.Field, args: argparse.Namespace) -> dict[str, An
 def _call(
     function: Callable[..., Any], given: dict[str, Any], values: dict[str, Any], request_type: type
 ) -> Any:
-    """`function` of the flags' values, a parameter named like a request field given its value."""
-    given = dict(given)
+    """`function` of the flags' values it names, a parameter named like a request field given
+    that field's value."""
+    taken = {}
     for name in inspect.signature(function).parameters:
-        if name not in given:
-            given[name] = values.get(name, _default(request_type, name))
-    return function(**given)
+        taken[name] = (
+            given[name] if name in given else values.get(name, _default(request_type, name))
+        )
+    return function(**taken)
 
 
 def request_from_args(
