@@ -51,15 +51,15 @@ FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("ldp", "add_parsers", "sub+demo", ("ldp", DEMO)),  # ldp simulate, ldp collect; demo ldp
     ("anonymize", "add_parser", "sub", ("anonymize",)),
     ("bench", "add_parser", "sub", ("bench",)),
-    ("kmeans", "add_parsers", "sub+demo", ("kmeans", DEMO)),  # kmeans; demo kmeans
+    ("kmeans", "add_parsers", "demo", (DEMO,)),  # demo kmeans
     ("dp_kmeans", "add_parser", "sub", ("dp-kmeans",)),
     ("synthesize", "add_parser", "sub", ("synthesize",)),
     # one command per declared statistic, built-in or plugin (stats, correlation, ...): their
     # names come from the registry, so a command line naming one builds the whole tree
     # (stats, correlation, linreg, logreg, crosstab, quantiles, naive-bayes, and every
-    # plugin); pca and dca (the moments statistic's two commands) are named here so that
-    # their command line builds this family alone, as it did when they were hand-written
-    ("statistics", "add_parsers", "sub", ("pca", "dca")),
+    # plugin); pca, dca (the moments statistic's two commands) and kmeans are named here so
+    # that their command line builds this family alone, as it did when they were hand-written
+    ("statistics", "add_parsers", "sub", ("pca", "dca", "kmeans")),
     ("jobs", "add_parsers", "sub", ("jobs", "result")),
     ("health", "add_parser", "sub", ("health",)),
     ("simulate", "add_parser", "sub", ("simulate",)),

@@ -6,9 +6,13 @@ of columns is comma-separated; an optional `X | None` field is an X flag that ma
 A field's metadata may say more: `help`, `metavar`, `choices` and `required` of its flag; or
 `flags`, the flags it is read from instead (name -> argparse keywords, `type` a callable or a
 field type as above; flags shared by several fields are added once; None: a flag every command
-has, e.g. `dp_epsilon`, read and not added) and `build`, the callable
-making the field's value from those flags' values (by name; a parameter named like another
-field of the request is given that field's value). A statistic with several commands
+has, e.g. `dp_epsilon`, read and not added; a spec's `aliases`, the other names the flag is
+spelled by) and `build`, the callable making the field's value from those flags' values (by
+name; a parameter named like another field of the request is given that field's value). With
+`sets` (field names) the build returns a dict: the field's value and those fields' (they get no
+flag of their own; e.g. k-means' `k` and `centers` from `init` FILE.json or from `init_bounds`
+and `init_seed`). `written`, a callable of the same flags' values, returns fields added to the
+result file the command writes (e.g. how the initial centers were chosen: `result["init"]`). A statistic with several commands
 (`statistic.Command`, e.g. `pca` and `dca` of the moments) has each one's flags less the
 fields it sets itself or omits, with its own defaults.
 The flags every secure-sum command shares (aggregator, quorum, deadline, encoding, owners, DP,
@@ -21,7 +25,8 @@ the notes printed after a result (a statistic's optional `notes(result)`, e.g. a
 job that did not converge) have every parameter in backticks (`max_iterations`) rewritten to
 this command's flag (`cli.flags`). A statistic may also word the shared flags' help: its
 `round_help` (the quorum's and the deadline's, e.g. "of each iteration" for a multi-round job)
-and `noise_of` (what `--dry-run` previews the noise of).
+and `noise_of` (what `--dry-run` previews the noise of), and spell a shared flag otherwise
+(`spellings`: k-means' `dp_epsilon` is `--epsilon`, also `--dp-epsilon`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +107,7 @@ def add_request_flags(
     hints = typing.get_type_hints(request_type)
     added: set[str] = set()
     skip = set(command.fixed) | set(command.omit) if command is not None else set()
+    skip |= _set_by_builds(request_type)
     defaults = dict(command.defaults) if command is not None else {}
     for f in dataclasses.fields(request_type):
         if f.name in skip:
@@ -110,9 +116,10 @@ def add_request_flags(
             if spec is not None and name not in added:
                 added.add(name)
                 kwargs = _flag_keywords(spec)
+                names = [flag(n) for n in (name, *kwargs.pop("aliases", ()))]
                 if kwargs.get("action") in (None, "store", "append"):
                     kwargs.setdefault("metavar", name.upper())  # not the dest's flag_ prefix
-                p.add_argument(flag(name), dest=f"flag_{name}", **kwargs)
+                p.add_argument(*names, dest=f"flag_{name}", **kwargs)
         if "flags" in f.metadata:
             continue
         convert, kwargs = _field_type(hints[f.name])
@@ -133,6 +140,32 @@ def add_request_flags(
         p.add_argument(flag(f.name), dest=f"request_{f.name}", help=text, **kwargs)
 
 
+def _set_by_builds(request_type: type) -> set[str]:
+    """The fields another field's `build` sets too (its `sets`): they have no flag."""
+    return {n for f in dataclasses.fields(request_type) for n in f.metadata.get("sets", ())}
+
+
+def _flag_values(f: dataclasses.Field, args: argparse.Namespace) -> dict[str, Any]:
+    """The values of a field's declared `flags`, by name."""
+    return {
+        n: getattr(args, n if spec is None else f"flag_{n}")
+        for n, spec in f.metadata["flags"].items()
+    }
+
+
+def _call(
+    function: Callable[..., Any], given: dict[str, Any], values: dict[str, Any], request_type: type
+) -> Any:
+    """`function` of the flags' values it names, a parameter named like a request field given
+    that field's value."""
+    taken = {}
+    for name in inspect.signature(function).parameters:
+        taken[name] = (
+            given[name] if name in given else values.get(name, _default(request_type, name))
+        )
+    return function(**taken)
+
+
 def request_from_args(
     request_type: type, args: argparse.Namespace, command: Command | None = None
 ) -> Any:
@@ -140,8 +173,9 @@ def request_from_args(
     omit = set(command.omit) if command is not None else set()
     values: dict[str, Any] = dict(fixed)
     built = []
+    set_by_builds = _set_by_builds(request_type)
     for f in dataclasses.fields(request_type):
-        if f.name in fixed or f.name in omit:
+        if f.name in fixed or f.name in omit or f.name in set_by_builds:
             continue
         if "flags" in f.metadata:
             built.append(f)
@@ -151,16 +185,38 @@ def request_from_args(
             continue
         values[f.name] = tuple(given) if isinstance(given, list) else given
     for f in built:  # after the plain fields: a build may take their values
-        given = {
-            n: getattr(args, n if spec is None else f"flag_{n}")
-            for n, spec in f.metadata["flags"].items()
-        }
-        build = f.metadata["build"]
-        for name in inspect.signature(build).parameters:
-            if name not in given:
-                given[name] = values.get(name, _default(request_type, name))
-        values[f.name] = build(**given)
+        value = _call(f.metadata["build"], _flag_values(f, args), values, request_type)
+        if f.metadata.get("sets"):
+            values.update(value)
+        else:
+            values[f.name] = value
     return request_type(**values)
+
+
+def written_from_args(request_type: type, args: argparse.Namespace, request: Any) -> dict:
+    """The fields the request's `written` callables add to the result file."""
+    values = {f.name: getattr(request, f.name) for f in dataclasses.fields(request_type)}
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(request_type):
+        if "written" in f.metadata:
+            given = _flag_values(f, args)
+            out.update(_call(f.metadata["written"], given, values, request_type))
+    return out
+
+
+def respell(p: argparse.ArgumentParser, spellings: Mapping[str, tuple[str, ...]]) -> None:
+    """The flags of the shared parameters a statistic spells otherwise (`spellings`)."""
+    for action in p._actions:  # argparse offers no public way to rename an option
+        names = spellings.get(action.dest)
+        if names is None:
+            continue
+        for option in action.option_strings:
+            p._option_string_actions.pop(option, None)
+        action.option_strings = [flag(n) for n in names]
+        if action.metavar is None and action.nargs is None:
+            action.metavar = names[0].upper()
+        for option in action.option_strings:
+            p._option_string_actions[option] = action
 
 
 def _default(request_type: type, name: str) -> Any:
@@ -228,6 +284,7 @@ def add_parser(sub: SubParsers, protocol: Any, command: Command | None = None) -
     add_dp_flags(p, bounds=statistic.takes_bounds, clips=clips)
     add_noise_flags(p, previews)
     add_tls(p, "analyst", "analyst")
+    respell(p, statistic.spellings)
     name_help(p)  # the declaration names parameters; its command's user reads flags
     set_handler(p, lambda args: run(protocol, args, command))
 
@@ -253,7 +310,17 @@ def run(protocol: Any, args: argparse.Namespace, command: Command | None = None)
     if stop is not None:
         return stop
     summary = statistic.summary or ("round_id", "owners")
-    result = run_and_write(args, request, options, analyst_client, summary, plot, note_plot=True)
+    written = written_from_args(statistic.request_type, args, request)
+    result = run_and_write(
+        args,
+        request,
+        options,
+        analyst_client,
+        summary,
+        plot,
+        prepare=(lambda result: result | written) if written else None,
+        note_plot=True,
+    )
     for note in statistic.notes(result):
         print(say(note), file=sys.stderr)
     return 0
@@ -286,14 +353,13 @@ def print_noise(
 
 def add_parsers(sub: SubParsers) -> None:
     """A command for every declared statistic, built-in or installed as a plugin, except one
-    whose command a family registered before this one writes by hand (`main.FAMILIES`; k-means:
-    its initial centers from a file or a public box, its demo)."""
+    whose command a family registered before this one writes by hand (`main.FAMILIES`)."""
     from leteo_fed.protocols import registry
 
     for protocol in registry.statistics():
         for command in commands(protocol.statistic):
             name = command.name if command is not None else _default_name(protocol.statistic)
-            if name not in sub.choices:  # a command a family writes by hand (kmeans) stays
+            if name not in sub.choices:  # a command a family writes by hand stays
                 add_parser(sub, protocol, command)
 
 

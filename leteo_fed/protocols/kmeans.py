@@ -18,8 +18,8 @@ One row changes exactly one cluster's sum (by at most C) and count (by 1), whate
 because a row's assignment depends only on the row and the public centers; `sensitivity` states
 the bound. The job's (epsilon, delta) covers all T iterations together by Renyi composition: the
 per-iteration Skellam noise is calibrated so that the RDP curves of T iterations, added (RDP
-composes adaptively) and converted once at delta, give at most epsilon (`calibrate_iteration`,
-`Skellam.calibrate(..., compositions=T)`). That needs far less noise than splitting the budget
+composes adaptively) and converted once at delta, give at most epsilon (`Skellam.calibrate(...,
+compositions=T)`, by `iterative.IterativeSecureSumProtocol` at `sensitivity`). That needs far less noise than splitting the budget
 into T (epsilon / T, delta / T) releases (basic composition; about 12x less variance at T = 20,
 epsilon = 1, delta = 1e-6). An owner's ledger charges each iteration its Skellam event (RDP
 ledger) or, under basic composition, the increment eps(m) - eps(m - 1) of the RDP bound of the
@@ -31,7 +31,6 @@ mean). Both steps are post-processing and cost no privacy.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,8 +47,13 @@ from leteo_fed.encoding.share import (
 )
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
-from leteo_fed.privacy.budget import Budget
-from leteo_fed.privacy.mechanisms import Skellam
+from leteo_fed.protocols.kmeans_centers import (  # noqa: F401 (the initial centers, re-exported)
+    MAX_K,
+    centers_from_document,
+    load_centers,
+    random_centers,
+    validate_centers,
+)
 
 PROTOCOL = "kmeans"
 METHOD = "federated-kmeans"
@@ -58,7 +62,6 @@ DP_DEFAULT_SCALE_BITS = defaults.KMEANS_DP_DEFAULT_SCALE_BITS
 DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
 DEFAULT_ITERATIONS = defaults.KMEANS_DEFAULT_ITERATIONS
 MAX_ITERATIONS = 1000
-MAX_K = 1024
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,107 +153,6 @@ def decode_totals(
             raise ProtocolError(f"negative count for cluster {j}: corrupted aggregate")
         counts.append(max(count, 0))  # a noisy count below zero means no rows (post-processing)
     return ClusterTotals(sums, counts, enc.scale_bits)
-
-
-# --------------------------------------------------------------------------------------------
-# centers: validation, initialization
-
-
-def validate_centers(
-    values: Sequence[float] | np.ndarray,
-    k: int,
-    d: int,
-    value_bound: float | None = None,
-    field: str = "centers",
-) -> np.ndarray:
-    """k x d float64 centers (from a flat row-major list or a 2-D array), or DataError naming
-    the field: k >= 1, the right shape, every value finite and (if given) |c| <= value_bound."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
-        raise DataError(f"k must be an integer in 1..{MAX_K}, got {k!r}", field="k")
-    if d < 1:
-        raise DataError("the job has no features", field="features")
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DataError(f"{field} must be numbers", field=field) from None
-    if arr.ndim == 1:
-        if arr.size != k * d:
-            raise DataError(
-                f"{field} has {arr.size} values; k x d = {k} x {d} = {k * d} expected",
-                field=field,
-            )
-        arr = arr.reshape(k, d)
-    elif arr.shape != (k, d):
-        raise DataError(
-            f"{field} has shape {'x'.join(map(str, arr.shape))}; {k} x {d} (k x features) expected",
-            field=field,
-        )
-    if not np.all(np.isfinite(arr)):
-        j, i = np.argwhere(~np.isfinite(arr))[0]
-        raise DataError(
-            f"{field}: center {j} has a NaN or infinite value at feature {i}", field=field
-        )
-    if value_bound is not None:
-        top = float(np.abs(arr).max())
-        if top > value_bound:
-            raise DataError(
-                f"{field}: |c| = {top:.6g} is above the job's value bound {value_bound:.6g}",
-                field=field,
-            )
-    return arr.copy()
-
-
-def random_centers(
-    k: int, lower: Sequence[float] | float, upper: Sequence[float] | float, d: int, seed: int
-) -> np.ndarray:
-    """k centers drawn uniformly in the public box [lower, upper]^d with a seeded generator.
-
-    Data-independent: it looks only at public bounds, so choosing the initial centers costs no
-    privacy. (Uniform draws can leave clusters empty when the data fill a small part of the box;
-    an empty cluster then keeps its center.)"""
-    lo = np.broadcast_to(np.asarray(lower, dtype=np.float64), (d,))
-    hi = np.broadcast_to(np.asarray(upper, dtype=np.float64), (d,))
-    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo < hi)):
-        raise DataError("initial-center bounds must be finite with lower < upper", field="init")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
-        raise DataError(f"k must be an integer in 1..{MAX_K}, got {k!r}", field="k")
-    rng = np.random.default_rng(seed)
-    return lo + (hi - lo) * rng.random((k, d))
-
-
-def centers_from_document(doc: object, field: str = "init") -> np.ndarray:
-    """`{"centers": [[...], ...]}` -> a k x d array (shape and finiteness checked; bounds and the
-    job's k and d are checked by `validate_centers`)."""
-    if not isinstance(doc, dict) or "centers" not in doc:
-        raise DataError(f'{field}: expected a JSON object {{"centers": [[...], ...]}}', field=field)
-    rows = doc["centers"]
-    if not isinstance(rows, list) or not rows or not all(isinstance(r, list) for r in rows):
-        raise DataError(f"{field}: 'centers' must be a non-empty list of lists", field=field)
-    widths = {len(r) for r in rows}
-    if len(widths) != 1 or 0 in widths:
-        raise DataError(
-            f"{field}: every center needs the same, non-zero number of values", field=field
-        )
-    for r in rows:
-        for v in r:
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise DataError(f"{field}: center values must be numbers, got {v!r}", field=field)
-    arr = np.array(rows, dtype=np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise DataError(f"{field}: centers contain NaN or infinite values", field=field)
-    return arr
-
-
-def load_centers(path) -> np.ndarray:
-    """Initial centers from a JSON file (see `centers_from_document`)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}", field="init") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path} is not valid JSON: {exc}", field="init") from None
-    return centers_from_document(doc, field=str(path))
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,7 +248,7 @@ def inertia(x: np.ndarray, centers: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# centralized reference
+# centralized reference (the demo's and the tests' Lloyd on the pooled rows)
 
 
 @dataclass(frozen=True)
@@ -432,34 +334,13 @@ def sensitivity(
 def split_budget(epsilon: float, delta: float, iterations: int) -> tuple[float, float]:
     """Even split of the job's (epsilon, delta) over T iterations (basic sequential composition:
     T releases that are each (epsilon / T, delta / T)-DP are together (epsilon, delta)-DP).
-    No longer how jobs are calibrated (`calibrate_iteration` composes by RDP); kept as the
-    reference the RDP calibration is measured against."""
+    No longer how jobs are calibrated (they compose by RDP); kept as the reference the RDP
+    calibration is measured against."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise DataError(
             f"iterations must be an integer >= 1, got {iterations!r}", field="iterations"
         )
     return epsilon / iterations, delta / iterations
-
-
-@dataclass(frozen=True)
-class IterationNoise:
-    """Calibrated noise of one DP iteration of a job of `iterations` iterations."""
-
-    epsilon: float  # of the whole job: `iterations` iterations together (Renyi composition)
-    delta: float
-    mu: float  # aggregate Skellam parameter with exactly `quorum` shares
-    l1: float
-    l2: float
-    count_scale_bits: int
-    iterations: int = 1
-
-    @property
-    def sensitivity(self) -> noise.Sensitivity:
-        return noise.Sensitivity(self.l1, self.l2)
-
-    def epsilon_after(self, t: int) -> float:
-        """Epsilon at the job's delta of t iterations (0 for none), by RDP composition."""
-        return rdp_epsilon(self.mu, self.sensitivity, self.delta, t)
 
 
 def dp_count_scale_bits(row_norm_bound: float, scale_bits: int, d: int) -> int:
@@ -474,58 +355,7 @@ def dp_count_scale_bits(row_norm_bound: float, scale_bits: int, d: int) -> int:
     return scale_bits + max(0, round(w))
 
 
-def calibrate_iteration(
-    epsilon: float,
-    delta: float,
-    iterations: int,
-    row_norm_bound: float,
-    scale_bits: int,
-    d: int,
-    k: int,
-    count_scale_bits: int | None = None,
-    clip_count: bool = False,
-) -> IterationNoise:
-    """Skellam mu so that T = `iterations` iterations are together (epsilon, delta)-DP by Renyi
-    composition (their RDP curves added, converted once at delta). `clip_count`: the share
-    carries one more count, the rows clipped to public bounds (one row moves it by one)."""
-    split_budget(epsilon, delta, iterations)  # validates iterations
-    if count_scale_bits is None:
-        count_scale_bits = dp_count_scale_bits(row_norm_bound, scale_bits, d)
-    sens = sensitivity(row_norm_bound, scale_bits, d, k, count_scale_bits)
-    if clip_count:
-        unit = float(2**count_scale_bits)
-        sens = noise.Sensitivity(sens.l1 + unit, math.hypot(sens.l2, unit))
-    mu = noise.calibrate_mu(epsilon, delta, sens.l1, sens.l2, compositions=iterations)
-    return IterationNoise(epsilon, delta, mu, sens.l1, sens.l2, count_scale_bits, iterations)
-
-
-def rdp_epsilon(mu: float, sens: noise.Sensitivity, delta: float, rounds: int) -> float:
-    """Epsilon at delta of `rounds` releases with Skellam(mu) noise at this sensitivity (RDP
-    composition, the accounting every owner recomputes); 0 for no round."""
-    if rounds < 1:
-        return 0.0
-    return Skellam(mu).epsilon(sens, delta, compositions=rounds)
-
-
-def round_increment(mu: float, sens: noise.Sensitivity, delta: float, index: int) -> Budget:
-    """What round `index` of a job adds under basic composition: eps(index) - eps(index - 1) of
-    the RDP bound, with the job's delta in round 1 (the charges of rounds 1..t add up to
-    (eps(t), delta), a valid bound for t rounds)."""
-    step = rdp_epsilon(mu, sens, delta, index) - rdp_epsilon(mu, sens, delta, index - 1)
-    return Budget(max(step, math.ulp(0.0)), delta if index == 1 else 0.0)
-
-
 def noise_std(mu: float, quorum: int, n_shares: int, scale_bits: int) -> float:
     """Standard deviation of the aggregate noise per value in real units: pass the scale of sums
     for sum coordinates, the count scale for counts (in rows)."""
     return math.sqrt(2 * noise.effective_mu(mu, quorum, n_shares)) / 2**scale_bits
-
-
-def dp_sensitivity(dp, enc: ShareEncoding, d: int, k: int) -> noise.Sensitivity:
-    """Owner side: the sensitivity of this site's share in a DP iteration, from the public
-    round parameters (what `verify_dp` checks the noise against and what the ledger charges)."""
-    if enc.count_scale_bits < enc.scale_bits:
-        raise ProtocolError("DP rounds must encode counts at least at the scale of sums")
-    if not enc.value_bound >= dp.row_norm_bound:
-        raise ProtocolError("the encoding's value bound is below the DP row-norm bound")
-    return sensitivity(dp.row_norm_bound, enc.scale_bits, d, k, enc.count_scale_bits)

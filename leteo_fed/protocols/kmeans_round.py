@@ -18,7 +18,8 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from leteo_fed.protocols.iterative import (
     IterativeStatistic,
     plain,
 )
+from leteo_fed.protocols.kmeans_centers import DEFAULT_K, init_record, initial_centers, low_high
 from leteo_fed.protocols.kmeans_results import (
     EMPTY_CLUSTER_RULE,
     KmeansIterationResult,
@@ -52,14 +54,90 @@ from leteo_fed.protocols.results import EncodingFacts
 from leteo_fed.protocols.round_types import Outcome, SiteData, Step
 from leteo_fed.protocols.statistic import COUNT, Block, Release, Rows, Totals
 
+# the command's initial centers: `init` FILE.json or `init_bounds` drawn with `init_seed`
+_INIT_FLAGS: dict[str, Any] = {
+    "k": {
+        "type": int,
+        "default": None,
+        "help": f"number of clusters (default: from `init`, else {DEFAULT_K})",
+    },
+    "init": {
+        "type": Path,
+        "default": None,
+        "metavar": "FILE.json",
+        "help": 'initial centers: {"centers": [[...], ...]}, k rows of d values',
+    },
+    "init_bounds": {
+        "type": low_high,
+        "default": None,
+        "metavar": "LO,HI",
+        "help": "initial centers uniform in the public box [LO, HI]^d (seeded)",
+    },
+    "init_seed": {"type": int, "default": 0, "help": "seed of `init_bounds` (default: 0)"},
+}
+
 
 @dataclass(frozen=True)
 class KmeansRequest:
-    k: int = 0
-    centers: tuple[float, ...] = ()
-    iterations: int = 0
-    tolerance: float = 0.0
-    features: tuple[str, ...] = ()
+    k: int = field(
+        default=0,
+        metadata={
+            "flags": _INIT_FLAGS,
+            "build": initial_centers,
+            "sets": ("centers",),
+            "written": init_record,
+        },
+    )
+    centers: tuple[float, ...] = ()  # k x d, row-major: set with `k`
+    iterations: int = field(  # 0: kmeans.DEFAULT_ITERATIONS
+        default=0,
+        metadata={
+            "flags": {
+                "rounds": {
+                    "type": int,
+                    "aliases": ("iterations",),
+                    "default": kmeans.DEFAULT_ITERATIONS,
+                    "metavar": "ROUNDS",
+                    "help": "maximum number of iterations T (default: "
+                    f"{kmeans.DEFAULT_ITERATIONS})",
+                }
+            },
+            "build": lambda rounds: rounds,
+        },
+    )
+    tolerance: float = field(
+        default=0.0,
+        metadata={
+            "help": "stop once no center moves more than this (L2; default 0: when nothing moves)"
+        },
+    )
+    features: tuple[str, ...] = field(
+        default=(), metadata={"help": "comma-separated feature columns", "required": True}
+    )
+
+
+DESCRIPTION = """\
+Federated k-means (Lloyd's algorithm) through the aggregator. For every iteration the
+aggregator opens a round carrying the current centers; each owner assigns its rows to the
+nearest center and sends Paillier-encrypted per-cluster sums and counts for all k clusters;
+the aggregator adds the shares, blinds them, has the CSP decrypt only the blinded totals,
+unblinds and moves every center to the mean of its cluster (an empty cluster keeps its
+center). It stops after `iterations` iterations or once no center moved more than `tolerance`.
+Without DP the result equals centralized Lloyd on the pooled rows from the same initial centers.
+
+Initial centers: `init` FILE.json with {"centers": [[...], ...]} (k rows of d values, in the
+order of `features`), or uniform in the public box `init_bounds` LO,HI drawn with `init_seed`.
+They never depend on the data.
+
+With `dp_epsilon` the whole job is (epsilon, delta)-DP: give public bounds per column in natural
+units (`bounds` age=17,90, repeated, or `codebook` FILE; `init` centers in the same units):
+every owner clips each value to them and the job runs on the scaled columns (experts: rows
+clipped to `row_norm_bound` instead). Each iteration's noise is calibrated so that the T =
+`iterations` iterations together meet (epsilon, delta) by Renyi composition, and every owner's
+ledger composes them the same way. After the job, each center and cluster size is printed
+with its noise, and a warning names a cluster the noise may have emptied. See
+docs/federated-kmeans.md.
+"""
 
 
 @dataclass(frozen=True)
@@ -88,6 +166,12 @@ class Kmeans(IterativeStatistic):
     dp_default_scale_bits = kmeans.DP_DEFAULT_SCALE_BITS
     counts_at_sum_scale = False  # DP counts at 2^count_scale_bits (`kmeans.dp_count_scale_bits`)
     noise_remedy = "lower scale_bits, raise dp_epsilon or run fewer iterations"
+    summary = ("job_id", "owners", "iterations_run", "converged", "centers")
+    help = "run a federated k-means job against running services"
+    description = DESCRIPTION
+    round_help = ("quorum per iteration", "deadline of each iteration, s")
+    noise_of = "each center"
+    spellings = {"dp_epsilon": ("epsilon", "dp_epsilon"), "dp_delta": ("delta", "dp_delta")}
 
     # ---------------------------------------------------------------- what is asked
 
@@ -325,6 +409,24 @@ class Kmeans(IterativeStatistic):
 
     def preview(self, plan: Any, rows: int | None) -> dict[str, Any]:
         return kmeans_noise_preview(plan, rows)
+
+    def preview_lines(self, doc: Mapping[str, Any], rows: int | None) -> list[str]:
+        """What the noise of each iteration does to the centers."""
+        lines = [
+            f"each iteration adds noise of std {doc['noise_std_per_sum']:.4g} to every cluster "
+            f"sum and {doc['noise_std_per_count_rows']:.4g} rows to every count; the "
+            f"{doc['iterations']} iterations together are (epsilon {doc['epsilon']:g}, delta "
+            f"{doc['delta']:g})-DP by Renyi composition ({doc['accountant']} accountant; one "
+            f"iteration alone: epsilon {doc['epsilon_per_iteration']:.4g})"
+        ]
+        if rows is not None:
+            errors = doc["center_rms_error"]
+            lines.append(
+                f"  each center moves by about {errors[0]:.4g} per iteration (RMS, for clusters "
+                f"of {rows / len(errors):.0f} rows near 0; smaller clusters and centers far from "
+                "0 are noisier)"
+            )
+        return lines
 
     def preview_rows(
         self, plan: IterativePlan, columns: dict[str, np.ndarray], rng: np.random.Generator

@@ -271,6 +271,9 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     # quorum and deadline flags ("" : the shared wording; a multi-round job's are per iteration)
     noise_of: ClassVar[str] = "each released figure"
     round_help: ClassVar[tuple[str, str]] = ("", "")
+    # the names the command's flag of a shared parameter is spelled by, the first the one shown
+    # (e.g. {"dp_epsilon": ("epsilon", "dp_epsilon")}; none: the parameter's own name)
+    spellings: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     # A statistic that reads its own columns (no `features`) and clips them itself to public
     # bounds its request states (naive Bayes' per-feature bounds) takes no row-norm bound from
     # the analyst's command: a DP request carries `implied_row_norm_bound` of the request.

@@ -363,7 +363,7 @@ KMEANS = ["kmeans", "--features", "a,b", "--k", "2"]
     [
         ([*LDP_SIMULATE, "--bounds", "-1,1"], "bounds", (-1.0, 1.0)),
         ([*DP_KMEANS, "--bounds", "-3,3,-0.5,2e1"], "bounds", (-3.0, 3.0, -0.5, 20.0)),
-        ([*KMEANS, "--init-bounds", "-1.5,1"], "init_bounds", (-1.5, 1.0)),
+        ([*KMEANS, "--init-bounds", "-1.5,1"], "flag_init_bounds", (-1.5, 1.0)),
     ],
 )
 def test_bounds_with_a_negative_first_value_need_no_equals_sign(argv, dest, expected):

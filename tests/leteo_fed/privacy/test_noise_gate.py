@@ -76,12 +76,12 @@ class Contacted(Exception):
 
 @pytest.fixture
 def no_aggregator(monkeypatch):
-    from leteo_fed.cli import kmeans, ldp, statistics
+    from leteo_fed.cli import ldp, statistics
 
     def client(args):
         raise Contacted
 
-    for module in (kmeans, statistics, ldp):
+    for module in (statistics, ldp):
         monkeypatch.setattr(module, "analyst_client", client)
 
 
