@@ -270,7 +270,10 @@ def add_parser(sub: SubParsers, protocol: Any, command: Command | None = None) -
     add_request_flags(p, statistic.request_type, command)
     counts = statistic.fixed_row_norm_bound is not None  # a round of counts: nothing to bound
     wording = {k: v for k, v in zip(("quorum", "deadline"), statistic.round_help, strict=True) if v}
-    add_round_flags(p, value_bound=not counts, **wording)
+    scale = f"{statistic.default_scale_bits}; DP {statistic.dp_default_scale_bits}"
+    if counts:
+        scale = f"whole counts; DP {statistic.dp_default_scale_bits}"
+    add_round_flags(p, value_bound=not counts, scale_default=scale, **wording)
     if statistic.plot_file:
         add_result_output(p, out, result_file, statistic.plot_file)
     else:

@@ -58,9 +58,7 @@ from leteo_fed.protocols.requests import Common
 from leteo_fed.protocols.results import EncodingFacts
 from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
 from leteo_fed.protocols.secure_sum import (
-    DEFAULT_SCALE_BITS,
     DEFAULT_VALUE_BOUND,
-    DP_DEFAULT_SCALE_BITS,
     SecureSumProtocol,
     StatisticPlan,
 )
@@ -165,8 +163,6 @@ class IterativeStatistic(SecureSumStatistic[Any, Any]):
     limit_note: ClassVar[str] = "reached the iteration limit (not converged)"
     default_iterations: ClassVar[int] = 1
     noise_remedy: ClassVar[str] = ""
-    default_scale_bits: ClassVar[int] = DEFAULT_SCALE_BITS
-    dp_default_scale_bits: ClassVar[int] = DP_DEFAULT_SCALE_BITS
     counts_at_sum_scale: ClassVar[bool] = True
 
     # ---------------------------------------------------------------- what is asked

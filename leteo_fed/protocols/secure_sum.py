@@ -132,8 +132,9 @@ class SecureSumProtocol(SecureSumRounds):
         b = bound or fixed or common.value_bound or DEFAULT_VALUE_BOUND
         blocks = self.layout(spec, b, dp)
         counts = all(blk.kind == COUNT for blk in blocks)
+        st = self.statistic
         f = common.scale_bits or (
-            DP_DEFAULT_SCALE_BITS if dp else 0 if counts else DEFAULT_SCALE_BITS
+            st.dp_default_scale_bits if dp else 0 if counts else st.default_scale_bits
         )
         return statistic_encoding(
             blocks,
@@ -168,7 +169,7 @@ class SecureSumProtocol(SecureSumRounds):
             return StatisticPlan(
                 self.statistic.name, spec, min_owners, deadline, enc, settings=settings
             )
-        f = common.scale_bits or DP_DEFAULT_SCALE_BITS
+        f = common.scale_bits or self.statistic.dp_default_scale_bits
         features, bounded = self.numeric(spec)
         dp, noise_bound, sens, _ = plan_dp(
             dp_request,

@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 
+from leteo_fed import defaults
 from leteo_fed.encoding.share import check_row_count
 from leteo_fed.errors import ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
@@ -270,6 +271,10 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
     # the command's wording: what its dry run previews the noise of, and the help of its
     # quorum and deadline flags ("" : the shared wording; a multi-round job's are per iteration)
     noise_of: ClassVar[str] = "each released figure"
+    # fixed-point fraction bits of a round that names none, without and with DP (a statistic
+    # of counts alone encodes whole counts without DP)
+    default_scale_bits: ClassVar[int] = defaults.PCA_DEFAULT_SCALE_BITS
+    dp_default_scale_bits: ClassVar[int] = defaults.DP_DEFAULT_SCALE_BITS
     round_help: ClassVar[tuple[str, str]] = ("", "")
     # the names the command's flag of a shared parameter is spelled by, the first the one shown
     # (e.g. {"dp_epsilon": ("epsilon", "dp_epsilon")}; none: the parameter's own name)
