@@ -125,6 +125,8 @@ def fetch_result(args: argparse.Namespace) -> int:
 PLOTTERS: dict[str, tuple[str, str]] = {
     "correlation": ("leteo_fed.cli.plots", "plot_correlation"),
     "crosstab": ("leteo_fed.cli.plots", "plot_counts"),
+    "ldp_naive_bayes": ("leteo_fed.cli.plots", "plot_ldp_naive_bayes"),
+    "ldp_points": ("leteo_fed.cli.plots", "plot_ldp_points"),
     "linreg": ("leteo_fed.cli.plots", "plot_regression"),
     "logreg": ("leteo_fed.cli.plots", "plot_logistic"),
     "naive_bayes": ("leteo_fed.cli.plots", "plot_naive_bayes"),

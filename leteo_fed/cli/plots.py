@@ -1,6 +1,7 @@
-"""The figures of the commands made from declared statistics (`cli.statistics`), drawn from a
-result's document; `cli.jobs.PLOTTERS` finds each by its result's wire name, for the command
-and for `leteo-fed result`."""
+"""The figures of the analyst's round commands, drawn from a result's document: those of the
+declared statistics (`cli.statistics`) and of the LDP collections (`cli.ldp`);
+`cli.jobs.PLOTTERS` finds each by its result's wire name, for the command and for
+`leteo-fed result`."""
 
 from __future__ import annotations
 
@@ -263,5 +264,93 @@ def plot_naive_bayes(result: dict, path: Path) -> None:
     if result.get("dp"):
         title += f", ε = {result['dp']['epsilon']:g}"
     fig.suptitle(title)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def plot_ldp_points(result: dict, path: Path) -> None:
+    """The reports' density over the box with the estimated mean (+-2 standard errors); more
+    than 2 columns: each column's marginal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    cols, edges, mean = result["columns"], result["bin_edges"], result["mean"]
+    se = result["std_errors"]
+    title = f"geo, epsilon {result['epsilon']:g} per unit, n = {result['n']}"
+    if result["density_kind"] == "joint":
+        fig, ax = plt.subplots(figsize=(6.0, 5.0), dpi=110)
+        grid = np.asarray(result["density"], dtype=np.float64)
+        mesh = ax.pcolormesh(edges[0], edges[1], grid.T, cmap="Greys", shading="flat")
+        fig.colorbar(mesh, ax=ax, label="reports per bin")
+        ax.errorbar(
+            [mean[0]],
+            [mean[1]],
+            xerr=[2 * se[0]],
+            yerr=[2 * se[1]],
+            fmt="o",
+            color="tab:red",
+            label="estimated mean (+-2 s.e.)",
+        )
+        ax.set_xlabel(cols[0])
+        ax.set_ylabel(cols[1])
+        ax.legend(loc="upper right", fontsize="small")
+        ax.set_title(title, fontsize="medium")
+    else:
+        fig, axes = plt.subplots(
+            len(cols), 1, figsize=(6.0, 2.4 * len(cols) + 0.6), dpi=110, squeeze=False
+        )
+        for j, (ax, name) in enumerate(zip(axes[:, 0], cols, strict=True)):
+            e = np.asarray(edges[j])
+            ax.bar(e[:-1], result["density"][j], np.diff(e), align="edge", color="0.75")
+            ax.axvline(mean[j], color="tab:red", label="estimated mean")
+            ax.axvspan(mean[j] - 2 * se[j], mean[j] + 2 * se[j], color="tab:red", alpha=0.2)
+            ax.set_xlabel(name)
+            ax.set_ylabel("reports")
+        axes[0, 0].legend(fontsize="small")
+        fig.suptitle(title)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+
+
+def plot_ldp_naive_bayes(result: dict, path: Path) -> None:
+    """A panel per feature: P(value | class) as grouped bars, one colour per class."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from leteo_fed.fileio import atomic_save_figure
+
+    features, classes = result["features"], result["classes"]
+    fig, axes = plt.subplots(
+        len(features), 1, figsize=(7.0, 2.6 * len(features) + 0.8), dpi=110, squeeze=False
+    )
+    width = 0.8 / len(classes)
+    for ax, name in zip(axes[:, 0], features, strict=True):
+        cond = result["conditionals"][name]
+        x = np.arange(len(cond["values"]))
+        for j, c in enumerate(classes):
+            ax.bar(
+                x + j * width,
+                cond["by_class"][c],
+                width,
+                label=f"{c} (prior {result['priors'][c]:.2f})",
+            )
+        ax.set_xticks(x + width * (len(classes) - 1) / 2, cond["values"])
+        ax.set_ylabel(f"P({name} | class)")
+        ax.set_ylim(0, 1)
+    axes[0, 0].legend(fontsize="small")
+    title = (
+        f"LDP naive Bayes, {result['mechanism']}, epsilon {result['epsilon']:g}, n = {result['n']}"
+    )
+    if "test" in result:
+        title += f", test accuracy {result['test']['accuracy']:.3f}"
+    fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
     atomic_save_figure(fig, path)

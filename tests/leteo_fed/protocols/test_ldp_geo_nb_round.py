@@ -299,7 +299,8 @@ def test_geo_and_naive_bayes_plots_are_written(tmp_path, m):
     """The commands' figures from result documents: the joint density (2 columns) or the
     marginals (3), and the naive Bayes conditionals."""
     pytest.importorskip("matplotlib")
-    from leteo_fed.cli.ldp import plot_geo, plot_naive_bayes
+    from leteo_fed.cli.plots import plot_ldp_naive_bayes as plot_naive_bayes
+    from leteo_fed.cli.plots import plot_ldp_points as plot_geo
 
     spec = lc.spec_from_request(geo_request(m))
     rng = np.random.default_rng(5)
