@@ -19,7 +19,7 @@ because a row's assignment depends only on the row and the public centers; `sens
 the bound. The job's (epsilon, delta) covers all T iterations together by Renyi composition: the
 per-iteration Skellam noise is calibrated so that the RDP curves of T iterations, added (RDP
 composes adaptively) and converted once at delta, give at most epsilon (`Skellam.calibrate(...,
-compositions=T)`, by `iterative.IterativeSecureSumProtocol` at `sensitivity`). That needs far less noise than splitting the budget
+compositions=T)`, by `iterative_protocol.IterativeSecureSumProtocol` at `sensitivity`). That needs far less noise than splitting the budget
 into T (epsilon / T, delta / T) releases (basic composition; about 12x less variance at T = 20,
 epsilon = 1, delta = 1e-6). An owner's ledger charges each iteration its Skellam event (RDP
 ledger) or, under basic composition, the increment eps(m) - eps(m - 1) of the RDP bound of the

@@ -9,7 +9,7 @@ takes part in (its Skellam event; a basic ledger the increment of the RDP bound)
 
 The protocol is an `iterative.IterativeStatistic` (`Kmeans`): an iteration's spec carries its
 centers, and the next iteration's follow from its totals by one Lloyd step (`kmeans`, the
-math); `iterative.IterativeSecureSumProtocol` runs the job, `kmeans_results` states it.
+math); `iterative_protocol.IterativeSecureSumProtocol` runs the job, `kmeans_results` states it.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from leteo_fed.protocols.iterative import (
     Iterate,
     IterativeJob,
     IterativePlan,
-    IterativeSecureSumProtocol,
     IterativeStatistic,
     plain,
 )
+from leteo_fed.protocols.iterative_protocol import IterativeSecureSumProtocol
 from leteo_fed.protocols.kmeans_request import DESCRIPTION, KmeansRequest
 from leteo_fed.protocols.kmeans_results import (
     EMPTY_CLUSTER_RULE,

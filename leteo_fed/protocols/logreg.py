@@ -34,7 +34,7 @@ order, is reported beside the sampling errors.
 
 The protocol is an `iterative.IterativeStatistic` (`Logreg`): the spec of an iteration carries
 its coefficients, and the next iteration's follow from its totals by the Newton step
-(`logreg_math`); `iterative.IterativeSecureSumProtocol` runs the job.
+(`logreg_math`); `iterative_protocol.IterativeSecureSumProtocol` runs the job.
 
 Every party learns: owners the published coefficients of each iteration; the CSP masked
 plaintexts only; the aggregator the pooled g, H and n at each beta it chose (not one site's).
@@ -57,9 +57,9 @@ from leteo_fed.protocols.iterative import (
     Iterate,
     IterativeJob,
     IterativePlan,
-    IterativeSecureSumProtocol,
     IterativeStatistic,
 )
+from leteo_fed.protocols.iterative_protocol import IterativeSecureSumProtocol
 from leteo_fed.protocols.logreg_math import (  # noqa: F401 (the protocol's math, re-exported)
     Sums,
     check_classes,

@@ -1,6 +1,6 @@
 """Reference DP calibration of a federated k-means job, for the tests only.
 
-The services calibrate a k-means job's noise through `iterative.IterativeSecureSumProtocol` (at
+The services calibrate a k-means job's noise through `iterative_protocol.IterativeSecureSumProtocol` (at
 `kmeans.sensitivity`); `calibrate_iteration` computes the same Skellam mu directly from the
 job's parameters, and `dp_sensitivity` / `round_increment` restate what an owner checks and
 charges, so that the tests can compare the two.
