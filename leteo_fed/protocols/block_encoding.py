@@ -5,7 +5,8 @@ each within its declared bound (a statistic that breaks its bound is refused, ne
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -17,9 +18,10 @@ from leteo_fed.encoding.share import (
     check_parameters,
 )
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
+from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols.dp_plan import DpSpec, clip_for_release
 from leteo_fed.protocols.round_types import SiteTable
-from leteo_fed.protocols.statistic import COUNT, Block, Rows, data_bound
+from leteo_fed.protocols.statistic import COUNT, Block, Rows, n_values
 
 
 def validate_rows(
@@ -110,3 +112,42 @@ def owner_rows(
         limits = bounded if dp is not None else dict.fromkeys(bounded, enc.value_bound)
         validate_rows(x, numeric, enc, limits)
     return Rows(x, table, enc.value_bound, dp is not None, enc.max_rows_per_owner), clipped
+
+
+def data_bound(blocks: Sequence[Block], max_rows: int, scale_bits: int, count_bits: int) -> int:
+    """The largest |encoded value| of one owner's share: `max_rows` rows each adding at most
+    `row_bound` to a value, at that block's scale."""
+    out = 1
+    for b in blocks:
+        bits = count_bits if b.kind == COUNT else scale_bits
+        out = max(out, math.ceil(max_rows * b.row_bound) << bits)
+    return out
+
+
+def integer_sensitivity(
+    blocks: Sequence[Block],
+    scale_bits: int,
+    count_bits: int,
+    exclusive: Sequence[Sequence[str]] = (),
+) -> noise.Sensitivity:
+    """The sensitivity of one owner's encoded share, in integer units: a sum block's real-unit
+    sensitivity times 2^f plus the rounding slack (|round(aF) - round(bF)| <= |a - b| F + 1 per
+    value); a count block's exactly, at 2^count_scale_bits. With `exclusive` groups of blocks
+    (`SecureSumStatistic.exclusive_blocks`), of which one row moves a single group, only the
+    largest group's L1 and L2 count, beside the blocks outside every group."""
+    moved: dict[str, tuple[float, float]] = {}
+    for b in blocks:
+        if b.kind == COUNT:
+            unit = float(2**count_bits)
+            moved[b.name] = (b.l1 * unit, (b.l2 * unit) ** 2)
+        else:
+            unit = float(2**scale_bits)
+            moved[b.name] = (b.l1 * unit + b.size, (b.l2 * unit + math.sqrt(b.size)) ** 2)
+    grouped = {name for group in exclusive for name in group}
+    l1 = sum(moved[name][0] for name in moved if name not in grouped)
+    l2_squared = sum(moved[name][1] for name in moved if name not in grouped)
+    if exclusive:
+        l1 += max(sum(moved[name][0] for name in group) for group in exclusive)
+        l2_squared += max(sum(moved[name][1] for name in group) for group in exclusive)
+    l2 = math.sqrt(l2_squared)
+    return noise.Sensitivity(l1=min(l1, math.sqrt(n_values(blocks)) * l2), l2=l2)

@@ -35,6 +35,7 @@ from leteo_fed.encoding.share import (
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.mechanisms import Skellam
+from leteo_fed.protocols.block_encoding import data_bound, integer_sensitivity
 from leteo_fed.protocols.dp_plan import (
     DpSpec,
 )
@@ -43,13 +44,7 @@ from leteo_fed.protocols.round_types import Outcome, SiteData, Step
 from leteo_fed.protocols.secure_sum import (
     StatisticPlan,
 )
-from leteo_fed.protocols.statistic import (
-    Release,
-    SecureSumStatistic,
-    Totals,
-    data_bound,
-    integer_sensitivity,
-)
+from leteo_fed.protocols.statistic import Release, SecureSumStatistic, Totals
 
 # ------------------------------------------------------------------ the job and its plan
 

@@ -32,7 +32,13 @@ from leteo_fed.encoding.share import (
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.privacy.noise_gate import SignalCheck
-from leteo_fed.protocols.block_encoding import encode_blocks, owner_rows, statistic_encoding
+from leteo_fed.protocols.block_encoding import (
+    data_bound,
+    encode_blocks,
+    integer_sensitivity,
+    owner_rows,
+    statistic_encoding,
+)
 from leteo_fed.protocols.dp_facts import clip_note, dp_facts, preview_facts, round_truth
 from leteo_fed.protocols.dp_plan import (
     DpSpec,
@@ -54,8 +60,6 @@ from leteo_fed.protocols.statistic import (
     Release,
     SecureSumStatistic,
     Totals,
-    data_bound,
-    integer_sensitivity,
     n_values,
 )
 

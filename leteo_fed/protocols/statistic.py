@@ -83,45 +83,6 @@ def n_values(blocks: Sequence[Block]) -> int:
     return sum(b.size for b in blocks)
 
 
-def data_bound(blocks: Sequence[Block], max_rows: int, scale_bits: int, count_bits: int) -> int:
-    """The largest |encoded value| of one owner's share: `max_rows` rows each adding at most
-    `row_bound` to a value, at that block's scale."""
-    out = 1
-    for b in blocks:
-        bits = count_bits if b.kind == COUNT else scale_bits
-        out = max(out, math.ceil(max_rows * b.row_bound) << bits)
-    return out
-
-
-def integer_sensitivity(
-    blocks: Sequence[Block],
-    scale_bits: int,
-    count_bits: int,
-    exclusive: Sequence[Sequence[str]] = (),
-) -> noise.Sensitivity:
-    """The sensitivity of one owner's encoded share, in integer units: a sum block's real-unit
-    sensitivity times 2^f plus the rounding slack (|round(aF) - round(bF)| <= |a - b| F + 1 per
-    value); a count block's exactly, at 2^count_scale_bits. With `exclusive` groups of blocks
-    (`SecureSumStatistic.exclusive_blocks`), of which one row moves a single group, only the
-    largest group's L1 and L2 count, beside the blocks outside every group."""
-    moved: dict[str, tuple[float, float]] = {}
-    for b in blocks:
-        if b.kind == COUNT:
-            unit = float(2**count_bits)
-            moved[b.name] = (b.l1 * unit, (b.l2 * unit) ** 2)
-        else:
-            unit = float(2**scale_bits)
-            moved[b.name] = (b.l1 * unit + b.size, (b.l2 * unit + math.sqrt(b.size)) ** 2)
-    grouped = {name for group in exclusive for name in group}
-    l1 = sum(moved[name][0] for name in moved if name not in grouped)
-    l2_squared = sum(moved[name][1] for name in moved if name not in grouped)
-    if exclusive:
-        l1 += max(sum(moved[name][0] for name in group) for group in exclusive)
-        l2_squared += max(sum(moved[name][1] for name in group) for group in exclusive)
-    l2 = math.sqrt(l2_squared)
-    return noise.Sensitivity(l1=min(l1, math.sqrt(n_values(blocks)) * l2), l2=l2)
-
-
 @dataclass(frozen=True)
 class Rows:
     """An owner's rows as a statistic reads them: `x` the feature columns, then the bounded
@@ -345,7 +306,7 @@ class SecureSumStatistic(ABC, Generic[RequestT, SpecT]):
         self, spec: SpecT, bound: float, scale_bits: int, count_bits: int
     ) -> noise.Sensitivity | None:
         """The integer sensitivity of a DP round's share at row-norm bound `bound`, in closed
-        form, where the sum over the blocks (`integer_sensitivity`) overstates it: e.g. blocks
+        form, where the sum over the blocks (`block_encoding.integer_sensitivity`) overstates it: e.g. blocks
         of which one row moves only one (a class's sums). None: the blocks' sum."""
         return None
 

@@ -22,9 +22,9 @@ from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import linreg as lr
 from leteo_fed.protocols import linreg_fit as lf
 from leteo_fed.protocols import moments
+from leteo_fed.protocols.block_encoding import integer_sensitivity
 from leteo_fed.protocols.moments import ALL_ROWS
 from leteo_fed.protocols.requests import Common, DpRequest
-from leteo_fed.protocols.statistic import integer_sensitivity
 
 RNG = np.random.default_rng(11)
 STAT = lr.Linreg()

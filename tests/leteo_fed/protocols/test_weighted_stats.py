@@ -16,9 +16,9 @@ from leteo_fed.encoding.packing import pack, slot_totals, unpack
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import weighted_stats as ws
-from leteo_fed.protocols.block_encoding import statistic_encoding
+from leteo_fed.protocols.block_encoding import integer_sensitivity, statistic_encoding
 from leteo_fed.protocols.requests import Common, DpRequest
-from leteo_fed.protocols.statistic import integer_sensitivity, n_values
+from leteo_fed.protocols.statistic import n_values
 
 RNG = np.random.default_rng(3)
 STAT = ws.WeightedStats()
