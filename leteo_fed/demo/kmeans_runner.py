@@ -30,6 +30,7 @@ from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols.kmeans_centers import UNIFORM_SOURCE
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 
 # Published ranges of the iris features (scikit-learn's description of the data set): public
@@ -87,7 +88,7 @@ def initial_centers(
     hi: float | list[float] | np.ndarray
     if opts.init_bounds is not None:
         lo, hi = opts.init_bounds
-        how = "uniform in --init-bounds"
+        how = UNIFORM_SOURCE
     elif builtin:
         lo, hi = IRIS_BOUNDS
         how = "uniform in the published iris feature ranges"

@@ -95,7 +95,7 @@ def solve(a: np.ndarray, b: np.ndarray, components: int) -> tuple[np.ndarray, np
         evals, evecs = scipy.linalg.eigh(a, b)
     except np.linalg.LinAlgError as exc:
         raise DataError(
-            "the denominator scatter matrix is not positive definite; use a positive ridge (--rho)"
+            "the denominator scatter matrix is not positive definite; use a positive ridge `rho`"
         ) from exc
     order = np.argsort(evals)[::-1][:components]
     w = evecs[:, order]

@@ -123,7 +123,7 @@ def load_centers(path) -> np.ndarray:
 
 DEFAULT_K = 3  # without `init`; the demo's iris set has three species
 # how a result file records centers drawn in the public box (the value result files hold)
-UNIFORM_SOURCE = "uniform in --init-bounds"
+UNIFORM_SOURCE = "uniform in the public box init_bounds, seeded"
 
 
 def low_high(text: str) -> tuple[float, float]:
