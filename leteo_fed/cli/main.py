@@ -41,9 +41,25 @@ Quick start (everything on this machine, separate processes, fresh certificates)
 """
 
 
+# The built-in statistics' commands and the protocol module that declares each: a command line
+# naming one imports that module alone (a plugin's command builds the whole tree, the registry
+# finding it). tests/leteo_fed/cli/test_startup.py checks this against the registry.
+STATISTIC_COMMANDS: dict[str, str] = {
+    "pca": "moments_round",
+    "dca": "moments_round",
+    "stats": "weighted_stats",
+    "correlation": "correlation",
+    "linreg": "linreg",
+    "logreg": "logreg",
+    "crosstab": "crosstab",
+    "quantiles": "quantiles",
+    "naive-bayes": "naive_bayes",
+    "kmeans": "kmeans_round",
+}
+
 # The command families in `--help` order: (module in leteo_fed.cli, its function, what the
-# function is given: the top-level sub-commands, the `demo` group or both, the top-level commands
-# it adds). `demo` itself is the group main adds after the rounds family.
+# function is given: the top-level sub-commands, the `demo` group or both, or the sub-commands
+# and the command named; the top-level commands it adds). `demo` is a group main adds.
 DEMO = "demo"
 FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("services", "add_parsers", "sub", ("certs", "csp", "aggregator", "owner")),
@@ -54,12 +70,8 @@ FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("kmeans", "add_parsers", "demo", (DEMO,)),  # demo kmeans
     ("dp_kmeans", "add_parser", "sub", ("dp-kmeans",)),
     ("synthesize", "add_parser", "sub", ("synthesize",)),
-    # one command per declared statistic, built-in or plugin (stats, correlation, ...): their
-    # names come from the registry, so a command line naming one builds the whole tree
-    # (stats, correlation, linreg, logreg, crosstab, quantiles, naive-bayes, and every
-    # plugin); pca, dca (the moments statistic's two commands) and kmeans are named here so
-    # that their command line builds this family alone, as it did when they were hand-written
-    ("statistics", "add_parsers", "sub", ("pca", "dca", "kmeans")),
+    # one command per declared statistic, built-in (STATISTIC_COMMANDS) or plugin
+    ("statistics", "add_parsers", "sub+command", tuple(STATISTIC_COMMANDS)),
     ("jobs", "add_parsers", "sub", ("jobs", "result")),
     ("health", "add_parser", "sub", ("health",)),
     ("simulate", "add_parser", "sub", ("simulate",)),
@@ -89,13 +101,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for module, function, given, commands in FAMILIES:
         if command is not None and command not in commands:
             continue
-        if given != "sub" and demo is None:  # the group, in its place after pca and dca
+        if given in ("demo", "sub+demo") and demo is None:  # the group, in its place
             demo = sub.add_parser(
                 DEMO, help="run a complete local deployment end to end"
             ).add_subparsers(dest="action", required=True, metavar="DEMO")
         add = getattr(importlib.import_module(f"leteo_fed.cli.{module}"), function)
         if given == "sub":
             add(sub)
+        elif given == "sub+command":
+            add(sub, command)
         elif given == "demo":
             add(demo)
         else:

@@ -354,16 +354,23 @@ def print_noise(
     return 0
 
 
-def add_parsers(sub: SubParsers) -> None:
+def add_parsers(sub: SubParsers, command: str | None = None) -> None:
     """A command for every declared statistic, built-in or installed as a plugin, except one
-    whose command a family registered before this one writes by hand (`main.FAMILIES`)."""
+    whose command a family registered before this one writes by hand (`main.FAMILIES`); with
+    `command`, a built-in statistic's, only the commands of the module declaring it."""
+    from leteo_fed.cli.main import STATISTIC_COMMANDS
     from leteo_fed.protocols import registry
 
-    for protocol in registry.statistics():
-        for command in commands(protocol.statistic):
-            name = command.name if command is not None else _default_name(protocol.statistic)
+    if command in STATISTIC_COMMANDS:
+        module = importlib.import_module(f"leteo_fed.protocols.{STATISTIC_COMMANDS[command]}")
+        protocols = [module.PROTOCOL]
+    else:
+        protocols = registry.statistics()
+    for protocol in protocols:
+        for each in commands(protocol.statistic):
+            name = each.name if each is not None else _default_name(protocol.statistic)
             if name not in sub.choices:  # a command a family writes by hand stays
-                add_parser(sub, protocol, command)
+                add_parser(sub, protocol, each)
 
 
 def command_names() -> set[str]:

@@ -113,3 +113,27 @@ def test_an_anonymize_run_loads_no_protocol_client_grpc_or_scipy(tmp_path):
     assert "leteo_fed.anonymize.engines.local.job" in loaded  # it did run
     assert not any(m.startswith("leteo_fed.anonymize.engines.spark") for m in loaded)
     assert _offending(loaded) == []
+
+
+def test_each_builtin_statistic_command_names_the_module_declaring_it():
+    """`main.STATISTIC_COMMANDS` (what a command line imports alone) is the registry's view:
+    every built-in statistic's command, each with the protocol module that registers it."""
+    import importlib
+
+    from leteo_fed.cli.main import STATISTIC_COMMANDS
+    from leteo_fed.cli.statistics import _default_name, commands
+    from leteo_fed.protocols import registry
+
+    declared = {}
+    for protocol in registry.statistics():
+        if protocol.plugin:
+            continue
+        for each in commands(protocol.statistic):
+            declared[each.name if each is not None else _default_name(protocol.statistic)] = (
+                protocol
+            )
+    assert set(STATISTIC_COMMANDS) == set(declared)
+    for command, module in STATISTIC_COMMANDS.items():
+        assert (
+            importlib.import_module(f"leteo_fed.protocols.{module}").PROTOCOL is declared[command]
+        )
