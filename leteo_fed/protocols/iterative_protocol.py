@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from leteo_fed import defaults
 from leteo_fed.encoding.share import (
     DEFAULT_MAX_ROWS_PER_OWNER,
     ShareEncoding,
@@ -43,7 +44,6 @@ from leteo_fed.protocols.iterative import (
 from leteo_fed.protocols.requests import Common
 from leteo_fed.protocols.round_types import Outcome, RoundPlan, SiteData, Step
 from leteo_fed.protocols.secure_sum import (
-    DEFAULT_VALUE_BOUND,
     SecureSumProtocol,
 )
 from leteo_fed.protocols.statistic import (
@@ -81,7 +81,7 @@ class IterativeSecureSumProtocol(MultiRoundJob, SecureSumProtocol):
         self, spec: Any, common: Common, dp: bool, noise_bound: int = 0, bound: float = 0.0
     ) -> ShareEncoding:
         """A job's encoding: every iteration's (the statistic's scales and bound)."""
-        value_bound = bound or common.value_bound or DEFAULT_VALUE_BOUND
+        value_bound = bound or common.value_bound or defaults.DEFAULT_VALUE_BOUND
         st = self.statistic
         f = common.scale_bits or (st.dp_default_scale_bits if dp else st.default_scale_bits)
         count_bits = self.statistic.count_scale_bits(spec, f, value_bound) if dp else 0

@@ -9,9 +9,8 @@ encoding's bound recomputed, the announced noise verified at the recomputed sens
 clipped (and scaled to public bounds) as the spec says, the statistic's sums encoded, the clipped
 rows counted, the charge and the ledger's text.
 
-What every party learns is the secure sum's: each owner nothing; the CSP masked plaintexts
-only; the aggregator the totals over at least a quorum of owners (noisy in a DP round), never
-one site's.
+Every party learns the secure sum's: each owner nothing; the CSP masked plaintexts only; the
+aggregator the totals over a quorum of owners (noisy in a DP round), never one site's.
 """
 
 from __future__ import annotations
@@ -62,10 +61,6 @@ from leteo_fed.protocols.statistic import (
     Totals,
     n_values,
 )
-
-DEFAULT_SCALE_BITS = defaults.PCA_DEFAULT_SCALE_BITS
-DP_DEFAULT_SCALE_BITS = defaults.DP_DEFAULT_SCALE_BITS
-DEFAULT_VALUE_BOUND = defaults.DEFAULT_VALUE_BOUND
 
 
 @dataclass(frozen=True)
@@ -133,7 +128,7 @@ class SecureSumProtocol(SecureSumRounds):
         row-norm bound), slots for the invited owners (the CSP sums at most one share of each).
         A statistic of counts only encodes them at the one scale, whole counts without DP."""
         fixed = self.statistic.fixed_row_norm_bound
-        b = bound or fixed or common.value_bound or DEFAULT_VALUE_BOUND
+        b = bound or fixed or common.value_bound or defaults.DEFAULT_VALUE_BOUND
         blocks = self.layout(spec, b, dp)
         counts = all(blk.kind == COUNT for blk in blocks)
         st = self.statistic
