@@ -118,6 +118,8 @@ def bounded_preview(request: Any, plan: Any, args: argparse.Namespace) -> dict:
 
     rows, basis = rows_to_assume(args.rows, plan.dp.quorum)
     doc = preview_release(registry.for_request(request), plan, rows, assumption_from_args(args))
+    if isinstance(doc.get("assumption"), str):
+        doc["assumption"] = say(doc["assumption"])
     return {
         "epsilon": plan.dp.epsilon,
         "delta": plan.dp.delta,
