@@ -59,7 +59,7 @@ STATISTIC_COMMANDS: dict[str, str] = {
 
 # The command families in `--help` order: (module in leteo_fed.cli, its function, what the
 # function is given: the top-level sub-commands, the `demo` group or both, or the sub-commands
-# and the command named; the top-level commands it adds). `demo` is a group main adds.
+# and the protocol module of the statistic named; the top-level commands it adds). `demo` is a group main adds.
 DEMO = "demo"
 FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("services", "add_parsers", "sub", ("certs", "csp", "aggregator", "owner")),
@@ -108,8 +108,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add = getattr(importlib.import_module(f"leteo_fed.cli.{module}"), function)
         if given == "sub":
             add(sub)
-        elif given == "sub+command":
-            add(sub, command)
+        elif given == "sub+command":  # the module declaring the command named, if built in
+            add(sub, STATISTIC_COMMANDS.get(command or ""))
         elif given == "demo":
             add(demo)
         else:

@@ -354,16 +354,15 @@ def print_noise(
     return 0
 
 
-def add_parsers(sub: SubParsers, command: str | None = None) -> None:
+def add_parsers(sub: SubParsers, module: str | None = None) -> None:
     """A command for every declared statistic, built-in or installed as a plugin, except one
     whose command a family registered before this one writes by hand (`main.FAMILIES`); with
-    `command`, a built-in statistic's, only the commands of the module declaring it."""
-    from leteo_fed.cli.main import STATISTIC_COMMANDS
+    `module` (the protocol module of a built-in statistic the command line names,
+    `main.STATISTIC_COMMANDS`), only that module's commands."""
     from leteo_fed.protocols import registry
 
-    if command in STATISTIC_COMMANDS:
-        module = importlib.import_module(f"leteo_fed.protocols.{STATISTIC_COMMANDS[command]}")
-        protocols = [module.PROTOCOL]
+    if module is not None:
+        protocols = [importlib.import_module(f"leteo_fed.protocols.{module}").PROTOCOL]
     else:
         protocols = registry.statistics()
     for protocol in protocols:
