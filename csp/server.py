@@ -6,7 +6,7 @@ import logging
 import threading
 from pathlib import Path
 
-from csp.keys import KeyRing, open_or_create
+from csp.keys import KeyRing, check_key_bits, open_or_create
 from csp.service import PARALLEL_MIN_PER_WORKER, CspService, add_to_server
 from leteo_fed import defaults
 from leteo_fed.crypto.keystore import passphrase_from_env
@@ -46,7 +46,9 @@ def serve(
     spark_threshold: int = defaults.CSP_SPARK_CIPHERTEXTS,
 ) -> None:
     """`health_listen`: also answer grpc.health.v1 probes there, in plaintext (Health only).
-    The certificate and the port are checked first: a CSP that cannot serve makes no key."""
+    The flags, the certificate and the port are checked first: a CSP that cannot serve makes
+    no key (a bad flag is named whatever else is running on this machine)."""
+    check_key_bits(key_bits, allow_small_key)
     check_certificate(tls)
     server, port = make_server(tls, listen)  # a port in use: refused before any key is made
     health = ServiceHealth([SERVICE_NAME])
