@@ -8,7 +8,6 @@ iteration's centers.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -124,15 +123,6 @@ def load_centers(path) -> np.ndarray:
 DEFAULT_K = 3  # without `init`; the demo's iris set has three species
 # how a result file records centers drawn in the public box (the value result files hold)
 UNIFORM_SOURCE = "uniform in the public box init_bounds, seeded"
-
-
-def low_high(text: str) -> tuple[float, float]:
-    """`LO,HI`: the two ends of a public interval."""
-    try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError("expected LO,HI") from exc
-    return lo, hi
 
 
 def initial_centers(

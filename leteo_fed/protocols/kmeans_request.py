@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from leteo_fed.protocols import kmeans
-from leteo_fed.protocols.kmeans_centers import DEFAULT_K, init_record, initial_centers, low_high
+from leteo_fed.protocols.kmeans_centers import DEFAULT_K, init_record, initial_centers
+from leteo_fed.protocols.requests import low_high
 
 # the command's initial centers: `init` FILE.json or `init_bounds` drawn with `init_seed`
 _INIT_FLAGS: dict[str, Any] = {

@@ -93,6 +93,23 @@ def eigenvalue_floor(sigma: float, mean: np.ndarray) -> float:
     return FLOOR_FACTOR * math.sqrt(len(mean)) * sigma * (1.0 + m2)
 
 
+def spd_inverse(matrix: np.ndarray, singular: str) -> np.ndarray:
+    """The inverse of a symmetric positive definite matrix by its Cholesky factor (exactly
+    symmetric); DataError `singular` when its condition puts it beyond working precision
+    (smallest eigenvalue below k COLLINEAR_RCOND times the largest)."""
+    k = matrix.shape[0]
+    evals = np.linalg.eigvalsh(matrix)
+    try:
+        if not evals[0] > evals[-1] * k * COLLINEAR_RCOND:
+            raise np.linalg.LinAlgError
+        chol = np.linalg.cholesky(matrix)
+    except np.linalg.LinAlgError:
+        raise DataError(singular) from None
+    chol_inv = np.linalg.inv(chol)
+    inverse = chol_inv.T @ chol_inv
+    return (inverse + inverse.T) / 2
+
+
 def fit_from_scatter(
     scatter: np.ndarray, mean: np.ndarray, n: int, ridge: float, noisy: bool, sigma: float = 0.0
 ) -> Fit:
@@ -120,19 +137,11 @@ def fit_from_scatter(
     elif not s_yy > 0:
         raise DataError("the label is constant over the pooled rows: nothing to regress")
     a = s_xx + ridge * np.eye(d)
-    evals = np.linalg.eigvalsh(a)
-    try:
-        if not evals[0] > evals[-1] * d * COLLINEAR_RCOND:
-            raise np.linalg.LinAlgError
-        chol = np.linalg.cholesky(a)
-    except np.linalg.LinAlgError:
-        raise DataError(
-            "the features are collinear (or one is constant): X'X is singular to working "
-            "precision; drop a feature or give a ridge penalty"
-        ) from None
-    chol_inv = np.linalg.inv(chol)
-    a_inv = chol_inv.T @ chol_inv
-    a_inv = (a_inv + a_inv.T) / 2
+    a_inv = spd_inverse(
+        a,
+        "the features are collinear (or one is constant): X'X is singular to working "
+        "precision; drop a feature or give a ridge penalty",
+    )
     beta = np.linalg.solve(a, s_xy)
     rss = s_yy - 2.0 * float(beta @ s_xy) + float(beta @ s_xx @ beta)
     if noisy:

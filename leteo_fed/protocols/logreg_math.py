@@ -24,7 +24,11 @@ from leteo_fed.errors import DataError
 from leteo_fed.privacy import bounds as bounds_of
 from leteo_fed.privacy.bounds import ColumnBounds
 from leteo_fed.protocols import moments_round
-from leteo_fed.protocols.linreg_fit import COLLINEAR_RCOND, FLOOR_FACTOR, floor_eigenvalues
+from leteo_fed.protocols.linreg_fit import (
+    FLOOR_FACTOR,
+    floor_eigenvalues,
+    spd_inverse,
+)
 from leteo_fed.protocols.statistic import Totals
 
 # without DP: sum p (1 - p) below this x n means every row is predicted with certainty
@@ -138,19 +142,11 @@ def newton_step(
                 "p (1 - p) is 0 to working precision), so the coefficients have no finite "
                 "maximum-likelihood estimate; drop the separating feature(s)"
             )
-    evals = np.linalg.eigvalsh(h)
-    try:
-        if not evals[0] > evals[-1] * k * COLLINEAR_RCOND:
-            raise np.linalg.LinAlgError
-        chol = np.linalg.cholesky(h)
-    except np.linalg.LinAlgError:
-        raise DataError(
-            "the Hessian is singular to working precision: a feature is constant or collinear "
-            "with others, or the classes are (quasi-)separated; drop a feature"
-        ) from None
-    chol_inv = np.linalg.inv(chol)
-    h_inv = chol_inv.T @ chol_inv
-    h_inv = (h_inv + h_inv.T) / 2
+    h_inv = spd_inverse(
+        h,
+        "the Hessian is singular to working precision: a feature is constant or collinear "
+        "with others, or the classes are (quasi-)separated; drop a feature",
+    )
     step = h_inv @ totals.gradient
     new = beta + step
     if not noisy and not np.all(np.abs(new) <= bound):

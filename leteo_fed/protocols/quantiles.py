@@ -31,7 +31,6 @@ one DP release costs each owner the round's (epsilon, delta) once.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +53,7 @@ from leteo_fed.protocols.histogram_tree import (
     read_binned,
     tree_counts,
 )
-from leteo_fed.protocols.requests import check_features
+from leteo_fed.protocols.requests import check_features, low_high
 from leteo_fed.protocols.results import DpFacts, Result, RoundFacts, result_type
 from leteo_fed.protocols.secure_sum import SecureSumProtocol
 from leteo_fed.protocols.statistic import (
@@ -95,18 +94,9 @@ FIXES = (
 )
 
 
-def bounds_pair(text: str) -> tuple[float, float]:
-    """`bounds` LO,HI: the public bounds of every feature."""
-    try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError("expected LO,HI") from exc
-    return lo, hi
-
-
 BOUNDS_FLAG = {
     "bounds": {
-        "type": bounds_pair,
+        "type": low_high,
         "required": True,
         "metavar": "LO,HI",
         "help": "public bounds of every column: a value outside refuses a non-DP round and is "

@@ -4,6 +4,7 @@ the row-norm bound or public per-column bounds), validated before anything is pl
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -152,3 +153,13 @@ def dp_request(
             field="row_norm_bound",
         )
     return DpRequest(eps, dlt, float(row_norm_bound), bounds)
+
+
+def low_high(text: str) -> tuple[float, float]:
+    """`LO,HI`: the two ends of a public interval, as a command line gives them (a request
+    field's flag type: argparse names the flag in its error)."""
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("expected LO,HI") from exc
+    return lo, hi
