@@ -81,7 +81,7 @@ import leteo_fed
 from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.errors import PeerUnavailable
-from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols import kmeans_centers
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.transport.rounds import result_document
 
@@ -188,7 +188,7 @@ Job = tuple[KmeansRequest, RoundOptions]  # what the analyst asks, and how
 
 def params(iterations: int, deadline: float, min_owners: int) -> Job:
     lo, hi = CENTER_BOX
-    centers = km.random_centers(K, np.full(4, lo), np.full(4, hi), 4, seed=CENTER_SEED)
+    centers = kmeans_centers.random_centers(K, np.full(4, lo), np.full(4, hi), 4, seed=CENTER_SEED)
     return (
         KmeansRequest(
             features=tuple(NAMES),

@@ -30,6 +30,7 @@ from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols import kmeans_centers
 from leteo_fed.protocols.kmeans_centers import UNIFORM_SOURCE
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 
@@ -82,7 +83,7 @@ def initial_centers(
 ) -> tuple[np.ndarray, dict]:
     """--init file, else uniform (seeded) in public bounds; see docs/federated-kmeans.md."""
     if opts.init is not None:
-        centers = km.load_centers(opts.init)
+        centers = kmeans_centers.load_centers(opts.init)
         return centers, {"source": "file", "path": str(opts.init)}
     lo: float | list[float] | np.ndarray  # one bound for every feature, or one per feature
     hi: float | list[float] | np.ndarray
@@ -104,7 +105,7 @@ def initial_centers(
         hi = np.where(hi > lo, hi, np.minimum(lo + 1e-9, c))
     lower = np.broadcast_to(lo, (d,)).tolist()
     upper = np.broadcast_to(hi, (d,)).tolist()
-    centers = km.random_centers(k, lower, upper, d, opts.seed)
+    centers = kmeans_centers.random_centers(k, lower, upper, d, opts.seed)
     return centers, {"source": how, "seed": opts.seed, "bounds": [lower, upper]}
 
 

@@ -47,13 +47,6 @@ from leteo_fed.encoding.share import (
 )
 from leteo_fed.errors import DataError, EncodingError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
-from leteo_fed.protocols.kmeans_centers import (  # noqa: F401 (the initial centers, re-exported)
-    MAX_K,
-    centers_from_document,
-    load_centers,
-    random_centers,
-    validate_centers,
-)
 
 PROTOCOL = "kmeans"
 METHOD = "federated-kmeans"

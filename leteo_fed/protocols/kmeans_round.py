@@ -25,7 +25,7 @@ import numpy as np
 
 from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.privacy import distributed_noise as noise
-from leteo_fed.protocols import kmeans, registry
+from leteo_fed.protocols import kmeans, kmeans_centers, registry
 from leteo_fed.protocols.iterative import (
     Iterate,
     IterativeJob,
@@ -94,8 +94,10 @@ class Kmeans(IterativeStatistic):
         `plan_spec`); every refusal names its field."""
         features = check_features(tuple(request.features), "cluster")
         k = request.k
-        if not 1 <= k <= kmeans.MAX_K:
-            raise DataError(f"kmeans.k must be in 1..{kmeans.MAX_K}, got {k}", field="kmeans.k")
+        if not 1 <= k <= kmeans_centers.MAX_K:
+            raise DataError(
+                f"kmeans.k must be in 1..{kmeans_centers.MAX_K}, got {k}", field="kmeans.k"
+            )
         iterations = request.iterations or kmeans.DEFAULT_ITERATIONS
         if not 1 <= iterations <= kmeans.MAX_ITERATIONS:
             raise DataError(
@@ -121,7 +123,9 @@ class Kmeans(IterativeStatistic):
         given: Sequence[float] = spec.centers
         if dp is not None and dp.bounds:  # the analyst's centers are in natural units
             given = tuple(scaled_centers(spec.centers, dp.bounds, k, d).ravel().tolist())
-        centers = kmeans.validate_centers(given, k, d, encoding.value_bound, field="kmeans.centers")
+        centers = kmeans_centers.validate_centers(
+            given, k, d, encoding.value_bound, field="kmeans.centers"
+        )
         return dataclasses.replace(spec, centers=tuple(centers.ravel().tolist()))
 
     def request_columns(self, request: KmeansRequest) -> list[str]:
@@ -133,11 +137,13 @@ class Kmeans(IterativeStatistic):
     def check_state(self, spec: KmeansIteration, encoding: Any) -> None:
         """The centers: k x d finite values within the encoding's value bound."""
         d = len(spec.features)
-        kmeans.validate_centers(spec.centers, spec.k, d, encoding.value_bound, field="centers")
+        kmeans_centers.validate_centers(
+            spec.centers, spec.k, d, encoding.value_bound, field="centers"
+        )
 
     def follow(self, plan: IterativePlan, spec: KmeansIteration, received: Any) -> KmeansIteration:
         """A later iteration's centers, as the aggregator computed them: shape and bound."""
-        centers = kmeans.validate_centers(
+        centers = kmeans_centers.validate_centers(
             received.centers,
             spec.k,
             len(spec.features),
@@ -186,7 +192,9 @@ class Kmeans(IterativeStatistic):
         """Every row assigned to its nearest center; the per-cluster sums and counts of ALL
         k clusters: not even this site's row count leaves in the clear."""
         d = len(spec.features)
-        centers = kmeans.validate_centers(spec.centers, spec.k, d, rows.bound, field="centers")
+        centers = kmeans_centers.validate_centers(
+            spec.centers, spec.k, d, rows.bound, field="centers"
+        )
         sums, counts = kmeans.cluster_stats(rows.x, kmeans.assign(rows.x, centers), spec.k)
         out: dict[str, np.ndarray] = {}
         for j in range(spec.k):

@@ -60,20 +60,17 @@ from leteo_fed.protocols.iterative import (
     IterativeStatistic,
 )
 from leteo_fed.protocols.iterative_protocol import IterativeSecureSumProtocol
-from leteo_fed.protocols.logreg_math import (  # noqa: F401 (the protocol's math, re-exported)
-    Sums,
+from leteo_fed.protocols.logreg_math import (
     check_classes,
     check_coefficients,
     data_bound,
-    encode_statistics,
     local_statistics,
     n_terms,
     newton_step,
     pooled,
 )
-from leteo_fed.protocols.logreg_results import (  # noqa: F401 (re-exported)
+from leteo_fed.protocols.logreg_results import (
     INTERCEPT,
-    LogregDpFacts,
     LogregIterationSummary,
     LogregResult,
     fit_result,

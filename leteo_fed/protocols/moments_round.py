@@ -31,11 +31,6 @@ from leteo_fed.errors import DataError, ProtocolError
 from leteo_fed.protocols import pca, registry, rotation
 from leteo_fed.protocols.dp_plan import DpSpec
 from leteo_fed.protocols.interface import ProjectionRounds
-from leteo_fed.protocols.moments_preview import (
-    discriminant_noise_preview as discriminant_noise_preview,
-)
-from leteo_fed.protocols.moments_preview import moments_noise_preview as moments_noise_preview
-from leteo_fed.protocols.moments_preview import pca_noise_preview as pca_noise_preview
 from leteo_fed.protocols.moments_results import ProjectionOnlyResult
 from leteo_fed.protocols.moments_statistic import RIDGE_FLOOR, Moments
 from leteo_fed.protocols.moments_statistic import LabelClasses as LabelClasses

@@ -36,6 +36,7 @@ from leteo_fed.data.sources import read_matrix
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols import kmeans_centers
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 
 pytestmark = pytest.mark.slow
@@ -152,7 +153,7 @@ def test_a_kmeans_job_resumes_after_the_aggregator_is_killed(tmp_path):
                     errors.append(exc)
 
             threading.Thread(target=answer, daemon=True).start()
-            init = km.random_centers(3, LOW, HIGH, 4, 7)
+            init = kmeans_centers.random_centers(3, LOW, HIGH, 4, 7)
             iterations = 4
             status = client.start(
                 KmeansRequest(
@@ -335,6 +336,7 @@ def test_a_logreg_job_resumes_after_the_aggregator_is_killed(tmp_path):
     import statsmodels.api as sm
 
     from leteo_fed.protocols import logreg as lg
+    from leteo_fed.protocols import logreg_math
 
     iris = load_iris()
     y = (iris.target == 1).astype(np.float64)  # versicolor against the rest
@@ -358,8 +360,8 @@ def test_a_logreg_job_resumes_after_the_aggregator_is_killed(tmp_path):
                             continue
                         beta = np.array(spec.logreg.coefficients)
                         x, label = manual.x[:, :2], manual.x[:, 2]
-                        g, h = lg.local_statistics(x, (label == 1.0).astype(float), beta)
-                        values = lg.encode_statistics(g, h, len(x), manual._encoding(spec))
+                        g, h = logreg_math.local_statistics(x, (label == 1.0).astype(float), beta)
+                        values = logreg_math.encode_statistics(g, h, len(x), manual._encoding(spec))
                         manual.submit(*manual.seal(spec, values, 2))
                 except queue.Empty:  # no further iteration: the job is over
                     pass

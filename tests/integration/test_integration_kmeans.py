@@ -24,6 +24,7 @@ from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
 from leteo_fed.privacy import distributed_noise as noise
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols import kmeans_centers
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.transport.messages import encoding_from_proto
 
@@ -79,7 +80,7 @@ def deployment(tmp_path_factory):
 
 
 def _init(seed: int = 7) -> np.ndarray:
-    return km.random_centers(3, LOW, HIGH, 4, seed)
+    return kmeans_centers.random_centers(3, LOW, HIGH, 4, seed)
 
 
 def _pooled(data, sites) -> np.ndarray:

@@ -23,7 +23,7 @@ from sklearn.datasets import load_digits, load_iris
 
 from leteo_fed.client import AnalystClient, RoundOptions
 from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
-from leteo_fed.protocols import kmeans as km
+from leteo_fed.protocols import kmeans_centers
 from leteo_fed.protocols.kmeans_round import KmeansRequest
 from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.transport.rounds import result_document
@@ -48,7 +48,7 @@ def cluster(tmp_path_factory):
 def test_an_owner_stopped_mid_job_costs_no_deadline(cluster):
     client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
     client.wait_for_owners(3)
-    centers = km.random_centers(3, np.full(4, 0.0), np.full(4, 8.0), 4, seed=3)
+    centers = kmeans_centers.random_centers(3, np.full(4, 0.0), np.full(4, 8.0), 4, seed=3)
     params = (
         KmeansRequest(
             features=tuple(NAMES),
@@ -203,7 +203,7 @@ def test_a_job_rides_through_a_csp_restart(tmp_path):
     with LocalCluster(tmp_path / "run", owners) as cluster:
         client = AnalystClient(cluster.addresses["aggregator"], cluster.tls("analyst", "analyst"))
         client.wait_for_owners(3)
-        centers = km.random_centers(10, np.zeros(64), np.full(64, 16.0), 64, seed=1)
+        centers = kmeans_centers.random_centers(10, np.zeros(64), np.full(64, 16.0), 64, seed=1)
         params = (
             KmeansRequest(
                 features=tuple(names),

@@ -14,11 +14,8 @@ import numpy as np
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import moments, registry
-from leteo_fed.protocols.moments_round import (
-    LabelClasses,
-    MomentsRequest,
-    discriminant_noise_preview,
-)
+from leteo_fed.protocols.moments_preview import discriminant_noise_preview
+from leteo_fed.protocols.moments_round import LabelClasses, MomentsRequest
 from leteo_fed.protocols.moments_statistic import groupings
 from leteo_fed.protocols.requests import Common, DpRequest
 

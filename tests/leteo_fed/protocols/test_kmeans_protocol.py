@@ -23,7 +23,7 @@ from leteo_fed.privacy.mechanisms import Gaussian, Sensitivity, Skellam
 from leteo_fed.privacy.verify import verify_release
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols import kmeans as km
-from leteo_fed.protocols import kmeans_round
+from leteo_fed.protocols import kmeans_centers, kmeans_round
 from leteo_fed.transport.messages import encoding_from_proto, encoding_to_proto
 from leteo_fed.transport.rounds import common_from_proto, request_from_proto
 
@@ -93,7 +93,7 @@ def test_cluster_stats_zero_fill_and_other_clusters_are_bit_identical():
 
 
 def test_federated_iterations_equal_centralized_lloyd(iris):
-    init = km.random_centers(3, IRIS_LOW, IRIS_HIGH, 4, seed=7)
+    init = kmeans_centers.random_centers(3, IRIS_LOW, IRIS_HIGH, 4, seed=7)
     parts = np.array_split(iris[np.random.default_rng(3).permutation(len(iris))], 4)
     fed, history = _federated(parts, init, 30)
     ref = km.lloyd(iris, init, 30)
@@ -107,7 +107,7 @@ def test_federated_iterations_equal_centralized_lloyd(iris):
 
 def test_reference_lloyd_equals_scikit_learn(iris):
     """The centralized reference is itself checked against an independent implementation."""
-    init = km.random_centers(3, IRIS_LOW, IRIS_HIGH, 4, seed=11)
+    init = kmeans_centers.random_centers(3, IRIS_LOW, IRIS_HIGH, 4, seed=11)
     ref = km.lloyd(iris, init, 100)
     assert ref.converged and not any(0 in c for c in ref.counts)  # sklearn relocates empties
     sk = KMeans(3, init=init, n_init=1, max_iter=100, tol=0, algorithm="lloyd").fit(iris)
@@ -233,26 +233,29 @@ class _LocalFile:
 )
 def test_bad_centers_are_refused_by_name(values, k, match):
     with pytest.raises(DataError, match=match):
-        km.validate_centers(values, k, 3, 10.0, field="kmeans.centers")
+        kmeans_centers.validate_centers(values, k, 3, 10.0, field="kmeans.centers")
 
 
 def test_centers_from_documents_and_seeded_uniform_init(tmp_path):
-    assert km.centers_from_document({"centers": [[1, 2], [3, 4.5]]}).tolist() == [[1, 2], [3, 4.5]]
+    assert kmeans_centers.centers_from_document({"centers": [[1, 2], [3, 4.5]]}).tolist() == [
+        [1, 2],
+        [3, 4.5],
+    ]
     for bad in ({}, {"centers": []}, {"centers": [[1, 2], [3]]}, {"centers": [[1, "x"]]}):
         with pytest.raises(DataError):
-            km.centers_from_document(bad)
+            kmeans_centers.centers_from_document(bad)
     path = tmp_path / "init.json"
     path.write_text('{"centers": [[1, NaN]]}')
     with pytest.raises(DataError, match="NaN"):
-        km.load_centers(path)
+        kmeans_centers.load_centers(path)
     path.write_text("{not json")
     with pytest.raises(DataError, match="not valid JSON"):
-        km.load_centers(path)
-    a = km.random_centers(5, IRIS_LOW, IRIS_HIGH, 4, seed=3)
-    assert np.array_equal(a, km.random_centers(5, IRIS_LOW, IRIS_HIGH, 4, seed=3))
+        kmeans_centers.load_centers(path)
+    a = kmeans_centers.random_centers(5, IRIS_LOW, IRIS_HIGH, 4, seed=3)
+    assert np.array_equal(a, kmeans_centers.random_centers(5, IRIS_LOW, IRIS_HIGH, 4, seed=3))
     assert np.all((a >= IRIS_LOW) & (a <= IRIS_HIGH)) and a.shape == (5, 4)
     with pytest.raises(DataError):
-        km.random_centers(2, 1.0, 1.0, 3, seed=0)
+        kmeans_centers.random_centers(2, 1.0, 1.0, 3, seed=0)
 
 
 # ------------------------------------------------------------------ the job plan (aggregator)

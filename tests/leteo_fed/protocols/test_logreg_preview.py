@@ -20,6 +20,7 @@ import pytest
 
 from leteo_fed.privacy.mechanisms import Skellam
 from leteo_fed.protocols import logreg as lg
+from leteo_fed.protocols import logreg_results
 from leteo_fed.protocols.dp_facts import encoding_facts
 from leteo_fed.protocols.requests import Common, DpRequest
 from leteo_fed.protocols.round_types import Outcome
@@ -97,7 +98,7 @@ def test_the_preview_matches_the_measured_error_of_the_coefficients():
         errors.append(got - exact)
         reported.append([doc["noise_std_errors"][t] for t in doc["terms"]])
     measured = np.std(np.array(errors), axis=0)
-    preview = lg.noise_preview(
+    preview = logreg_results.noise_preview(
         plan,
         rows=len(x),
         feature_cov=np.cov(x.T, bias=True),
@@ -190,5 +191,5 @@ def test_the_preview_refuses_what_it_cannot_preview_naming_the_field():
         (dp, {"rows": 1000, "positive_rate": 1.0}, "positive_rate"),
     ):
         with pytest.raises(DataError) as err:
-            lg.noise_preview(plan, **kwargs)
+            logreg_results.noise_preview(plan, **kwargs)
         assert err.value.field == field

@@ -15,7 +15,8 @@ import numpy as np
 
 from leteo_fed.privacy.verify import add_owner_noise
 from leteo_fed.protocols import moments, pca, registry
-from leteo_fed.protocols.moments_round import MomentsRequest, pca_noise_preview
+from leteo_fed.protocols.moments_preview import pca_noise_preview
+from leteo_fed.protocols.moments_round import MomentsRequest
 from leteo_fed.protocols.moments_statistic import groupings
 from leteo_fed.protocols.requests import Common, DpRequest
 
