@@ -115,6 +115,14 @@ def _add_certs(sub: SubParsers) -> None:
         help="one folder per party under --out (its own key, its role's ca.crt and the CA "
         "certificates) and the CAs with their keys in --out/authorities, which no party gets",
     )
+    p.add_argument(
+        "--keyholders",
+        type=int,
+        default=0,
+        metavar="M",
+        help="also certify M key holders of a threshold key, keyholder-1..keyholder-M, by the "
+        "CSPs' CA (docs/threshold-keys.md; default: 0)",
+    )
     _add_hosts_and_days(p)
     set_handler(p, run)
     actions = p.add_subparsers(dest="action", metavar="ACTION", prog=p.prog)
@@ -478,8 +486,15 @@ def run_certs(args: argparse.Namespace) -> None:
     if args.action is None:
         if not args.owners:
             raise ConfigError("certs: --owners is required (or give an ACTION: ca, issue, bundle)")
+        if not 0 <= args.keyholders <= 32:
+            raise ConfigError(f"certs: --keyholders must be in 0..32, got {args.keyholders}")
         parties = certs.create_pki(
-            args.out, args.owners, args.hosts, args.days, per_party=args.per_party
+            args.out,
+            args.owners,
+            args.hosts,
+            args.days,
+            per_party=args.per_party,
+            keyholders=args.keyholders,
         )
         names = ", ".join(p.name for p in parties)
         if args.per_party:

@@ -31,14 +31,30 @@ class Ack(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class PublicKey(_message.Message):
-    __slots__ = ("n", "bits", "key_id")
+    __slots__ = ("n", "bits", "key_id", "threshold")
     N_FIELD_NUMBER: _ClassVar[int]
     BITS_FIELD_NUMBER: _ClassVar[int]
     KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     n: bytes
     bits: int
     key_id: str
-    def __init__(self, n: _Optional[bytes] = ..., bits: _Optional[int] = ..., key_id: _Optional[str] = ...) -> None: ...
+    threshold: ThresholdKeyInfo
+    def __init__(self, n: _Optional[bytes] = ..., bits: _Optional[int] = ..., key_id: _Optional[str] = ..., threshold: _Optional[_Union[ThresholdKeyInfo, _Mapping]] = ...) -> None: ...
+
+class ThresholdKeyInfo(_message.Message):
+    __slots__ = ("threshold", "holders", "v", "verification", "index")
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    V_FIELD_NUMBER: _ClassVar[int]
+    VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    threshold: int
+    holders: int
+    v: bytes
+    verification: _containers.RepeatedScalarFieldContainer[bytes]
+    index: int
+    def __init__(self, threshold: _Optional[int] = ..., holders: _Optional[int] = ..., v: _Optional[bytes] = ..., verification: _Optional[_Iterable[bytes]] = ..., index: _Optional[int] = ...) -> None: ...
 
 class Encoding(_message.Message):
     __slots__ = ("scale_bits", "value_bound", "max_rows_per_owner", "max_owners", "slot_bits", "slots_per_ciphertext", "slot_offset", "mask_bits", "statistical_security", "rotation_dimension", "count_scale_bits", "noise_bound")
@@ -2448,6 +2464,30 @@ class DecryptChunk(_message.Message):
     batch: CiphertextBatch
     share: Signed
     def __init__(self, header: _Optional[_Union[CspRoundRequest, _Mapping]] = ..., batch: _Optional[_Union[CiphertextBatch, _Mapping]] = ..., share: _Optional[_Union[Signed, _Mapping]] = ...) -> None: ...
+
+class PartialDecryptionBatch(_message.Message):
+    __slots__ = ("partials", "index", "proof_challenge", "proof_response", "sum_digest", "partial_seconds", "prove_seconds", "verify_seconds", "sum_seconds", "contributors")
+    PARTIALS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PROOF_CHALLENGE_FIELD_NUMBER: _ClassVar[int]
+    PROOF_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    SUM_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PROVE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SUM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTORS_FIELD_NUMBER: _ClassVar[int]
+    partials: _containers.RepeatedScalarFieldContainer[bytes]
+    index: int
+    proof_challenge: bytes
+    proof_response: bytes
+    sum_digest: bytes
+    partial_seconds: float
+    prove_seconds: float
+    verify_seconds: float
+    sum_seconds: float
+    contributors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, partials: _Optional[_Iterable[bytes]] = ..., index: _Optional[int] = ..., proof_challenge: _Optional[bytes] = ..., proof_response: _Optional[bytes] = ..., sum_digest: _Optional[bytes] = ..., partial_seconds: _Optional[float] = ..., prove_seconds: _Optional[float] = ..., verify_seconds: _Optional[float] = ..., sum_seconds: _Optional[float] = ..., contributors: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PlaintextBatch(_message.Message):
     __slots__ = ("plaintexts", "decrypt_seconds", "verify_seconds", "sum_seconds", "contributors")

@@ -324,6 +324,264 @@ class CryptoServiceProvider:
             _registered_method=True)
 
 
+class KeyHolderStub:
+    """A holder of one share of a threshold key (docs/threshold-keys.md). It checks a round exactly
+    as the CSP does (signed shares of a quorum, one spec digest, each share once, the round once)
+    and then, instead of decrypting, returns its partial decryption of the sum with a proof.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Health = channel.unary_unary(
+                '/leteo.v1.KeyHolder/Health',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.HealthRequest.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.HealthReply.FromString,
+                _registered_method=True)
+        self.GetPublicKey = channel.unary_unary(
+                '/leteo.v1.KeyHolder/GetPublicKey',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.PublicKeyRequest.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.PublicKey.FromString,
+                _registered_method=True)
+        self.OpenRound = channel.unary_unary(
+                '/leteo.v1.KeyHolder/OpenRound',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.CspRoundRequest.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.Ack.FromString,
+                _registered_method=True)
+        self.PartialDecrypt = channel.stream_stream(
+                '/leteo.v1.KeyHolder/PartialDecrypt',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.DecryptChunk.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.PartialDecryptionBatch.FromString,
+                _registered_method=True)
+        self.WithdrawRound = channel.unary_unary(
+                '/leteo.v1.KeyHolder/WithdrawRound',
+                request_serializer=leteo_dot_v1_dot_leteo__pb2.WithdrawRequest.SerializeToString,
+                response_deserializer=leteo_dot_v1_dot_leteo__pb2.WithdrawReply.FromString,
+                _registered_method=True)
+
+
+class KeyHolderServicer:
+    """A holder of one share of a threshold key (docs/threshold-keys.md). It checks a round exactly
+    as the CSP does (signed shares of a quorum, one spec digest, each share once, the round once)
+    and then, instead of decrypting, returns its partial decryption of the sum with a proof.
+    """
+
+    def Health(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPublicKey(self, request, context):
+        """The threshold key, with this holder's index; no key_id: the holder's current key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OpenRound(self, request, context):
+        """Aggregator only: announce a round and how many ciphertexts one share has.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PartialDecrypt(self, request_iterator, context):
+        """Aggregator only: verify the owners' signed shares, sum them, partially decrypt the sum of
+        an announced round, once, with one proof for all its ciphertexts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WithdrawRound(self, request, context):
+        """Owners only: close a round this holder must never decrypt any more (see WithdrawReply).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_KeyHolderServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Health': grpc.unary_unary_rpc_method_handler(
+                    servicer.Health,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.HealthRequest.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.HealthReply.SerializeToString,
+            ),
+            'GetPublicKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPublicKey,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.PublicKeyRequest.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.PublicKey.SerializeToString,
+            ),
+            'OpenRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenRound,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.CspRoundRequest.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.Ack.SerializeToString,
+            ),
+            'PartialDecrypt': grpc.stream_stream_rpc_method_handler(
+                    servicer.PartialDecrypt,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.DecryptChunk.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.PartialDecryptionBatch.SerializeToString,
+            ),
+            'WithdrawRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.WithdrawRound,
+                    request_deserializer=leteo_dot_v1_dot_leteo__pb2.WithdrawRequest.FromString,
+                    response_serializer=leteo_dot_v1_dot_leteo__pb2.WithdrawReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'leteo.v1.KeyHolder', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('leteo.v1.KeyHolder', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class KeyHolder:
+    """A holder of one share of a threshold key (docs/threshold-keys.md). It checks a round exactly
+    as the CSP does (signed shares of a quorum, one spec digest, each share once, the round once)
+    and then, instead of decrypting, returns its partial decryption of the sum with a proof.
+    """
+
+    @staticmethod
+    def Health(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.KeyHolder/Health',
+            leteo_dot_v1_dot_leteo__pb2.HealthRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.HealthReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPublicKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.KeyHolder/GetPublicKey',
+            leteo_dot_v1_dot_leteo__pb2.PublicKeyRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.PublicKey.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.KeyHolder/OpenRound',
+            leteo_dot_v1_dot_leteo__pb2.CspRoundRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PartialDecrypt(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/leteo.v1.KeyHolder/PartialDecrypt',
+            leteo_dot_v1_dot_leteo__pb2.DecryptChunk.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.PartialDecryptionBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WithdrawRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/leteo.v1.KeyHolder/WithdrawRound',
+            leteo_dot_v1_dot_leteo__pb2.WithdrawRequest.SerializeToString,
+            leteo_dot_v1_dot_leteo__pb2.WithdrawReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class AggregatorStub:
     """Missing associated documentation comment in .proto file."""
 

@@ -190,9 +190,11 @@ def create_pki(
     hosts: list[str] | None = None,
     days: int = CERT_VALIDITY_DAYS,
     per_party: bool = False,
+    keyholders: int = 0,
 ) -> list[Party]:
     """Everything on one machine (demos, tests, docker compose): the four authorities and a
-    certificate for the CSP, the aggregator, the analyst CLI and every owner.
+    certificate for the CSP, the aggregator, the analyst CLI, every owner and `keyholders` key
+    holders (keyholder-1, keyholder-2, ...; docs/threshold-keys.md).
 
     In one folder (the default), with a trust bundle of all four CAs: whoever holds the folder
     holds every CA key and every party's key. With `per_party`, the authorities (keys included,
@@ -204,6 +206,7 @@ def create_pki(
     folder that holds the CAs: once it exists, the layout is complete."""
     out = Path(out)
     parties = [Party("csp", "csp"), Party("aggregator", "aggregator"), Party("analyst", "analyst")]
+    parties += [Party(keyholder_name(i), "keyholder") for i in range(1, keyholders + 1)]
     for site in owners:
         check_site_id(site)
         if per_party and site == AUTHORITIES_DIR:
@@ -283,6 +286,11 @@ def write_trust(
         atomic_write_bytes(out / ca_file(authority), pem[authority])
     trusted = TLS_TRUST[role] if role is not None else AUTHORITIES
     atomic_write_bytes(out / BUNDLE, b"".join(pem[a] for a in trusted))
+
+
+def keyholder_name(index: int) -> str:
+    """The name `certs --keyholders` gives holder `index` (its share's index, 1..m)."""
+    return f"keyholder-{index}"
 
 
 def check_party_name(party: Party) -> None:

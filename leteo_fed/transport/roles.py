@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from leteo_fed.errors import ConfigError
 
-ROLES = ("csp", "aggregator", "owner", "analyst")
+ROLES = ("csp", "aggregator", "owner", "analyst", "keyholder")
 # One authority per role, each with its own custodian: the aggregator's operator holds the
 # aggregators' CA only, so it can mint neither an owner, an analyst nor a CSP.
 AUTHORITIES = ("owners", "analysts", "aggregators", "csps")
@@ -17,21 +17,27 @@ AUTHORITY_OF = {
     "analyst": "analysts",
     "aggregator": "aggregators",
     "csp": "csps",
+    # a holder of one share of a threshold key (docs/threshold-keys.md): certified by the CSPs'
+    # authority, whose custodian is the key ceremony's (it could mint holders; the dealer could
+    # already read every share)
+    "keyholder": "csps",
 }
 BUNDLE = "ca.crt"
 # Whom each role dials (a channel to a peer trusts the peer role's authority alone), and whose
 # calls it accepts (`require_role` in the services).
 CALLS = {
-    "owner": ("aggregator", "csp"),
-    "analyst": ("aggregator", "csp"),
-    "aggregator": ("csp", "owner"),
+    "owner": ("aggregator", "csp", "keyholder"),
+    "analyst": ("aggregator", "csp", "keyholder"),
+    "aggregator": ("csp", "keyholder", "owner"),
     "csp": (),
+    "keyholder": (),
 }
 CALLED_BY = {
     "owner": ("aggregator",),
     "analyst": (),
     "aggregator": ("owner", "analyst", "aggregator"),
     "csp": ("owner", "aggregator", "analyst"),
+    "keyholder": ("owner", "aggregator", "analyst"),
 }
 # The authorities in a party's TLS bundle `ca.crt`: those of the peers it calls and of the
 # callers it accepts. A channel to a peer verifies the server against that peer's authority
