@@ -208,6 +208,11 @@ def partial_decrypt(share: KeyShare, ciphertexts: Sequence[int], threads: int = 
         return [int(x) for part in done for x in part]
 
 
+def proof_context(round_id: str, key_id: str) -> bytes:
+    """What a holder's proof is bound to besides the ciphertexts: the round and the key."""
+    return f"round={round_id}|key={key_id}".encode()
+
+
 def prove(
     share: KeyShare, ciphertexts: Sequence[int], partials: Sequence[int], context: bytes
 ) -> PartialProof:

@@ -12,6 +12,7 @@ import numpy as np
 
 from leteo_fed import defaults
 from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, int_to_bytes
+from leteo_fed.crypto.threshold import PartialProof, ThresholdKey
 from leteo_fed.encoding.packing import SlotLayout, check_declared_layout
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import PeerUnavailable, ProtocolError
@@ -25,6 +26,50 @@ _KEY_ID = re.compile(r"[0-9a-f]{32}")  # paillier.key_id_of
 
 def public_key_to_proto(key: PublicKey) -> pb.PublicKey:
     return pb.PublicKey(n=int_to_bytes(key.n), bits=key.bits, key_id=key.key_id)
+
+
+def threshold_key_to_proto(key: ThresholdKey, index: int) -> pb.PublicKey:
+    """A key holder's answer to GetPublicKey: the Paillier key and its threshold side, with
+    the holder's own index."""
+    width = key.public.ciphertext_bytes
+    msg = public_key_to_proto(key.public)
+    msg.threshold.CopyFrom(
+        pb.ThresholdKeyInfo(
+            threshold=key.threshold,
+            holders=key.holders,
+            v=int_to_bytes(key.v, width),
+            verification=[int_to_bytes(x, width) for x in key.verification],
+            index=index,
+        )
+    )
+    return msg
+
+
+def threshold_key_from_proto(msg: pb.PublicKey) -> tuple[ThresholdKey, int]:
+    """(the threshold key, the answering holder's index); ProtocolError if the message holds
+    no threshold key or an inconsistent one."""
+    public = public_key_from_proto(msg)
+    if not msg.HasField("threshold"):
+        raise ProtocolError(f"key {public.key_id} is not a threshold key")
+    info = msg.threshold
+    key = ThresholdKey(
+        public,
+        info.threshold,
+        info.holders,
+        bytes_to_int(info.v),
+        tuple(bytes_to_int(x) for x in info.verification),
+    )
+    key.check_index(info.index)
+    return key, info.index
+
+
+def proof_to_proto(proof: PartialProof, batch: pb.PartialDecryptionBatch) -> None:
+    batch.proof_challenge = int_to_bytes(proof.challenge)
+    batch.proof_response = int_to_bytes(proof.response)
+
+
+def proof_from_proto(batch: pb.PartialDecryptionBatch) -> PartialProof:
+    return PartialProof(bytes_to_int(batch.proof_challenge), bytes_to_int(batch.proof_response))
 
 
 def public_key_from_proto(msg: pb.PublicKey) -> PublicKey:
