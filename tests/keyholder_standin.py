@@ -25,6 +25,7 @@ from leteo_fed.crypto.paillier import bytes_to_int, int_to_bytes
 from leteo_fed.crypto.threshold import KeyShare, ThresholdKey
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+from leteo_fed.transport.health import ServiceHealth
 from leteo_fed.transport.messages import BATCH_SIZE, proof_to_proto, threshold_key_to_proto
 from leteo_fed.transport.statements import ciphertext_digest
 
@@ -143,6 +144,7 @@ def start_standins(
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         holder = StandInHolder(share, behaviour, other)
         pb_grpc.add_KeyHolderServicer_to_server(holder, server)
+        ServiceHealth([]).attach(server)  # grpc.health.v1, as `owner check` asks
         port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         address = f"127.0.0.1:{port}"

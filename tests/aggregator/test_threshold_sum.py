@@ -284,3 +284,26 @@ def test_the_key_is_the_one_most_holders_return(dealt, other) -> None:
     finally:
         agg.close()
         holders.stop()
+
+
+# ---------------------------------------------------------------------- configuration
+
+
+def test_the_aggregator_decrypts_with_a_csp_or_key_holders_not_both(capsys) -> None:
+    from aggregator.service import key_service
+    from leteo_fed.cli.main import main
+    from leteo_fed.errors import ConfigError
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["aggregator", "serve", "--csp", "c:1", "--keyholders", "h1:1,h2:1"])
+    assert stopped.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    assert main(["aggregator", "serve", "--keyholders", "h1:1", "--insecure"]) == 2
+    assert "--keyholders needs every holder, at least 2" in capsys.readouterr().err
+    tls = TlsConfig.insecure_as("aggregator", "aggregator")
+    with pytest.raises(ConfigError, match="not both"):
+        key_service(tls, "c:1", ["h1:1", "h2:1"], None)
+    with pytest.raises(ConfigError, match="twice"):
+        key_service(tls, "", ["h1:1", "h1:1"], None)
+    revealer = key_service(tls, "", ["h1:1", "h2:1"], None)
+    assert isinstance(revealer, ThresholdSecureSum)
+    revealer.close()
