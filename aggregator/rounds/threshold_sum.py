@@ -41,7 +41,7 @@ from leteo_fed.protocols.round_types import ProjectionQuery, ProjectionReply
 from leteo_fed.transport.grpc_io import rpc_error_message
 from leteo_fed.transport.messages import proof_from_proto
 from leteo_fed.transport.statements import ciphertext_digest
-from leteo_fed.transport.threshold_keys import fetch_agreed_key
+from leteo_fed.transport.threshold_keys import HolderAnswer, fetch_agreed_key
 
 log = logging.getLogger("leteo.aggregator")
 
@@ -285,7 +285,8 @@ class ThresholdSecureSum(Revealer):
         self._stubs = {a: pb_grpc.KeyHolderStub(c) for a, c in self._channels.items()}
         self._grace = grace
         self._keys: dict[str, ThresholdKey] = {}  # agreed keys seen so far, by key id
-        self._indices: dict[tuple[str, str], int] = {}  # (key id, address) -> its index
+        # (key, address) -> the index the holder gave with that key, late answers included
+        self._indices: dict[tuple[ThresholdKey, str], int] = {}
         self._opened: dict[str, set[str]] = {}  # round id -> holders that opened it
 
     def close(self) -> None:
@@ -310,18 +311,22 @@ class ThresholdSecureSum(Revealer):
                 known = self._keys.get(key_id)
             if known is not None:
                 return known
-        key, answers = fetch_agreed_key(self._stubs, key_id=key_id)
+        key, answers = fetch_agreed_key(self._stubs, key_id=key_id, on_answer=self._remember)
         with self._lock:
             key = self._keys.setdefault(key.key_id, key)
-            for answer in answers:
-                if answer.key == key:
-                    self._indices[(key.key_id, answer.address)] = answer.index
         for answer in answers:
             if answer.key is not None and answer.key != key:
                 log.warning(
                     "key holder at %s answered another key: %s", answer.address, answer.describe()
                 )
         return key
+
+    def _remember(self, answer: HolderAnswer) -> None:
+        """A holder's index, by the key it answered (a holder whose key answer came after the
+        agreement is named by its index too when it fails)."""
+        if answer.key is not None:
+            with self._lock:
+                self._indices[(answer.key, answer.address)] = answer.index
 
     # ------------------------------------------------------------------ rounds
 
@@ -416,7 +421,7 @@ class ThresholdSecureSum(Revealer):
         key = self.threshold_key(key_id)
         with self._lock:
             holders = sorted(self._opened.pop(round_id, set()))
-            announced = {a: self._indices.get((key.key_id, a), 0) for a in holders}
+            announced = {a: self._indices.get((key, a), 0) for a in holders}
         if len(holders) < key.threshold:
             raise ProtocolError(
                 f"round {round_id} was opened at {len(holders)} key holders, the key needs "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import queue
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,18 +133,28 @@ def fetch_agreed_key(
     threshold: int | None = None,
     key_id: str = "",
     timeout: float = defaults.PUBLIC_KEY_TIMEOUT_SECONDS,
+    on_answer: Callable[[HolderAnswer], None] | None = None,
 ) -> tuple[ThresholdKey, list[HolderAnswer]]:
     """Ask every holder (`stubs`: KeyHolderStub by address; m = their number) for its key at
     once; return the agreed key and the answers seen by then, as soon as `agreed_key` holds.
-    The calls still running are cancelled. Errors as `require_agreed_key`."""
+    The calls still running are then cancelled, unless `on_answer` is given: it is called
+    with every answer, those arriving later included (from gRPC's threads). Errors as
+    `require_agreed_key`."""
     if key_id and not _KEY_ID.fullmatch(key_id):
         raise ProtocolError(f"{key_id[:40]!r} is not a key id (32 hex digits)")
     finished: queue.Queue[HolderAnswer] = queue.Queue()
     calls = {}
     request = pb.PublicKeyRequest(key_id=key_id)
+
+    def done(address: str, call: Any) -> None:
+        answer = answer_of(address, call)
+        if on_answer is not None:
+            on_answer(answer)
+        finished.put(answer)
+
     for address, stub in stubs.items():
         call = stub.GetPublicKey.future(request, timeout=timeout, wait_for_ready=True)
-        call.add_done_callback(lambda done, a=address: finished.put(answer_of(a, done)))
+        call.add_done_callback(lambda c, a=address: done(a, c))
         calls[address] = call
     answers: list[HolderAnswer] = []
     try:
@@ -157,7 +167,7 @@ def fetch_agreed_key(
             if key is not None:
                 return key, answers
     finally:
-        for call in calls.values():
+        for call in calls.values() if on_answer is None else ():
             call.cancel()  # no effect on a finished call
     seen = {a.address for a in answers}
     unanswered = [address for address in stubs if address not in seen]

@@ -206,6 +206,43 @@ def test_a_wrong_holder_is_named_and_left_out(dealt, shares, caplog) -> None:
     assert "key holder 5 at" in logged
 
 
+def test_reveal_removes_the_owners_masks_as_with_one_csp(dealt, tmp_path) -> None:
+    """The whole reveal: masked, packed shares in, signed totals out, learned totals in the
+    transcript (the part it shares with `SecureSum`)."""
+    import json
+
+    from leteo_fed.encoding.packing import make_layout, masks_from_seed, new_mask_seed, pack
+
+    key, key_shares = dealt
+    layout = make_layout(key.public.bits, per_owner_bound=1000, max_owners=4)
+    values = {"site-1": [5, -7, 300], "site-2": [-1, 2, -999], "site-3": [0, 0, 1]}
+    enc = Encryptor(key.public, randomizer="textbook")
+    masked = []
+    for site, row in values.items():
+        seed = new_mask_seed()
+        plain = [
+            p + r for p, r in zip(pack(row, layout), masks_from_seed(seed, 1, layout), strict=True)
+        ]
+        statement = pb.Signed(body=pb.ShareStatement(site_id=site).SerializeToString())
+        claims = pb.ShareStatement(site_id=site)
+        masked.append(Share(site, statement, claims, seed, enc.encrypt_many(plain)))
+    holders = start_standins(key_shares, {3: "wrong"})
+    tls = TlsConfig.insecure_as("aggregator", "aggregator")
+    channels = {a: tls.channel(a, peer="keyholder") for a in holders.addresses}
+    agg = ThresholdSecureSum(channels, tmp_path / "transcript.jsonl", grace=1.0)
+    try:
+        agg.open("r1", agg.public_key().key_id, layout.n_ciphertexts(3), "blinded")
+        timings: dict[str, float] = {}
+        totals, by_holder = agg.reveal("r1", key.public, masked, 3, layout, timings, sorted(values))
+    finally:
+        agg.close()
+        holders.stop()
+    assert totals == [4, -5, -698]
+    assert by_holder["holder_3_rejected"] == 1.0 and "unmask_seconds" in timings
+    learned = json.loads((tmp_path / "transcript.jsonl").read_text())
+    assert learned == {"round_id": "r1", "mode": "blinded", "aggregate_totals": ["4", "-5", "-698"]}
+
+
 def test_holders_still_running_after_the_grace_are_cancelled_not_blamed(dealt, shares) -> None:
     key, key_shares = dealt
     holders = start_standins(key_shares, {5: "slow"})
