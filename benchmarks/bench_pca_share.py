@@ -646,6 +646,7 @@ class HolderRun:
     partials: list[int]
     proof: PartialProof
     seconds: dict[str, float]
+    cpu_per_wall: float  # this process's CPU seconds per wall second: ~ the threads when idle
 
 
 def holder_round(
@@ -663,6 +664,7 @@ def holder_round(
         raise RuntimeError("the threshold key is not of the CSP's modulus")
     run_sum = csp_sum(rnd, stream, tasks)
     gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
     runs = [run_sum() for _ in range(repeats)]
     summed = runs[-1].ciphertexts
     if summed != csp_summed:
@@ -680,7 +682,8 @@ def holder_round(
         "prove_s": prove_s,
     }
     seconds["total_s"] = sum(seconds.values())
-    return HolderRun(share.index, partials, proof, seconds)
+    cpu_per_wall = (time.process_time() - cpu) / (time.perf_counter() - wall)
+    return HolderRun(share.index, partials, proof, seconds, cpu_per_wall)
 
 
 def aggregator_product(shares: Sequence[Share], public: PublicKey) -> list[int]:
@@ -740,7 +743,7 @@ def threshold_fields(
             f"{tag}: the {key.threshold} holders' combined plaintexts differ from the CSP's "
             f"decryption in {wrong} of {len(plain)} ciphertexts"
         )
-    per_holder = [{"index": h.index, **h.seconds} for h in holders]
+    per_holder = [{"index": h.index, **h.seconds, "cpu_per_wall": h.cpu_per_wall} for h in holders]
     out: dict[str, Any] = {
         "keyholders": key.holders,
         "threshold": key.threshold,
@@ -1049,7 +1052,7 @@ def threshold_report(cfg: BenchConfig, rows: Sequence[dict[str, Any]]) -> list[s
             f"  {t}-of-{m} key holders of the CSP's modulus on the same round (the same relayed "
             f"stream and sum); each holder partially decrypts on {r['holder_threads']} thread(s)",
             table(
-                ["party", "verify", "sum", "decrypt / partial", "proof", "total"],
+                ["party", "verify", "sum", "decrypt / partial", "proof", "total", "cpu/wall"],
                 [
                     [
                         "single CSP",
@@ -1058,6 +1061,7 @@ def threshold_report(cfg: BenchConfig, rows: Sequence[dict[str, Any]]) -> list[s
                         fmt_s(r["csp_decrypt_s"]),
                         "-",
                         fmt_s(r["csp_total_s"]),
+                        "",
                     ],
                     *(
                         [
@@ -1067,6 +1071,7 @@ def threshold_report(cfg: BenchConfig, rows: Sequence[dict[str, Any]]) -> list[s
                             fmt_s(h["partial_decrypt_s"]),
                             fmt_s(h["prove_s"]),
                             fmt_s(h["total_s"]),
+                            f"{h['cpu_per_wall']:.2f}",
                         ]
                         for h in r["holders"]
                     ),
@@ -1077,6 +1082,7 @@ def threshold_report(cfg: BenchConfig, rows: Sequence[dict[str, Any]]) -> list[s
                                 fmt_s(r[f"holder_{step}{suffix}"])
                                 for step in ("verify", "sum", "partial_decrypt", "prove", "total")
                             ),
+                            "",
                         ]
                         for what, suffix in (("median", "_s"), ("max", "_max_s"))
                     ),
@@ -1111,7 +1117,11 @@ def threshold_report(cfg: BenchConfig, rows: Sequence[dict[str, Any]]) -> list[s
             "shares,",
             f"  the proofs of {t} holders verified against it one after another, Lagrange "
             "combination. Medians",
-            f"  of {cfg.repeats} run(s) each.",
+            f"  of {cfg.repeats} run(s) each. A holder's cpu/wall: CPU seconds of this process per "
+            "wall second",
+            f"  while it ran, about {r['holder_threads']} on an idle machine (its partial "
+            "decryption runs on every core);",
+            "  lower means other load took the CPU and inflated that holder's timings.",
             "",
         ]
     spec_rows = [r for r in rows if r["features"] == 50 and r["key_bits"] == 2048]
