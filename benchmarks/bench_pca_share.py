@@ -721,6 +721,7 @@ def threshold_fields(
     # the combiner: its own product of the kept shares, T proofs against it, Lagrange
     chosen = holders[: key.threshold]  # the first t by index, as threshold.combine picks
     context = threshold.proof_context(ROUND_ID, key.key_id)
+    wall, cpu = time.perf_counter(), time.process_time()
     product, product_s = median_time(lambda: aggregator_product(shares, rnd.public), cfg.repeats)
     if product != csp_summed:
         raise RuntimeError("the aggregator's product of the shares differs from the CSP's sum")
@@ -736,6 +737,7 @@ def threshold_fields(
         raise RuntimeError(f"{tag}: the proofs of key holder(s) {bad} do not verify")
     partials = {h.index: h.partials for h in chosen}
     combined, lagrange_s = median_time(lambda: threshold.combine(key, partials), cfg.repeats)
+    combine_cpu_per_wall = (time.process_time() - cpu) / (time.perf_counter() - wall)
     exact = [int(m) for m in combined] == [int(m) for m in plain]
     if not exact:
         wrong = sum(int(a) != int(b) for a, b in zip(combined, plain, strict=True))
@@ -763,6 +765,7 @@ def threshold_fields(
             "combine_verify_s": verify_s,  # the T proofs, one after another
             "combine_lagrange_s": lagrange_s,
             "combine_total_s": product_s + verify_s + lagrange_s,
+            "combine_cpu_per_wall": combine_cpu_per_wall,
             "threshold_exact": exact,
         }
     )
@@ -1097,6 +1100,7 @@ def threshold_report(cfg: BenchConfig, rows: Sequence[dict[str, Any]]) -> list[s
                     "Lagrange combine",
                     "total",
                     "= CSP plaintexts",
+                    "cpu/wall",
                 ],
                 [
                     [
@@ -1106,6 +1110,7 @@ def threshold_report(cfg: BenchConfig, rows: Sequence[dict[str, Any]]) -> list[s
                         fmt_s(r["combine_lagrange_s"]),
                         fmt_s(r["combine_total_s"]),
                         "exact" if r["threshold_exact"] else "DIFFERENT",
+                        f"{r['combine_cpu_per_wall']:.2f}",
                     ]
                 ],
             ),
@@ -1117,11 +1122,13 @@ def threshold_report(cfg: BenchConfig, rows: Sequence[dict[str, Any]]) -> list[s
             "shares,",
             f"  the proofs of {t} holders verified against it one after another, Lagrange "
             "combination. Medians",
-            f"  of {cfg.repeats} run(s) each. A holder's cpu/wall: CPU seconds of this process per "
-            "wall second",
-            f"  while it ran, about {r['holder_threads']} on an idle machine (its partial "
-            "decryption runs on every core);",
-            "  lower means other load took the CPU and inflated that holder's timings.",
+            f"  of {cfg.repeats} run(s) each. cpu/wall: CPU seconds of this process per wall "
+            "second while that",
+            f"  party ran; on an idle machine about {r['holder_threads']} for a holder (its "
+            "partial decryption runs on every",
+            "  core) and above 1 for the combiner (a proof's two large powers run on two "
+            "threads); lower",
+            "  means other load took the CPU and inflated those timings.",
             "",
         ]
     spec_rows = [r for r in rows if r["features"] == 50 and r["key_bits"] == 2048]
