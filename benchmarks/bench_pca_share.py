@@ -5,6 +5,8 @@ costs each party, measured through the parties' own code, next to per-element ``
     .venv/bin/python benchmarks/bench_pca_share.py --method dca
     .venv/bin/python benchmarks/bench_pca_share.py --features 50 --key-bits 2048
     .venv/bin/python benchmarks/bench_pca_share.py --quick           # smoke run: d = 8, 1024-bit
+    .venv/bin/python benchmarks/bench_pca_share.py --features 50 --key-bits 2048 \
+        --keyholders 5 --threshold 3                                  # + 3-of-5 key holders
 
 For every key size and feature count d (synthetic Gaussian data, seeded; ``owners`` owners with
 ``rows`` rows each, held in memory; one Paillier key per size from ``generate_keypair``), one
@@ -47,6 +49,21 @@ baseline (``baseline_*``)
     element at a time, under the same modulus. Only ``phe_sample`` operations of each kind are
     timed; the mean is multiplied by the number of statistics (``baseline.extrapolated``), and the
     owner's measured statistics + encoding time is added to the owner baseline.
+key holders (``--keyholders M --threshold T``; fields only then)
+    The key is then n = p q of two safe primes (``random_safe_prime``; ``keygen_s`` includes
+    drawing them): the CSP holds (p, q) and ``threshold.split_key`` deals a T-of-M key of the
+    same n (``threshold_split_s``), so the CSP and the holders open the same ciphertexts. After
+    the CSP, each holder on the same relayed stream, as ``csp.keyholder.KeyHolderService`` runs
+    it (``holders``: per holder): its own ``verify_s`` and ``sum_s`` (``read_and_sum``, the
+    CSP's path), ``partial_decrypt_s`` on ``holder_threads`` = os.cpu_count() threads, ``prove_s``
+    (the round's one batched proof), ``total_s``; ``holder_<step>_s`` is the median over the
+    holders, ``holder_<step>_max_s`` the slowest. The combiner (``combine_*``) on holders
+    1..T (``combine_holders``): ``product_s`` the aggregator's own product of the kept shares,
+    ``verify_s`` the T proofs checked against it one after another, ``lagrange_s``
+    ``threshold.combine``, ``total_s`` their sum. ``threshold_exact``: the combined plaintexts
+    equal the CSP's decryption (the run fails otherwise, as for a proof that does not verify).
+    Targets (issue 31, judged at d = 50 and 2048 bits): the slowest holder <= 1 s, the
+    combination <= 0.2 s. ``cpu_per_wall`` of each holder and of the combiner shows other load.
 correctness
     The decrypted totals must equal the sum of the owners' encoded values exactly
     (``aggregate_exact``); ``max_rel_eig_error`` compares the federated eigenvalues with NumPy on
