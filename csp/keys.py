@@ -1,4 +1,6 @@
 """The CSP's key folder: every Paillier key pair it holds, by key id, and which one is current.
+A key holder's folder is the same, each secret file one share of a threshold key (its
+`.pub.json` the threshold key's public side): `ShareRing` reads it as `KeyRing` reads a CSP's.
 
     KEY_DIR/                      mode 700
       current                     the current key id and a newline, replaced atomically
@@ -29,21 +31,26 @@ import os
 import re
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from leteo_fed.crypto.keystore import (
     check_secret_mode,
     is_sealed,
     load_private_key,
     load_public_key,
+    load_secret,
+    save_key_share,
     save_private_key,
     save_public_key,
 )
 from leteo_fed.crypto.paillier import MIN_SECURE_BITS, PrivateKey, PublicKey, generate_keypair
 from leteo_fed.crypto.parallel import DecryptionPool
+from leteo_fed.crypto.threshold import KeyShare
 from leteo_fed.errors import ConfigError, KeyStoreError, NotFoundError, ProtocolError
 from leteo_fed.fileio import atomic_write_bytes
 
@@ -165,14 +172,15 @@ class KeyFolder:
             raise KeyStoreError(f"{self.public_path(key_id)} holds key {key.key_id}")
         return key
 
-    def load(self, key_id: str, passphrase: str | None = None) -> PrivateKey:
-        """The secret key `key_id`; NotFoundError naming it if it was retired or never here."""
+    def load(self, key_id: str, passphrase: str | None = None) -> PrivateKey | KeyShare:
+        """The secret key (or key share) `key_id`; NotFoundError naming it if it was retired or
+        never here."""
         path = self.secret_path(key_id)
         if not path.exists():
             raise NotFoundError(self.missing_reason(key_id))
-        key = load_private_key(path, passphrase)
-        if key.public.key_id != key_id:
-            raise KeyStoreError(f"{path} holds key {key.public.key_id}, not {key_id}")
+        key = load_secret(path, passphrase)
+        if public_of(key).key_id != key_id:
+            raise KeyStoreError(f"{path} holds key {public_of(key).key_id}, not {key_id}")
         return key
 
     def missing_reason(self, key_id: str) -> str:
@@ -201,19 +209,24 @@ class KeyFolder:
 
     # ------------------------------------------------------------------ writing (locked)
 
-    def add(self, key: PrivateKey, passphrase: str | None = None) -> str:
-        """File a key pair under its id (the secret key first, mode 600); not yet current."""
-        key_id = key.public.key_id
-        save_private_key(self.secret_path(key_id), key, passphrase)
-        save_public_key(self.public_path(key_id), key.public)
-        _sync_dir(self.keys)
+    def add(self, key: PrivateKey | KeyShare, passphrase: str | None = None) -> str:
+        """File a key pair (or a key share and its threshold key) under its id (the secret
+        first, mode 600); not yet current."""
+        key_id = public_of(key).key_id
+        if isinstance(key, KeyShare):
+            save_key_share(self.secret_path(key_id), key, passphrase)
+            save_public_key(self.public_path(key_id), key.key)
+        else:
+            save_private_key(self.secret_path(key_id), key, passphrase)
+            save_public_key(self.public_path(key_id), key.public)
+        sync_dir(self.keys)
         return key_id
 
     def set_current(self, key_id: str) -> None:
         if not self.holds(key_id):
             raise KeyStoreError(f"cannot make key {key_id} current: {self.missing_reason(key_id)}")
         atomic_write_bytes(self.pointer, f"{key_id}\n".encode(), mode=0o644)
-        _sync_dir(self.path)
+        sync_dir(self.path)
 
     def retire(self, key_id: str) -> Path:
         """Delete the secret key `key_id` (refusing the current one); its public key stays as
@@ -230,7 +243,7 @@ class KeyFolder:
             if not path.exists():
                 raise NotFoundError(self.missing_reason(key_id))
             path.unlink()
-            _sync_dir(self.keys)
+            sync_dir(self.keys)
         log.info("retired key %s: deleted %s", key_id, path)
         return path
 
@@ -251,13 +264,17 @@ class KeyFolder:
             atomic_write_bytes(target, legacy.read_bytes(), mode=0o600)
         if not self.public_path(key_id).exists():
             save_public_key(self.public_path(key_id), public)
-        _sync_dir(self.keys)
+        sync_dir(self.keys)
         if self.current_id() is None:
             self.set_current(key_id)
         legacy.unlink()
         (self.path / LEGACY_PUBLIC_FILE).unlink(missing_ok=True)
-        _sync_dir(self.path)
+        sync_dir(self.path)
         log.info("moved the key of %s to %s (key %s)", legacy, target, key_id)
+
+
+def public_of(key: PrivateKey | KeyShare) -> PublicKey:
+    return key.key.public if isinstance(key, KeyShare) else key.public
 
 
 def _checked(key_id: str) -> str:
@@ -266,7 +283,7 @@ def _checked(key_id: str) -> str:
     return key_id
 
 
-def _sync_dir(path: Path) -> None:
+def sync_dir(path: Path) -> None:
     """Make renames and unlinks in `path` durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -366,14 +383,36 @@ class HeldKey:
     def public(self) -> PublicKey:
         return self.key.public
 
+    def close(self) -> None:
+        self.pool.close()
 
-class KeyRing:
-    """The keys of a running CSP: loaded from its folder on first use, one DecryptionPool each.
+
+@dataclass
+class HeldShare:
+    """A share a running key holder partially decrypts with (on its own threads)."""
+
+    share: KeyShare
+
+    @property
+    def public(self) -> PublicKey:
+        return self.share.key.public
+
+    def close(self) -> None:
+        """Nothing runs for a share between rounds."""
+
+
+Held = TypeVar("Held", HeldKey, HeldShare)
+
+
+class Ring(ABC, Generic[Held]):
+    """The keys of a running CSP or key holder: loaded from its folder on first use.
 
     `current()` re-reads the folder's `current` pointer whenever the file changed (one stat per
     call), so a rotation takes effect without a restart; `held(key_id)` checks that the secret
     key file is still there (one stat), so a retired key is refused at its next use and its
     workers stop. Without a folder (tests), the ring holds one fixed key."""
+
+    party = "CSP"
 
     def __init__(
         self,
@@ -381,36 +420,37 @@ class KeyRing:
         passphrase: str | None = None,
         allow_small: bool = False,
         min_per_worker: int = 32,
-        key: PrivateKey | None = None,
+        key: PrivateKey | KeyShare | None = None,
     ) -> None:
         if (folder is None) == (key is None):
-            raise ValueError("a KeyRing reads a key folder or holds one fixed key")
+            raise ValueError("a key ring reads a key folder or holds one fixed key")
         self._folder = folder
         self._passphrase = passphrase  # in memory only, as the secret keys it opens
         self._allow_small = allow_small
         self._min_per_worker = min_per_worker
-        self._held: dict[str, HeldKey] = {}
+        self._held: dict[str, Held] = {}
         self._lock = threading.Lock()
         self._current = ""
         self._stamp: tuple[int, int, int] | None = None
         if key is not None:
-            self._current = key.public.key_id
-            self._held[self._current] = self._hold(key)
+            self._current = public_of(key).key_id
+            self._held[self._current] = self._checked_hold(key)
 
-    @classmethod
-    def single(cls, key: PrivateKey, min_per_worker: int = 32) -> KeyRing:
-        return cls(None, key=key, min_per_worker=min_per_worker)
+    @abstractmethod
+    def _hold(self, key: PrivateKey | KeyShare) -> Held:
+        """What this party keeps of a loaded key (refusing the other kind of secret)."""
 
-    def _hold(self, key: PrivateKey) -> HeldKey:
-        small = key.public.bits < MIN_SECURE_BITS
+    def _checked_hold(self, key: PrivateKey | KeyShare) -> Held:
+        public = public_of(key)
+        small = public.bits < MIN_SECURE_BITS
         if small and not self._allow_small and self._folder is not None:
             raise KeyStoreError(
-                f"key {key.public.key_id} has {key.public.bits} bits; this CSP was not started "
+                f"key {public.key_id} has {public.bits} bits; this {self.party} was not started "
                 "with --insecure-small-key"
             )
-        return HeldKey(key, DecryptionPool(key, min_per_worker=self._min_per_worker))
+        return self._hold(key)
 
-    def current(self) -> HeldKey:
+    def current(self) -> Held:
         """The key new rounds use."""
         folder = self._folder
         if folder is not None:
@@ -429,8 +469,8 @@ class KeyRing:
                     self._current, self._stamp = key_id, stamp
         return self.held(self._current)
 
-    def held(self, key_id: str) -> HeldKey:
-        """The key `key_id` if this CSP holds it; NotFoundError naming why not (never had
+    def held(self, key_id: str) -> Held:
+        """The key `key_id` if this party holds it; NotFoundError naming why not (never had
         it, or retired)."""
         if not key_id:
             raise ProtocolError("key_id is empty")
@@ -440,19 +480,20 @@ class KeyRing:
         if folder is None:
             held = self._held.get(key_id)
             if held is None:
-                raise NotFoundError(f"key {key_id} is not held by this CSP")
+                raise NotFoundError(f"key {key_id} is not held by this {self.party}")
             return held
         if not folder.holds(key_id):
             with self._lock:
                 gone = self._held.pop(key_id, None)
             if gone is not None:
                 log.info("key %s was retired: its decryption workers stop", key_id)
-                gone.pool.close()
+                gone.close()
             raise NotFoundError(folder.missing_reason(key_id))
         with self._lock:
             held = self._held.get(key_id)
             if held is None:
-                held = self._held[key_id] = self._hold(folder.load(key_id, self._passphrase))
+                loaded = folder.load(key_id, self._passphrase)
+                held = self._held[key_id] = self._checked_hold(loaded)
                 log.info("loaded key %s (%d bits)", key_id, held.public.bits)
             return held
 
@@ -460,12 +501,42 @@ class KeyRing:
         with self._lock:
             return sorted(self._held)
 
-    def warm_up(self) -> None:
-        """Start the current key's decryption workers now."""
-        self.current().pool.start()
-
     def close(self) -> None:
         with self._lock:
             held, self._held = list(self._held.values()), {}
         for h in held:
-            h.pool.close()
+            h.close()
+
+
+class KeyRing(Ring[HeldKey]):
+    """A CSP's whole Paillier keys, one DecryptionPool each."""
+
+    @classmethod
+    def single(cls, key: PrivateKey, min_per_worker: int = 32) -> KeyRing:
+        return cls(None, key=key, min_per_worker=min_per_worker)
+
+    def _hold(self, key: PrivateKey | KeyShare) -> HeldKey:
+        if isinstance(key, KeyShare):
+            raise KeyStoreError(
+                f"key {key.key.key_id} in this folder is one share of a threshold key: serve it "
+                "with `leteo-fed keyholder serve`, not as a CSP"
+            )
+        return HeldKey(key, DecryptionPool(key, min_per_worker=self._min_per_worker))
+
+    def warm_up(self) -> None:
+        """Start the current key's decryption workers now."""
+        self.current().pool.start()
+
+
+class ShareRing(Ring[HeldShare]):
+    """A key holder's shares of threshold keys."""
+
+    party = "key holder"
+
+    def _hold(self, key: PrivateKey | KeyShare) -> HeldShare:
+        if not isinstance(key, KeyShare):
+            raise KeyStoreError(
+                f"key {key.public.key_id} in this folder is a whole Paillier key: a key holder "
+                "serves only shares of threshold keys (`leteo-fed csp serve` serves whole keys)"
+            )
+        return HeldShare(key)

@@ -1,4 +1,5 @@
-"""Start the CSP: open (or create) its key folder, serve until SIGTERM."""
+"""Start the CSP (open or create its key folder) or a key holder (open its folder of shares),
+serve until SIGTERM."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import logging
 import threading
 from pathlib import Path
 
-from csp.keys import KeyRing, check_key_bits, open_or_create
+from csp import keyholder
+from csp.keys import KeyFolder, KeyRing, ShareRing, check_key_bits, open_or_create
 from csp.service import PARALLEL_MIN_PER_WORKER, CspService, add_to_server
 from leteo_fed import defaults
 from leteo_fed.crypto.keystore import passphrase_from_env
 from leteo_fed.crypto.paillier import MIN_SECURE_BITS
+from leteo_fed.errors import KeyStoreError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.transport.cert_check import check_certificate
 from leteo_fed.transport.grpc_io import TlsConfig, make_server, serve_until_signal
@@ -18,6 +21,7 @@ from leteo_fed.transport.health import ServiceHealth
 
 log = logging.getLogger("leteo.csp")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["CryptoServiceProvider"].full_name
+KEYHOLDER_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["KeyHolder"].full_name
 
 
 def load_key_ring(key_dir: Path, bits: int, allow_small: bool) -> KeyRing:
@@ -74,3 +78,51 @@ def serve(
     log.info("CSP %s listening on %s (port %d)", tls.identity.name, listen, port)
     threading.Thread(target=service.warm_up, name="decryption-workers", daemon=True).start()
     serve_until_signal(server, "csp", on_stop=service.close, health=health)
+
+
+def serve_keyholder(
+    listen: str,
+    tls: TlsConfig,
+    key_dir: Path,
+    allow_small_key: bool = False,
+    health_listen: str | None = None,
+    metrics_listen: str | None = None,
+    spark_threshold: int = defaults.CSP_SPARK_CIPHERTEXTS,
+) -> None:
+    """A key holder serving the shares filed in `key_dir` (`keyholder add-share`); it makes no
+    key: a folder without a current share is refused before the port is bound."""
+    check_certificate(tls)
+    passphrase = passphrase_from_env()
+    folder = KeyFolder.open(Path(key_dir), passphrase)
+    if folder.current_id() is None:
+        raise KeyStoreError(
+            f"{key_dir} holds no share: file the one dealt to this holder first "
+            f"(leteo-fed keyholder add-share FILE --key-dir {key_dir})"
+        )
+    keys = ShareRing(folder, passphrase, allow_small_key)
+    share = keys.current().share  # opened now: a wrong passphrase or a small key fails here
+    server, port = make_server(tls, listen)
+    health = ServiceHealth([KEYHOLDER_SERVICE_NAME])
+    if share.key.public.bits < MIN_SECURE_BITS:
+        log.warning("INSECURE: %d-bit Paillier key, for tests only", share.key.public.bits)
+    service = keyholder.KeyHolderService(
+        keys,
+        tls.identity.name,
+        owners_ca=tls.role_ca("owner"),
+        state_dir=Path(key_dir),
+        spark_threshold=spark_threshold,
+    )
+    keyholder.add_to_server(server, service)
+    health.attach(server)
+    health.serve_probes(health_listen)
+    service.metrics.serve(metrics_listen)
+    health.watch(lambda: keys.current() is not None, KEYHOLDER_SERVICE_NAME)
+    log.info(
+        "key holder %s (share %d of key %s) listening on %s (port %d)",
+        tls.identity.name,
+        share.index,
+        share.key.key_id,
+        listen,
+        port,
+    )
+    serve_until_signal(server, "keyholder", on_stop=service.close, health=health)

@@ -15,67 +15,37 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
-from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
-from csp.decrypt_log import DecryptLog
 from csp.keys import HeldKey, KeyRing
 from csp.projection import check_projection_header
-from csp.share_stream import read_and_sum
-from csp.share_sum import summer_for
+from csp.round_gate import RoundGate
 from leteo_fed import __version__, defaults
 from leteo_fed.crypto.paillier import (
     PrivateKey,
     bytes_to_int,
     int_to_bytes,
 )
-from leteo_fed.crypto.parallel import TaskPool
 from leteo_fed.encoding.packing import remove_masks, slot_totals, unpack
-from leteo_fed.errors import DuplicateError, NotFoundError, ProtocolError
+from leteo_fed.errors import ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import discriminant, moments, rotation
 from leteo_fed.transport.grpc_io import require_role, rpc_method, rpc_stream_method
 from leteo_fed.transport.messages import BATCH_SIZE, encoding_from_proto, public_key_to_proto
-from leteo_fed.transport.metrics import CspMetrics
-from leteo_fed.transport.statements import RoundShares
 
 log = logging.getLogger("leteo.csp")
 
-MAX_CIPHERTEXTS_PER_ROUND = 1_000_000
 PARALLEL_MIN_PER_WORKER = defaults.CSP_MIN_CIPHERTEXTS_PER_WORKER
 
 
-MODES = ("blinded", "projection")
+class CspService(RoundGate[HeldKey], pb_grpc.CryptoServiceProviderServicer):
+    modes = ("blinded", "projection")
 
-
-@dataclass
-class _CspRound:
-    n_ciphertexts: int  # per share
-    opened_at: float
-    mode: str = "blinded"
-    used: bool = False
-    key_id: str = ""  # the key the round was opened with: its shares are under it to the end
-
-
-@dataclass
-class _Summed:
-    """The CSP's own homomorphic sum of one round's verified shares."""
-
-    ciphertexts: list[int]
-    contributors: list[str]
-    verify_seconds: float
-    sum_seconds: float
-    key: HeldKey  # the round's key, which decrypts the sum
-
-
-class CspService(pb_grpc.CryptoServiceProviderServicer):
     def __init__(
         self,
         keys: KeyRing | PrivateKey,
@@ -89,32 +59,20 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         # aggregates; a private key goes only to our own child processes
         if isinstance(keys, PrivateKey):
             keys = KeyRing.single(keys, min_per_worker=PARALLEL_MIN_PER_WORKER)
-        self._keys = keys
+        super().__init__(keys, owners_ca, state_dir, spark_threshold)
+        self._ring = keys
         self._name = name
-        self._rounds: dict[str, _CspRound] = {}
-        self._lock = threading.Lock()
         self._transcript = transcript
-        self._owners_ca = owners_ca  # None only in insecure mode
-        self._decrypted = DecryptLog(state_dir / DECRYPT_LOG if state_dir is not None else None)
-        self.metrics = CspMetrics()
-        # checking and multiplying large rounds' shares on every core (csp/share_sum.py); the
-        # workers hold no key, they see what the aggregator relays anyway
-        self._summing = TaskPool()
-        self._spark_threshold = spark_threshold  # ciphertexts in a round from which Spark sums
-        current = self._keys.current().public
+        current = keys.current().public
         log.info("CSP ready: current key %s (%d-bit Paillier)", current.key_id, current.bits)
 
     def warm_up(self) -> None:
         """Start the current key's decryption workers now rather than on the first large round
         (a key that becomes current later starts its own on its first large round)."""
         try:
-            self._keys.warm_up()
+            self._ring.warm_up()
         except Exception:  # never fatal: decryption falls back to this process
             log.exception("could not start decryption workers; decrypting in-process")
-
-    def close(self) -> None:
-        self._keys.close()
-        self._summing.close()
 
     @rpc_method
     def Health(self, request, context):
@@ -130,91 +88,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
     @rpc_method
     def OpenRound(self, request, context):
         caller = require_role(context, "aggregator")
-        try:  # any key this CSP still holds: the current one, or an older one not yet retired
-            self._keys.held(request.key_id)
-        except NotFoundError as exc:
-            raise NotFoundError(f"round {request.round_id}: {exc}") from exc
-        if not request.round_id:
-            raise ProtocolError("round_id is empty")
-        if not 0 < request.n_ciphertexts <= MAX_CIPHERTEXTS_PER_ROUND:
-            raise ProtocolError(f"n_ciphertexts must be in 1..{MAX_CIPHERTEXTS_PER_ROUND}")
-        mode = request.mode or "blinded"
-        if mode not in MODES:
-            raise ProtocolError(f"unknown round mode {mode!r}; expected one of {MODES}")
-        used = self._decrypted.state(request.round_id)
-        if used is not None:
-            raise DuplicateError(f"round {request.round_id} was already used here ({used})")
-        with self._lock:
-            if request.round_id in self._rounds:
-                raise DuplicateError(f"round {request.round_id} is already open")
-            self._rounds[request.round_id] = _CspRound(
-                request.n_ciphertexts, time.time(), mode, key_id=request.key_id
-            )
-        self.metrics.opened(mode)
-        log.info(
-            "round %s opened by %s: %d ciphertexts per share, key %s",
-            request.round_id,
-            caller.name,
-            request.n_ciphertexts,
-            request.key_id,
-        )
-        return pb.Ack(ok=True)
-
-    def _claim(self, round_id: str, mode: str, key_id: str | None = None) -> _CspRound:
-        with self._lock:
-            entry = self._rounds.get(round_id)
-            if entry is None:
-                raise NotFoundError(f"round {round_id} was never opened at this CSP")
-            if entry.mode != mode:
-                raise ProtocolError(f"round {round_id} was opened for {entry.mode}, not {mode}")
-            if key_id is not None and key_id != entry.key_id:
-                raise ProtocolError(
-                    f"round {round_id} was opened with key {entry.key_id}, not {key_id or '(none)'}"
-                )
-            if entry.used:
-                raise DuplicateError(
-                    f"round {round_id} was already decrypted; the CSP decrypts once"
-                )
-            entry.used = True  # claimed before decrypting: no second request can race in
-        self._decrypted.claim(round_id, mode)
-        return entry
-
-    def _verified_sum(
-        self, round_id: str, entry: _CspRound, request_iterator, invited: list[str]
-    ) -> _Summed:
-        """The sum of a claimed round's verified shares; a refusal is recorded as final (the
-        round was never decrypted and never will be), so its owners may restore their budget."""
-        try:
-            return self._sum_shares(round_id, entry, request_iterator, invited)
-        except Exception as exc:
-            self._decrypted.settle(round_id, decrypted=False, reason=str(exc))
-            self.metrics.refused(exc)
-            raise
-
-    def _sum_shares(
-        self, round_id: str, entry: _CspRound, request_iterator, invited: list[str]
-    ) -> _Summed:
-        """Verify every share (signature, round, invited set, quorum, digest) and sum them
-        ourselves. `invited` comes from the aggregator: it must be the sorted, distinct set whose
-        Merkle root every statement signed."""
-        key = self._keys.held(entry.key_id)  # refused here (and settled) if retired since
-        public = key.public
-        width, n = public.ciphertext_bytes, entry.n_ciphertexts
-        shares = RoundShares(round_id, public.key_id, n, entry.mode, list(invited))
-        summer = summer_for(
-            public.n, width, n * len(invited), self._summing, self._spark_threshold, round_id
-        )
-        try:
-            summed = read_and_sum(round_id, request_iterator, shares, summer, self._owners_ca)
-        finally:
-            summer.close()
-        return _Summed(
-            summed.ciphertexts,
-            summed.contributors,
-            summed.verify_seconds,
-            summed.sum_seconds,
-            key,
-        )
+        return self.open_round(request, caller.name)
 
     @rpc_stream_method
     def DecryptBlinded(self, request_iterator, context) -> Iterator[pb.PlaintextBatch]:
@@ -223,11 +97,11 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
         if first is None or first.WhichOneof("part") != "header":
             raise ProtocolError("DecryptBlinded must start with a header naming the round")
         round_id = first.header.round_id
-        entry = self._claim(round_id, "blinded", first.header.key_id or None)
-        summed = self._verified_sum(round_id, entry, request_iterator, list(first.header.invited))
+        entry = self.claim(round_id, "blinded", first.header.key_id or None)
+        summed = self.verified_sum(round_id, entry, request_iterator, list(first.header.invited))
         start = time.perf_counter()
         plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
-        self._decrypted.settle(round_id, decrypted=True, contributors=summed.contributors)
+        self.settle_opened(round_id, summed.contributors)
         seconds = time.perf_counter() - start
         self.metrics.decrypted("blinded", summed.verify_seconds, seconds)
         log.info(
@@ -257,8 +131,8 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             raise ProtocolError("ComputeProjection must start with a header naming the round")
         head = first.header
         check_projection_header(head, self._keys.held(head.key_id).public.bits)  # unclaimed yet
-        entry = self._claim(head.round_id, "projection", head.key_id)
-        summed = self._verified_sum(head.round_id, entry, request_iterator, list(head.invited))
+        entry = self.claim(head.round_id, "projection", head.key_id)
+        summed = self.verified_sum(head.round_id, entry, request_iterator, list(head.invited))
         n_owners = len(summed.contributors)  # verified signers, not the aggregator's count
         start = time.perf_counter()
         enc, layout = encoding_from_proto(head.encoding, summed.key.public.bits)
@@ -272,7 +146,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
             )
         decrypt_start = time.perf_counter()
         plaintexts = summed.key.pool.decrypt_many(summed.ciphertexts)
-        self._decrypted.settle(head.round_id, decrypted=True, contributors=summed.contributors)
+        self.settle_opened(head.round_id, summed.contributors)
         decrypt_seconds = time.perf_counter() - decrypt_start
         self.metrics.decrypted("projection", summed.verify_seconds, decrypt_seconds)
         if len(head.mask_sums) != len(plaintexts):
@@ -321,11 +195,7 @@ class CspService(pb_grpc.CryptoServiceProviderServicer):
     @rpc_method
     def WithdrawRound(self, request, context):
         caller = require_role(context, "owner")
-        if not request.round_id:
-            raise ProtocolError("round_id is empty")
-        state = self._decrypted.withdraw(request.round_id, caller.name)
-        log.info("round %s: withdrawal asked by %s: %s", request.round_id, caller.name, state)
-        return pb.WithdrawReply(round_id=request.round_id, state=state)
+        return self.withdraw_round(request, caller.name)
 
     def _record(self, round_id: str, mode: str, plaintexts: list[int]) -> None:
         """Audit transcript of everything the CSP decrypted (blinded, or rotated aggregates)."""

@@ -63,6 +63,7 @@ HOLDER_GRACE_SECONDS = 5.0
 # ---------------------------------------------------------------- addresses and keys
 DEFAULT_CSP_ADDRESS = "127.0.0.1:50051"
 DEFAULT_AGGREGATOR_ADDRESS = "127.0.0.1:50052"
+DEFAULT_KEYHOLDER_ADDRESS = "127.0.0.1:50061"  # holder i of a local deployment: 50060 + i
 DEFAULT_KEY_BITS = 2048  # Paillier modulus of a new key; anything smaller needs an explicit opt-in
 CERT_VALIDITY_DAYS = 825  # of the certificates `leteo-fed certs` issues
 

@@ -14,15 +14,17 @@ import sys
 from pathlib import Path
 
 from leteo_fed.cli.options import SubParsers, host_port, set_handler
+from leteo_fed.transport.roles import ROLES
 
-ROLES = ("csp", "aggregator", "owner", "analyst")
+SERVICES = ("csp", "keyholder", "aggregator", "owner")  # roles that serve a port
 
 
 def add_parser(sub: SubParsers) -> None:
     p = sub.add_parser(
         "health",
         help="probe a service's standard gRPC health (exit 0 if SERVING)",
-        description="Ask a CSP, aggregator or owner agent for its grpc.health.v1 status and "
+        description="Ask a CSP, key holder, aggregator or owner agent for its grpc.health.v1 "
+        "status and "
         "exit 0 if it is SERVING, else 1. Without --tls-dir the probe is plaintext, for the "
         "port a service opens with --health-listen (Health only); with --tls-dir it uses this "
         "party's certificate on the service's mTLS port.",
@@ -39,7 +41,7 @@ def add_parser(sub: SubParsers) -> None:
     g.add_argument("--name", default=None, help="this party's certificate name")
     g.add_argument("--role", choices=ROLES, default=None, help="this party's role")
     g.add_argument(
-        "--peer", choices=ROLES[:3], default=None, help="the probed service's role (whose CA)"
+        "--peer", choices=SERVICES, default=None, help="the probed service's role (whose CA)"
     )
     set_handler(p, run)
 

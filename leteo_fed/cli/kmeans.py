@@ -144,6 +144,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     if args.data is None:
         extras.require("sklearn")  # the default data set
     from leteo_fed.demo.kmeans_runner import KmeansDemoOptions, run_kmeans_demo
+    from leteo_fed.demo.runner import demo_keyholders
 
     run_kmeans_demo(
         KmeansDemoOptions(
@@ -159,6 +160,7 @@ def _run_demo(args: argparse.Namespace) -> int:
             seed=args.seed,
             key_bits=args.key_bits,
             allow_small_key=args.insecure_small_key,
+            keyholders=demo_keyholders(args.keyholders, args.threshold),
             value_bound=args.value_bound,
             deadline=args.deadline,
             out=args.out,

@@ -63,6 +63,7 @@ STATISTIC_COMMANDS: dict[str, str] = {
 DEMO = "demo"
 FAMILIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("services", "add_parsers", "sub", ("certs", "csp", "aggregator", "owner")),
+    ("keyholders", "add_parsers", "sub", ("keys", "keyholder")),
     ("rounds", "add_demo_parsers", "demo", (DEMO,)),  # demo pca, demo dca
     ("ldp", "add_parsers", "sub+demo", ("ldp", DEMO)),  # ldp simulate, ldp collect; demo ldp
     ("anonymize", "add_parser", "sub", ("anonymize",)),

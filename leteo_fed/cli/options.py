@@ -356,6 +356,23 @@ def add_demo_key_flags(p: Container) -> None:
         action="store_true",
         help=f"allow --key-bits below {DEFAULT_KEY_BITS} (experiments only)",
     )
+    p.add_argument(
+        "--keyholders",
+        type=int,
+        default=0,
+        metavar="M",
+        help="split the key among M key holders instead of one CSP: a threshold key dealt "
+        "for the demo, any --threshold of them decrypt (docs/threshold-keys.md; default: 0, "
+        "one CSP)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=int,
+        default=0,
+        metavar="T",
+        help="with --keyholders: how many holders decrypt together, more than M / 2 "
+        "(default: the smallest majority)",
+    )
 
 
 def add_demo_insecure(p: Container, what: str = "run the demo") -> None:

@@ -140,7 +140,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     extras.require("matplotlib")  # the scatter plot
     if args.data is None:
         extras.require("sklearn")  # the default data set
-    from leteo_fed.demo.runner import DemoOptions, run_demo
+    from leteo_fed.demo.runner import DemoOptions, demo_keyholders, run_demo
 
     discriminant = args.action == "dca"
     opts = DemoOptions(
@@ -155,6 +155,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         components=args.components,
         key_bits=args.key_bits,
         allow_small_key=args.insecure_small_key,
+        keyholders=demo_keyholders(args.keyholders, args.threshold),
         standardize=getattr(args, "standardize", False),
         value_bound=args.value_bound,
         out=args.out,

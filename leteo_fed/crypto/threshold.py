@@ -154,10 +154,13 @@ def deal(bits: int, holders: int, threshold: int) -> tuple[ThresholdKey, list[Ke
         n = p * q
         if p != q and n.bit_length() == bits:
             break
-    return _split(p, q, holders, threshold)
+    return split_key(p, q, holders, threshold)
 
 
-def _split(p: int, q: int, holders: int, threshold: int) -> tuple[ThresholdKey, list[KeyShare]]:
+def split_key(p: int, q: int, holders: int, threshold: int) -> tuple[ThresholdKey, list[KeyShare]]:
+    """The threshold key of n = p q (safe primes) and its shares: `deal`'s second half, also
+    for benchmarks that compare one CSP holding (p, q) with holders of the same modulus."""
+    check_threshold(holders, threshold)
     n = mpz(p) * q
     m_prime = mpz((p - 1) // 2) * ((q - 1) // 2)
     modulus = n * m_prime

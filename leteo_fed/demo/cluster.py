@@ -22,7 +22,7 @@ from leteo_fed.demo.parent import PARENT_ENV
 from leteo_fed.errors import PeerUnavailable
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
-from leteo_fed.transport.certs import create_pki
+from leteo_fed.transport.certs import create_pki, keyholder_name
 from leteo_fed.transport.grpc_io import TlsConfig
 
 STOP_REQUESTED = threading.Event()
@@ -100,6 +100,9 @@ class LocalCluster:
     # serve and the aggregator dials them); default: outbound, inbound for an external
     # aggregator (a test aggregator dials the owners' Invite)
     owner_mode: str = ""
+    # (m, t): m key holders of a threshold key, any t of whom decrypt, instead of one CSP
+    # (docs/threshold-keys.md); their processes are keyholder-1..keyholder-m
+    keyholders: tuple[int, int] | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
 
@@ -166,15 +169,56 @@ class LocalCluster:
         """Certificates (the owners', analysts' and aggregators. and CSPs. CAs and one certificate per
         party, all in `certs`) and the CSP / aggregator addresses; nothing is started."""
         self.workdir.mkdir(parents=True, exist_ok=True)
+        holders = self.keyholders[0] if self.keyholders else 0
         if not self.insecure:
-            create_pki(self.certs, [o.site_id for o in self.owners] + self.extra_owner_ids)
-        self.addresses["csp"] = f"127.0.0.1:{free_port()}"
+            sites = [o.site_id for o in self.owners] + self.extra_owner_ids
+            create_pki(self.certs, sites, keyholders=holders)
+        if self.keyholders:
+            self.deal_keyholders()
+        else:
+            self.addresses["csp"] = f"127.0.0.1:{free_port()}"
         self.addresses["aggregator"] = f"127.0.0.1:{free_port()}"
 
+    @property
+    def keyholder_names(self) -> list[str]:
+        return [keyholder_name(i) for i in range(1, (self.keyholders or (0, 0))[0] + 1)]
+
+    def deal_keyholders(self) -> None:
+        """The key ceremony (`keys deal`) and every holder's `keyholder add-share`, in process."""
+        from csp.dealing import add_share, deal_to
+
+        assert self.keyholders is not None
+        holders, threshold = self.keyholders
+        dealt = deal_to(
+            self.workdir / "dealt", self.key_bits, holders, threshold, self.key_bits < 2048
+        )
+        for name, share_file in zip(self.keyholder_names, dealt.shares, strict=True):
+            add_share(share_file, self.workdir / f"{name}-keys")
+            self.addresses[name] = f"127.0.0.1:{free_port()}"
+
     def start_services(self) -> None:
-        self.start_csp()
+        if self.keyholders:
+            for name in self.keyholder_names:
+                self.start_keyholder(name)
+        else:
+            self.start_csp()
         if not self.external_aggregator:
             self.start_aggregator()
+
+    def start_keyholder(self, name: str) -> None:
+        """A key holder's process; after `kill(name)` it restarts on the same address and
+        folder, so with its share and its record of opened rounds."""
+        args = ["keyholder", "serve", "--listen", self.addresses[name]]
+        args += ["--key-dir", str(self.workdir / f"{name}-keys")]
+        if self.key_bits < 2048:
+            args.append("--insecure-small-key")
+        self._spawn(name, args + self._tls_args(name))
+
+    def decryptor_args(self) -> list[str]:
+        """How the aggregator reaches the key: the CSP, or every key holder."""
+        if self.keyholders:
+            return ["--keyholders", ",".join(self.addresses[n] for n in self.keyholder_names)]
+        return ["--csp", self.addresses["csp"]]
 
     @property
     def aggregator_state(self) -> Path:
@@ -194,8 +238,7 @@ class LocalCluster:
                 "serve",
                 "--listen",
                 self.addresses["aggregator"],
-                "--csp",
-                self.addresses["csp"],
+                *self.decryptor_args(),
             ]
             + agg_args
             + self._tls_args("aggregator")
@@ -247,7 +290,18 @@ class LocalCluster:
             "",
             "[peers]",
             f'aggregator = "{self.addresses["aggregator"]}"',
-            f'csp = "{self.addresses["csp"]}"',
+        ]
+        if self.keyholders:
+            addresses = ", ".join(f'"{self.addresses[n]}"' for n in self.keyholder_names)
+            lines += [
+                "",
+                "[keyholders]",
+                f"addresses = [{addresses}]",
+                f"threshold = {self.keyholders[1]}",
+            ]
+        else:
+            lines.append(f'csp = "{self.addresses["csp"]}"')
+        lines += [
             "",
             "[tls]",
             "insecure = true" if self.insecure else f'dir = "{self.certs.resolve()}"',
@@ -283,14 +337,20 @@ class LocalCluster:
         """The service answers Health (outbound owners, which serve no port, are checked in
         `wait_healthy` through the aggregator's listing)."""
         role = "analyst"
-        peer = name if name in ("csp", "aggregator") else "owner"
+        holder = name in self.keyholder_names
+        peer = name if name in ("csp", "aggregator") else "keyholder" if holder else "owner"
         channel = self.tls(role, role).channel(self.addresses[name], peer=peer)
         try:
             stub: (
-                pb_grpc.CryptoServiceProviderStub | pb_grpc.AggregatorStub | pb_grpc.OwnerAgentStub
+                pb_grpc.CryptoServiceProviderStub
+                | pb_grpc.AggregatorStub
+                | pb_grpc.OwnerAgentStub
+                | pb_grpc.KeyHolderStub
             )
             if name == "csp":
                 stub = pb_grpc.CryptoServiceProviderStub(channel)
+            elif holder:
+                stub = pb_grpc.KeyHolderStub(channel)
             elif name == "aggregator":
                 stub = pb_grpc.AggregatorStub(channel)
             else:

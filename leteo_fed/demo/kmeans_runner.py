@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from leteo_fed import defaults
 from leteo_fed.client import RoundOptions
 from leteo_fed.data import sources
 from leteo_fed.demo.cluster import (
@@ -25,7 +24,13 @@ from leteo_fed.demo.cluster import (
     check_stop,
     stop_on_signals,
 )
-from leteo_fed.demo.runner import Progress, analyst_session, security_label, write_site_files
+from leteo_fed.demo.runner import (
+    Progress,
+    analyst_session,
+    check_demo_parties,
+    security_label,
+    write_site_files,
+)
 from leteo_fed.errors import ConfigError, DataError
 from leteo_fed.fileio import atomic_save_figure, atomic_write_json
 from leteo_fed.privacy import distributed_noise as noise
@@ -53,6 +58,7 @@ class KmeansDemoOptions:
     seed: int = 7
     key_bits: int = 2048
     allow_small_key: bool = False
+    keyholders: tuple[int, int] | None = None  # (m, t): a threshold key instead of one CSP
     value_bound: float = 0.0
     deadline: float = 120.0
     out: Path = Path("out/demo-kmeans")
@@ -112,17 +118,7 @@ def initial_centers(
 def run_kmeans_demo(opts: KmeansDemoOptions) -> dict:
     stop_on_signals()
     say = Progress()
-    if not 2 <= opts.owners <= defaults.DEMO_MAX_OWNERS:
-        raise ConfigError(
-            f"--owners must be in 2..{defaults.DEMO_MAX_OWNERS} (one process each; for more, "
-            f"leteo-fed simulate), got {opts.owners}",
-            field="owners",
-        )
-    if opts.key_bits < 2048 and not opts.allow_small_key:
-        raise ConfigError(
-            f"--key-bits {opts.key_bits} is below 2048; add --insecure-small-key to allow it",
-            field="key_bits",
-        )
+    check_demo_parties(opts.owners, opts.key_bits, opts.allow_small_key)
     if not 1 <= opts.rounds <= km.MAX_ITERATIONS:
         raise ConfigError(f"--rounds must be in 1..{km.MAX_ITERATIONS}", field="rounds")
     if opts.epsilon is not None and opts.row_norm_bound is None:
@@ -164,7 +160,12 @@ def run_kmeans_demo(opts: KmeansDemoOptions) -> dict:
     ]
     budget = (max(10.0, opts.epsilon or 0.0), max(1e-4, opts.delta or 0.0))
     cluster = LocalCluster(
-        workdir, owners, key_bits=opts.key_bits, insecure=opts.insecure, privacy_budget=budget
+        workdir,
+        owners,
+        key_bits=opts.key_bits,
+        insecure=opts.insecure,
+        privacy_budget=budget,
+        keyholders=opts.keyholders,
     )
     timings: dict[str, float] = {}
     with analyst_session(cluster, opts.owners, say, security_label(opts.insecure)) as (

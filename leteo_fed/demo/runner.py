@@ -46,6 +46,7 @@ class DemoOptions:
     components: int = 0  # 0: the method's default (PCA 2, discriminants classes - 1)
     key_bits: int = 2048
     allow_small_key: bool = False
+    keyholders: tuple[int, int] | None = None  # (m, t): a threshold key instead of one CSP
     standardize: bool = False
     value_bound: float = 0.0
     out: Path = Path("out/demo-pca")
@@ -114,7 +115,10 @@ def analyst_session(
     start = time.perf_counter()
     try:
         cluster.start()
-        say(f"started CSP, aggregator and {n_owners} owner agents as processes ({detail})")
+        say(
+            f"started {decryptor_label(cluster)}, aggregator and {n_owners} owner agents as "
+            f"processes ({detail})"
+        )
         with AnalystClient(
             cluster.addresses["aggregator"], cluster.tls("analyst", "analyst")
         ) as client:
@@ -129,20 +133,53 @@ def security_label(insecure: bool) -> str:
     return "plaintext gRPC (INSECURE)" if insecure else "mTLS with fresh certificates"
 
 
+def check_demo_parties(owners: int, key_bits: int, allow_small_key: bool) -> None:
+    """What every demo refuses before it starts anything: too many owner processes, a small
+    key without the flag that allows it."""
+    if not 2 <= owners <= defaults.DEMO_MAX_OWNERS:
+        raise ConfigError(
+            f"--owners must be in 2..{defaults.DEMO_MAX_OWNERS} (one process each; for more, "
+            f"leteo-fed simulate), got {owners}",
+            field="owners",
+        )
+    if key_bits < 2048 and not allow_small_key:
+        raise ConfigError(
+            f"--key-bits {key_bits} is below 2048; add --insecure-small-key to allow it",
+            field="key_bits",
+        )
+
+
+def demo_keyholders(holders: int, threshold: int) -> tuple[int, int] | None:
+    """`--keyholders M --threshold T` as (m, t), T defaulting to the smallest majority; None
+    for one CSP. ConfigError naming the flag for a threshold that is not a majority."""
+    from leteo_fed.crypto.threshold import check_threshold
+    from leteo_fed.errors import EncodingError
+
+    if not holders:
+        if threshold:
+            raise ConfigError("--threshold needs --keyholders", field="threshold")
+        return None
+    t = threshold or holders // 2 + 1
+    try:
+        check_threshold(holders, t)
+    except EncodingError as exc:
+        raise ConfigError(
+            f"--keyholders {holders} --threshold {t}: {exc}", field="keyholders"
+        ) from None
+    return holders, t
+
+
+def decryptor_label(cluster: LocalCluster) -> str:
+    if cluster.keyholders:
+        m, t = cluster.keyholders
+        return f"{m} key holders (any {t} decrypt)"
+    return "CSP"
+
+
 def run_demo(opts: DemoOptions) -> dict:
     stop_on_signals()  # Ctrl-C and SIGTERM stop every child, whatever the demo is doing
     say = Progress()
-    if not 2 <= opts.owners <= defaults.DEMO_MAX_OWNERS:
-        raise ConfigError(
-            f"--owners must be in 2..{defaults.DEMO_MAX_OWNERS} (one process each; for more, "
-            f"leteo-fed simulate), got {opts.owners}",
-            field="owners",
-        )
-    if opts.key_bits < 2048 and not opts.allow_small_key:
-        raise ConfigError(
-            f"--key-bits {opts.key_bits} is below 2048; add --insecure-small-key to allow it",
-            field="key_bits",
-        )
+    check_demo_parties(opts.owners, opts.key_bits, opts.allow_small_key)
     table, label, source_name = load_demo_table(opts)
     discriminant_method = opts.method != "pca"
     if discriminant_method and not label:
@@ -194,7 +231,13 @@ def run_demo(opts: DemoOptions) -> dict:
     ]
     say(f"split rows across {opts.owners} site files in {workdir / 'data'}")
 
-    cluster = LocalCluster(workdir, owners, key_bits=opts.key_bits, insecure=opts.insecure)
+    cluster = LocalCluster(
+        workdir,
+        owners,
+        key_bits=opts.key_bits,
+        insecure=opts.insecure,
+        keyholders=opts.keyholders,
+    )
     timings: dict[str, float] = {}
     with analyst_session(cluster, opts.owners, say, security_label(opts.insecure)) as (
         client,

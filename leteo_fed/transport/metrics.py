@@ -294,7 +294,7 @@ class CspMetrics(ServiceMetrics):
 
 
 def _mode(mode: str) -> str:
-    return mode if mode in ("blinded", "projection") else OTHER
+    return mode if mode in ("blinded", "projection", "partial") else OTHER
 
 
 class OwnerMetrics(ServiceMetrics):

@@ -77,3 +77,45 @@ def test_outside_a_source_checkout_the_command_says_so(monkeypatch, tmp_path, ca
     err = capsys.readouterr().err
     assert "source checkout" in err and "make bench" in err
     assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.insecure_small_key
+@pytest.mark.timeout(60)
+def test_bench_with_key_holders_measures_them_on_the_csp_round(tmp_path, capsys):
+    """--keyholders/--threshold: one safe-prime modulus for the CSP and the holders; every holder
+    and the combiner measured on the CSP's round, the combined plaintexts exactly the CSP's."""
+    out = tmp_path / "threshold.json"
+    argv = ["bench", "pca", "--quick", "--key-bits", "1024", "--features", "8", "--owners", "2"]
+    argv += ["--rows", "200", "--keyholders", "3", "--threshold", "2", "--out", str(out)]
+    assert main(argv) == 0
+
+    (row,) = json.loads(out.read_text())
+    assert row["keyholders"] == 3 and row["threshold"] == 2
+    assert row["threshold_exact"] is True and row["aggregate_exact"] is True
+    assert [h["index"] for h in row["holders"]] == [1, 2, 3]
+    assert row["combine_holders"] == [1, 2]
+    for step in ("verify", "sum", "partial_decrypt", "prove", "total"):
+        assert 0 < row[f"holder_{step}_s"] <= row[f"holder_{step}_max_s"]
+    for name in ("product", "verify", "lagrange", "total"):
+        assert row[f"combine_{name}_s"] > 0
+    assert row["combine_total_s"] == pytest.approx(
+        row["combine_product_s"] + row["combine_verify_s"] + row["combine_lagrange_s"]
+    )
+    assert {"holder_total_le_1s", "combine_le_0_2s"} <= set(row["targets"])
+    printed = capsys.readouterr().out
+    assert "Single CSP vs each key holder vs combine" in printed
+    assert "key holder 3" in printed and "exact" in printed
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--keyholders", "3"], "go together"),
+        (["--threshold", "2"], "go together"),
+        (["--keyholders", "4", "--threshold", "2"], "not a majority"),
+        (["--keyholders", "3", "--threshold", "4"], "--threshold 4"),
+    ],
+)
+def test_threshold_flags_are_both_or_neither_and_a_majority(flags, says, capsys):
+    assert main(["bench", "pca", "--quick", *flags]) == 2
+    assert says in capsys.readouterr().err
