@@ -157,7 +157,14 @@ class KeyHolders:
                 said.append(f"{address}: {states[address] or 'no state'}")
             except grpc.RpcError as exc:
                 states[address] = ""
-                said.append(f"{address}: no answer ({rpc_error_message(exc)})")
+                code = exc.code().name if hasattr(exc, "code") and exc.code() else "ERROR"
+                said.append(f"{address}: no answer ({code})")
+                log.warning(
+                    "round %s: key holder at %s did not answer the withdrawal: %s",
+                    round_id,
+                    address,
+                    rpc_error_message(exc),
+                )
         state = combined_withdrawal(states, self.holders, self.threshold)
         answers = "; ".join(said)
         if state in GIVEN_BACK:

@@ -349,12 +349,16 @@ class ThresholdSecureSum(Revealer):
         def done(address: str, call: Any) -> None:
             try:
                 call.result()
-                with self._lock:
-                    opened.add(address)
             except grpc.FutureCancelledError:
                 return
             except grpc.RpcError as exc:
-                failed[address] = rpc_failure(exc, "opening the round", holder_name(address, 0))
+                error = rpc_failure(exc, "opening the round", holder_name(address, 0))
+                with changed:
+                    failed[address] = error
+                    changed.notify_all()
+                return
+            with self._lock:  # also late, after the grace: the holder takes part in the reveal
+                opened.add(address)
             with changed:
                 changed.notify_all()
 
@@ -371,19 +375,24 @@ class ThresholdSecureSum(Revealer):
                 if wait is not None and wait <= 0:
                     break
                 changed.wait(wait if wait is not None else 1.0)
+            problems = sorted(failed.items())
         with self._lock:
             count = len(opened)
             names = sorted(opened)
         if count >= key.threshold:
+            for address, error in problems:
+                log.warning(
+                    "round %s: key holder at %s did not open it: %s", round_id, address, error
+                )
             return
         with self._lock:
             self._opened.pop(round_id, None)
-        said = [f"{a}: {e}" for a, e in sorted(failed.items())]
+        said = [f"{a}: {e}" for a, e in problems]
         message = (
             f"only {count} of the {len(self._stubs)} key holders opened round {round_id}, the "
             f"key needs {key.threshold}; opened: {', '.join(names) or 'none'}; " + "; ".join(said)
         )
-        outages = sum(1 for e in failed.values() if isinstance(e, PeerUnavailable))
+        outages = sum(1 for _, e in problems if isinstance(e, PeerUnavailable))
         if count + outages >= key.threshold:
             raise PeerUnavailable(message)
         raise ProtocolError(message)
