@@ -231,7 +231,9 @@ def gather(
             return
         try:
             reply = check(address, batches)
-        except LeteoError as exc:  # an answer too malformed to judge is a wrong one
+        except Exception as exc:  # an answer too malformed to judge is a wrong one
+            if not isinstance(exc, LeteoError):
+                log.exception("checking the answer of %s failed", address)
             reply = HolderReply(address, WRONG, reason=f"its answer cannot be checked: {exc}")
         reply.timings["round_trip_seconds"] = time.perf_counter() - began
         finished.put(reply)
