@@ -16,122 +16,25 @@ epsilons, composed by Renyi curves.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
+from doc_shell import REPO, leteo, run_blocks, section_blocks
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 SECTION = "## Running the services yourself"
 SITES = ("site-1", "site-2", "site-3")
 SERVER_LOGS = ("csp.log", "aggregator.log", *(f"{s}.log" for s in SITES))
 
 
-def _readme_blocks() -> list[str]:
-    """The section's ```bash blocks, in order."""
-    text = (REPO / "README.md").read_text()
-    start = text.index(SECTION)
-    end = text.index("\n## ", start + len(SECTION))
-    blocks = re.findall(r"^```bash\n(.*?)^```$", text[start:end], re.S | re.M)
-    assert len(blocks) >= 3, blocks
-    return blocks
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _on_free_ports(script: str) -> str:
-    """Every 127.0.0.1:PORT of the README moved to a free port, the same one each time."""
-    ports = sorted(set(re.findall(r"127\.0\.0\.1:(\d+)", script)))
-    assert len(ports) >= 4, ports  # CSP, aggregator and their two health ports
-    free = dict(zip(ports, map(str, _free_ports(len(ports))), strict=True))
-    return re.sub(r"127\.0\.0\.1:(\d+)", lambda m: f"127.0.0.1:{free[m.group(1)]}", script)
-
-
-def _leteo(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "leteo_fed", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
-
-
-def _shell_env(bin_dir: Path) -> dict[str, str]:
-    """`leteo-fed` and `python` are this interpreter; no LETEO_* setting leaks in."""
-    bin_dir.mkdir()
-    for name, argv in (("leteo-fed", f"{sys.executable} -m leteo_fed"), ("python", sys.executable)):
-        (bin_dir / name).write_text(f'#!/bin/sh\nexec {argv} "$@"\n')
-        (bin_dir / name).chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LETEO_")}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-def _group_left(pgid: int, grace: float = 10.0) -> str:
-    """The processes still in the group after `grace` seconds (`ps` lines), or ''."""
-    end = time.monotonic() + grace
-    while True:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return ""
-        if time.monotonic() > end:
-            ps = subprocess.run(
-                ["ps", "-o", "pid,stat,args", "-g", str(pgid)], capture_output=True, text=True
-            )
-            return ps.stdout
-        time.sleep(0.2)
-
-
-def _tails(work: Path, stderr: str) -> str:
-    parts = [f"--- bash stderr\n{stderr[-4000:]}"]
-    for log in sorted(work.glob("*.log")):
-        parts.append(f"--- {log.name}\n{log.read_text()[-1500:]}")
-    return "\n".join(parts)
-
-
 def test_the_readme_section_runs_as_pasted(tmp_path):
-    work = tmp_path / "run"
-    work.mkdir()
-    script = tmp_path / "readme.sh"
-    script.write_text(_on_free_ports("\n".join(_readme_blocks())))
-    env = _shell_env(tmp_path / "bin")
-    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    with out.open("w") as stdout, err.open("w") as stderr:
-        shell = subprocess.Popen(
-            ["bash", "-e", "-x", str(script)],
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,  # the servers it starts share its process group
-        )
-        try:
-            rc = shell.wait(timeout=900)
-        except subprocess.TimeoutExpired:
-            rc = None
-        finally:
-            left_running = _group_left(shell.pid)
-            if left_running:
-                os.killpg(shell.pid, signal.SIGKILL)
-    printed, trace = out.read_text(), err.read_text()
-    assert rc == 0, f"exit {rc}\n{_tails(work, trace)}"
+    # CSP, aggregator and their two health ports at least
+    run = run_blocks(section_blocks(REPO / "README.md", SECTION, 3), tmp_path, ports=4)
+    work, printed, trace = run.work, run.printed, run.trace
+    assert run.rc == 0, f"exit {run.rc}\n{run.tails()}"
     # the stop line stopped every server: none left once the shell is done
-    assert not left_running, left_running
+    assert not run.left_running, run.left_running
 
     # the servers ran in the background with their logs, and stopped on the stop line
     for name in SERVER_LOGS:
@@ -168,13 +71,13 @@ def test_the_readme_section_runs_as_pasted(tmp_path):
     assert all(re.search(rf"^{j[0]} .*COMPLETED .* 3/3 ", printed, re.M) for j in jobs), printed
 
     # a config as `owner init` writes it lists no column, and `owner check` says so
-    fresh = _leteo("owner", "init", "--site-id", "site-1", cwd=work)
+    fresh = leteo("owner", "init", "--site-id", "site-1", cwd=work)
     (tmp_path / "fresh.toml").write_text(fresh.stdout)
-    check = _leteo("owner", "check", "--config", "fresh.toml", "--offline", cwd=tmp_path)
+    check = leteo("owner", "check", "--config", "fresh.toml", "--offline", cwd=tmp_path)
     assert check.returncode == 2 and "policy.columns: empty" in check.stderr, check.stderr
 
     for site in SITES:
-        shown = _leteo("owner", "budget", "show", "--config", f"{site}.toml", "--json", cwd=work)
+        shown = leteo("owner", "budget", "show", "--config", f"{site}.toml", "--json", cwd=work)
         budget = json.loads(shown.stdout)
         # three releases of epsilon 1, 1 and 2 (each alone): `owner init` makes an RDP
         # ledger, which composes them to less than their basic sum 4, and more than the
