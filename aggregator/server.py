@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from aggregator.service import SPARK_REPORT_THRESHOLD, AggregatorService, add_to_server
@@ -18,7 +19,7 @@ WORKERS = 64  # threads for unary and upload calls: a share's intake is short, u
 # a socket per connected owner, and as many again for owners mid-handshake or reconnecting: a
 # limit with no room for them makes a reconnecting crowd fail every handshake, for good
 FILES_PER_OWNER = 2
-SPARE_FILES = 1024  # the state, logs, the CSP, analysts, Spark
+SPARE_FILES = 1024  # the state, logs, the CSP or key holders, analysts, Spark
 
 
 def raise_open_files_limit(max_owners: int) -> None:
@@ -59,11 +60,13 @@ def serve(
     metrics_listen: str | None = None,
     idle_owner_days: float | None = defaults.IDLE_OWNER_DAYS,
     max_owners: int = defaults.MAX_CONNECTED_OWNERS,
+    keyholders: Sequence[str] = (),
 ) -> None:
     """`state_dir`: keep registrations, jobs and rounds there and pick up after a restart
     (aggregator/state.py); None: in memory only. `health_listen`: also answer grpc.health.v1
     probes there, in plaintext (Health only). `metrics_listen`: serve Prometheus metrics
-    there (docs/metrics.md)."""
+    there (docs/metrics.md). `keyholders`: the threshold key's holders decrypt instead of a
+    CSP (`csp_address` then empty)."""
     check_certificate(tls)  # before any state is created: one line, not a failed handshake
     service = AggregatorService(
         tls,
@@ -74,6 +77,7 @@ def serve(
         state_dir,
         idle_owner_days,
         max_owners,
+        keyholders,
     )
     raise_open_files_limit(max_owners)
     # owners' open streams are coroutines on the server's event loop; other calls (answers,
@@ -92,7 +96,8 @@ def serve(
     else:
         log.info("state kept in %s", service.store.path)
         service.engine.recover()
-    log.info("aggregator listening on %s (port %d); CSP at %s", listen, port, csp_address)
+    decrypts = f"key holders at {', '.join(keyholders)}" if keyholders else f"CSP at {csp_address}"
+    log.info("aggregator listening on %s (port %d); %s", listen, port, decrypts)
     # the state closes only once the server has stopped: streams ending write to it
     serve_until_signal(server, "aggregator", on_stop=service.stop_serving, health=health)
     service.close_state()

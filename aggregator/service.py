@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,11 +22,13 @@ from aggregator.owners import OwnerDirectory
 from aggregator.rounds.engine import SPARK_REPORT_THRESHOLD, RoundEngine
 from aggregator.rounds.jobs import job_status
 from aggregator.rounds.report_intake import ReportIntake
+from aggregator.rounds.reveal import Revealer
 from aggregator.rounds.round import OPEN, Round, round_status
 from aggregator.rounds.secure_sum import SecureSum, SignedShares
+from aggregator.rounds.threshold_sum import ThresholdSecureSum
 from aggregator.state import StateStore
 from leteo_fed import __version__, defaults
-from leteo_fed.errors import AccessDenied, DataError, NotFoundError, ProtocolError
+from leteo_fed.errors import AccessDenied, ConfigError, DataError, NotFoundError, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.transport.certs import Party, check_site_id
@@ -73,6 +76,27 @@ def check_address(address: str) -> None:
     if not ok:
         shown = address if len(address) <= 60 else address[:60] + "..."
         raise DataError(f"address must be host:port (port 1-65535), got {shown!r}", field="address")
+
+
+def key_service(
+    tls: TlsConfig, csp_address: str, keyholders: Sequence[str], transcript: Path | None
+) -> Revealer:
+    """Whoever decrypts the rounds' sums: the CSP at `csp_address`, or the key holders at
+    `keyholders` (every holder of the threshold key), never both."""
+    if csp_address and keyholders:
+        raise ConfigError(
+            "the aggregator decrypts with one CSP or with key holders, not both: give a CSP "
+            "address or key holder addresses",
+            field="keyholders",
+        )
+    if keyholders:
+        if len(set(keyholders)) != len(keyholders):
+            raise ConfigError("a key holder is listed twice", field="keyholders")
+        channels = {a: tls.channel(a, peer="keyholder") for a in keyholders}
+        return ThresholdSecureSum(channels, transcript)
+    if not csp_address:
+        raise ConfigError("the aggregator needs a CSP address or key holder addresses", field="csp")
+    return SecureSum(tls.channel(csp_address, peer="csp"), csp_address, transcript)
 
 
 def _wait_seconds(asked: float, context: grpc.ServicerContext) -> float:
@@ -128,16 +152,19 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         state_dir: Path | None = None,
         idle_owner_days: float | None = defaults.IDLE_OWNER_DAYS,
         max_owners: int = defaults.MAX_CONNECTED_OWNERS,
+        keyholders: Sequence[str] = (),
     ) -> None:
         """`state_dir`: where registrations, jobs and rounds are kept across restarts (see
         aggregator/state.py); None keeps them in memory only. With a state dir, call
         `engine.recover()` once at start-up. `idle_owner_days`: owners not heard from for
-        longer are not invited unless an analyst names them (None: always invited)."""
+        longer are not invited unless an analyst names them (None: always invited).
+        `keyholders`: the holders of a threshold key decrypt instead of a CSP (`csp_address`
+        then empty)."""
         self._name = name
         self._tls = tls
         self.store = StateStore(state_dir) if state_dir is not None else None
         self.metrics = AggregatorMetrics()
-        self._csp_channel = tls.channel(csp_address, peer="csp")
+        decryption = key_service(tls, csp_address, keyholders, transcript)
         store = self.store
         self.owners = OwnerDirectory(
             tls,
@@ -150,7 +177,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         )
         self.engine = RoundEngine(
             self.owners,
-            SecureSum(self._csp_channel, csp_address, transcript),
+            decryption,
             self._publish,
             spark_report_threshold,
             owners_ca=tls.role_ca("owner"),
@@ -439,7 +466,7 @@ class AggregatorService(pb_grpc.AggregatorServicer):
         the channels. The state stays open: calls and streams still ending write to it
         (`close_state` once the server has stopped)."""
         self.engine.close()
-        self._csp_channel.close()
+        self.engine.secure_sum.close()
         self.owners.close()
 
     def close_state(self) -> None:

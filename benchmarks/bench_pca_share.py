@@ -43,7 +43,7 @@ CSP (``csp_total_s`` = ``csp_verify_s`` + ``csp_sum_s`` + ``csp_decrypt_s``)
 eigendecomposition (``eig_s``)
     The aggregator's result from the integer totals: the moments statistic's ``result`` (decode,
     exact scatter matrix, eigh or generalized eigh). Removing the owners'
-    masks (re-derived from their seeds: ``secure_sum.mask_sums``) and unpacking is ``unmask_s``.
+    masks (re-derived from their seeds: ``reveal.mask_sums``) and unpacking is ``unmask_s``.
 baseline (``baseline_*``)
     python-paillier (``phe``) encrypting, adding and decrypting the same encoded statistics one
     element at a time, under the same modulus. Only ``phe_sample`` operations of each kind are
@@ -98,7 +98,8 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-from aggregator.rounds.secure_sum import Share, SignedShares, mask_sums
+from aggregator.rounds.reveal import Share, mask_sums
+from aggregator.rounds.secure_sum import SignedShares
 from csp.keys import KeyRing
 from csp.share_stream import StreamSum, read_and_sum
 from csp.share_sum import summer_for

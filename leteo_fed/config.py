@@ -24,7 +24,10 @@ Example::
 
     [peers]
     aggregator = "aggregator:50052"
-    csp = "csp:50051"
+    csp = "csp:50051"                  # or, with a threshold key, no csp and:
+    # [keyholders]                     # every holder of the key; any `threshold` decrypt
+    # addresses = ["h1:50061", "h2:50061", "h3:50061"]
+    # threshold = 2
 
     [tls]
     dir = "certs"                      # ca.crt, site-1.crt, site-1.key; or ca/cert/key paths
@@ -52,6 +55,7 @@ from typing import Any
 
 import tomllib
 
+from leteo_fed.crypto.threshold import MAX_HOLDERS
 from leteo_fed.data.sql import SqlSource, sql_source
 from leteo_fed.defaults import DEFAULT_MIN_ROWS
 from leteo_fed.errors import ConfigError, DataError
@@ -111,6 +115,20 @@ class OwnerPolicy:
     request_max_age_hours: float = 24.0  # an analyst's signed request is valid this long
 
 
+@dataclass(frozen=True)
+class KeyHoldersConfig:
+    """`[keyholders]`: the holders of a threshold key, pinned by the site's data protection
+    officer: the agent takes a key only when `threshold` of them return it identically, shared
+    among exactly these holders with exactly this threshold."""
+
+    addresses: tuple[str, ...]
+    threshold: int
+
+    @property
+    def holders(self) -> int:
+        return len(self.addresses)
+
+
 OUTBOUND, INBOUND = "outbound", "inbound"  # who opens the connection: the owner, the aggregator
 OWNER_MODES = (OUTBOUND, INBOUND)
 OWNER_RANDOMIZERS = ("short-exponent", "fixed-base")
@@ -123,7 +141,7 @@ class OwnerConfig:
     advertise: str
     data: DataSourceConfig
     aggregator: str
-    csp: str
+    csp: str  # "" when `keyholders` decrypt instead
     tls: TlsConfig
     results_dir: Path | None = None
     privacy: PrivacyConfig | None = None
@@ -134,6 +152,7 @@ class OwnerConfig:
     # `[bounds]`: the public bounds this site publishes for its columns; a DP request with
     # narrower ones (its values get clipped) is noted in the audit log
     published_bounds: tuple[ColumnBounds, ...] = ()
+    keyholders: KeyHoldersConfig | None = None  # a threshold key's holders, instead of `csp`
 
     @property
     def outbound(self) -> bool:
@@ -154,6 +173,7 @@ _TOP_KEYS = {
     "policy",
     "crypto",
     "bounds",
+    "keyholders",
 }
 _POLICY_KEYS = {
     "protocols",
@@ -237,6 +257,7 @@ OWNER_KEYS: dict[str, set[str]] = {
     "privacy": _PRIVACY_KEYS,
     "policy": _POLICY_KEYS,
     "crypto": {"randomizer"},
+    "keyholders": {"addresses", "threshold"},
 }
 
 
@@ -303,6 +324,52 @@ def load_data_source(data: dict[str, Any], base: Path) -> DataSourceConfig:
     return DataSourceConfig(data_path, data.get("format"), label, engine)
 
 
+def load_keyholders(doc: Any) -> KeyHoldersConfig:
+    """The `[keyholders]` table: at least 2 distinct addresses, a threshold that is a majority
+    of them (2 <= threshold <= holders, threshold > holders / 2)."""
+    if not isinstance(doc, dict):
+        raise ConfigError("'keyholders' must be a table", field="keyholders")
+    unknown = sorted(set(doc) - OWNER_KEYS["keyholders"])
+    if unknown:
+        raise ConfigError(
+            f"unknown key 'keyholders.{unknown[0]}'", field=f"keyholders.{unknown[0]}"
+        )
+    addresses = _require(doc, "addresses", "keyholders.", list)
+    for address in addresses:
+        host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
+        if not (host and port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise ConfigError(
+                f"'keyholders.addresses' must be a list of host:port strings, got {address!r}",
+                field="keyholders.addresses",
+            )
+    if not 2 <= len(addresses) <= MAX_HOLDERS:
+        raise ConfigError(
+            f"'keyholders.addresses' must list every holder of the key, 2 to {MAX_HOLDERS}, "
+            f"got {len(addresses)}",
+            field="keyholders.addresses",
+        )
+    if len(set(addresses)) != len(addresses):
+        twice = next(a for a in addresses if addresses.count(a) > 1)
+        raise ConfigError(
+            f"'keyholders.addresses' lists {twice} twice", field="keyholders.addresses"
+        )
+    t = _require(doc, "threshold", "keyholders.", int)
+    m = len(addresses)
+    if isinstance(t, bool) or not 2 <= t <= m:
+        raise ConfigError(
+            f"'keyholders.threshold' must be in 2..{m} (the holders listed), got {t!r}",
+            field="keyholders.threshold",
+        )
+    if 2 * t <= m:
+        raise ConfigError(
+            f"'keyholders.threshold' = {t} of {m} holders is not a majority: two disjoint sets "
+            f"of {t} holders could each decrypt a different sum of one round; use at least "
+            f"{m // 2 + 1}",
+            field="keyholders.threshold",
+        )
+    return KeyHoldersConfig(tuple(addresses), t)
+
+
 def load_owner_config(path: str | Path) -> OwnerConfig:
     path = Path(path)
     try:
@@ -336,7 +403,19 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
 
     peers = _require(doc, "peers", "", dict)
     aggregator = _require(peers, "aggregator", "peers.")
-    csp = _require(peers, "csp", "peers.")
+    keyholders = load_keyholders(doc["keyholders"]) if "keyholders" in doc else None
+    if keyholders is not None and "csp" in peers:
+        raise ConfigError(
+            "'peers.csp' and [keyholders] are alternatives: the key is held by one CSP or "
+            "shared among key holders; keep one",
+            field="peers.csp",
+        )
+    if keyholders is None and "csp" not in peers:
+        raise ConfigError(
+            "missing required key 'peers.csp' (or a [keyholders] table for a threshold key)",
+            field="peers.csp",
+        )
+    csp = "" if keyholders is not None else _require(peers, "csp", "peers.")
 
     tls_doc = doc.get("tls", {})
     if not isinstance(tls_doc, dict):
@@ -436,4 +515,5 @@ def load_owner_config(path: str | Path) -> OwnerConfig:
         policy=load_policy(doc.get("policy", {})),
         mode=mode,
         randomizer=randomizer,
+        keyholders=keyholders,
     )

@@ -55,6 +55,10 @@ MAX_CONNECTED_OWNERS = 10_000  # the aggregator's default admission limit (--max
 # an owner not heard from for this long (a test site that went away) is no longer invited unless
 # an analyst names it; `aggregator owners` lists it as idle, `aggregator owners remove` forgets it
 IDLE_OWNER_DAYS = 7.0
+# threshold keys: once t key holders' partial decryptions verified, the others get this long to
+# answer too (a wrong one is then named) before they are cancelled; also how long round openings
+# wait for the holders beyond the t-th
+HOLDER_GRACE_SECONDS = 5.0
 
 # ---------------------------------------------------------------- addresses and keys
 DEFAULT_CSP_ADDRESS = "127.0.0.1:50051"

@@ -9,6 +9,7 @@ purpose: `owner check` says so until the site fills it in.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from leteo_fed.config import OwnerPolicy
 from leteo_fed.defaults import DEFAULT_AGGREGATOR_ADDRESS, DEFAULT_CSP_ADDRESS, DEFAULT_QUORUM
@@ -24,7 +25,11 @@ def render(
     aggregator: str = DEFAULT_AGGREGATOR_ADDRESS,
     csp: str = DEFAULT_CSP_ADDRESS,
     tls_dir: str = "certs",
+    keyholders: Sequence[str] = (),
+    threshold: int = 0,
 ) -> str:
+    """The site's config; with `keyholders` (and their `threshold`) a threshold key's holders
+    take the CSP's place."""
     p = OwnerPolicy()
     return f"""\
 # LETEO-Fed owner agent: the configuration of one site (docs/owner-config.md).
@@ -45,8 +50,7 @@ path = {_q(data)}            # a CSV or Parquet file (or a Spark URI: hdfs://, s
 
 [peers]
 aggregator = {_q(aggregator)}      # the analysts' aggregator (this site connects to it)
-csp = {_q(csp)}             # the crypto service provider
-
+{_key_custody(csp, keyholders, threshold)}
 [tls]
 dir = {_q(tls_dir)}                         # ca.crt, the *-ca.crt authorities, {site_id}.crt, {site_id}.key
 
@@ -71,4 +75,26 @@ request_max_age_hours = {p.request_max_age_hours:g}         # an analyst's signe
 ledger = {_q(f"privacy-ledger-{site_id}.json")}
 epsilon_total = 5.0
 delta_total = 1e-5
+"""
+
+
+def _key_custody(csp: str, keyholders: Sequence[str], threshold: int) -> str:
+    """`peers.csp`, or the `[keyholders]` table of a threshold key (after `[peers]`' last key:
+    a table ends the one before it)."""
+    if not keyholders:
+        return f"""\
+csp = {_q(csp)}             # the crypto service provider
+# With a threshold key, no csp: its holders instead, every one (any `threshold` decrypt; the
+# site takes a key only when that many of them return it identically):
+# [keyholders]
+# addresses = ["keyholder-1:50061", "keyholder-2:50061", "keyholder-3:50061"]
+# threshold = 2
+"""
+    addresses = ", ".join(_q(a) for a in keyholders)
+    return f"""\
+# the secret key is shared among these key holders, any `threshold` of whom decrypt; the site
+# takes a key only when that many of them return it identically (docs/owner-config.md)
+[keyholders]
+addresses = [{addresses}]
+threshold = {threshold}
 """

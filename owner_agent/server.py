@@ -35,14 +35,20 @@ def serve(
             where += " for Health only"
     else:
         where = "serving no port"
+    holders = config.keyholders
+    key = (
+        f"key holders {', '.join(holders.addresses)} ({holders.threshold} of {holders.holders})"
+        if holders is not None
+        else f"CSP {config.csp}"
+    )
     log.info(
-        "owner %s (%s mode) %s; data %s; aggregator %s; CSP %s",
+        "owner %s (%s mode) %s; data %s; aggregator %s; %s",
         config.site_id,
         config.mode,
         where,
         config.data.describe(),
         config.aggregator,
-        config.csp,
+        key,
     )
     health.serve_probes(health_listen)
     service.metrics.serve(metrics_listen)  # Prometheus metrics (docs/metrics.md)

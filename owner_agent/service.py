@@ -1,8 +1,8 @@
 """The owner agent's gRPC face: sits next to a site's data, answers invitations with shares.
 
 Raw rows never leave this process. Per round it sends one share: the encoded statistics,
-packed and Paillier-encrypted under the CSP's public key (or, for LDP rounds, one perturbed
-report per record). A problem with the data (missing column, NaN, out-of-bound value) is
+packed and Paillier-encrypted under the public key of the CSP or of the threshold key's holders
+(`owner_agent.key_custody`; or, for LDP rounds, one perturbed report per record). A problem with the data (missing column, NaN, out-of-bound value) is
 reported to the aggregator as a decline naming the rule only; the detail stays in the site's
 audit log (`owner_agent.refusals`). Before anything is read, the
 analyst's signed request relayed with the round is verified and bound to the round
@@ -33,7 +33,6 @@ from leteo_fed.transport.grpc_io import require_role, rpc_error_message, rpc_met
 from leteo_fed.transport.messages import (
     batches,
     encoding_to_proto,
-    fetch_public_key,
     reports_to_batch,
 )
 from leteo_fed.transport.metrics import OwnerMetrics
@@ -48,6 +47,7 @@ from owner_agent.audit import AuditLog, awaiting_results, describe_invitation, r
 from owner_agent.audit import read as audit_events
 from owner_agent.authorization import Authorization, SignedRequests, authorize, verify_request
 from owner_agent.budget_period import open_ledger
+from owner_agent.key_custody import KeyCustody, open_custody
 from owner_agent.keys import ShareKeys
 from owner_agent.policy import analyst_refusal
 from owner_agent.refusals import Refusal
@@ -65,9 +65,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     def __init__(self, config: OwnerConfig) -> None:
         self.config = config
         self._aggregator_channel: grpc.Channel | None = None
-        self._csp_channel: grpc.Channel | None = None
-        self._aggregator, self._csp = self._open_peers()
-        # the CSP's keys by key id, each with its prepared encryptor (and encryption pool)
+        # who holds the secret key: the CSP, or the holders of a threshold key
+        self._aggregator, self.custody = self._open_peers()
+        # the custody's keys by key id, each with its prepared encryptor (and encryption pool)
         self.keys = ShareKeys(self._fetch_key, config.randomizer)
         self._stop = threading.Event()
         self._jobs: dict[str, object] = {}  # round id -> the job computing its share
@@ -93,7 +93,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         self.metrics = OwnerMetrics()
         self.metrics.watch_ledger(ledger)  # the budget gauges read the ledger at each scrape
         self.results: dict[str, dict] = {}
-        self.withdrawals = Withdrawals(ledger, self._csp, self.audit, self.requests.release)
+        self.withdrawals = Withdrawals(ledger, self.custody, self.audit, self.requests.release)
         for stale in self.withdrawals.release_stale():  # before any invitation reserves anew
             self.requests.release(stale)
         self._result_lock = threading.Lock()
@@ -113,16 +113,12 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _open_peers(self) -> tuple[pb_grpc.AggregatorStub, pb_grpc.CryptoServiceProviderStub]:
-        """The aggregator's and the CSP's stubs, each on a channel of this agent's own (the
-        simulation's virtual owners put theirs on a shared event loop instead)."""
+    def _open_peers(self) -> tuple[pb_grpc.AggregatorStub, KeyCustody]:
+        """The aggregator's stub and the key's custody, each on channels of this agent's own
+        (the simulation's virtual owners put theirs on a shared event loop instead)."""
         config = self.config
         self._aggregator_channel = config.tls.channel(config.aggregator, peer="aggregator")
-        self._csp_channel = config.tls.channel(config.csp, peer="csp")
-        return (
-            pb_grpc.AggregatorStub(self._aggregator_channel),
-            pb_grpc.CryptoServiceProviderStub(self._csp_channel),
-        )
+        return pb_grpc.AggregatorStub(self._aggregator_channel), open_custody(config)
 
     def _reconnect_aggregator(self) -> pb_grpc.AggregatorStub:
         """A new channel to the aggregator (its name resolved anew), used from now on by every
@@ -165,9 +161,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         if self.link is not None:
             self.link.close()
         self.keys.close()
-        for channel in (self._aggregator_channel, self._csp_channel):
-            if channel is not None:
-                channel.close()
+        self.custody.close()
+        if self._aggregator_channel is not None:
+            self._aggregator_channel.close()
 
     def _register_loop(self) -> None:
         delay = 0.2
@@ -217,10 +213,10 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
                 delay = min(delay * 2, 5.0)
 
     def _fetch_key(self, key_id: str) -> PublicKey:
-        return fetch_public_key(self._csp, self.config.csp, key_id)
+        return self.custody.public_key(key_id)
 
     def encryptor(self, key_id: str = "") -> Encryptor:
-        """The encryptor for the CSP key `key_id` (the current key without one): `ShareKeys`."""
+        """The encryptor for the key `key_id` (the current key without one): `ShareKeys`."""
         return self.keys.encryptor(key_id)
 
     # ------------------------------------------------------------------ RPCs
@@ -356,7 +352,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         if self.runner.run(inv):  # nothing left: the analyst's request gets the charge back
             self.requests.release(inv.round_id)
         # a charged share whose round never yields a result gets its budget back (see
-        # owner_agent/withdrawal.py) once the CSP attests it never decrypted the round
+        # owner_agent/withdrawal.py) once the key's custody attests it can never be decrypted
         self.withdrawals.watch(inv.round_id, inv.deadline_unix)
 
     @rpc_method

@@ -26,7 +26,8 @@ PEER_TIMEOUT_SECONDS = 5.0
 
 @dataclass(frozen=True)
 class Finding:
-    check: str  # what was checked: "config", "data", "column x", "certificate", "peers.csp"...
+    check: str  # what was checked: "config", "data", "column x", "certificate", "peers.csp",
+    # "keyholders ADDRESS", "keyholders.key"...
     ok: bool
     detail: str
     warning: bool = False  # ok, but worth a look (a certificate expiring soon, no ledger yet)
@@ -47,7 +48,11 @@ def check_site(path: Path, contact_peers: bool = True) -> tuple[OwnerConfig | No
     findings.append(Finding("config", True, f"{path}: site '{config.site_id}', {config.mode}"))
     findings += startup_findings(config)
     if contact_peers:
-        findings += [_peer(config, "aggregator"), _peer(config, "csp")]
+        findings.append(_peer(config, "aggregator", config.aggregator))
+        if config.keyholders is None:
+            findings.append(_peer(config, "csp", config.csp))
+        else:
+            findings += _keyholders(config)
     findings.append(_budget(config))
     return config, findings
 
@@ -174,22 +179,54 @@ def _port(config: OwnerConfig) -> Iterator[Finding]:
     yield Finding("port", True, f"{config.listen} is free")
 
 
-def _peer(config: OwnerConfig, role: str) -> Finding:
+def _peer(config: OwnerConfig, role: str, address: str, check: str = "") -> Finding:
     """A standard gRPC health check over this site's mTLS identity: it proves the peer is up
     and that both certificates are accepted, and registers nothing anywhere."""
     import grpc
 
     from leteo_fed.transport import health
 
-    address = config.aggregator if role == "aggregator" else config.csp
+    check = check or f"peers.{role}"
     try:
         with config.tls.channel(address, peer=role) as channel:
             status = health.check(channel, timeout=PEER_TIMEOUT_SECONDS)
     except grpc.RpcError as exc:
-        return Finding(f"peers.{role}", False, f"{address}: {exc.code().name}: {exc.details()}")
+        return Finding(check, False, f"{address}: {exc.code().name}: {exc.details()}")
     except LeteoError as exc:
-        return Finding(f"peers.{role}", False, f"{address}: {exc}")
-    return Finding(f"peers.{role}", status == "SERVING", f"{address}: {status}")
+        return Finding(check, False, f"{address}: {exc}")
+    return Finding(check, status == "SERVING", f"{address}: {status}")
+
+
+def _keyholders(config: OwnerConfig) -> list[Finding]:
+    """Each key holder answers, and the key rule holds: at least `keyholders.threshold` of
+    them return the identical key, shared among exactly the holders listed with exactly that
+    threshold (what the agent requires before it encrypts anything under it)."""
+    from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
+    from leteo_fed.transport.threshold_keys import describe_key, fetch_agreed_key
+
+    holders = config.keyholders
+    if holders is None:
+        return []
+    found = [_peer(config, "keyholder", a, f"keyholders {a}") for a in holders.addresses]
+    channels = {a: config.tls.channel(a, peer="keyholder") for a in holders.addresses}
+    try:
+        stubs = {a: pb_grpc.KeyHolderStub(c) for a, c in channels.items()}
+        key, answers = fetch_agreed_key(stubs, holders.threshold, timeout=PEER_TIMEOUT_SECONDS)
+        agreeing = sum(1 for a in answers if a.key == key)
+        found.append(
+            Finding(
+                "keyholders.key",
+                True,
+                f"{describe_key(key)}: returned identically by {agreeing} holders "
+                f"({holders.threshold} needed)",
+            )
+        )
+    except LeteoError as exc:
+        found.append(Finding("keyholders.key", False, str(exc)))
+    finally:
+        for channel in channels.values():
+            channel.close()
+    return found
 
 
 def _budget(config: OwnerConfig) -> Finding:

@@ -1,11 +1,12 @@
 """Budget back for a share that was charged but never revealed.
 
 Once a DP share leaves the site its charge is committed: the site cannot know whether the sum
-holding it was decrypted. The CSP can. When a round this site paid for ends without a result
-(the aggregator publishes a failure, or nothing arrives well after the deadline), the owner asks
-the CSP to close the round for good. If the CSP attests it never decrypted the round (it was
-refused, or never reached it), nothing of the share was ever revealed and the charge is
-withdrawn; if it was decrypted, the charge stays.
+holding it was decrypted. The key's custody can (`owner_agent.key_custody`: the CSP, or enough of
+a threshold key's holders). When a round this site paid for ends without a result (the
+aggregator publishes a failure, or nothing arrives well after the deadline), the owner asks it
+to close the round for good. If it attests the share can never be decrypted (the round was
+refused, never reached, or decrypted without this share), nothing of the share was ever
+revealed and the charge is withdrawn; otherwise the charge stays.
 """
 
 from __future__ import annotations
@@ -16,32 +17,25 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import grpc
-
 from leteo_fed import defaults
 from leteo_fed.errors import NotFoundError
 from leteo_fed.privacy.ledger import PrivacyLedger
-from leteo_fed.proto import leteo_pb2 as pb
-from leteo_fed.transport.grpc_io import rpc_error_message
 from owner_agent.audit import AuditLog
+from owner_agent.key_custody import GIVEN_BACK, KeyCustody
 
 log = logging.getLogger("leteo.owner")
-
-WITHDRAWN = "withdrawn"
-NOT_INCLUDED = "not_included"  # the CSP decrypted the round without this site's share
-GIVEN_BACK = (WITHDRAWN, NOT_INCLUDED)
 
 
 class Withdrawals:
     def __init__(
         self,
         ledger: PrivacyLedger | None,
-        csp: Any,
+        custody: KeyCustody,
         audit: AuditLog,
         on_withdrawn: Callable[[str], None] | None = None,
     ) -> None:
         self._ledger = ledger
-        self._csp = csp  # a CryptoServiceProviderStub
+        self._custody = custody  # the CSP, or the key holders
         self._audit = audit
         self._on_withdrawn = on_withdrawn  # e.g. the analyst's request gets the budget back
         self._timers: dict[str, threading.Timer] = {}
@@ -56,7 +50,7 @@ class Withdrawals:
 
     def watch(self, round_id: str, deadline_unix: float, now: float | None = None) -> None:
         """After sending a charged share: if no result has come by the time the aggregator must
-        have decrypted (deadline + CSP timeout + grace), close the round at the CSP."""
+        have decrypted (deadline + CSP timeout + grace), close the round at the key's custody."""
         if not self._charged(round_id):
             return
         due = deadline_unix + defaults.CSP_TIMEOUT_SECONDS + defaults.WITHDRAW_GRACE_SECONDS
@@ -71,7 +65,7 @@ class Withdrawals:
         """The aggregator published the round's end: a failure, or a result this site's share
         is not part of (`included` False: it is not among the owners summed), triggers the
         withdrawal now (before returning if `wait`: the next invitation then sees the budget
-        back). The CSP's word decides, never the aggregator's."""
+        back). The key custody's word decides, never the aggregator's."""
         with self._lock:
             timer = self._timers.pop(round_id, None)
         if timer is not None:
@@ -131,30 +125,22 @@ class Withdrawals:
             self.watch(round_id, deadlines.get(round_id, 0.0), now)
 
     def withdraw(self, round_id: str, why: str) -> str:
-        """Ask the CSP to close the round; withdraw the charge if it never decrypted it."""
+        """Ask the key's custody to close the round; withdraw the charge if it attests the
+        share can never be decrypted."""
         with self._lock:
             self._timers.pop(round_id, None)
         if self._ledger is None or not self._charged(round_id):
             return ""
-        try:
-            reply = self._csp.WithdrawRound(
-                pb.WithdrawRequest(round_id=round_id), timeout=defaults.CSP_OPEN_TIMEOUT_SECONDS
-            )
-        except grpc.RpcError as exc:
-            log.warning(
-                "round %s: the CSP did not answer the withdrawal: %s",
-                round_id,
-                rpc_error_message(exc),
-            )
-            return ""
-        if reply.state not in GIVEN_BACK:
-            log.info("round %s: the CSP says it was %s; the charge stays", round_id, reply.state)
-            return reply.state
+        attestation = self._custody.withdraw(round_id)
+        if attestation.state not in GIVEN_BACK:
+            if attestation.state:
+                log.info("round %s: %s; the charge stays", round_id, attestation.says)
+            return attestation.state
         try:
             spend = self._ledger.withdraw(round_id)
         except NotFoundError:  # its budget period was closed meanwhile: nothing to give back
             log.info("round %s: charged in an earlier budget period; nothing to withdraw", round_id)
-            return reply.state
+            return attestation.state
         if self._on_withdrawn is not None:
             self._on_withdrawn(round_id)
         self._audit.record(
@@ -162,16 +148,12 @@ class Withdrawals:
             round_id,
             epsilon=spend.epsilon,
             delta=spend.delta,
-            reason=f"{why}; the CSP attests "
-            + (
-                "it never decrypted the round and has closed it"
-                if reply.state == WITHDRAWN
-                else "it decrypted the round without this site's share"
-            ),
+            reason=f"{why}; {attestation.says}",
         )
         log.info(
-            "round %s: charge of epsilon %g withdrawn (the CSP never decrypted the round)",
+            "round %s: charge of epsilon %g withdrawn (%s)",
             round_id,
             spend.epsilon,
+            attestation.says,
         )
-        return reply.state
+        return attestation.state

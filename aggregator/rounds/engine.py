@@ -25,8 +25,8 @@ from aggregator.rounds.job_loop import JobLoop
 from aggregator.rounds.jobs import Job, JobRegistry
 from aggregator.rounds.lifecycle import IntakeOpener, RoundLifecycle
 from aggregator.rounds.recovery import Rebuild, Recovery
+from aggregator.rounds.reveal import Revealer
 from aggregator.rounds.round import Round
-from aggregator.rounds.secure_sum import SecureSum
 from aggregator.rounds.workers import Workers
 from aggregator.state import StateStore
 from leteo_fed import defaults
@@ -44,7 +44,7 @@ class RoundEngine:
     def __init__(
         self,
         owners: OwnerDirectory,
-        secure_sum: SecureSum,
+        secure_sum: Revealer,
         publish: Callable[[Round], None],
         spark_report_threshold: int = SPARK_REPORT_THRESHOLD,
         owners_ca: bytes | None = None,

@@ -19,8 +19,8 @@ from typing import Any
 from aggregator.owners import OwnerDirectory
 from aggregator.rounds.jobs import Job, JobRegistry, not_kept
 from aggregator.rounds.lifecycle import RoundLifecycle
+from aggregator.rounds.reveal import Revealer
 from aggregator.rounds.round import COMPLETED, FAILED, Round, status_proto
-from aggregator.rounds.secure_sum import SecureSum
 from aggregator.state import StateStore
 from leteo_fed import defaults
 from leteo_fed.errors import LeteoError, PeerUnavailable, ProtocolError
@@ -44,7 +44,7 @@ class JobLoop:
         owners: OwnerDirectory,
         rounds: RoundLifecycle,
         registry: JobRegistry,
-        secure_sum: SecureSum,
+        secure_sum: Revealer,
         store: StateStore | None,
         stopping: threading.Event,
     ) -> None:

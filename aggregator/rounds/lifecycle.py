@@ -20,8 +20,9 @@ from aggregator.owners import OwnerDirectory
 from aggregator.rounds.intake import RoundIntake
 from aggregator.rounds.jobs import Job, JobRegistry, not_kept
 from aggregator.rounds.report_intake import ReportIntake
+from aggregator.rounds.reveal import Revealer
 from aggregator.rounds.round import COMPLETED, FAILED, Round, answer_latency, status_proto
-from aggregator.rounds.secure_sum import SecureSum, SignedShares
+from aggregator.rounds.secure_sum import SignedShares
 from aggregator.rounds.workers import Workers
 from aggregator.state import StateStore
 from leteo_fed.errors import LeteoError, PeerUnavailable, ProtocolError
@@ -37,11 +38,11 @@ GONE = "unreachable: disconnected since the job's previous round; not invited ag
 
 
 class IntakeOpener:
-    """Opens a round's intake by its protocol's kind: for a secure-sum round, at the CSP under
-    its current key (asked per round, so a key rotation takes effect with the next round); for
-    a report round, the protocol's accumulator."""
+    """Opens a round's intake by its protocol's kind: for a secure-sum round, at the CSP (or the
+    key holders) under its current key (asked per round, so a key rotation takes effect with
+    the next round); for a report round, the protocol's accumulator."""
 
-    def __init__(self, secure_sum: SecureSum, owners_ca: bytes | None) -> None:
+    def __init__(self, secure_sum: Revealer, owners_ca: bytes | None) -> None:
         """`owners_ca`: share statements are checked on arrival against it (None: insecure)."""
         self.secure_sum = secure_sum
         self.owners_ca = owners_ca
@@ -50,9 +51,10 @@ class IntakeOpener:
         protocol = job.protocol
         if isinstance(protocol, ReportRounds):
             return ReportIntake(protocol.new_accumulator(job.plan))
+        mode = "projection" if plan.reveal == "projection" else "blinded"
+        self.secure_sum.check_mode(mode)  # e.g. no projection-only rounds with key holders
         public = self.secure_sum.public_key()
         layout = plan.share_encoding.layout(public.bits)
-        mode = "projection" if plan.reveal == "projection" else "blinded"
 
         def projection_query(n_shares: int) -> ProjectionQuery:
             if not isinstance(protocol, ProjectionRounds):

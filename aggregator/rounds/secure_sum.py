@@ -7,58 +7,40 @@ The aggregator sees ciphertexts, the owners' mask seeds and the totals; the CSP 
 only masked and decrypts only masked sums (in projection-only mode it is given the total of the
 masks and sees the rotated aggregate, never the rotation). The aggregator cannot have the CSP
 decrypt anything but the sum of a quorum of signed shares.
+
+With a threshold key, t of m key holders take the CSP's place (`threshold_sum`); the intake
+(`SignedShares`) is the same, it reveals through whichever `reveal.Revealer` it was given.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
+from aggregator.rounds.reveal import (
+    REFUSALS,
+    Revealer,
+    Share,
+    mask_sums,
+    rpc_failure,
+    same_contributors,
+    share_stream,
+)
 from leteo_fed import defaults
 from leteo_fed.crypto.paillier import PublicKey, bytes_to_int, check_ciphertexts, int_to_bytes
-from leteo_fed.encoding.packing import (
-    SlotLayout,
-    masks_from_seed,
-    remove_masks,
-    slot_totals,
-    unpack,
-)
+from leteo_fed.encoding.packing import SlotLayout, masks_from_seed
 from leteo_fed.encoding.share import ShareEncoding
 from leteo_fed.errors import DataError, PeerUnavailable, ProtocolError
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.protocols.dp_facts import encoding_facts
 from leteo_fed.protocols.round_types import Outcome, ProjectionQuery, ProjectionReply
 from leteo_fed.transport.grpc_io import rpc_error_message
-from leteo_fed.transport.messages import batches, encoding_to_proto, fetch_public_key
+from leteo_fed.transport.messages import encoding_to_proto, fetch_public_key
 from leteo_fed.transport.statements import RoundShares, check_digest, read_statement
-
-# statuses with which a reachable CSP refuses a request (an oversized round, say)
-CSP_REFUSALS = frozenset(
-    {
-        grpc.StatusCode.INVALID_ARGUMENT,
-        grpc.StatusCode.FAILED_PRECONDITION,
-        grpc.StatusCode.NOT_FOUND,
-        grpc.StatusCode.ALREADY_EXISTS,
-        grpc.StatusCode.PERMISSION_DENIED,
-    }
-)
-
-
-@dataclass
-class Share:
-    """One owner's upload, held until the round is revealed (one per owner, never summed here)."""
-
-    site: str
-    statement: pb.Signed  # relayed to the CSP as signed
-    claims: pb.ShareStatement  # its parsed body
-    mask_seed: bytes
-    ciphertexts: list[int]
 
 
 class SignedShares:
@@ -74,10 +56,10 @@ class SignedShares:
         reveal: str,
         owners_ca: bytes | None,
         invited: list[str],
-        csp: SecureSum,
+        csp: Revealer,
         projection_query: Callable[[int], ProjectionQuery],
     ) -> None:
-        """`csp`: where the shares are revealed; `projection_query`: what a projection round
+        """`csp`: where the shares are revealed (a CSP or key holders); `projection_query`: what a projection round
         asks the CSP for, given the number of shares."""
         self.public = public
         self.layout = layout
@@ -195,18 +177,20 @@ class SignedShares:
         are never relayed."""
 
 
-class SecureSum:
+class SecureSum(Revealer):
     """The aggregator's side of the CSP: key, round announcements, decryption of blinded sums."""
 
     def __init__(self, channel: grpc.Channel, address: str, transcript: Path | None) -> None:
         from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 
+        super().__init__(transcript)
         self._channel = channel
         self._csp = pb_grpc.CryptoServiceProviderStub(channel)
         self._address = address
         self._keys: dict[str, PublicKey] = {}  # the CSP's keys seen so far, by key id
-        self._transcript = transcript
-        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._channel.close()
 
     def _ready(self, what: str) -> None:
         """Wait (briefly) for the channel to the CSP: a CSP that just restarted is found, one that
@@ -236,6 +220,7 @@ class SecureSum:
     def open(self, round_id: str, key_id: str, n_ciphertexts: int, mode: str) -> None:
         """Announce a round, the key its shares are encrypted under and its ciphertext count
         to the CSP."""
+        self.check_mode(mode)
         try:
             self._csp.OpenRound(
                 pb.CspRoundRequest(
@@ -248,7 +233,7 @@ class SecureSum:
                 wait_for_ready=True,  # ride over a reconnect (e.g. a CSP that just restarted)
             )
         except grpc.RpcError as exc:
-            if exc.code() in CSP_REFUSALS:  # the CSP is up and said no: not an outage
+            if exc.code() in REFUSALS:  # the CSP is up and said no: not an outage
                 raise ProtocolError(
                     f"the CSP refused to open the round: {rpc_error_message(exc)}"
                 ) from exc
@@ -290,13 +275,8 @@ class SecureSum:
         timings["csp_round_trip_seconds"] = time.perf_counter() - start
         if len(plaintexts) != layout.n_ciphertexts(n_values):
             raise ProtocolError(f"the CSP returned {len(plaintexts)} plaintexts")
-        _same_contributors(last.contributors, shares)
-
-        start = time.perf_counter()
-        packed = remove_masks(plaintexts, mask_sums(shares, len(plaintexts), layout), layout)
-        totals = slot_totals(unpack(packed, n_values, layout), len(shares), layout)
-        timings["unmask_seconds"] = time.perf_counter() - start
-        self.record(round_id, {"mode": "blinded", "aggregate_totals": [str(v) for v in totals]})
+        _check_contributors(last.contributors, shares)
+        totals = self.unmask(round_id, plaintexts, shares, n_values, layout, timings)
         csp = {
             "decrypt_seconds": last.decrypt_seconds,
             "verify_seconds": last.verify_seconds,
@@ -306,29 +286,15 @@ class SecureSum:
 
     def _stream(self, rpc, chunk_type, header, shares: list[Share], width: int, what: str):
         """Header, then every share's signed statement and ciphertexts, as the CSP reads them."""
-
-        def requests():
-            yield chunk_type(header=header)
-            for share in shares:
-                yield chunk_type(share=share.statement)
-                for chunk in batches(share.ciphertexts, width):
-                    yield chunk_type(batch=pb.CiphertextBatch(ciphertexts=chunk))
-
         try:
             self._ready(what)
-            reply = rpc(requests(), timeout=defaults.CSP_TIMEOUT_SECONDS)
+            reply = rpc(
+                share_stream(chunk_type, header, shares, width),
+                timeout=defaults.CSP_TIMEOUT_SECONDS,
+            )
             return list(reply) if chunk_type is pb.DecryptChunk else reply
         except grpc.RpcError as exc:
-            lost = exc.code() == grpc.StatusCode.NOT_FOUND and "never opened" in (
-                exc.details() or ""
-            )
-            if lost:  # a restarted CSP no longer knows the round's opening
-                raise PeerUnavailable(
-                    f"{what} failed: {rpc_error_message(exc)} (the CSP restarted?)"
-                ) from exc
-            if exc.code() in CSP_REFUSALS:  # the CSP is up and said no: not an outage
-                raise ProtocolError(f"{what} refused: {rpc_error_message(exc)}") from exc
-            raise PeerUnavailable(f"{what} failed: {rpc_error_message(exc)}") from exc
+            raise rpc_failure(exc, what, "the CSP") from exc
 
     def project(
         self,
@@ -371,7 +337,7 @@ class SecureSum:
             "CSP projection",
         )
         timings["csp_round_trip_seconds"] = time.perf_counter() - start
-        _same_contributors(reply.contributors, shares)
+        _check_contributors(reply.contributors, shares)
         k, d = query.components, query.dimension
         if len(reply.components) != k * d or len(reply.eigenvalues) != k:
             raise ProtocolError("the CSP's projection has the wrong shape")
@@ -393,23 +359,7 @@ class SecureSum:
         )
         return result
 
-    def record(self, round_id: str, learned: dict) -> None:
-        """Audit transcript of what the aggregator learned in each round."""
-        if self._transcript is None:
-            return
-        with self._lock, open(self._transcript, "a") as out:
-            out.write(json.dumps({"round_id": round_id, **learned}) + "\n")
 
-
-def mask_sums(shares: list[Share], n_ciphertexts: int, layout: SlotLayout) -> list[int]:
-    """Per ciphertext, the sum of the shares' one-time masks (re-derived from their seeds)."""
-    total = [0] * n_ciphertexts
-    for share in shares:
-        own = masks_from_seed(share.mask_seed, n_ciphertexts, layout)
-        total = [a + b for a, b in zip(total, own, strict=True)]
-    return total
-
-
-def _same_contributors(contributors, shares: list[Share]) -> None:
-    if sorted(contributors) != sorted(s.site for s in shares):
+def _check_contributors(contributors, shares: list[Share]) -> None:
+    if not same_contributors(contributors, shares):
         raise ProtocolError("the CSP summed other shares than the ones sent")

@@ -99,6 +99,14 @@ def csv_list(text: str) -> list[str]:
     return items
 
 
+def host_ports(text: str) -> list[str]:
+    """A comma-separated list of distinct addresses to dial, each `host:port`."""
+    items = [host_port(item) for item in csv_list(text)]
+    if len(set(items)) != len(items):
+        raise argparse.ArgumentTypeError("an address is listed twice")
+    return items
+
+
 def bounds(text: str) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in text.split(","))

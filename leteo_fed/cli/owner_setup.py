@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from leteo_fed.cli.options import SubParsers, host_port, set_handler
+from leteo_fed.cli.options import SubParsers, host_port, host_ports, positive_int, set_handler
 from leteo_fed.defaults import DEFAULT_AGGREGATOR_ADDRESS, DEFAULT_CSP_ADDRESS
 
 
@@ -34,11 +34,26 @@ def add_parsers(owner: SubParsers) -> None:
         type=host_port,
         help=f"aggregator host:port (default: {DEFAULT_AGGREGATOR_ADDRESS})",
     )
-    p.add_argument(
+    custody = p.add_mutually_exclusive_group()
+    custody.add_argument(
         "--csp",
         default=DEFAULT_CSP_ADDRESS,
         type=host_port,
         help=f"CSP host:port (default: {DEFAULT_CSP_ADDRESS})",
+    )
+    custody.add_argument(
+        "--keyholders",
+        type=host_ports,
+        default=None,
+        metavar="ADDR1,ADDR2,...",
+        help="instead of a CSP, every holder of a threshold key (with --threshold)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=positive_int,
+        default=None,
+        metavar="T",
+        help="with --keyholders: how many holders decrypt together (a majority of them)",
     )
     p.add_argument("--tls-dir", default="certs", help="certificate folder (default: certs)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
@@ -50,7 +65,9 @@ def add_parsers(owner: SubParsers) -> None:
         description="Check a site without registering anywhere: every key (unknown keys "
         "named), the data source (reachable, the policy's columns present and numeric or a "
         "label, no missing values, at least min_rows rows), the certificate (role, authority, "
-        "key, expiry), the aggregator and the CSP (a standard gRPC health check over mTLS), "
+        "key, expiry), the aggregator and the CSP or every key holder (a standard gRPC health "
+        "check over mTLS; for key holders also that the configured threshold of them return "
+        "the identical key), "
         "the budget left and the port. Exit 0 with a summary table, or 2 with one line per "
         "problem.",
     )
@@ -113,18 +130,25 @@ def add_parsers(owner: SubParsers) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    from leteo_fed.config import load_keyholders
     from leteo_fed.errors import ConfigError
     from leteo_fed.fileio import atomic_write_bytes
     from leteo_fed.transport.certs import check_site_id
     from owner_agent.config_template import render
 
     check_site_id(args.site_id)
+    if (args.keyholders is None) != (args.threshold is None):
+        raise ConfigError("owner init: --keyholders and --threshold go together", field="threshold")
+    if args.keyholders is not None:  # the table's own checks, named as in the config
+        load_keyholders({"addresses": args.keyholders, "threshold": args.threshold})
     text = render(
         args.site_id,
         args.data or f"data/{args.site_id}.csv",
         args.aggregator,
         args.csp,
         args.tls_dir,
+        args.keyholders or (),
+        args.threshold or 0,
     )
     if args.out is None:
         sys.stdout.write(text)

@@ -17,6 +17,7 @@ from leteo_fed.cli.options import (
     add_tls,
     csv_list,
     host_port,
+    host_ports,
     listen_address,
     positive_int,
     set_handler,
@@ -336,11 +337,21 @@ def _add_aggregator(sub: SubParsers) -> None:
         default=DEFAULT_AGGREGATOR_ADDRESS,
         help=f"host:port (default: {DEFAULT_AGGREGATOR_ADDRESS})",
     )
-    p.add_argument(
+    decrypts = p.add_mutually_exclusive_group()
+    decrypts.add_argument(
         "--csp",
         default=DEFAULT_CSP_ADDRESS,
         type=host_port,
         help=f"CSP address (default: {DEFAULT_CSP_ADDRESS})",
+    )
+    decrypts.add_argument(
+        "--keyholders",
+        type=host_ports,
+        default=None,
+        metavar="ADDR1,ADDR2,...",
+        help="instead of a CSP, the holders of a threshold key (every one of its m holders; "
+        "any t of them decrypt, see `leteo-fed keys deal`); projection-only rounds are "
+        "refused with a threshold key",
     )
     p.add_argument(
         "--transcript",
@@ -455,11 +466,14 @@ def run(args: argparse.Namespace) -> int:
         )
     elif args.command == "aggregator":
         from aggregator.server import serve as serve_aggregator
+        from leteo_fed.errors import ConfigError
 
+        if args.keyholders is not None and len(args.keyholders) < 2:
+            raise ConfigError("aggregator serve: --keyholders needs every holder, at least 2")
         serve_aggregator(
             args.listen,
             tls_config(args),
-            args.csp,
+            "" if args.keyholders else args.csp,
             args.transcript,
             args.spark_report_threshold,
             args.state_dir,
@@ -467,6 +481,7 @@ def run(args: argparse.Namespace) -> int:
             args.metrics,
             args.idle_owner_days or None,
             args.max_owners,
+            args.keyholders or (),
         )
     else:
         # Arrow's own allocator keeps ~6 MiB of arenas in every agent that reads a table; an

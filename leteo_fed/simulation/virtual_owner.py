@@ -35,6 +35,7 @@ from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.simulation.loop_stub import LoopStub
 from leteo_fed.transport.grpc_io import CHANNEL_OPTIONS, rpc_error_message
 from leteo_fed.transport.rounds import Invitation
+from owner_agent.key_custody import SingleCsp
 from owner_agent.service import MAX_AWAITING, OwnerAgentService
 from owner_agent.shares import ShareUpload
 from owner_agent.uplink import FIRST_RETRY_SECONDS, next_delay
@@ -83,7 +84,7 @@ class VirtualOwner(OwnerAgentService):
 
     # ------------------------------------------------------------------ what differs
 
-    def _open_peers(self) -> tuple[LoopStub, LoopStub]:  # type: ignore[override]
+    def _open_peers(self) -> tuple[LoopStub, SingleCsp]:  # type: ignore[override]
         tls, config = self.config.tls, self.config
 
         def aggregator() -> grpc.aio.Channel:
@@ -94,7 +95,7 @@ class VirtualOwner(OwnerAgentService):
 
         self._to_aggregator = LoopStub(self._loop, aggregator, pb_grpc.AggregatorStub)
         self._to_csp = LoopStub(self._loop, csp, pb_grpc.CryptoServiceProviderStub)
-        return self._to_aggregator, self._to_csp
+        return self._to_aggregator, SingleCsp(self._to_csp, config.csp)  # closed by its loop
 
     def _reconnect_aggregator(self):
         return self._aggregator  # one channel for the owner's life (gRPC reconnects it)

@@ -16,7 +16,10 @@ from leteo_fed.privacy.budget import Budget
 from leteo_fed.privacy.ledger import PrivacyLedger
 from leteo_fed.proto import leteo_pb2 as pb
 from owner_agent.audit import AuditLog
+from owner_agent.key_custody import SingleCsp
 from owner_agent.withdrawal import Withdrawals
+
+CSP = "csp:50051"
 
 
 class Csp:
@@ -44,19 +47,25 @@ def state(ledger: PrivacyLedger, round_id: str) -> str:
 
 def test_withdrawn_only_on_the_csps_word(parts) -> None:
     ledger, audit, tmp = parts
-    assert Withdrawals(ledger, Csp("decrypted"), audit).withdraw("r1", "failed") == "decrypted"
+    assert (
+        Withdrawals(ledger, SingleCsp(Csp("decrypted"), CSP), audit).withdraw("r1", "failed")
+        == "decrypted"
+    )
     assert state(ledger, "r1") == "committed"
-    assert Withdrawals(ledger, Csp(fail=True), audit).withdraw("r1", "failed") == ""
+    assert Withdrawals(ledger, SingleCsp(Csp(fail=True), CSP), audit).withdraw("r1", "failed") == ""
     assert state(ledger, "r1") == "committed"
-    assert Withdrawals(ledger, Csp("withdrawn"), audit).withdraw("r1", "failed") == "withdrawn"
+    assert (
+        Withdrawals(ledger, SingleCsp(Csp("withdrawn"), CSP), audit).withdraw("r1", "failed")
+        == "withdrawn"
+    )
     assert state(ledger, "r1") == "withdrawn"
     assert ledger.remaining().epsilon == pytest.approx(3.0)
     events = [json.loads(x) for x in (tmp / "audit.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events] == ["withdrawn"]
     # a second withdrawal (or one of a round never charged) asks nothing and changes nothing
     csp = Csp("withdrawn")
-    assert Withdrawals(ledger, csp, audit).withdraw("r1", "again") == ""
-    assert Withdrawals(ledger, csp, audit).withdraw("r9", "unknown") == ""
+    assert Withdrawals(ledger, SingleCsp(csp, CSP), audit).withdraw("r1", "again") == ""
+    assert Withdrawals(ledger, SingleCsp(csp, CSP), audit).withdraw("r9", "unknown") == ""
     assert csp.asked == []
     with pytest.raises(ProtocolError):  # the ledger itself refuses a non-committed withdrawal
         ledger.withdraw("r1")
@@ -65,7 +74,7 @@ def test_withdrawn_only_on_the_csps_word(parts) -> None:
 def test_a_published_success_cancels_and_a_failure_withdraws(parts) -> None:
     ledger, audit, _ = parts
     csp = Csp("withdrawn")
-    w = Withdrawals(ledger, csp, audit)
+    w = Withdrawals(ledger, SingleCsp(csp, CSP), audit)
     w.watch("r1", deadline_unix=time.time() + 3600)  # far away: only the result matters
     w.result("r1", "COMPLETED")
     time.sleep(0.2)
@@ -95,7 +104,7 @@ def test_a_restarted_owner_asks_about_charged_rounds_left_without_a_result(parts
         ]
     events.append({"event": "result", "round_id": "r2", "state": "COMPLETED"})
     csp = Csp("withdrawn")
-    Withdrawals(ledger, csp, audit).reconcile(events)
+    Withdrawals(ledger, SingleCsp(csp, CSP), audit).reconcile(events)
     end = time.monotonic() + 5
     while state(ledger, "r1") != "withdrawn" or state(ledger, "r3") != "withdrawn":
         assert time.monotonic() < end, csp.asked
@@ -118,7 +127,7 @@ def test_a_restart_gives_back_a_reservation_whose_share_never_left(tmp_path) -> 
     assert ledger.remaining().epsilon == 2.0
     before = SignedRequests(read(audit.path))
     assert before.taken("d")[0] == 1.0  # the request's budget counted the round
-    released = Withdrawals(ledger, Csp(), audit).release_stale()
+    released = Withdrawals(ledger, SingleCsp(Csp(), CSP), audit).release_stale()
     assert released == ["r9"] and state(ledger, "r9") == "released"
     assert ledger.remaining().epsilon == 3.0
     events = read(audit.path)
@@ -131,7 +140,7 @@ def test_a_charge_committed_without_a_sent_record_is_asked_about(parts) -> None:
     off): the ledger, not the audit log, says what was charged; the CSP is asked."""
     ledger, audit, _ = parts  # r1 committed, nothing in the audit log
     csp = Csp("withdrawn")
-    Withdrawals(ledger, csp, audit).reconcile([], now=time.time())
+    Withdrawals(ledger, SingleCsp(csp, CSP), audit).reconcile([], now=time.time())
     end = time.monotonic() + 5
     while state(ledger, "r1") != "withdrawn":
         assert time.monotonic() < end, csp.asked
@@ -144,12 +153,14 @@ def test_a_completed_round_without_this_sites_share_gives_the_charge_back(parts)
     not list this site; the CSP, which recorded the decrypted round's signers, confirms it and
     the charge comes back. A result that lists the site keeps it."""
     ledger, audit, _ = parts
-    Withdrawals(ledger, Csp("not_included"), audit).result(
+    Withdrawals(ledger, SingleCsp(Csp("not_included"), CSP), audit).result(
         "r1", "COMPLETED", wait=True, included=False
     )
     assert state(ledger, "r1") == "withdrawn"
     ledger.reserve("r2", "skellam", Budget(0.5, 1e-6))
     ledger.commit("r2")
     csp = Csp("not_included")
-    Withdrawals(ledger, csp, audit).result("r2", "COMPLETED", wait=True, included=True)
+    Withdrawals(ledger, SingleCsp(csp, CSP), audit).result(
+        "r2", "COMPLETED", wait=True, included=True
+    )
     assert state(ledger, "r2") == "committed" and csp.asked == []
