@@ -6,10 +6,15 @@ It records what owners send (registrations, shares with their headers and cipher
 declines) and gives the test the moves a malicious aggregator has: plan rounds with the real
 planning code and change the spec before inviting, invite any subset of owners, open rounds at
 the CSP and ask it to decrypt or project any combination of signed statements and ciphertexts.
+
+In a threshold deployment (`LocalCluster(keyholders=...)`) the same moves go to every key
+holder (`HolderQuorum`): a refusal all of them make is the refusal the test sees, and t valid
+partial decryptions are combined as the real aggregator combines them.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import time
@@ -19,8 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from gmpy2 import mpz
 
-from leteo_fed.crypto.paillier import Encryptor, PublicKey, bytes_to_int
+from csp.decrypt_log import FILE_NAME as DECRYPT_LOG
+from leteo_fed.crypto import threshold
+from leteo_fed.crypto.paillier import Encryptor, PublicKey, bytes_to_int, int_to_bytes
 from leteo_fed.demo.cluster import LocalCluster
 from leteo_fed.encoding.packing import (
     SlotLayout,
@@ -36,7 +44,12 @@ from leteo_fed.protocols.interface import FederatedProtocol
 from leteo_fed.protocols.round_types import RoundPlan
 from leteo_fed.transport import membership
 from leteo_fed.transport.grpc_io import make_server, require_role, rpc_method
-from leteo_fed.transport.messages import batches, public_key_from_proto
+from leteo_fed.transport.messages import (
+    batches,
+    proof_from_proto,
+    public_key_from_proto,
+    threshold_key_from_proto,
+)
 from leteo_fed.transport.rounds import (
     common_from_proto,
     member_copy,
@@ -115,12 +128,37 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         self.server, _ = make_server(self.tls, cluster.addresses["aggregator"], workers=16)
         pb_grpc.add_AggregatorServicer_to_server(self, self.server)
         self.server.start()
-        csp_channel = self.tls.channel(cluster.addresses["csp"], peer="csp")
-        self._channels.append(csp_channel)
-        self.csp = pb_grpc.CryptoServiceProviderStub(csp_channel)
+        self.csp: pb_grpc.CryptoServiceProviderStub | HolderQuorum
+        if cluster.keyholders:
+            stubs = {}
+            for name in cluster.keyholder_names:
+                channel = self.tls.channel(cluster.addresses[name], peer="keyholder")
+                self._channels.append(channel)
+                stubs[name] = pb_grpc.KeyHolderStub(channel)
+            self.csp = HolderQuorum(stubs)
+        else:
+            csp_channel = self.tls.channel(cluster.addresses["csp"], peer="csp")
+            self._channels.append(csp_channel)
+            self.csp = pb_grpc.CryptoServiceProviderStub(csp_channel)
         self._public: PublicKey | None = None
         self.invited_of: dict[str, list[str]] = {}  # round -> the invited set it was planned for
         self.sets: dict[bytes, list[str]] = {}  # Merkle root -> the invited set it names
+
+    def decrypted(self, round_id: str) -> bool:
+        """Whether the round was decrypted: the CSP's transcript records it (the cluster keeps
+        one), or, with key holders, any holder's decrypt-once log says it opened it."""
+        cluster = self.cluster
+        if cluster.keyholders:
+            logs = [cluster.workdir / f"{n}-keys" / DECRYPT_LOG for n in cluster.keyholder_names]
+            wanted = ("decrypted",)
+        else:
+            logs, wanted = [cluster.workdir / "csp-transcript.jsonl"], ()
+        for path in logs:
+            lines = path.read_text().splitlines() if path.exists() else []
+            for record in (json.loads(line) for line in lines if line.strip()):
+                if record["round_id"] == round_id and (not wanted or record["state"] in wanted):
+                    return True
+        return False
 
     def close(self) -> None:
         self.server.stop(0)
@@ -380,6 +418,86 @@ class DeviatingAggregator(pb_grpc.AggregatorServicer):
         if signer is None:
             return pb.Signed(body=body), ciphertexts
         return signer.sign(body, SHARE_STATEMENT), ciphertexts
+
+
+class HolderQuorum:
+    """Every key holder of a threshold deployment behind the CSP stub's calls, as this test's
+    aggregator makes them. A call goes to every holder; a refusal every holder makes is raised
+    as the first holder's RpcError (the holders run the CSP's checks, so they refuse alike);
+    holders that disagree fail the test. DecryptBlinded checks each holder's proof against the
+    product of the relayed shares and combines t valid partial decryptions."""
+
+    def __init__(self, stubs: dict[str, pb_grpc.KeyHolderStub]) -> None:
+        self.stubs = stubs
+
+    def _each(self, call) -> list[tuple[str, Any]]:
+        """(holder, its answer or its RpcError) for every holder."""
+        out = []
+        for name, stub in self.stubs.items():
+            try:
+                out.append((name, call(stub)))
+            except grpc.RpcError as exc:
+                out.append((name, exc))
+        return out
+
+    def _alike(self, answers: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        errors = [a for _, a in answers if isinstance(a, grpc.RpcError)]
+        if errors and len(errors) == len(answers):
+            raise errors[0]
+        if errors:
+            said = {n: (a.code(), a.details()) for n, a in answers if isinstance(a, grpc.RpcError)}
+            raise AssertionError(f"the key holders disagree: some refused, some did not: {said}")
+        return answers
+
+    def GetPublicKey(self, request, **kw) -> pb.PublicKey:
+        return self._alike(self._each(lambda stub: stub.GetPublicKey(request, **kw)))[0][1]
+
+    def OpenRound(self, request, **kw) -> pb.Ack:
+        self._alike(self._each(lambda stub: stub.OpenRound(request, **kw)))
+        return pb.Ack(ok=True)
+
+    def DecryptBlinded(self, request_iterator, **kw):
+        requests = list(request_iterator)
+        header = requests[0].header
+        answers = self._alike(
+            self._each(lambda stub: list(stub.PartialDecrypt(iter(requests), **kw)))
+        )
+        key, _ = threshold_key_from_proto(self.GetPublicKey(pb.PublicKeyRequest(), **kw))
+        product = _product(key.public, requests[1:])
+        context = threshold.proof_context(header.round_id, header.key_id)
+        partials = {}
+        for name, replies in answers:
+            values = [bytes_to_int(p) for r in replies for p in r.partials]
+            proof = proof_from_proto(replies[-1])
+            index = replies[-1].index
+            assert threshold.verify(key, index, product, values, proof, context), name
+            partials[index] = values
+        plaintexts = threshold.combine(key, partials)
+        width = key.public.plaintext_bytes
+        yield pb.PlaintextBatch(
+            plaintexts=[int_to_bytes(p, width) for p in plaintexts],
+            contributors=list(answers[0][1][-1].contributors),
+        )
+
+    def ComputeProjection(self, request_iterator, **kw):
+        raise AssertionError("key holders project nothing: open such a round to see it refused")
+
+
+def _product(public: PublicKey, chunks: Sequence[pb.DecryptChunk]) -> list[int]:
+    """The coordinate-wise product of the relayed shares' ciphertexts (what a holder sums)."""
+    n2 = mpz(public.n_square)
+    product: list[mpz] = []
+    position = 0
+    for chunk in chunks:
+        if chunk.WhichOneof("part") == "share":
+            position = 0
+            continue
+        for raw in chunk.batch.ciphertexts:
+            if position == len(product):
+                product.append(mpz(1))
+            product[position] = product[position] * bytes_to_int(raw) % n2
+            position += 1
+    return [int(x) for x in product]
 
 
 def _signer(signer: Signer | None) -> Signer:

@@ -11,6 +11,11 @@ Every attack must be refused by an owner (a decline naming the rule) or by the C
 error naming the check), with nothing decrypted reaching the aggregator and no privacy ledger
 charged. One positive control runs the honest path through the same harness and recovers the
 exact totals of the data, so the refusals are not an artefact of a broken harness.
+
+Every test runs twice: against one CSP, and against a 3-of-5 threshold key whose five key
+holders (real processes) each check the round as the CSP does (docs/threshold-keys.md); the
+test's aggregator then asks every holder (`deviating_aggregator.HolderQuorum`), and each attack
+must be refused by every one of them, with no holder opening the round.
 """
 
 from __future__ import annotations
@@ -86,6 +91,20 @@ class Env:
     apart_columns: list[str] = field(default_factory=list)
     declined: dict[str, tuple[str, ...]] = field(default_factory=dict)  # round -> sites
 
+    @property
+    def holders(self) -> bool:
+        """A threshold deployment: key holders instead of the CSP."""
+        return bool(self.cluster.keyholders)
+
+    @property
+    def party(self) -> str:
+        """How the decrypting party names itself in its refusals."""
+        return "key holder" if self.holders else "CSP"
+
+    @property
+    def decryptors(self) -> list[str]:
+        return self.cluster.keyholder_names if self.holders else ["csp"]
+
     def fresh(self) -> list[str]:
         """Columns for a round of all three sites with a quorum of 3: they release nothing
         another such round could be subtracted from, so the owners' non_dp_repeats rule
@@ -96,8 +115,8 @@ class Env:
         return [self.names.index(f) for f in features]
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory) -> Iterator[Env]:
+@pytest.fixture(scope="module", params=["csp", "keyholders"])
+def env(tmp_path_factory, request) -> Iterator[Env]:
     bunch = load_breast_cancer()
     names = [str(n).replace(" ", "_") for n in bunch.feature_names]
     forbidden, allowed = names[-1], names[:-1]
@@ -113,6 +132,7 @@ def env(tmp_path_factory) -> Iterator[Env]:
         csp_transcript=True,
         privacy_budget=(5.0, 1e-4),
         external_aggregator=True,
+        keyholders=(5, 3) if request.param == "keyholders" else None,
     )
     agg = None
     try:
@@ -221,11 +241,8 @@ def wait_sent(env: Env, round_id: str, sites: Iterable[str], timeout: float = 15
 
 
 def csp_decrypted(env: Env, round_id: str) -> bool:
-    """Whether the CSP's transcript records a decryption of this round."""
-    path = env.cluster.workdir / "csp-transcript.jsonl"
-    if not path.exists():
-        return False
-    return any(json.loads(line)["round_id"] == round_id for line in path.read_text().splitlines())
+    """Whether the CSP (or any key holder) decrypted the round."""
+    return env.agg.decrypted(round_id)
 
 
 def assert_declined(
@@ -347,7 +364,7 @@ def test_csp_refuses_to_decrypt_fewer_shares_than_the_owners_signed_for(env: Env
         env,
         lambda got: agg.decrypt(rnd.round_id, pairs(*up.values()), got),
         grpc.StatusCode.ALREADY_EXISTS,
-        "was already decrypted; the CSP decrypts once",
+        f"was already decrypted; the {env.party} decrypts once",
         rnd.round_id,
     )
 
@@ -555,14 +572,22 @@ def test_a_round_is_decrypted_once_even_across_a_csp_restart(env: Env, honest: H
     with pytest.raises(grpc.RpcError) as err:
         again(got)
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
-    assert f"round {round_id} was already decrypted; the CSP decrypts once" in err.value.details()
+    assert f"round {round_id} was already decrypted; the {env.party} decrypts once" in (
+        err.value.details()
+    )
     assert got.plaintexts == []
 
-    cluster.kill("csp")
-    cluster.start_csp()  # same key dir: same key, same record of decrypted rounds
-    cluster.wait_healthy(names=["csp"])
-    log = cluster.workdir / "csp-keys" / "decrypted-rounds.jsonl"
-    assert round_id in {json.loads(line)["round_id"] for line in log.read_text().splitlines()}
+    for name in env.decryptors:  # same key dir: same key, same record of decrypted rounds
+        cluster.kill(name)
+        if env.holders:
+            cluster.start_keyholder(name)
+        else:
+            cluster.start_csp()
+    cluster.wait_healthy(names=env.decryptors)
+    for name in env.decryptors:
+        folder = "csp-keys" if name == "csp" else f"{name}-keys"
+        log = cluster.workdir / folder / "decrypted-rounds.jsonl"
+        assert round_id in {json.loads(line)["round_id"] for line in log.read_text().splitlines()}
 
     with pytest.raises(grpc.RpcError) as err:
         agg.open_at_csp(round_id, honest.rnd.n_ciphertexts)
@@ -572,7 +597,7 @@ def test_a_round_is_decrypted_once_even_across_a_csp_restart(env: Env, honest: H
     with pytest.raises(grpc.RpcError) as err:
         again(got)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
-    assert f"round {round_id} was never opened at this CSP" in err.value.details()
+    assert f"round {round_id} was never opened at this {env.party}" in err.value.details()
     assert got.plaintexts == []
 
 
@@ -638,6 +663,12 @@ def test_csp_refuses_a_projection_of_one_share(env: Env):
     agg = env.agg
     before = ledgers(env)
     rnd = honest_round(env, env.fresh(), min_owners=3, projection_only=True)
+    if env.holders:  # no holder takes a projection round at all
+        with pytest.raises(grpc.RpcError) as err:
+            agg.open_at_csp(rnd.round_id, rnd.n_ciphertexts, mode="projection")
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "projection-only rounds need a single CSP" in (err.value.details() or "")
+        return
     agg.open_at_csp(rnd.round_id, rnd.n_ciphertexts, mode="projection")
     up = collect(env, rnd, ["site-1"])
     assert rnd.layout is not None
@@ -833,7 +864,8 @@ def test_a_dp_charge_comes_back_only_if_the_csp_never_decrypted(env: Env):
         events = [e for e in audit(env, site) if e["round_id"] == rnd.round_id]
         withdrawn = [e for e in events if e["event"] == "withdrawn"]
         assert len(withdrawn) == 1 and withdrawn[0]["epsilon"] == EPSILON
-        assert "the CSP attests it never decrypted the round" in withdrawn[0]["reason"]
+        attests = "the key holders attest" if env.holders else "the CSP attests it never decrypted"
+        assert attests in withdrawn[0]["reason"], withdrawn[0]["reason"]
     # and the round is closed for good: the aggregator cannot decrypt it with all shares now
     assert_csp_refuses(
         env,

@@ -12,6 +12,9 @@ aggregator is the test's own `DeviatingAggregator`, with the real aggregator's c
   rule and its fixed sentence only; the site's audit log keeps the detail.
 - Differencing across protocols, labels, column supersets, job ids and aggregator-chosen
   centers is refused by the owners' `policy.non_dp_repeats`.
+
+Every test runs twice: against one CSP, and against five key holders of a 3-of-5 threshold key
+(docs/threshold-keys.md), each of which must refuse what the CSP refuses.
 """
 
 from __future__ import annotations
@@ -110,8 +113,8 @@ def _write(path: Path, columns: dict[str, Any]) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory) -> Iterator[Env]:
+@pytest.fixture(scope="module", params=["csp", "keyholders"])
+def env(tmp_path_factory, request) -> Iterator[Env]:
     bunch = load_breast_cancer()
     names = [str(n).replace(" ", "_") for n in bunch.feature_names]
     work = tmp_path_factory.mktemp("malicious-rounds")
@@ -137,6 +140,7 @@ def env(tmp_path_factory) -> Iterator[Env]:
     cluster = LocalCluster(
         work / "run",
         owners,
+        keyholders=(5, 3) if request.param == "keyholders" else None,
         csp_transcript=True,
         # the budget probe asks for 50: beyond 40 by basic composition and, at this delta,
         # by Renyi composition too (a delta of 0.5 would let the conversion take it)
@@ -174,10 +178,8 @@ def audit(env: Env, site: str, round_id: str | None = None) -> list[dict]:
 
 
 def csp_decrypted(env: Env, round_id: str) -> bool:
-    path = env.cluster.workdir / "csp-transcript.jsonl"
-    if not path.exists():
-        return False
-    return any(json.loads(line)["round_id"] == round_id for line in path.read_text().splitlines())
+    """Whether the CSP (or any key holder) decrypted the round."""
+    return env.agg.decrypted(round_id)
 
 
 def request(
