@@ -8,8 +8,16 @@ import json
 from pathlib import Path
 
 from leteo_fed.cli.health import add_health_listen, add_metrics_listen
-from leteo_fed.cli.options import SubParsers, add_tls, listen_address, set_handler, tls_config
-from leteo_fed.defaults import CSP_SPARK_CIPHERTEXTS, DEFAULT_KEY_BITS, DEFAULT_KEYHOLDER_ADDRESS
+from leteo_fed.cli.options import (
+    SubParsers,
+    add_key_size_flags,
+    add_spark_sum_flag,
+    add_tls,
+    listen_address,
+    set_handler,
+    tls_config,
+)
+from leteo_fed.defaults import DEFAULT_KEYHOLDER_ADDRESS
 
 DEAL_DESCRIPTION = """\
 Generate a threshold Paillier key (safe-prime modulus) and split its secret among M key holders,
@@ -44,17 +52,7 @@ def add_parsers(sub: SubParsers) -> None:
         help="how many holders decrypt together (more than M / 2)",
     )
     deal.add_argument("--out", type=Path, required=True, help="an empty folder for the files")
-    deal.add_argument(
-        "--key-bits",
-        type=int,
-        default=DEFAULT_KEY_BITS,
-        help=f"Paillier modulus size (default: {DEFAULT_KEY_BITS})",
-    )
-    deal.add_argument(
-        "--insecure-small-key",
-        action="store_true",
-        help=f"allow keys below {DEFAULT_KEY_BITS} bits (tests only)",
-    )
+    add_key_size_flags(deal)
     deal.add_argument("--json", action="store_true", help="print what was dealt as JSON")
     set_handler(deal, run_deal)
     _add_keyholder(sub)
@@ -80,19 +78,8 @@ def _add_keyholder(sub: SubParsers) -> None:
     serve.add_argument(
         "--key-dir", type=Path, default=Path("keyholder-keys"), help="this holder's share folder"
     )
-    serve.add_argument(
-        "--insecure-small-key",
-        action="store_true",
-        help=f"serve keys below {DEFAULT_KEY_BITS} bits (tests only)",
-    )
-    serve.add_argument(
-        "--spark-ciphertext-threshold",
-        type=int,
-        default=CSP_SPARK_CIPHERTEXTS,
-        metavar="N",
-        help="rounds expecting N or more ciphertexts are summed on Spark, as at the CSP "
-        f"(0: never; default: {CSP_SPARK_CIPHERTEXTS})",
-    )
+    add_key_size_flags(serve, key_bits_help=None)
+    add_spark_sum_flag(serve)
     add_tls(serve, "keyholder-1", "keyholder")
     add_health_listen(serve)
     add_metrics_listen(serve)

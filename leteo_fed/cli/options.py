@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from leteo_fed.defaults import (
+    CSP_SPARK_CIPHERTEXTS,
     DEFAULT_AGGREGATOR_ADDRESS,
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_DP_DELTA,
@@ -343,19 +344,40 @@ def add_demo_owners(p: Container) -> None:
     )
 
 
-def add_demo_key_flags(p: Container) -> None:
-    """A demo's fresh Paillier key: below the secure size only on explicit request."""
-    p.add_argument(
-        "--key-bits",
-        type=int,
-        default=DEFAULT_KEY_BITS,
-        help=f"Paillier key size (default: {DEFAULT_KEY_BITS})",
-    )
+def add_key_size_flags(p: Container, key_bits_help: str | None = "Paillier modulus size") -> None:
+    """`--key-bits` (unless `key_bits_help` is None) and `--insecure-small-key`: a key below the
+    secure size only on explicit request."""
+    if key_bits_help is not None:
+        p.add_argument(
+            "--key-bits",
+            type=int,
+            default=DEFAULT_KEY_BITS,
+            help=f"{key_bits_help} (default: {DEFAULT_KEY_BITS})",
+        )
     p.add_argument(
         "--insecure-small-key",
         action="store_true",
-        help=f"allow --key-bits below {DEFAULT_KEY_BITS} (experiments only)",
+        help=f"allow keys below {DEFAULT_KEY_BITS} bits (tests and experiments only)",
     )
+
+
+def add_spark_sum_flag(p: Container) -> None:
+    """From how many ciphertexts in a round the CSP (or a key holder) sums shares on Spark."""
+    p.add_argument(
+        "--spark-ciphertext-threshold",
+        type=int,
+        default=CSP_SPARK_CIPHERTEXTS,
+        metavar="N",
+        help="rounds expecting N or more ciphertexts (shares x ciphertexts per share) are "
+        "summed on Spark from spill files (the [spark] extra; SPARK_MASTER, default local); "
+        "smaller ones on every core of this host (0: never Spark; default: "
+        f"{CSP_SPARK_CIPHERTEXTS})",
+    )
+
+
+def add_demo_key_flags(p: Container) -> None:
+    """A demo's fresh Paillier key, or a threshold key split among holders."""
+    add_key_size_flags(p, "Paillier key size")
     p.add_argument(
         "--keyholders",
         type=int,

@@ -14,6 +14,8 @@ from leteo_fed.cli import operators, owner_setup
 from leteo_fed.cli.health import add_health_listen, add_metrics_listen
 from leteo_fed.cli.options import (
     SubParsers,
+    add_key_size_flags,
+    add_spark_sum_flag,
     add_tls,
     csv_list,
     host_port,
@@ -25,7 +27,6 @@ from leteo_fed.cli.options import (
 )
 from leteo_fed.defaults import (
     CERT_VALIDITY_DAYS,
-    CSP_SPARK_CIPHERTEXTS,
     DEFAULT_AGGREGATOR_ADDRESS,
     DEFAULT_CSP_ADDRESS,
     DEFAULT_KEY_BITS,
@@ -207,33 +208,14 @@ def _add_csp(sub: SubParsers) -> None:
     p.add_argument(
         "--key-dir", type=Path, default=Path("csp-keys"), help="key folder (default: ./csp-keys)"
     )
-    p.add_argument(
-        "--key-bits",
-        type=int,
-        default=DEFAULT_KEY_BITS,
-        help=f"Paillier modulus size for a new key (default: {DEFAULT_KEY_BITS})",
-    )
-    p.add_argument(
-        "--insecure-small-key",
-        action="store_true",
-        help=f"allow keys below {DEFAULT_KEY_BITS} bits (tests only)",
-    )
+    add_key_size_flags(p, "Paillier modulus size for a new key")
     p.add_argument(
         "--transcript",
         type=Path,
         default=None,
         help="append every decrypted (blinded) value to this file, for audits",
     )
-    p.add_argument(
-        "--spark-ciphertext-threshold",
-        type=int,
-        default=CSP_SPARK_CIPHERTEXTS,
-        metavar="N",
-        help="rounds expecting N or more ciphertexts (shares x ciphertexts per share) are "
-        "summed on Spark from spill files (the [spark] extra; SPARK_MASTER, default local); "
-        "smaller ones on every core of this host (0: never Spark; default: "
-        f"{CSP_SPARK_CIPHERTEXTS})",
-    )
+    add_spark_sum_flag(p)
     add_tls(p, "csp", "csp")
     add_health_listen(p)
     add_metrics_listen(p)
