@@ -230,3 +230,22 @@ def test_a_returning_holder_opens_no_round_twice(holders, data):
             )
     assert refused.value.code() == grpc.StatusCode.ALREADY_EXISTS
     assert f"round {round_id} was already used here (decrypted)" in refused.value.details()
+
+
+def test_a_new_dealing_rotates_the_key_without_a_restart(holders, data):
+    """docs/key-rotation.md for threshold keys: a new `keys deal`, each running holder files
+    its new share (`keyholder add-share`), and the next round is opened on the new key."""
+    from csp.dealing import add_share, deal_to
+
+    _, names = data
+    cluster, client = holders
+    dealt = deal_to(cluster.workdir / "dealt-2", 2048, 5, 3, allow_small=False)
+    for name, share_file in zip(cluster.keyholder_names, dealt.shares, strict=True):
+        add_share(share_file, cluster.workdir / f"{name}-keys")
+    result = client.run(MomentsRequest(features=tuple(names), components=2), ONLY)
+    new = dealt.key.key_id
+    for name in cluster.keyholder_names:
+        log = (cluster.logs / f"{name}.log").read_text()
+        assert f"round {result.round_id} opened by aggregator" in log, log[-1500:]
+        opened = [line for line in log.splitlines() if f"round {result.round_id} opened" in line]
+        assert opened[-1].endswith(f"key {new}"), opened
