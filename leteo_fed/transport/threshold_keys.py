@@ -122,6 +122,8 @@ def answer_of(address: str, call: Any) -> HolderAnswer:
     except grpc.FutureCancelledError:
         return HolderAnswer(address, problem="not waited for")
     except grpc.RpcError as exc:
+        if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:  # waited for a connection in vain
+            return HolderAnswer(address, problem="unreachable: no answer before the deadline")
         return HolderAnswer(address, problem=rpc_error_message(exc))
     except LeteoError as exc:
         return HolderAnswer(address, problem=f"answered no usable threshold key: {exc}")
