@@ -3,10 +3,10 @@ virtual owners in worker processes, and the analyst's PCA round checked against 
 
 Steps (`simulate`): certificates for every owner (`LocalCluster.prepare`, one CA set, one
 certificate and signing key per site; with key holders also theirs and the key's dealing), each
-owner's data file and config, the CSP (or the holders) and the aggregator as processes, `processes` workers hosting the owners (`worker`), the wait until the
-aggregator counts them all connected, an optional hold, the round (the real `AnalystClient`,
-quorum `quorum`, the first `invite` sites), the comparison with `pca.reference_pca`, and the
-figures (`report`).
+owner's data file and config, the CSP (or the holders) and the aggregator as processes,
+`processes` workers hosting the owners (`worker`), the wait until the aggregator counts them
+all connected, an optional hold, the round (the real `AnalystClient`, quorum `quorum`, the
+first `invite` sites), the comparison with `pca.reference_pca`, and the figures (`report`).
 """
 
 from __future__ import annotations
