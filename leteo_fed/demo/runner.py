@@ -142,6 +142,11 @@ def check_demo_parties(owners: int, key_bits: int, allow_small_key: bool) -> Non
             f"leteo-fed simulate), got {owners}",
             field="owners",
         )
+    check_demo_key_size(key_bits, allow_small_key)
+
+
+def check_demo_key_size(key_bits: int, allow_small_key: bool) -> None:
+    """`--key-bits` below 2048 only with `--insecure-small-key` (the demos, `simulate`)."""
     if key_bits < 2048 and not allow_small_key:
         raise ConfigError(
             f"--key-bits {key_bits} is below 2048; add --insecure-small-key to allow it",

@@ -1,12 +1,12 @@
-"""The simulation's driver: a real CSP and aggregator, virtual owners in worker processes, and
-the analyst's PCA round checked against the pooled rows.
+"""The simulation's driver: a real CSP (or the m holders of a threshold key) and aggregator,
+virtual owners in worker processes, and the analyst's PCA round checked against the pooled rows.
 
 Steps (`simulate`): certificates for every owner (`LocalCluster.prepare`, one CA set, one
-certificate and signing key per site), each owner's data file and config, the CSP and the
-aggregator as processes, `processes` workers hosting the owners (`worker`), the wait until the
-aggregator counts them all connected, an optional hold, the round (the real `AnalystClient`,
-quorum `quorum`, the first `invite` sites), the comparison with `pca.reference_pca`, and the
-figures (`report`).
+certificate and signing key per site; with key holders also theirs and the key's dealing), each
+owner's data file and config, the CSP (or the holders) and the aggregator as processes,
+`processes` workers hosting the owners (`worker`), the wait until the aggregator counts them
+all connected, an optional hold, the round (the real `AnalystClient`, quorum `quorum`, the
+first `invite` sites), the comparison with `pca.reference_pca`, and the figures (`report`).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class SimOptions:
     features: int = 4
     rows_per_owner: int = 20
     key_bits: int = 2048
+    keyholders: tuple[int, int] | None = None  # (m, t): a threshold key's holders, not one CSP
     seed: int = 1
     threads: int = 8  # per worker: the pool its owners' invitations and shares run on
     connect_timeout: float = 900.0
@@ -68,6 +69,17 @@ class SimOptions:
             raise ConfigError("--features must be at least 2", field="features")
         if self.invited() and self.rows_per_owner < 1:
             raise ConfigError("--rows-per-owner must be at least 1", field="rows_per_owner")
+        if self.keyholders is not None:
+            from leteo_fed.demo.runner import demo_keyholders
+
+            demo_keyholders(*self.keyholders)  # the demos' rule: 2 <= t <= m, t > m / 2
+
+    def key_service(self) -> str:
+        """Who decrypts, in words."""
+        if self.keyholders is None:
+            return "CSP"
+        m, t = self.keyholders
+        return f"{m} key holders (any {t} decrypt)"
 
 
 def stopping_sites(invited: list[str], fraction: float, seed: int) -> list[str]:
@@ -106,6 +118,7 @@ def simulate(opts: SimOptions, out: Path, progress: Progress = _say) -> dict[str
         out / "deployment",
         [OwnerSpec(site, paths[site]) for site in sites],
         key_bits=opts.key_bits,
+        keyholders=opts.keyholders,
         aggregator_args=aggregator_args,
         log_level="INFO",
     )
@@ -118,10 +131,11 @@ def simulate(opts: SimOptions, out: Path, progress: Progress = _say) -> dict[str
         )
         t0 = time.perf_counter()
         cluster.start_services()
-        cluster.wait_healthy(120, names=["csp", "aggregator"])
+        cluster.wait_healthy(120, names=[*_key_services(cluster), "aggregator"])
         report["services_seconds"] = time.perf_counter() - t0
         progress(
-            f"CSP ({opts.key_bits}-bit key) and aggregator up: {report['services_seconds']:.1f} s"
+            f"{opts.key_service()} ({opts.key_bits}-bit key) and aggregator up: "
+            f"{report['services_seconds']:.1f} s"
         )
         configs = {s.site_id: cluster.owner_config(s) for s in cluster.owners}
         report["connect"] = _connect(cluster, opts, configs, stopping, out, progress)
@@ -136,6 +150,11 @@ def simulate(opts: SimOptions, out: Path, progress: Progress = _say) -> dict[str
         cluster.stop()
     atomic_json(out / "simulation.json", report)
     return report
+
+
+def _key_services(cluster: LocalCluster) -> list[str]:
+    """The processes that hold the key: the CSP, or keyholder-1..m."""
+    return cluster.keyholder_names or ["csp"]
 
 
 def _worker_names(cluster: LocalCluster) -> list[str]:
@@ -334,14 +353,22 @@ def _round(
         "answer_p50_seconds": agg.get("answer_p50_seconds"),
         "answer_p99_seconds": agg.get("answer_p99_seconds"),
         "answer_max_seconds": agg.get("answer_max_seconds"),
-        "csp_verify_seconds": csp.get("verify_seconds"),
-        "csp_sum_seconds": csp.get("sum_seconds"),
-        "csp_decrypt_seconds": csp.get("decrypt_seconds"),
-        "csp_round_trip_seconds": agg.get("csp_round_trip_seconds"),
     }
+    if opts.keyholders is None:
+        result["timings"] |= {
+            "csp_verify_seconds": csp.get("verify_seconds"),
+            "csp_sum_seconds": csp.get("sum_seconds"),
+            "csp_decrypt_seconds": csp.get("decrypt_seconds"),
+            "csp_round_trip_seconds": agg.get("csp_round_trip_seconds"),
+        }
+        result["csp_cpu_seconds"] = used["csp"]
+    else:
+        result["timings"] |= holder_timings(agg, csp)
+        holders_cpu = {name: used[name] for name in cluster.keyholder_names if name in used}
+        result["keyholders_cpu_seconds"] = holders_cpu
+        result["keyholders_cpu_total_seconds"] = sum(holders_cpu.values())
     result["aggregator_cpu_seconds"] = used["aggregator"]
     result["aggregator_cpu_ms_per_owner"] = 1000 * used["aggregator"] / len(invited)
-    result["csp_cpu_seconds"] = used["csp"]
     workers = [n for n in used if n.startswith("worker-")]
     result["workers_cpu_seconds"] = sum(used[n] for n in workers)
     time.sleep(2.0)  # the workers' counts are rewritten every second
@@ -356,6 +383,36 @@ def _round(
     }
     result["owners_heard"] = {k: moved[k] for k in ("invites", "shares", "results")}
     return result
+
+
+HOLDER_PHASES = ("verify", "sum", "partial", "prove", "check", "round_trip")
+
+
+def holder_timings(agg: dict[str, float], csp: dict[str, float]) -> dict[str, Any]:
+    """A threshold round's key-service figures, from the result's timings: how many holders
+    answered validly (and wrongly, or failed), the aggregator's round trip to them, its proof
+    checks and combination, the slowest combined holder's phases, and each holder's own
+    (`holder_<i>_<phase>_seconds`, by index)."""
+    out: dict[str, Any] = {
+        name: csp.get(name) for name in ("holders_valid", "holders_wrong", "holders_failed")
+    }
+    for name in ("holder_round_trip_seconds", "verify_proofs_seconds", "combine_seconds"):
+        out[name] = agg.get(name)
+    for phase in ("verify", "sum", "partial", "prove"):
+        out[f"holders_{phase}_seconds"] = csp.get(f"{phase}_seconds")  # the slowest combined
+    each: dict[str, dict[str, float]] = {}
+    for key, value in csp.items():
+        for phase in HOLDER_PHASES:
+            suffix = f"_{phase}_seconds"
+            if key.startswith("holder_") and key.endswith(suffix):
+                each.setdefault(key[len("holder_") : -len(suffix)], {})[phase] = value
+                break
+    # by index (a holder that answered as none is labelled at_ADDRESS: last)
+    out["holders"] = {
+        label: {phase: each[label][phase] for phase in HOLDER_PHASES if phase in each[label]}
+        for label in sorted(each, key=lambda label: (len(label), label))
+    }
+    return out
 
 
 def accuracy(doc: dict, pooled: np.ndarray) -> dict[str, Any]:

@@ -19,7 +19,7 @@ def rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     opts = report["options"]
     out = [
         ("virtual owners / worker processes", f"{opts['owners']} / {report['workers']}"),
-        ("Paillier key", f"{opts['key_bits']} bits"),
+        ("Paillier key", f"{opts['key_bits']} bits{_key_service(opts.get('keyholders'))}"),
         ("certificates and keys", _f(report.get("certificates_seconds"), " s", 1)),
     ]
     c = report.get("connect")
@@ -68,15 +68,14 @@ def rows(report: dict[str, Any]) -> list[tuple[str, str]]:
                         for k in ("answer_p50_seconds", "answer_p99_seconds", "answer_max_seconds")
                     ),
                 ),
-                (
-                    "CSP verify / sum / decrypt",
-                    " / ".join(
-                        _f(t[k], " s", 3)
-                        for k in ("csp_verify_seconds", "csp_sum_seconds", "csp_decrypt_seconds")
-                    ),
-                ),
+            ]
+            threshold = "holders" in t
+            out += _holder_rows(t) if threshold else _csp_rows(t)
+            out += [
                 ("aggregator CPU per invited owner", _f(r["aggregator_cpu_ms_per_owner"], " ms")),
-                ("CSP CPU over the round", _f(r["csp_cpu_seconds"], " s")),
+                _holders_cpu(r)
+                if threshold
+                else ("CSP CPU over the round", _f(r["csp_cpu_seconds"], " s")),
                 ("workers' CPU over the round", _f(r["workers_cpu_seconds"], " s")),
             ]
             b = r["bytes_per_owner"]
@@ -116,7 +115,78 @@ def rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         for name in ("aggregator", "csp"):
             if name in p:
                 out.append((f"{name} peak RSS", _f(p[name]["peak_rss_mib"], " MiB", 0)))
+        holders = sorted((n for n in p if n.startswith("keyholder-")), key=_holder_number)
+        if holders:
+            out.append(
+                (
+                    "key holders' peak RSS, each",
+                    " / ".join(f"{p[n]['peak_rss_mib']:.0f}" for n in holders) + " MiB",
+                )
+            )
     return out
+
+
+def _key_service(keyholders: Any) -> str:
+    if not keyholders:
+        return ""  # one CSP
+    m, t = keyholders
+    return f", {m} key holders, any {t} decrypt"
+
+
+def _holder_number(name: str) -> int:
+    return int(name.rsplit("-", 1)[1])
+
+
+def _csp_rows(t: dict[str, Any]) -> list[tuple[str, str]]:
+    """The CSP's phases of the round."""
+    return [
+        (
+            "CSP verify / sum / decrypt",
+            " / ".join(
+                _f(t[k], " s", 3)
+                for k in ("csp_verify_seconds", "csp_sum_seconds", "csp_decrypt_seconds")
+            ),
+        ),
+    ]
+
+
+HOLDER_COLUMNS = ("verify", "sum", "partial", "prove")
+
+
+def _holder_rows(t: dict[str, Any]) -> list[tuple[str, str]]:
+    """The key holders' phases: how many answered validly, the aggregator's round trip to
+    them, its proof checks and combination, each holder's own verify / sum / partial / prove."""
+    each = t["holders"]
+    answered = [
+        f"{int(t[k])} {k.split('_')[1]}"
+        for k in ("holders_valid", "holders_wrong", "holders_failed")
+        if t.get(k)
+    ]
+    out = [
+        ("key holders answering", ", ".join(answered) or "-"),
+        (
+            "holders round trip / verify proofs / combine",
+            " / ".join(
+                _f(t[k], " s", 3)
+                for k in ("holder_round_trip_seconds", "verify_proofs_seconds", "combine_seconds")
+            ),
+        ),
+    ]
+    for label, phases in each.items():
+        out.append(
+            (
+                f"holder {label} verify / sum / partial / prove",
+                " / ".join(_f(phases.get(k), " s", 3) for k in HOLDER_COLUMNS),
+            )
+        )
+    return out
+
+
+def _holders_cpu(r: dict[str, Any]) -> tuple[str, str]:
+    cpu = r.get("keyholders_cpu_seconds") or {}
+    names = sorted(cpu, key=_holder_number)
+    each = " / ".join(f"{cpu[n]:.2f}" for n in names)
+    return ("key holders' CPU over the round, each", f"{each} s" if names else "-")
 
 
 def table(report: dict[str, Any]) -> str:

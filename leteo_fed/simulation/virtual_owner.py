@@ -3,14 +3,17 @@
 `VirtualOwner` is `OwnerAgentService` itself (its authorization, policy, audit log, privacy
 ledger, `ShareRunner`, signing and result handling run unchanged) with three things swapped:
 
-- **transport**: its aggregator and CSP stubs are `LoopStub`s over grpc.aio channels of its own,
-  made with its own certificate and key (`TlsConfig.channel_credentials`): one connection to
-  the aggregator per virtual owner (the CSP's is opened only if the owner ever calls it);
+- **transport**: its aggregator and CSP stubs (or, with `[keyholders]`, one stub per key holder
+  under the real `KeyHolders` custody) are `LoopStub`s over grpc.aio channels of its own, made
+  with its own certificate and key (`TlsConfig.channel_credentials`): one connection to the
+  aggregator per virtual owner; the CSP's or a holder's is opened only if the owner ever calls
+  it (a new key, a withdrawal), and never shared between owners, since the CSP and the holders
+  know the site by its certificate;
 - **the stream**: its `Connect` stream is a coroutine on the worker's event loop (`run_link`)
   instead of a thread (`owner_agent.uplink.AggregatorLink`); each task it brings is handled on the
   worker's thread pool, one at a time per owner and in order, as the real link does;
-- **start-up**: the CSP key and its randomizer table are fetched and built once per worker and
-  shared by its virtual owners (a real agent builds its own; the table is the largest thing an
+- **start-up**: the key (the CSP's, or the threshold key at least t holders agree on) and its
+  randomizer table are fetched and built once per worker and shared by its virtual owners (a real agent builds its own; the table is the largest thing an
   agent holds, so sharing it keeps a worker of thousands of owners within memory).
 
 `stop_before_upload` makes the owner behave as a site that crashes after accepting an
@@ -35,7 +38,7 @@ from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.simulation.loop_stub import LoopStub
 from leteo_fed.transport.grpc_io import CHANNEL_OPTIONS, rpc_error_message
 from leteo_fed.transport.rounds import Invitation
-from owner_agent.key_custody import SingleCsp
+from owner_agent.key_custody import KeyCustody, KeyHolders, SingleCsp
 from owner_agent.service import MAX_AWAITING, OwnerAgentService
 from owner_agent.shares import ShareUpload
 from owner_agent.uplink import FIRST_RETRY_SECONDS, next_delay
@@ -84,18 +87,32 @@ class VirtualOwner(OwnerAgentService):
 
     # ------------------------------------------------------------------ what differs
 
-    def _open_peers(self) -> tuple[LoopStub, SingleCsp]:  # type: ignore[override]
+    def _open_peers(self) -> tuple[LoopStub, KeyCustody]:  # type: ignore[override]
+        """The aggregator's stub, and the key's custody the config names: one CSP, or every
+        key holder (`[keyholders]`), each a `LoopStub` of this owner's own, opened at its
+        first call (a round does not call them: the worker fetched the key)."""
         tls, config = self.config.tls, self.config
 
-        def aggregator() -> grpc.aio.Channel:
-            return _aio_channel(tls, config.aggregator, "aggregator")
+        def opener(target: str, peer: str) -> Callable[[], grpc.aio.Channel]:
+            return lambda: _aio_channel(tls, target, peer)
 
-        def csp() -> grpc.aio.Channel:
-            return _aio_channel(tls, config.csp, "csp")
-
-        self._to_aggregator = LoopStub(self._loop, aggregator, pb_grpc.AggregatorStub)
-        self._to_csp = LoopStub(self._loop, csp, pb_grpc.CryptoServiceProviderStub)
-        return self._to_aggregator, SingleCsp(self._to_csp, config.csp)  # closed by its loop
+        self._to_aggregator = LoopStub(
+            self._loop, opener(config.aggregator, "aggregator"), pb_grpc.AggregatorStub
+        )
+        custody: KeyCustody
+        if config.keyholders is not None:
+            self._to_key = {
+                address: LoopStub(self._loop, opener(address, "keyholder"), pb_grpc.KeyHolderStub)
+                for address in config.keyholders.addresses
+            }
+            custody = KeyHolders(self._to_key, config.keyholders.threshold)
+        else:
+            to_csp = LoopStub(
+                self._loop, opener(config.csp, "csp"), pb_grpc.CryptoServiceProviderStub
+            )
+            self._to_key = {config.csp: to_csp}
+            custody = SingleCsp(to_csp, config.csp)
+        return self._to_aggregator, custody  # their channels closed by `close_channels`
 
     def _reconnect_aggregator(self):
         return self._aggregator  # one channel for the owner's life (gRPC reconnects it)
@@ -215,7 +232,8 @@ class VirtualOwner(OwnerAgentService):
         if self._call is not None:
             self._call.cancel()
         await self._to_aggregator.close()
-        await self._to_csp.close()
+        for stub in self._to_key.values():
+            await stub.close()
 
 
 def _aio_channel(tls, target: str, peer: str) -> grpc.aio.Channel:

@@ -3,8 +3,10 @@
     python -m leteo_fed.simulation.worker --configs LIST [--stop-sites LIST] [--threads 8]
 
 LIST files name one owner config (TOML, as `owner serve` reads it) or one site per line. Start-up:
-every protocol module loaded, the CSP's current key fetched with the first owner's certificate
-and its randomizer table built once (shared, see `virtual_owner`), then each owner built (its
+every protocol module loaded, the current key fetched with the first owner's certificate (the
+CSP's, or with `[keyholders]` the threshold key at least t of the holders agree on, the rule an
+agent applies: `fetch_key`) and its randomizer table built once (shared, see `virtual_owner`),
+then each owner built (its
 config, certificate, signing key, audit log, ledger) and connected over its own mTLS channel, at
 most `--handshakes` connection attempts at a time. Every second the worker writes its counts
 (owners built, connected, stopped) to `--status` as JSON.
@@ -24,19 +26,21 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from leteo_fed.config import load_owner_config
-from leteo_fed.crypto.paillier import Encryptor
+from leteo_fed.config import OwnerConfig, load_owner_config
+from leteo_fed.crypto.paillier import Encryptor, PublicKey
 from leteo_fed.fileio import atomic_write_bytes
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
 from leteo_fed.protocols import registry
 from leteo_fed.simulation.virtual_owner import TRAFFIC, VirtualOwner
 from leteo_fed.transport.messages import fetch_public_key
+from leteo_fed.transport.threshold_keys import describe_key, fetch_agreed_key
 
 log = logging.getLogger("leteo.simulation")
 
 
 def raise_open_files_limit() -> None:
-    """One socket per owner (two if it ever calls the CSP): as many files as the system allows."""
+    """One socket per owner (more if it ever calls the CSP or the key holders): as many files
+    as the system allows."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -46,6 +50,35 @@ def _lines(path: Path | None) -> list[str]:
     if path is None:
         return []
     return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def fetch_key(config: OwnerConfig) -> PublicKey:
+    """The current key, fetched as the agent fetches it with `config` (its certificate): the
+    CSP's, or with `[keyholders]` the threshold key at least t of the m configured holders
+    return identically, with exactly the configured t and m (`threshold_keys`)."""
+    holders = config.keyholders
+    if holders is None:
+        channel = config.tls.channel(config.csp, peer="csp")
+        try:
+            return fetch_public_key(pb_grpc.CryptoServiceProviderStub(channel), config.csp)
+        finally:
+            channel.close()
+    channels = {a: config.tls.channel(a, peer="keyholder") for a in holders.addresses}
+    try:
+        stubs = {a: pb_grpc.KeyHolderStub(c) for a, c in channels.items()}
+        key, answers = fetch_agreed_key(stubs, holders.threshold)
+    finally:
+        for channel in channels.values():
+            channel.close()
+    agreeing = sum(1 for a in answers if a.key == key)
+    log.info(
+        "%s: %d of %d holders agree (%d answered by then)",
+        describe_key(key),
+        agreeing,
+        holders.holders,
+        len(answers),
+    )
+    return key.public
 
 
 class Counts:
@@ -68,11 +101,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     registry.names()  # every protocol module, as an agent loads them before connecting
     first = load_owner_config(configs[0])
-    channel = first.tls.channel(first.csp, peer="csp")
-    try:
-        public = fetch_public_key(pb_grpc.CryptoServiceProviderStub(channel), first.csp)
-    finally:
-        channel.close()
+    public = fetch_key(first)
     encryptor = Encryptor(public, first.randomizer)
     encryptor.prepare()
     log.info("key %s and its table ready in %.2f s", public.key_id, time.perf_counter() - start)

@@ -1,11 +1,13 @@
-"""`leteo-fed simulate` as docs/simulation.md shows it, run as pasted (in a temporary folder).
+"""`leteo-fed simulate` as docs/simulation.md shows it, run as pasted (in a temporary folder),
+and against key holders.
 
 Real processes: a CSP with a fresh 2048-bit key, the aggregator, and 250 virtual owners in two
 worker processes, each owner with its own certificate, signing key, data file, audit log, ledger
 and mTLS connection. A tenth of them crash after accepting and before uploading; the round must
 complete with the others and equal PCA of their pooled rows to 1e-9. Each owner's own audit log
 must show the real agent at work: the surviving owners recorded their share as sent, the
-crashed ones accepted and sent nothing.
+crashed ones accepted and sent nothing. The second test puts three key holders of a threshold
+key (any two decrypt) in the CSP's place, with 20 owners.
 """
 
 from __future__ import annotations
@@ -78,3 +80,43 @@ def test_simulate_as_documented(tmp_path: Path) -> None:
     # distinct certificates: one per site
     certs = {(out / "deployment" / "certs" / f"{s}.crt").read_bytes() for s in sent}
     assert len(certs) == owners
+
+
+def test_simulate_against_key_holders(tmp_path: Path) -> None:
+    """`--keyholders 3 --threshold 2`: a threshold key dealt to three holder processes instead
+    of one CSP; every virtual owner takes the key at least two holders agree on (its worker's
+    one fetch) and the round completes with all of them, equal to pooled PCA; the report shows
+    the holders' phases and CPU instead of the CSP's."""
+    owners = 20
+    argv = ["simulate", "--owners", str(owners), "--keyholders", "3", "--threshold", "2"]
+    run = subprocess.run(
+        [sys.executable, "-m", "leteo_fed", "--log-level", "WARNING", *argv, "--out", "sim"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "sim" / "simulation.json").read_text())
+    assert report["options"]["keyholders"] == [3, 2]
+    rnd = report["round"]
+    assert rnd["state"] == "COMPLETED" and rnd["submitted"] == owners, rnd
+    acc = rnd["accuracy"]
+    assert acc["within_tolerance"], acc
+    assert acc["n_samples"] == owners * report["options"]["rows_per_owner"]
+    timings = rnd["timings"]
+    assert timings["holders_valid"] >= 2 and not timings["holders_wrong"]
+    for key in ("holder_round_trip_seconds", "verify_proofs_seconds", "holders_partial_seconds"):
+        assert timings[key] > 0, key
+    assert set(timings["holders"]) <= {"1", "2", "3"} and len(timings["holders"]) >= 2
+    assert "csp_decrypt_seconds" not in timings and "csp_cpu_seconds" not in rnd
+    assert sorted(rnd["keyholders_cpu_seconds"]) == ["keyholder-1", "keyholder-2", "keyholder-3"]
+    assert "csp" not in report["processes"]
+    for line in ("3 key holders, any 2 decrypt", "holders round trip", "holder 1 verify"):
+        assert line in run.stdout, line
+    assert "within 1e-9" in run.stdout and "CSP" not in run.stdout
+    config = tmp_path / "sim" / "deployment" / "config"
+    for i in range(1, owners + 1):
+        events = audit_events(config / f"audit-site-{i:04d}.jsonl")
+        assert any(e["event"] == "sent" for e in events), i

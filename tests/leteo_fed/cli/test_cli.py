@@ -220,6 +220,21 @@ def test_demo_small_key_needs_explicit_flag(tmp_path):
     assert proc.returncode == 2 and "--insecure-small-key" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--key-bits", "1024"], "--insecure-small-key"),
+        (["--threshold", "2"], "--threshold needs --keyholders"),
+        (["--keyholders", "4", "--threshold", "2"], "--keyholders 4 --threshold 2"),
+    ],
+)
+def test_simulate_refuses_the_demos_key_flags_as_the_demos_do(tmp_path, args, says):
+    out = tmp_path / "sim"
+    proc = run_cli("simulate", "--owners", "2", *args, "--out", str(out))
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert not out.exists()  # refused before anything is written or started
+
+
 # ---------------------------------------------------------------------------- module layout
 
 CLI_DIR = Path(__file__).resolve().parents[3] / "leteo_fed" / "cli"

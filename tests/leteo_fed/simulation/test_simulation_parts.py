@@ -126,3 +126,67 @@ def test_table_names_every_measured_figure() -> None:
         "aggregator RSS per connected owner",
     ):
         assert figure in text, figure
+
+
+def test_holder_timings_and_their_table() -> None:
+    """A threshold round's figures: each holder's phases by index, the aggregator's round trip,
+    proof checks and combination, and the holders' CPU, in place of the CSP's."""
+    from leteo_fed.simulation.driver import holder_timings
+
+    agg = {"holder_round_trip_seconds": 0.5, "verify_proofs_seconds": 0.2, "combine_seconds": 0.01}
+    csp = {"holders_valid": 3.0, "holders_wrong": 0.0, "holders_failed": 1.0}
+    csp |= {"verify_seconds": 0.03, "sum_seconds": 0.004, "partial_seconds": 0.1}
+    csp |= {"prove_seconds": 0.12}
+    for i in (1, 2, 10):
+        for phase in ("verify", "sum", "partial", "prove", "check", "round_trip"):
+            csp[f"holder_{i}_{phase}_seconds"] = i / 100
+    csp["holder_at_127.0.0.1:7_round_trip_seconds"] = 0.9
+    t = holder_timings(agg, csp)
+    assert list(t["holders"]) == ["1", "2", "10", "at_127.0.0.1:7"]
+    assert t["holders"]["10"]["round_trip"] == 0.1 and t["holders_partial_seconds"] == 0.1
+    assert t["holders"]["at_127.0.0.1:7"] == {"round_trip": 0.9}
+    assert t["combine_seconds"] == 0.01 and t["holders_valid"] == 3.0
+    report = {
+        "options": {"owners": 10, "key_bits": 2048, "keyholders": [5, 3]},
+        "workers": 1,
+        "round": {
+            "invited": 10,
+            "quorum": 10,
+            "stopped": 0,
+            "state": "COMPLETED",
+            "submitted": 10,
+            "round_seconds": 1.5,
+            "timings": {
+                "collect_seconds": 1.0,
+                "answer_p50_seconds": 0.1,
+                "answer_p99_seconds": 0.2,
+                "answer_max_seconds": 0.3,
+                **t,
+            },
+            "aggregator_cpu_ms_per_owner": 4.0,
+            "keyholders_cpu_seconds": {"keyholder-2": 0.25, "keyholder-10": 0.5},
+            "workers_cpu_seconds": 1.0,
+            "bytes_per_owner": {
+                "round_spec": 1400,
+                "share_statement": 900,
+                "ciphertexts": 512,
+                "published_status": 800,
+            },
+        },
+        "processes": {
+            "workers": {"cpu_seconds": 1.0, "rss_mib": 100.0, "peak_rss_mib": 120.0},
+            "keyholder-10": {"cpu_seconds": 1.0, "rss_mib": 70.0, "peak_rss_mib": 81.0},
+            "keyholder-2": {"cpu_seconds": 1.0, "rss_mib": 70.0, "peak_rss_mib": 80.0},
+        },
+    }
+    text = table(report)
+    for figure in (
+        "2048 bits, 5 key holders, any 3 decrypt",
+        "3 valid, 1 failed",
+        "0.500 s / 0.200 s / 0.010 s",
+        "holder 10 verify / sum / partial / prove",
+        "0.25 / 0.50 s",
+        "80 / 81 MiB",
+    ):
+        assert figure in text, figure
+    assert "CSP" not in text
