@@ -290,31 +290,40 @@ def _folded(
 
 
 def multi_power(
-    bases: Sequence[int], exponents: Sequence[int], modulus: int, window: int = 4
+    bases: Sequence[int], exponents: Sequence[int], modulus: int, window: int = 5
 ) -> mpz:
-    """prod b_j^(e_j) mod `modulus` for short non-negative exponents, with the squarings shared
-    (Straus): about bits(e) + L (2^w + bits(e) / w) multiplications instead of L 1.5 bits(e)."""
+    """prod b_j^(e_j) mod `modulus` for short non-negative exponents, by buckets (Pippenger):
+    for each w-bit digit position, the bases are multiplied into the bucket of their digit and
+    the buckets summed by a running product, so the squarings are shared and no base needs a
+    table: about bits(e) + (bits(e) / w) (L + 2^(w+1)) multiplications, a fifth fewer than
+    Straus's at L = 74 and 128-bit exponents."""
     mod = mpz(modulus)
-    size = 1 << window
-    tables = []
-    for b in bases:
-        row = [mpz(1), mpz(b) % mod]
-        for _ in range(2, size):
-            row.append(row[-1] * row[1] % mod)
-        tables.append(row)
-    bits = max((int(e).bit_length() for e in exponents), default=0)
-    digits = -(-bits // window)
-    mask = size - 1
-    acc = mpz(1)
+    mask = (1 << window) - 1
+    values = [mpz(b) % mod for b in bases]
+    powers = [int(e) for e in exponents]
+    digits = -(-max((e.bit_length() for e in powers), default=0) // window)
+    acc: mpz | None = None
     for position in reversed(range(digits)):
-        if position != digits - 1:
-            acc = gmpy2.powmod(acc, size, mod)
         shift = position * window
-        for row, e in zip(tables, exponents, strict=True):
-            digit = (int(e) >> shift) & mask
+        buckets: dict[int, mpz] = {}
+        for value, e in zip(values, powers, strict=True):
+            digit = (e >> shift) & mask
             if digit:
-                acc = acc * row[digit] % mod
-    return acc
+                held = buckets.get(digit)
+                buckets[digit] = value if held is None else held * value % mod
+        if acc is not None:
+            acc = gmpy2.powmod(acc, 1 << window, mod)
+        running: mpz | None = None
+        total: mpz | None = None
+        for digit in range(max(buckets, default=0), 0, -1):  # prod_d bucket_d^d
+            held = buckets.get(digit)
+            if held is not None:
+                running = held if running is None else running * held % mod
+            if running is not None:
+                total = running if total is None else total * running % mod
+        if total is not None:
+            acc = total if acc is None else acc * total % mod
+    return mpz(1) if acc is None else acc
 
 
 def _challenge(key: ThresholdKey, index: int, context: bytes, *values: mpz) -> int:
@@ -367,11 +376,32 @@ def combine_indices(key: ThresholdKey, partials: Mapping[int, Sequence[int]]) ->
     n2 = n * n
     coefficients = lagrange_at_zero(sorted(partials), key.delta)
     scale = gmpy2.invert(4 * mpz(key.delta) ** 2, n)
-    columns = list(partials.items())
+    # positive and negative coefficients apart: one inversion for the whole round (Montgomery's
+    # trick) instead of one per partial decryption with a negative coefficient
+    above = [mpz(1)] * len(next(iter(partials.values())))
+    below = list(above)
+    for index, values in partials.items():
+        exponent = 2 * coefficients[index]
+        side = above if exponent > 0 else below
+        powered = gmpy2.powmod_base_list([mpz(v) for v in values], abs(exponent), n2)
+        for position, value in enumerate(powered):
+            side[position] = side[position] * value % n2
     out = []
-    for position in range(len(columns[0][1])):
-        acc = mpz(1)
-        for index, values in columns:
-            acc = acc * gmpy2.powmod(values[position], 2 * coefficients[index], n2) % n2
+    for num, inverse in zip(above, _inverses(below, n2), strict=True):
+        acc = num * inverse % n2
         out.append(int((acc - 1) // n * scale % n))
+    return out
+
+
+def _inverses(values: Sequence[mpz], modulus: mpz) -> list[mpz]:
+    """Every value's inverse mod `modulus` with one modular inversion (Montgomery's trick):
+    prefix products, the inverse of the whole product, then back down."""
+    prefix = [mpz(1)]
+    for value in values:
+        prefix.append(prefix[-1] * value % modulus)
+    inverse = gmpy2.invert(prefix[-1], modulus)
+    out: list[mpz] = [mpz(0)] * len(values)
+    for i in range(len(values) - 1, -1, -1):
+        out[i] = inverse * prefix[i] % modulus
+        inverse = inverse * values[i] % modulus
     return out

@@ -174,3 +174,14 @@ def test_multi_power_equals_the_product_of_powers():
         math.prod(pow(b, e, modulus) for b, e in zip(bases, exponents, strict=True)) % modulus
     )
     assert th.multi_power(bases, exponents, modulus) == expected
+
+
+@pytest.mark.parametrize("window", [1, 4, 5, 8])
+def test_multi_power_at_every_window_and_for_empty_or_zero_exponents(window):
+    modulus = random_safe_prime(64) * random_safe_prime(64)
+    bases = [secrets.randbelow(modulus) for _ in range(6)]
+    exponents = [secrets.randbits(130), 0, 1, (1 << 128) - 1, secrets.randbits(7), 2**64]
+    expected = math.prod(pow(b, e, modulus) for b, e in zip(bases, exponents, strict=True))
+    assert th.multi_power(bases, exponents, modulus, window) == expected % modulus
+    assert th.multi_power(bases, [0] * 6, modulus, window) == 1
+    assert th.multi_power([], [], modulus, window) == 1
