@@ -848,7 +848,7 @@ def bench_row(
     ring, decryptor_init_s = timed(
         KeyRing.single, key, min_per_worker=defaults.CSP_MIN_CIPHERTEXTS_PER_WORKER
     )
-    ring.warm_up()
+    ring.current().pool.start()  # as the CSP starts them (CspService.warm_up)
     pool = ring.held(public.key_id).pool
     stream = csp_stream(shares, public.ciphertext_bytes)
     run_csp = csp_sum(rnd, stream, tasks)

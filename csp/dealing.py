@@ -73,7 +73,6 @@ def deal_to(out: Path, bits: int, holders: int, threshold_: int, allow_small: bo
             save_key_share(staging / share_file_name(share.index), share)
         public_name = f"{key.key_id}{PUBLIC_SUFFIX}"
         save_public_key(staging / public_name, key)
-        del shares
         paths = []
         for index in range(1, holders + 1):  # into place only once every file is written
             name = share_file_name(index)

@@ -523,10 +523,6 @@ class KeyRing(Ring[HeldKey]):
             )
         return HeldKey(key, DecryptionPool(key, min_per_worker=self._min_per_worker))
 
-    def warm_up(self) -> None:
-        """Start the current key's decryption workers now."""
-        self.current().pool.start()
-
 
 class ShareRing(Ring[HeldShare]):
     """A key holder's shares of threshold keys."""

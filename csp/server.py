@@ -93,8 +93,8 @@ def serve_keyholder(
     key: a folder without a current share is refused before the port is bound."""
     check_certificate(tls)
     passphrase = passphrase_from_env()
-    folder = KeyFolder.open(Path(key_dir), passphrase)
-    if folder.current_id() is None:
+    folder = KeyFolder.open(Path(key_dir), passphrase) if Path(key_dir).is_dir() else None
+    if folder is None or folder.current_id() is None:
         raise KeyStoreError(
             f"{key_dir} holds no share: file the one dealt to this holder first "
             f"(leteo-fed keyholder add-share FILE --key-dir {key_dir})"

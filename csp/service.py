@@ -60,7 +60,6 @@ class CspService(RoundGate[HeldKey], pb_grpc.CryptoServiceProviderServicer):
         if isinstance(keys, PrivateKey):
             keys = KeyRing.single(keys, min_per_worker=PARALLEL_MIN_PER_WORKER)
         super().__init__(keys, owners_ca, state_dir, spark_threshold)
-        self._ring = keys
         self._name = name
         self._transcript = transcript
         current = keys.current().public
@@ -70,7 +69,7 @@ class CspService(RoundGate[HeldKey], pb_grpc.CryptoServiceProviderServicer):
         """Start the current key's decryption workers now rather than on the first large round
         (a key that becomes current later starts its own on its first large round)."""
         try:
-            self._ring.warm_up()
+            self._keys.current().pool.start()
         except Exception:  # never fatal: decryption falls back to this process
             log.exception("could not start decryption workers; decrypting in-process")
 

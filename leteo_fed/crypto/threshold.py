@@ -173,7 +173,6 @@ def split_key(p: int, q: int, holders: int, threshold: int) -> tuple[ThresholdKe
     verification = tuple(int(gmpy2.powmod(v, delta * s, n2)) for s in secrets_)
     key = ThresholdKey(PublicKey(int(n)), threshold, holders, int(v), verification)
     shares = [KeyShare(key, i, int(s)) for i, s in enumerate(secrets_, start=1)]
-    del d, coefficients, m_prime, modulus
     return key, shares
 
 

@@ -130,3 +130,21 @@ def test_add_share_refuses_another_share_of_the_same_key(tmp_path):
     with pytest.raises(KeyStoreError, match="already holds another secret"):
         dealing.add_share(dealt.shares[1], tmp_path / "h1")
     assert dealt.shares[1].exists()  # nothing was deleted for a refused filing
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_a_holder_without_a_filed_share_is_refused_before_it_serves(tmp_path, made):
+    """`keyholder serve` on a missing or empty folder: one line naming add-share, exit 2."""
+    folder = tmp_path / "holder"
+    if made:
+        KeyFolder.open(folder, create=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "leteo_fed", "keyholder", "serve", "--key-dir", str(folder)]
+        + ["--insecure", "--listen", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert f"{folder} holds no share" in run.stderr and "keyholder add-share" in run.stderr
+    assert made or not folder.exists()  # nothing made for a folder that was not there
