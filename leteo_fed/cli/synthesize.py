@@ -189,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
         f"{clusters} clusters, k = {report['k']}, in {private['timings_seconds']['total']:.1f} s "
         f"(engine {private['engine']['used']})"
     )
+    for warning in report["warnings"]:
+        print(f"warning: {warning}")
     print(f"wrote {report['output']['path']}")
     print(f"report: {args.out / REPORT_NAME} (keep its holder_only section private)")
     return 0

@@ -31,7 +31,7 @@ from leteo_fed.synth.config import SynthConfig, load
 from leteo_fed.synth.encoding import read_local
 from leteo_fed.synth.generation import generate
 from leteo_fed.synth.model import Aggregator, SynthModel, build, rng
-from leteo_fed.synth.report import build_report
+from leteo_fed.synth.report import build_report, warnings_for
 
 RELEASE_NAME = "synthetic"
 REPORT_NAME = "report.json"
@@ -175,7 +175,10 @@ def run_job(
         seed=seed,
         clipped=clipped,
         input_rows=input_rows,
+        warnings=warnings_for(table, config),
     )
+    for warning in report["warnings"]:
+        say(f"WARNING: {warning}")
     marginals = None
     if real is not None:  # the real rows fit in memory: measure the table against them
         say("measuring the synthetic table against the real rows (for the data holder)")

@@ -19,8 +19,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from leteo_fed.synth.config import Column, SynthConfig
-from leteo_fed.synth.grouping import association, dp_groups, moments_l1, noisy_covariance
-from leteo_fed.synth.partition import check_cells, clusters_from_histogram, morton_order
+from leteo_fed.synth.grouping import (
+    association,
+    dp_groups,
+    group_epsilon,
+    moments_l1,
+    noisy_covariance,
+)
+from leteo_fed.synth.partition import (
+    check_cells,
+    clusters_from_histogram,
+    morton_order,
+    restore_levels,
+)
 from leteo_fed.synth.statistics import (
     ClusterModel,
     Sums,
@@ -79,12 +90,10 @@ def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]
     """Every epsilon spent, with the sensitivity each Laplace release is calibrated to."""
     eps = config.epsilon
     grouping = eps * config.grouping_share if config.groups is None else 0.0
-    rest = eps - grouping
     total_width = sum(len(g) for g in groups)
     per_group: list[dict[str, Any]] = []
     for g in groups:
-        share = len(g) / total_width if config.group_split == "dimension" else 1 / len(groups)
-        e = rest * share
+        e = group_epsilon(config, len(g), len(groups), total_width)
         w = sum(config.column(n).kind == "numeric" for n in g)
         if w == 0:  # categorical only: the grid cell is the whole record; no moments needed
             per_group.append(
@@ -130,10 +139,10 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
     """The DP model: groups, the partition of each group's grid per class, the noisy models."""
     if config.groups is None:
         eps_grouping = config.epsilon * config.grouping_share
-        cov = noisy_covariance(
+        cov, n_records = noisy_covariance(
             agg.moments(), len(config.columns), eps_grouping, rng(seed, NOISE_GROUPING)
         )
-        groups = dp_groups(association(cov, list(config.columns)), config)
+        groups = dp_groups(association(cov, list(config.columns)), config, n_records)
         provenance = "dp"
     else:
         groups = [list(g) for g in config.groups]
@@ -164,7 +173,8 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
             # largest noise among the empty cells): post-processing that keeps the phantom
             # mass of empty cells out of the synthetic rows
             floor = hist_noise.scale * np.log(max(hist.shape[1], 1))
-            cell_counts.append(np.where(noisy >= floor, np.maximum(noisy, 0.0), 0.0))
+            floored = np.where(noisy >= floor, np.maximum(noisy, 0.0), 0.0)
+            cell_counts.append(restore_levels(noisy, floored, cols, hist_noise.scale))
             keys[c] = cluster + n_keys
             offsets.append(n_keys)
             cells_of.append(cluster)

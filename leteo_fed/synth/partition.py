@@ -92,3 +92,33 @@ def clusters_from_histogram(noisy: np.ndarray, order: np.ndarray, k: int) -> np.
     out = np.empty_like(cluster)
     out[order] = cluster
     return out
+
+
+def restore_levels(
+    noisy: np.ndarray, floored: np.ndarray, columns: list[Column], scale: float, z: float = 3.0
+) -> np.ndarray:
+    """The floored cell counts, with a column the floor left on one level given its other levels.
+
+    The noise floor keeps phantom mass out of the draw, but a level spread thinly over many
+    cells (the rare non-zero capital gains of Adult) can lose every cell to it, and a column
+    whose other levels all vanish comes out constant. For such a column, each emptied level
+    whose noisy total T (the unclipped sum over its m cells; Laplace noise of standard
+    deviation sqrt(2 m) * scale) exceeds z standard deviations gets T back, spread over its
+    cells as the kept mass is spread over the other columns' cells (the level is drawn
+    independently of them: no phantom cell is revived). Post-processing of the DP histogram."""
+    out = floored.copy()
+    ids = np.arange(noisy.shape[0], dtype=np.int64)
+    for col, stride in zip(columns, strides(columns), strict=True):
+        level = (ids // stride) % col.levels
+        kept = np.bincount(level, out, minlength=col.levels)
+        if np.count_nonzero(kept > 0) > 1 or kept.sum() <= 0:
+            continue
+        total = np.bincount(level, noisy, minlength=col.levels)
+        sd = np.sqrt(2.0 * np.bincount(level, minlength=col.levels)) * scale
+        rest = ids - level * stride  # the cell with this column's level set to 0
+        shape = np.bincount(rest, out, minlength=noisy.shape[0])  # kept mass of the others
+        shape = shape / shape.sum()
+        for lv in np.flatnonzero((kept <= 0) & (total > z * sd)).tolist():
+            cells = level == lv
+            out[cells] = total[lv] * shape[rest[cells]]
+    return out

@@ -38,6 +38,25 @@ def column_spec(config: SynthConfig) -> list[dict[str, Any]]:
     return out
 
 
+def constant_columns(table: Any, config: SynthConfig) -> list[str]:
+    """Released columns that hold one value only (their correlations are undefined)."""
+    import pyarrow.compute as pc
+
+    if table.num_rows < 2:
+        return []
+    return [c.name for c in config.columns if pc.count_distinct(table.column(c.name)).as_py() < 2]
+
+
+def warnings_for(table: Any, config: SynthConfig) -> list[str]:
+    """What a user must know about the table before using it (printed and in report.json)."""
+    return [
+        f"column {name!r} is constant in the synthetic table: the DP histogram of its group "
+        "supports one level only (too little signal for its bins at this epsilon: give it "
+        "fewer bins, or more epsilon); its correlations are undefined"
+        for name in constant_columns(table, config)
+    ]
+
+
 def build_report(
     config: SynthConfig,
     model: SynthModel,
@@ -52,6 +71,7 @@ def build_report(
     seed: int,
     clipped: dict[str, dict[str, int]],
     input_rows: int | None,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """The report dict (JSON-ready)."""
     classes = list(config.classes) if config.label is not None else [None]
@@ -99,6 +119,7 @@ def build_report(
             else "the requested total, split across classes in proportion to their noisy sizes",
         },
         "output": {"path": output, "format": release_format, "rows": rows_written},
+        "warnings": list(warnings or []),
         "holder_only": {
             "note": "NOT covered by epsilon; remove this section before publishing the report",
             "engine": engine,

@@ -1,0 +1,167 @@
+"""The automatic grouping (`groups = "dp"`) and the degenerate-column guard (issue 32)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from leteo_fed.synth.config import Column, SynthConfig
+from leteo_fed.synth.grouping import dp_groups, histogram_epsilon
+from leteo_fed.synth.partition import cell_count, restore_levels
+from leteo_fed.synth.report import constant_columns
+
+NUMERIC = ("age", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+
+
+def numeric(name: str, bins: int = 10) -> Column:
+    return Column(name, "numeric", 0.0, 1.0, False, bins)
+
+
+def test_signal_rule_splits_a_group_the_histogram_cannot_carry() -> None:
+    """Five fully associated 10-bin columns: one group when n is large, and with little data
+    only groups whose cells * b (b = 1 / histogram epsilon) stay within n per class."""
+    cols = tuple(numeric(f"x{i}") for i in range(5))
+    config = SynthConfig(cols, epsilon=1.0, classes=("a", "b"), max_cells=10**6)
+    assoc = np.ones((5, 5))
+    assert dp_groups(assoc, config, n_records=1e9) == [[c.name for c in cols]]
+    n = 7530.0
+    groups = dp_groups(assoc, config, n_records=n)
+    assert len(groups) > 1
+    for g in groups:
+        members = [config.column(name) for name in g]
+        eps = histogram_epsilon(config, members, len(groups), len(cols))
+        assert len(g) == 1 or cell_count(members) <= n / 2 * eps
+
+
+def test_equal_split_reaches_a_stable_grouping() -> None:
+    cols = tuple(numeric(f"x{i}") for i in range(6))
+    config = SynthConfig(cols, epsilon=2.0, group_split="equal", max_cells=10**6)
+    groups = dp_groups(np.ones((6, 6)), config, n_records=20000.0)
+    for g in groups:
+        members = [config.column(name) for name in g]
+        eps = histogram_epsilon(config, members, len(groups), len(cols))
+        assert len(g) == 1 or cell_count(members) <= 20000.0 * eps
+
+
+def test_restore_levels_gives_a_thin_level_back_without_reviving_phantoms() -> None:
+    """Level 1 of column A holds 3 records in each of 100 cells: every one is below the floor
+    b ln(cells), so flooring alone leaves A constant. Its noisy total (300 plus noise of sd
+    sqrt(200) b = 28) is far above 3 sd: it comes back, spread like the kept mass over B."""
+    cols = [Column("A", "categorical", categories=("0", "1")), numeric("B", 100)]
+    exact = np.zeros(200)
+    exact[:50] = 40.0  # A = 0: 40 records in each of B's first 50 levels
+    exact[100:] = 3.0  # A = 1: 3 records in every level of B
+    scale = 2.0
+    noisy = exact + np.random.default_rng(7).laplace(0.0, scale, 200)
+    floor = scale * np.log(200)
+    floored = np.where(noisy >= floor, np.maximum(noisy, 0.0), 0.0)
+    assert floored[100:].sum() == 0.0  # the floor emptied level 1
+    out = restore_levels(noisy, floored, cols, scale)
+    assert out[:100].sum() == pytest.approx(floored[:100].sum())
+    assert out[100:].sum() == pytest.approx(noisy[100:].sum())
+    # spread like the kept mass over B: nothing where A = 0 kept nothing (B's last 50 levels)
+    assert out[150:].sum() == 0.0
+
+
+def test_restore_levels_leaves_a_truly_constant_column_alone() -> None:
+    cols = [Column("A", "categorical", categories=("0", "1")), numeric("B", 100)]
+    exact = np.zeros(200)
+    exact[:50] = 40.0
+    noisy = exact + np.random.default_rng(8).laplace(0.0, 2.0, 200)
+    floored = np.where(noisy >= 2.0 * np.log(200), np.maximum(noisy, 0.0), 0.0)
+    assert np.array_equal(restore_levels(noisy, floored, cols, 2.0), floored)
+
+
+def test_constant_columns_are_named() -> None:
+    import pyarrow as pa
+
+    cols = (numeric("u"), numeric("v"))
+    table = pa.table({"u": [0.1, 0.1, 0.1], "v": [0.1, 0.2, 0.3]})
+    assert constant_columns(table, SynthConfig(cols, epsilon=1.0)) == ["u"]
+
+
+ISSUE_CONFIG = """\
+[synthesize]
+epsilon = 1.0
+k = 20
+bins = 10
+groups = "dp"
+label = "income"
+classes = ["<=50K", ">50K"]
+
+[[column]]
+name = "age"
+type = "numeric"
+lo = 17
+hi = 90
+integer = true
+
+[[column]]
+name = "education-num"
+type = "numeric"
+lo = 1
+hi = 16
+integer = true
+
+[[column]]
+name = "capital-gain"
+type = "numeric"
+lo = 0
+hi = 99999
+integer = true
+edges = [0, 1, 99999]
+
+[[column]]
+name = "capital-loss"
+type = "numeric"
+lo = 0
+hi = 4356
+integer = true
+edges = [0, 1, 4356]
+
+[[column]]
+name = "hours-per-week"
+type = "numeric"
+lo = 1
+hi = 99
+integer = true
+"""
+
+
+def _columns(path: Path) -> np.ndarray:
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    return np.array([[float(r[c]) for c in NUMERIC] for r in rows])
+
+
+def test_untuned_adult_config_of_issue_32(tmp_path: Path) -> None:
+    """The config that broke the automatic grouping (one 4,000-cell group; two constant
+    columns, correlation error 2.0 on a seed): 7,530 Adult training rows, three seeds. Now no
+    column is constant and every numeric correlation is within 0.3 of the real one (measured
+    0.05 to 0.22 on these seeds; the fixed public grouping of the issue gave 0.13 to 0.15)."""
+    from leteo_fed.data.adult import locate_wheel, read_adult
+    from leteo_fed.synth.job import run_job
+
+    data = read_adult(locate_wheel())
+    order = np.random.default_rng(0).permutation(len(data["age"]))[:7530]
+    train = tmp_path / "train.csv"
+    with train.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*NUMERIC, "income"])
+        w.writerows(zip(*[data[c][order] for c in (*NUMERIC, "income")], strict=True))
+    config = tmp_path / "synth.toml"
+    config.write_text(ISSUE_CONFIG)
+    real = np.corrcoef(_columns(train).T)
+    for seed in (1, 2, 3):
+        out = tmp_path / f"out-{seed}"
+        report, _ = run_job(str(train), config, out, seed=seed, engine="local")
+        assert report["warnings"] == []
+        syn = _columns(out / "synthetic.csv")
+        assert (syn.std(axis=0) > 0).all()
+        err = np.abs(np.corrcoef(syn.T) - real).max()
+        assert err < 0.3, (seed, report["groups"], err)
+        assert json.loads((out / "report.json").read_text())["warnings"] == []
