@@ -17,6 +17,7 @@ EXTRA_OF = {
     "matplotlib": "plots",
     "sklearn": "demo",  # the demos' built-in data sets
     "phe": "bench",
+    "mbi": "synth",
     "adbc_driver_manager": "sql",
     "adbc_driver_postgresql": "sql",
     "adbc_driver_sqlite": "sql",

@@ -181,13 +181,20 @@ def run(args: argparse.Namespace) -> int:
         holdout=args.holdout,
         seed_source="command line" if args.seed is not None else "drawn at random (not given)",
     )
-    clusters = sum(c["clusters"] for c in report["clusters"])
     private = report["holder_only"]
+    if report["tree"] is not None:
+        shape = f"a DP tree of {len(report['tree']['edges'])} 2-way marginals"
+    else:
+        clusters = sum(c["clusters"] for c in report["clusters"])
+        groups = report["groups"]
+        shape = (
+            f"{len(groups['columns'])} groups ({groups['provenance']}), {clusters} clusters, "
+            f"k = {report['k']}"
+        )
     print(
         f"released {report['output']['rows']} synthetic rows at epsilon {report['epsilon']:g} "
-        f"(pure DP), {len(report['groups']['columns'])} groups ({report['groups']['provenance']}), "
-        f"{clusters} clusters, k = {report['k']}, in {private['timings_seconds']['total']:.1f} s "
-        f"(engine {private['engine']['used']})"
+        f"(pure DP, method {report['method']}), {shape}, in "
+        f"{private['timings_seconds']['total']:.1f} s (engine {private['engine']['used']})"
     )
     for warning in report["warnings"]:
         print(f"warning: {warning}")

@@ -18,6 +18,18 @@ HOLDER_NOTE = (
 
 def _budget_rows(budget: dict[str, Any]) -> dict[str, str]:
     rows: dict[str, str] = {}
+    if "one_way" in budget:  # the marginal-based method
+        return {
+            f"1-way marginals ({budget['one_way']['marginals']})": (
+                f"epsilon {budget['one_way']['epsilon']:.4g}"
+            ),
+            f"tree selection ({budget['select']['rounds']} exponential mechanisms)": (
+                f"epsilon {budget['select']['epsilon']:.4g}"
+            ),
+            f"2-way marginals ({budget['two_way']['marginals']})": (
+                f"epsilon {budget['two_way']['epsilon']:.4g}"
+            ),
+        }
     if budget.get("grouping"):
         rows["feature grouping (DP)"] = f"epsilon {budget['grouping'].get('epsilon', 0):.4g}"
     for i, g in enumerate(budget.get("groups", []), start=1):
@@ -130,17 +142,26 @@ def synthetic_release(
         )
     disclosure = _disclosure_rows(holder.get("disclosure"))
     output = report["output"]
+    released: dict[str, Any] = {
+        "table": output["path"],
+        "rows": output["rows"],
+        "columns": [c["name"] for c in report["columns"]],
+    }
+    if report.get("tree") is not None:
+        title = "DP synthetic data (marginals: a DP tree of 2-way marginals)"
+        released["tree"] = ", ".join(f"{a}-{b}" for a, b in report["tree"]["edges"])
+    else:
+        title = f"DP synthetic data (k = {report['k']})"
+        groups = report["groups"]
+        released["feature groups"] = f"{len(groups['columns'])} ({groups['provenance']})"
+        released["clusters"] = sum(c["clusters"] for c in report["clusters"])
+    released["report"] = "report.json (publish without holder_only)"
+    if report.get("warnings"):
+        released["warnings"] = "; ".join(report["warnings"])
     return DpRelease(
         kind="synthesize",
-        title=f"DP synthetic data (k = {report['k']})",
-        released={
-            "table": output["path"],
-            "rows": output["rows"],
-            "columns": [c["name"] for c in report["columns"]],
-            "feature groups": f"{len(report['groups']['columns'])} ({report['groups']['provenance']})",
-            "clusters": sum(c["clusters"] for c in report["clusters"]),
-            "report": "report.json (publish without holder_only)",
-        },
+        title=title,
+        released=released,
         epsilon=float(report["epsilon"]),
         delta=float(report["delta"]),
         adjacency=report["budget"].get("neighbouring", "add/remove one record"),

@@ -17,6 +17,10 @@ from leteo_fed.errors import ConfigError
 from leteo_fed.privacy.budget import check_epsilon
 
 ENGINES = ("auto", "local", "spark")
+# micro-aggregation: per feature group, DP clusters of the grid with Gaussian models (`model`);
+# marginals: a DP tree of 2-way marginals fitted by Private-PGM (`marginals`)
+METHODS = ("microaggregation", "marginals")
+DEFAULT_MARGINAL_SHARES = {"one_way": 1 / 3, "select": 1 / 3, "two_way": 1 / 3}
 DEFAULT_BINS = 4
 DEFAULT_K = 50
 # A DP histogram over more cells than this mostly counts noise: every empty cell adds
@@ -74,6 +78,8 @@ class SynthConfig:
     label: str | None = None
     classes: tuple[str, ...] = ()
     engine: str = "auto"
+    method: str = "microaggregation"
+    marginal_shares: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MARGINAL_SHARES))
 
     def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
@@ -171,16 +177,16 @@ def _column(raw: Any, i: int, default_bins: int) -> Column:
     )
 
 
-def _shares(raw: Any) -> dict[str, float]:
+def _shares(
+    raw: Any, defaults: dict[str, float] = DEFAULT_SHARES, key: str = "shares"
+) -> dict[str, float]:
     if raw is None:
-        return dict(DEFAULT_SHARES)
-    if not isinstance(raw, dict) or set(raw) != set(DEFAULT_SHARES):
-        raise ConfigError(
-            f"synthesize.shares must set exactly {sorted(DEFAULT_SHARES)}", field="shares"
-        )
-    out = {k: _num(v, f"shares.{k}") for k, v in raw.items()}
+        return dict(defaults)
+    if not isinstance(raw, dict) or set(raw) != set(defaults):
+        raise ConfigError(f"synthesize.{key} must set exactly {sorted(defaults)}", field=key)
+    out = {k: _num(v, f"{key}.{k}") for k, v in raw.items()}
     if any(v <= 0 for v in out.values()):
-        raise ConfigError("every synthesize.shares value must be > 0", field="shares")
+        raise ConfigError(f"every synthesize.{key} value must be > 0", field=key)
     total = sum(out.values())
     return {k: v / total for k, v in out.items()}  # normalized: only the proportions matter
 
@@ -242,9 +248,12 @@ def parse(doc: dict[str, Any]) -> SynthConfig:
     if not 0 < cut <= 1:
         raise ConfigError("synthesize.grouping_cut must be in (0, 1]", field="grouping_cut")
     epsilon = check_epsilon(top.get("epsilon", 1.0), "epsilon")
+    method = top.get("method", "microaggregation")
+    if method not in METHODS:
+        raise ConfigError(f"synthesize.method must be one of {list(METHODS)}", field="method")
     known = {
         "epsilon", "k", "bins", "groups", "group_split", "shares", "grouping_share",
-        "grouping_cut", "max_cells", "label", "classes", "engine",
+        "grouping_cut", "max_cells", "label", "classes", "engine", "method", "marginal_shares",
     }  # fmt: skip
     unknown = sorted(set(top) - known)
     if unknown:
@@ -262,6 +271,10 @@ def parse(doc: dict[str, Any]) -> SynthConfig:
         label=label,
         classes=classes,
         engine=engine,
+        method=method,
+        marginal_shares=_shares(
+            top.get("marginal_shares"), DEFAULT_MARGINAL_SHARES, "marginal_shares"
+        ),
     )
 
 

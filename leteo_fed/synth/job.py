@@ -30,6 +30,8 @@ from leteo_fed.report.synthetic import synthetic_release
 from leteo_fed.synth.config import SynthConfig, load
 from leteo_fed.synth.encoding import read_local
 from leteo_fed.synth.generation import generate
+from leteo_fed.synth.marginal_generation import generate_marginals
+from leteo_fed.synth.marginals import MarginalModel, build_marginals
 from leteo_fed.synth.model import Aggregator, SynthModel, build, rng
 from leteo_fed.synth.report import build_report, warnings_for
 
@@ -109,7 +111,7 @@ def run_job(
     progress: Callable[[str], None] | None = None,
     holdout: float | None = None,
     seed_source: str | None = None,
-) -> tuple[dict[str, Any], SynthModel]:
+) -> tuple[dict[str, Any], SynthModel | MarginalModel]:
     """Run the synthesizer; returns (the report as written, the model for later measures).
 
     ``holdout`` (in process only): that share of the input rows, drawn with the seed, is kept
@@ -117,6 +119,10 @@ def run_job(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     config = load(config_path)
+    if config.method == "marginals":
+        from leteo_fed import extras
+
+        extras.require("mbi")  # before anything is read
     if epsilon is not None:
         config = config.with_epsilon(epsilon)
     if rows is not None and (isinstance(rows, bool) or rows < 0):
@@ -145,17 +151,26 @@ def run_job(
     agg, clipped, input_rows = _aggregator(input_path, fmt, choice.used, config, real)
     timings["read_encode"] = time.perf_counter() - t0
     t = time.perf_counter()
-    say("building the DP model (grouping, histograms, cluster statistics)")
+    model: SynthModel | MarginalModel
     try:
-        model = build(agg, config, seed)
+        if config.method == "marginals":
+            say("building the DP model (1-way marginals, a DP tree of 2-way ones, Private-PGM)")
+            model = build_marginals(agg, config, seed)
+        else:
+            say("building the DP model (grouping, histograms, cluster statistics)")
+            model = build(agg, config, seed)
     finally:
         close = getattr(agg, "close", None)
         if close is not None:
             close()
     timings["model"] = time.perf_counter() - t
     t = time.perf_counter()
-    say(f"generating rows for {len(model.groups)} groups")
-    table = generate(model, config, seed, rows)
+    if isinstance(model, MarginalModel):
+        say(f"drawing rows along the tree of {len(model.edges)} marginals")
+        table = generate_marginals(model, config, seed, rows)
+    else:
+        say(f"generating rows for {len(model.groups)} groups")
+        table = generate(model, config, seed, rows)
     timings["generate"] = time.perf_counter() - t
     t = time.perf_counter()
     say(f"writing {table.num_rows} rows")
@@ -247,19 +262,20 @@ def _parameters(
         flag = FLAGS.get(name)
         return {"value": value, "source": "command line" if flag in given else where}
 
-    out = {
-        "epsilon": entry("epsilon", config.epsilon),
-        "k": entry("k", config.k),
-        "groups": entry(
+    out = {"method": entry("method", config.method), "epsilon": entry("epsilon", config.epsilon)}
+    if config.method == "marginals":
+        out["marginal_shares"] = entry("marginal_shares", config.marginal_shares)
+    else:
+        out["k"] = entry("k", config.k)
+        out["groups"] = entry(
             "groups", "dp" if config.groups is None else [list(g) for g in config.groups]
-        ),
-        "group_split": entry("group_split", config.group_split),
-        "shares": entry("shares", config.shares),
-        "max_cells": entry("max_cells", config.max_cells),
-        "label": entry("label", config.label),
-        "classes": entry("classes", list(config.classes) if config.label else None),
-        "engine": entry("engine", config.engine),
-    }
+        )
+        out["group_split"] = entry("group_split", config.group_split)
+        out["shares"] = entry("shares", config.shares)
+        out["max_cells"] = entry("max_cells", config.max_cells)
+    out["label"] = entry("label", config.label)
+    out["classes"] = entry("classes", list(config.classes) if config.label else None)
+    out["engine"] = entry("engine", config.engine)
     if seed_source is None:
         seed_source = "command line" if "--seed" in given else "drawn at random (not given)"
     out["seed"] = {"value": seed, "source": seed_source}

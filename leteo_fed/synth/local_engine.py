@@ -7,7 +7,7 @@ import numpy as np
 from leteo_fed.synth.config import Column, SynthConfig
 from leteo_fed.synth.encoding import Encoded, level, widths
 from leteo_fed.synth.partition import cell_count, cell_ids
-from leteo_fed.synth.statistics import Sums, summer
+from leteo_fed.synth.statistics import Sums, pair_counter, split_pairs, summer
 
 
 class LocalAggregator:
@@ -39,3 +39,11 @@ class LocalAggregator:
     ) -> Sums:
         keys = key_of_cell[self.encoded.classes, self.cells(group)]
         return summer(widths(numeric), n_keys)(keys, self._codes(numeric))
+
+    def pair_histograms(self, cols: list[Column]) -> dict[tuple[int, int], np.ndarray]:
+        levels = [c.levels for c in cols]
+        block = np.column_stack(
+            [self.encoded.classes, *[level(self.encoded.codes[c.name], c) for c in cols]]
+        ).astype(np.int64)
+        flat = pair_counter(levels, self.n_classes)(block)
+        return split_pairs(flat, levels, self.n_classes)

@@ -64,6 +64,11 @@ class Aggregator(Protocol):
         """[classes, cells] int64 counts of the group's grid cells per class."""
         ...
 
+    def pair_histograms(self, columns: list[Column]) -> dict[tuple[int, int], np.ndarray]:
+        """{(i, j): [classes, Li * Lj] int64} the counts of every pair of columns (i < j) on
+        their grid levels per class, in one pass over the rows."""
+        ...
+
     def cluster_sums(
         self, group: list[Column], key_of_cell: np.ndarray, n_keys: int, numeric: list[Column]
     ) -> Sums:

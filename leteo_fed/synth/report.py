@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from leteo_fed.synth.config import SynthConfig
+from leteo_fed.synth.marginals import MarginalModel
 from leteo_fed.synth.model import SynthModel
 
 REPORT_VERSION = 1
@@ -57,9 +58,68 @@ def warnings_for(table: Any, config: SynthConfig) -> list[str]:
     ]
 
 
+def _structure(
+    config: SynthConfig, model: SynthModel | MarginalModel, classes: list[Any]
+) -> dict[str, Any]:
+    """The released model's shape: groups and clusters, or the DP tree of marginals."""
+    if isinstance(model, MarginalModel):
+        return {
+            "k": None,
+            "groups": None,
+            "clusters": [],
+            "tree": {"provenance": "dp", "edges": model.groups},
+            "class_sizes": {
+                str(name): round(float(size), 3)
+                for name, size in zip(classes, model.class_sizes, strict=True)
+            },
+        }
+    clusters = [
+        {
+            "class": classes[c],
+            "group": gi,
+            "clusters": int(m.counts.shape[0]),
+            "noisy_rows": float(m.counts.sum()),
+        }
+        for (c, gi), m in sorted(model.models.items())
+    ]
+    return {
+        "k": config.k,
+        "groups": {"provenance": model.provenance, "columns": model.groups},
+        "clusters": clusters,
+        "tree": None,
+        "class_sizes": {
+            str(name): round(size, 3) for name, size in zip(classes, model.class_sizes, strict=True)
+        },
+    }
+
+
+def _row_rule(config: SynthConfig, requested_rows: int | None) -> str:
+    if config.method == "marginals":
+        return (
+            "round(the fitted model's total), drawn from the model"
+            if requested_rows is None
+            else "the requested total, drawn from the model"
+        )
+    if requested_rows is None:
+        return "round(noisy class size) per class"
+    return "the requested total, split across classes in proportion to their noisy sizes"
+
+
+def _method_parameters(config: SynthConfig) -> dict[str, Any]:
+    if config.method == "marginals":
+        return {"marginal_shares": config.marginal_shares}
+    return {
+        "max_cells": config.max_cells,
+        "shares": config.shares,
+        "group_split": config.group_split,
+        "grouping_share": config.grouping_share if config.groups is None else None,
+        "grouping_cut": config.grouping_cut if config.groups is None else None,
+    }
+
+
 def build_report(
     config: SynthConfig,
-    model: SynthModel,
+    model: SynthModel | MarginalModel,
     *,
     rows_written: int,
     requested_rows: int | None,
@@ -75,32 +135,21 @@ def build_report(
 ) -> dict[str, Any]:
     """The report dict (JSON-ready)."""
     classes = list(config.classes) if config.label is not None else [None]
-    clusters = [
-        {
-            "class": classes[c],
-            "group": gi,
-            "clusters": int(m.counts.shape[0]),
-            "noisy_rows": float(m.counts.sum()),
-        }
-        for (c, gi), m in sorted(model.models.items())
-    ]
     return {
         "kind": "synthesize",
         "report_version": REPORT_VERSION,
+        "method": config.method,
         "epsilon": config.epsilon,
         "delta": 0.0,
         "guarantee": (
-            f"{config.epsilon:g}-differential privacy (pure, Laplace mechanism) for the "
-            "synthetic table and every field of this report outside holder_only, under "
-            "add/remove of one record; the config (bounds, domains, grid, k) is public"
+            f"{config.epsilon:g}-differential privacy (pure: Laplace"
+            f"{' and exponential mechanisms' if config.method == 'marginals' else ' mechanism'})"
+            " for the synthetic table and every field of this report outside holder_only, "
+            "under add/remove of one record; the config (bounds, domains, grid"
+            f"{'' if config.method == 'marginals' else ', k'}) is public"
         ),
         "budget": model.budget,
-        "k": config.k,
-        "groups": {"provenance": model.provenance, "columns": model.groups},
-        "clusters": clusters,
-        "class_sizes": {
-            str(name): round(size, 3) for name, size in zip(classes, model.class_sizes, strict=True)
-        },
+        **_structure(config, model, classes),
         "columns": column_spec(config),
         "label": (
             {"column": config.label, "classes": list(config.classes)}
@@ -108,15 +157,9 @@ def build_report(
             else None
         ),
         "parameters": {
-            "max_cells": config.max_cells,
-            "shares": config.shares,
-            "group_split": config.group_split,
-            "grouping_share": config.grouping_share if config.groups is None else None,
-            "grouping_cut": config.grouping_cut if config.groups is None else None,
+            **_method_parameters(config),
             "rows": requested_rows,
-            "row_count_rule": "round(noisy class size) per class"
-            if requested_rows is None
-            else "the requested total, split across classes in proportion to their noisy sizes",
+            "row_count_rule": _row_rule(config, requested_rows),
         },
         "output": {"path": output, "format": release_format, "rows": rows_written},
         "warnings": list(warnings or []),

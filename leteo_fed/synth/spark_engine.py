@@ -19,7 +19,7 @@ import numpy as np
 from leteo_fed.synth import encoding as E
 from leteo_fed.synth.config import Column, SynthConfig
 from leteo_fed.synth.partition import cell_count, strides
-from leteo_fed.synth.statistics import Sums, summer
+from leteo_fed.synth.statistics import Sums, pair_counter, split_pairs, summer
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -148,6 +148,31 @@ def _partition_sums_fn(
     return partition
 
 
+def _partition_pairs_fn(
+    levels: list[int], n_classes: int
+) -> Callable[[Iterable[Any]], Iterator[np.ndarray]]:
+    """Per partition the pair counts of its rows (class, levels...), in NumPy blocks."""
+    count = pair_counter(levels, n_classes)
+    batch_rows = BATCH_ROWS
+    width = len(levels) + 1
+
+    def partition(rows: Iterable[Any]) -> Iterator[np.ndarray]:
+        acc = count(np.zeros((0, width), dtype=np.int64))
+        it = iter(rows)
+        while batch := list(islice(it, batch_rows)):
+            acc += count(np.array(batch, dtype=np.int64).reshape(len(batch), width))
+        yield acc  # always one element, so treeReduce never meets an empty partition
+
+    return partition
+
+
+def _add_arrays_fn() -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a + b
+
+    return add
+
+
 def _add_fn() -> Callable[[Sums, Sums], Sums]:
     def add(a: Sums, b: Sums) -> Sums:
         return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
@@ -215,6 +240,15 @@ class SparkAggregator:
         for r in rows:
             out[int(r["_cls"]), int(r["_cell"])] = int(r["count"])
         return out
+
+    def pair_histograms(self, cols: list[Column]) -> dict[tuple[int, int], np.ndarray]:
+        levels = [c.levels for c in cols]
+        frame = self.frame.select(
+            "_cls", *[self._level(c).alias(f"_l{i}") for i, c in enumerate(cols)]
+        )
+        fn = _partition_pairs_fn(levels, self.n_classes)
+        flat: np.ndarray = frame.rdd.mapPartitions(fn).treeReduce(_add_arrays_fn())
+        return split_pairs(flat, levels, self.n_classes)
 
     def cluster_sums(
         self, group: list[Column], key_of_cell: np.ndarray, n_keys: int, numeric: list[Column]

@@ -85,6 +85,49 @@ def summer(widths: list[int], n_keys: int) -> Callable[[np.ndarray, np.ndarray],
     return sums
 
 
+def pair_counter(levels: list[int], n_classes: int) -> Callable[[np.ndarray], np.ndarray]:
+    """`count(block)`: for a block [rows, 1 + k] of (class, grid level of each column), the
+    exact int64 counts of every pair of columns per class, as one flat vector (pair (i, j) at
+    `pair_offsets`, laid out [class, level_i, level_j]). A closure with no reference to
+    leteo_fed, so Spark ships it to executors by value; partial counts add up."""
+    k = len(levels)
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    sizes = [n_classes * levels[i] * levels[j] for i, j in pairs]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    total = int(starts[-1])
+
+    def count(block: np.ndarray) -> np.ndarray:
+        out = np.zeros(total, dtype=np.int64)
+        cls = block[:, 0]
+        for (i, j), at, size in zip(pairs, starts[:-1].tolist(), sizes, strict=True):
+            flat = (cls * levels[i] + block[:, 1 + i]) * levels[j] + block[:, 1 + j]
+            out[at : at + size] += np.bincount(flat, minlength=size)
+        return out
+
+    return count
+
+
+def pair_offsets(levels: list[int], n_classes: int) -> dict[tuple[int, int], tuple[int, int]]:
+    """(start, size) of each pair's counts in `pair_counter`'s vector."""
+    out, at = {}, 0
+    for i in range(len(levels)):
+        for j in range(i + 1, len(levels)):
+            size = n_classes * levels[i] * levels[j]
+            out[(i, j)] = (at, size)
+            at += size
+    return out
+
+
+def split_pairs(
+    flat: np.ndarray, levels: list[int], n_classes: int
+) -> dict[tuple[int, int], np.ndarray]:
+    """The flat vector as {(i, j): [classes, Li * Lj]}."""
+    return {
+        p: flat[at : at + size].reshape(n_classes, size // n_classes)
+        for p, (at, size) in pair_offsets(levels, n_classes).items()
+    }
+
+
 def add_sums(a: Sums, b: Sums) -> Sums:
     return a[0] + b[0], a[1] + b[1], a[2] + b[2]
 

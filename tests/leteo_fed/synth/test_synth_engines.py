@@ -20,7 +20,10 @@ from synth_cases import cli, rows, write_config, write_csv
 
 pytestmark = pytest.mark.spark
 
-DP_SECTIONS = ("epsilon", "delta", "budget", "k", "groups", "clusters", "class_sizes", "output")
+DP_SECTIONS = (
+    "method", "epsilon", "delta", "budget", "k", "groups", "clusters", "tree", "class_sizes",
+    "output",
+)  # fmt: skip
 
 
 def _run(tmp_path: Path, data: Path, config: Path, *extra: str) -> dict[str, Any]:
@@ -54,6 +57,20 @@ def test_config_groups_with_label_csv(spark: Any, tmp_path: Path) -> None:
     assert local == spark_bytes and local.count(b"\n") > 500
     clipped = got["local"][0]["holder_only"]["clipped"]
     assert clipped["b"]["below"] + clipped["b"]["above"] > 0  # rows() puts some out of bounds
+
+
+def test_marginals_method_same_release_on_both_engines(spark: Any, tmp_path: Path) -> None:
+    """The marginal-based method: Spark counts every pair of columns in one pass; the tree,
+    the budget and the written bytes equal the in-process run's for the same seed."""
+    data = write_csv(tmp_path / "data.csv", rows(800, seed=29))
+    config = write_config(tmp_path)
+    config.write_text(
+        config.read_text().replace("[synthesize]\n", '[synthesize]\nmethod = "marginals"\n')
+    )
+    got = _run(tmp_path, data, config)
+    local, spark_bytes = ((got[e][1] / "synthetic.csv").read_bytes() for e in ("local", "spark"))
+    assert local == spark_bytes and local.count(b"\n") > 600
+    assert len(got["spark"][0]["tree"]["edges"]) == 3
 
 
 def test_public_edges_bin_alike_on_both_engines(spark: Any, tmp_path: Path) -> None:
