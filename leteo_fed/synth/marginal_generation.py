@@ -117,12 +117,18 @@ def generate_marginals(
     arrays: dict[str, pa.Array] = {}
     for i, col in enumerate(config.columns):
         if col.kind == "categorical":
-            values = np.asarray(col.categories, dtype=object)[levels[i]]
-            arrays[col.name] = pa.array(values, pa.string())
+            arrays[col.name] = _strings(levels[i], col.categories)
         else:
             x = values_in_bins(levels[i], col, rng(seed, DRAW_IN_BIN, i))
             arrays[col.name] = pa.array(x, pa.int64() if col.integer else pa.float64())
     if config.label is not None:
-        labels = np.asarray(config.classes, dtype=object)[cls]
-        arrays[config.label] = pa.array(labels, pa.string())
+        arrays[config.label] = _strings(cls, config.classes)
     return pa.table(arrays)
+
+
+def _strings(index: np.ndarray, domain: tuple[str, ...]) -> pa.Array:
+    """The domain's values at `index` as an Arrow string array (no Python object per row)."""
+    import pyarrow as pa
+
+    codes = pa.array(index.astype(np.int32))
+    return pa.DictionaryArray.from_arrays(codes, pa.array(domain, pa.string())).cast(pa.string())
