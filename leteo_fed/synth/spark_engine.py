@@ -19,7 +19,7 @@ import numpy as np
 from leteo_fed.synth import encoding as E
 from leteo_fed.synth.config import Column, SynthConfig
 from leteo_fed.synth.partition import cell_count, strides
-from leteo_fed.synth.statistics import Sums, pair_counter, split_pairs, summer
+from leteo_fed.synth.statistics import Sums, pair_counter, pair_offsets, split_pairs, summer
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -148,29 +148,24 @@ def _partition_sums_fn(
     return partition
 
 
-def _partition_pairs_fn(
-    levels: list[int], n_classes: int
-) -> Callable[[Iterable[Any]], Iterator[np.ndarray]]:
-    """Per partition the pair counts of its rows (class, levels...), in NumPy blocks."""
+def _pairs_arrow_fn(levels: list[int], n_classes: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """mapInArrow body: per partition the pair counts of its Arrow batches (class, levels...),
+    yielded as one row holding the int64 vector's bytes."""
     count = pair_counter(levels, n_classes)
-    batch_rows = BATCH_ROWS
     width = len(levels) + 1
 
-    def partition(rows: Iterable[Any]) -> Iterator[np.ndarray]:
+    def partition(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
         acc = count(np.zeros((0, width), dtype=np.int64))
-        it = iter(rows)
-        while batch := list(islice(it, batch_rows)):
-            acc += count(np.array(batch, dtype=np.int64).reshape(len(batch), width))
-        yield acc  # always one element, so treeReduce never meets an empty partition
+        for batch in batches:
+            block = np.column_stack(
+                [batch.column(i).to_numpy(zero_copy_only=False) for i in range(width)]
+            ).astype(np.int64)
+            acc += count(block)
+        yield pa.RecordBatch.from_pydict({"counts": [acc.tobytes()]})
 
     return partition
-
-
-def _add_arrays_fn() -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return a + b
-
-    return add
 
 
 def _add_fn() -> Callable[[Sums, Sums], Sums]:
@@ -246,8 +241,11 @@ class SparkAggregator:
         frame = self.frame.select(
             "_cls", *[self._level(c).alias(f"_l{i}") for i, c in enumerate(cols)]
         )
-        fn = _partition_pairs_fn(levels, self.n_classes)
-        flat: np.ndarray = frame.rdd.mapPartitions(fn).treeReduce(_add_arrays_fn())
+        parts = frame.mapInArrow(_pairs_arrow_fn(levels, self.n_classes), "counts binary")
+        flat = sum(
+            (np.frombuffer(r["counts"], dtype=np.int64) for r in parts.collect()),
+            np.zeros(sum(s for _, s in pair_offsets(levels, self.n_classes).values()), np.int64),
+        )  # one row per partition: the driver adds a few count vectors, never a data row
         return split_pairs(flat, levels, self.n_classes)
 
     def cluster_sums(
