@@ -649,8 +649,11 @@ def line(method: str, eps: str, seed: str, m: dict[str, Any]) -> str:
 def cell_line(method: str, eps: str, seed: str, cell: dict[str, Any]) -> str:
     if cell["status"] == "ok":
         return line(method, eps, seed, cell["measures"])
-    why = cell.get("why") or cell.get("error", "").splitlines()[0]
-    return f"{method:14} {eps:>4} {seed:>4} {cell['status']}: {why}"
+    if cell["status"] == "did_not_finish":
+        return f"{method:14} {eps:>4} {seed:>4} {cell['why']}"
+    lines = cell["error"].splitlines() or [""]  # a worker's error: its first and last lines
+    last = f" ... {lines[-1]}" if len(lines) > 1 else ""
+    return f"{method:14} {eps:>4} {seed:>4} error: {lines[0]}{last}"
 
 
 SUMMARY_HEAD = (
