@@ -34,8 +34,15 @@ micro-aggregation method with a clustering that no single record can move:
   4. per cluster: noisy sums of x and x x^T give a mean and a covariance (repaired to PSD);
   5. rows drawn from N(mean, covariance) per cluster, groups stitched at random within a class.
 
+Or, with method = "marginals" in [synthesize] (the [synth] extra), a marginal-based method of
+the MST family: noisy (label, column) marginals, a spanning tree of column pairs chosen by the
+exponential mechanism, their noisy (label, column, column) marginals, a graphical model fitted
+to them by Private-PGM, rows drawn from it. Stronger where the label matters (classifiers
+trained on the rows); numeric values are uniform within their bins.
+
 Writes, only once everything is computed: DIR/synthetic.csv (or DIR/synthetic.parquet with
---release-format parquet) and DIR/report.json (epsilon, the budget split, groups, clusters;
+--release-format parquet) and DIR/report.json (epsilon, the budget split, groups and clusters
+or the tree, warnings such as a column that came out constant;
 its `holder_only` section holds the seed, exact clipped counts, the engine and timings: keep it
 private, the seed determines the noise).
 
