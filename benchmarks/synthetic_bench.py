@@ -99,9 +99,15 @@ OURS = {  # our methods: what each changes in the variant's [synthesize] table
     "ours": {},
     "ours-dpgroups": {"groups": "dp"},
     "ours-marginals": {"method": "marginals"},
+    # the same at MST's and AIM's delta: Gaussian measurements composed in zCDP, as theirs
+    "ours-marginals-delta": {"method": "marginals", "delta": DELTA_SN},
 }
 METHODS = (*OURS, "mst", "aim")
-DELTA = {**dict.fromkeys(OURS, 0.0), "mst": DELTA_SN, "aim": DELTA_SN}
+DELTA = {
+    **{m: float(extra.get("delta", 0.0)) for m, extra in OURS.items()},
+    "mst": DELTA_SN,
+    "aim": DELTA_SN,
+}
 ENV_PYTHON = "LETEO_SMARTNOISE_PYTHON"
 QUICK_ROWS = 4000
 QUICK_AIM_ROUNDS = 20
@@ -627,7 +633,7 @@ def is_done(cell: dict[str, Any] | None, limit: float | None) -> bool:
 # ---------------------------------------------------------------- terminal output
 
 HEAD = (
-    f"{'method':14} {'eps':>4} {'seed':>4} {'time s':>7} {'tvd1':>6} {'tvd1mx':>6} {'tvd2':>6} "
+    f"{'method':20} {'eps':>4} {'seed':>4} {'time s':>7} {'tvd1':>6} {'tvd1mx':>6} {'tvd2':>6} "
     f"{'tvd2mx':>6} {'corr':>6} {'crmx':>6} {'acc':>6} {'F1':>6} {'dcr5%':>6} {'dcrH5%':>6} "
     f"{'share':>6} {'copy':>6} {'MIauc':>6} {'MIbal':>6} {'DPbnd':>6}"
 )
@@ -637,7 +643,7 @@ def line(method: str, eps: str, seed: str, m: dict[str, Any]) -> str:
     d, mi = m["disclosure"]["dcr"], m["disclosure"]["membership"]
     bound = mi.get("dp_accuracy_bound")
     return (
-        f"{method:14} {eps:>4} {seed:>4} {m['time_s']:7.1f} "
+        f"{method:20} {eps:>4} {seed:>4} {m['time_s']:7.1f} "
         f"{m['tvd1_mean']:6.3f} {m['tvd1_max']:6.3f} {m['tvd2_mean']:6.3f} {m['tvd2_max']:6.3f} "
         f"{m['corr_err_mean']:6.3f} {m['corr_err_max']:6.3f} {m['accuracy']:6.3f} "
         f"{m['macro_f1']:6.3f} {d['train_p5']:6.3f} {d['holdout_p5']:6.3f} {d['dcr_share']:6.3f} "
@@ -650,21 +656,21 @@ def cell_line(method: str, eps: str, seed: str, cell: dict[str, Any]) -> str:
     if cell["status"] == "ok":
         return line(method, eps, seed, cell["measures"])
     if cell["status"] == "did_not_finish":
-        return f"{method:14} {eps:>4} {seed:>4} {cell['why']}"
+        return f"{method:20} {eps:>4} {seed:>4} {cell['why']}"
     lines = cell["error"].splitlines() or [""]  # a worker's error: its first and last lines
     last = f" ... {lines[-1]}" if len(lines) > 1 else ""
-    return f"{method:14} {eps:>4} {seed:>4} error: {lines[0]}{last}"
+    return f"{method:20} {eps:>4} {seed:>4} error: {lines[0]}{last}"
 
 
 SUMMARY_HEAD = (
-    f"{'variant':14} {'method':14} {'eps':>4} {'seeds':>5} {'time s':>7} {'tvd1':>6} {'tvd2':>6} "
+    f"{'variant':14} {'method':20} {'eps':>4} {'seeds':>5} {'time s':>7} {'tvd1':>6} {'tvd2':>6} "
     f"{'corr':>6} {'corr min-max':>13} {'acc':>6} {'acc min-max':>13} {'F1':>6} {'share':>6} "
     f"{'MIauc':>6}"
 )
 
 
 def summary_line(variant: str, method: str, eps: str, s: dict[str, Any], total: int) -> str:
-    head = f"{variant:14} {method:14} {eps:>4} {s['seeds']:>2}/{total:<2}"
+    head = f"{variant:14} {method:20} {eps:>4} {s['seeds']:>2}/{total:<2}"
     if not s["seeds"]:
         rest = f"did not finish: {s['did_not_finish']}, errors: {s['errors']}"
         return f"{head} {rest}"

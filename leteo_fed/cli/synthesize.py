@@ -189,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         seed_source="command line" if args.seed is not None else "drawn at random (not given)",
     )
     private = report["holder_only"]
+    privacy = f"delta {report['delta']:g}" if report["delta"] else "pure DP"
     if report["tree"] is not None:
         shape = f"a DP tree of {len(report['tree']['edges'])} 2-way marginals"
     else:
@@ -200,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         )
     print(
         f"released {report['output']['rows']} synthetic rows at epsilon {report['epsilon']:g} "
-        f"(pure DP, method {report['method']}), {shape}, in "
+        f"({privacy}, method {report['method']}), {shape}, in "
         f"{private['timings_seconds']['total']:.1f} s (engine {private['engine']['used']})"
     )
     for warning in report["warnings"]:

@@ -18,16 +18,17 @@ HOLDER_NOTE = (
 
 def _budget_rows(budget: dict[str, Any]) -> dict[str, str]:
     rows: dict[str, str] = {}
-    if "one_way" in budget:  # the marginal-based method
+    if "one_way" in budget:  # the marginal-based method: epsilon (pure) or rho (zCDP) each
+        unit = "rho" if "rho" in budget else "epsilon"
         return {
             f"1-way marginals ({budget['one_way']['marginals']})": (
-                f"epsilon {budget['one_way']['epsilon']:.4g}"
+                f"{unit} {budget['one_way'][unit]:.4g}"
             ),
             f"tree selection ({budget['select']['rounds']} exponential mechanisms)": (
-                f"epsilon {budget['select']['epsilon']:.4g}"
+                f"{unit} {budget['select'][unit]:.4g}"
             ),
             f"2-way marginals ({budget['two_way']['marginals']})": (
-                f"epsilon {budget['two_way']['epsilon']:.4g}"
+                f"{unit} {budget['two_way'][unit]:.4g}"
             ),
         }
     if budget.get("grouping"):

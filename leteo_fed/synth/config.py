@@ -14,7 +14,7 @@ from typing import Any
 import tomllib
 
 from leteo_fed.errors import ConfigError
-from leteo_fed.privacy.budget import check_epsilon
+from leteo_fed.privacy.budget import check_delta, check_epsilon
 
 ENGINES = ("auto", "local", "spark")
 # micro-aggregation: per feature group, DP clusters of the grid with Gaussian models (`model`);
@@ -79,6 +79,7 @@ class SynthConfig:
     classes: tuple[str, ...] = ()
     engine: str = "auto"
     method: str = "microaggregation"
+    delta: float = 0.0  # > 0: (epsilon, delta)-DP through zCDP (method = "marginals" only)
     marginal_shares: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MARGINAL_SHARES))
 
     def column(self, name: str) -> Column:
@@ -251,9 +252,17 @@ def parse(doc: dict[str, Any]) -> SynthConfig:
     method = top.get("method", "microaggregation")
     if method not in METHODS:
         raise ConfigError(f"synthesize.method must be one of {list(METHODS)}", field="method")
+    delta = check_delta(top.get("delta", 0.0), "synthesize.delta", allow_zero=True)
+    if delta > 0 and method != "marginals":
+        raise ConfigError(
+            'synthesize.delta > 0 needs method = "marginals" (micro-aggregation is pure '
+            "epsilon-DP: leave delta out or set it to 0)",
+            field="delta",
+        )
     known = {
         "epsilon", "k", "bins", "groups", "group_split", "shares", "grouping_share",
         "grouping_cut", "max_cells", "label", "classes", "engine", "method", "marginal_shares",
+        "delta",
     }  # fmt: skip
     unknown = sorted(set(top) - known)
     if unknown:
@@ -272,6 +281,7 @@ def parse(doc: dict[str, Any]) -> SynthConfig:
         classes=classes,
         engine=engine,
         method=method,
+        delta=delta,
         marginal_shares=_shares(
             top.get("marginal_shares"), DEFAULT_MARGINAL_SHARES, "marginal_shares"
         ),

@@ -26,11 +26,14 @@ levels) reach the driver.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from leteo_fed.privacy.mechanisms import Gaussian, Laplace
+from leteo_fed.privacy.mechanisms.rdp import zcdp_rho
 from leteo_fed.synth.config import Column, SynthConfig
 from leteo_fed.synth.model import Aggregator, rng
 from leteo_fed.synth.statistics import laplace
@@ -66,32 +69,70 @@ class MarginalModel:
         return [[self.columns[i].name, self.columns[j].name] for i, j in self.edges]
 
 
-def marginal_budget(config: SynthConfig, d: int) -> dict[str, Any]:
-    """Every epsilon spent, with the sensitivity each release is calibrated to."""
-    eps = config.epsilon
-    s = config.marginal_shares
+Mechanism = Laplace | Gaussian
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The three releases' mechanisms: the first marginals', the selection rounds' epsilon,
+    the tree marginals'; and the budget as report.json states it."""
+
+    first: Mechanism
+    eps_round: float
+    pair: Mechanism | None
+    budget: dict[str, Any]
+
+
+def _gaussian(rho: float, l2: float) -> Gaussian:
+    """The Gaussian mechanism that is rho-zCDP at L2 sensitivity l2: sigma = l2 / sqrt(2 rho)."""
+    return Gaussian(l2 / math.sqrt(2.0 * rho))
+
+
+def noise_for(config: SynthConfig, d: int) -> Noise:
+    """Pure epsilon-DP (delta = 0: Laplace, sequential composition) or (epsilon, delta)-DP
+    through rho-zCDP (delta > 0: Gaussian measurements at rho_i, exponential mechanisms at
+    eps_r^2 / 8 each, rho = the largest rho-zCDP that converts to (epsilon, delta))."""
+    eps, s = config.epsilon, config.marginal_shares
     edges = max(d - 1, 0)
     with_label = " (each with the label's axis)" if config.label is not None else ""
-    return {
-        "mechanism": "laplace + exponential",
+    budget: dict[str, Any] = {
         "neighbouring": "add/remove one record",
-        "composition": "sequential across the three releases; the d - 1 exponential "
-        "mechanisms of the selection compose sequentially within it",
         "total_epsilon": eps,
-        "one_way": {
-            "epsilon": eps * s["one_way"],
-            "l1_sensitivity": float(d),
-            "marginals": d,
-            "what": f"every column's marginal{with_label}",
-        },
-        "select": {"epsilon": eps * s["select"], "rounds": edges, "score_sensitivity": 1.0},
-        "two_way": {
-            "epsilon": eps * s["two_way"],
-            "l1_sensitivity": float(edges),
-            "marginals": edges,
-            "what": f"the tree's 2-way marginals{with_label}",
-        },
+        "delta": config.delta,
     }
+    if config.delta == 0:
+        first: Mechanism = laplace(eps * s["one_way"], float(d))
+        pair: Mechanism | None = laplace(eps * s["two_way"], float(edges)) if edges else None
+        eps_round = eps * s["select"] / edges if edges else 0.0
+        budget |= {
+            "mechanism": "laplace + exponential (pure epsilon-DP)",
+            "composition": "sequential across the three releases and the selection's rounds",
+            "one_way": {"epsilon": eps * s["one_way"], "l1_sensitivity": float(d)},
+            "select": {"epsilon": eps * s["select"], "rounds": edges, "score_sensitivity": 1.0},
+            "two_way": {"epsilon": eps * s["two_way"], "l1_sensitivity": float(edges)},
+        }
+    else:
+        rho = zcdp_rho(eps, config.delta)
+        first = _gaussian(rho * s["one_way"], math.sqrt(d))
+        pair = _gaussian(rho * s["two_way"], math.sqrt(edges)) if edges else None
+        eps_round = math.sqrt(8.0 * rho * s["select"] / edges) if edges else 0.0
+        budget |= {
+            "mechanism": "gaussian + exponential ((epsilon, delta)-DP through zCDP)",
+            "composition": f"zCDP adds: rho = {rho:.6g} in all, the largest that converts to "
+            f"({eps:g}, {config.delta:g})-DP (RDP conversion of Canonne-Kamath-Steinke 2020)",
+            "rho": rho,
+            "one_way": {"rho": rho * s["one_way"], "l2_sensitivity": math.sqrt(d)},
+            "select": {
+                "rho": rho * s["select"],
+                "rounds": edges,
+                "epsilon_per_round": eps_round,
+                "score_sensitivity": 1.0,
+            },
+            "two_way": {"rho": rho * s["two_way"], "l2_sensitivity": math.sqrt(edges)},
+        }
+    budget["one_way"] |= {"marginals": d, "what": f"every column's marginal{with_label}"}
+    budget["two_way"] |= {"marginals": edges, "what": f"the tree's 2-way marginals{with_label}"}
+    return Noise(first, eps_round, pair, budget)
 
 
 def exact_marginals(
@@ -151,12 +192,12 @@ def select_tree(
 
 def fit(
     first: list[np.ndarray],
-    first_scale: float,
+    first_sd: float,
     pairs: dict[tuple[int, int], np.ndarray],
-    pair_scale: float,
+    pair_sd: float,
 ) -> tuple[dict[int, np.ndarray], dict[tuple[int, int], np.ndarray]]:
-    """Private-PGM on the noisy marginals (each weighted by its Laplace standard deviation
-    sqrt(2) b): the fitted marginals of the same cliques, with the class axis first."""
+    """Private-PGM on the noisy marginals (each weighted by its noise's standard deviation):
+    the fitted marginals of the same cliques, with the class axis first."""
     import logging
 
     import jax
@@ -172,14 +213,12 @@ def fit(
     names = [f"c{i}" for i in range(len(first))]
     domain = mbi.Domain([*label, *names], [classes] * len(label) + [f.shape[1] for f in first])
 
-    def measured(y: np.ndarray, clique: tuple[str, ...], scale: float) -> Any:
+    def measured(y: np.ndarray, clique: tuple[str, ...], sd: float) -> Any:
         values = y if label else y[0]
-        return mbi.LinearMeasurement(
-            values.reshape(-1), (*label, *clique), stddev=float(np.sqrt(2.0) * scale)
-        )
+        return mbi.LinearMeasurement(values.reshape(-1), (*label, *clique), stddev=sd)
 
-    measurements = [measured(y, (names[i],), first_scale) for i, y in enumerate(first)]
-    measurements += [measured(y, (names[i], names[j]), pair_scale) for (i, j), y in pairs.items()]
+    measurements = [measured(y, (names[i],), first_sd) for i, y in enumerate(first)]
+    measurements += [measured(y, (names[i], names[j]), pair_sd) for (i, j), y in pairs.items()]
     model = mbi.estimation.MirrorDescent().estimate(domain, measurements, iters=FIT_ITERATIONS)
 
     def fitted(clique: tuple[str, ...]) -> np.ndarray:
@@ -197,23 +236,19 @@ def build_marginals(agg: Aggregator, config: SynthConfig, seed: int) -> Marginal
     """The DP model: noisy first marginals, a DP spanning tree, its noisy marginals, fitted."""
     cols = list(config.columns)
     d = len(cols)
-    budget = marginal_budget(config, d)
+    noise = noise_for(config, d)
     exact_first, exact_pairs = exact_marginals(agg, config)
-    first_noise = laplace(budget["one_way"]["epsilon"], float(d))
     first = [
-        m + np.asarray(first_noise.sample(m.shape, rng(seed, NOISE_ONE_WAY, i)))
+        m + np.asarray(noise.first.sample(m.shape, rng(seed, NOISE_ONE_WAY, i)))
         for i, m in enumerate(exact_first)
     ]
     edges: list[tuple[int, int]] = []
     pairs: dict[tuple[int, int], np.ndarray] = {}
-    pair_scale = 0.0
-    if d > 1:
-        eps_round = budget["select"]["epsilon"] / (d - 1)
-        edges = select_tree(exact_pairs, first, eps_round, rng(seed, SELECT_TREE))
-        pair_noise = laplace(budget["two_way"]["epsilon"], float(d - 1))
-        pair_scale = pair_noise.scale
+    if noise.pair is not None:
+        edges = select_tree(exact_pairs, first, noise.eps_round, rng(seed, SELECT_TREE))
         for e, (i, j) in enumerate(edges):
             m = exact_pairs[(i, j)]
-            pairs[(i, j)] = m + np.asarray(pair_noise.sample(m.shape, rng(seed, NOISE_TWO_WAY, e)))
-    one, two = fit(first, first_noise.scale, pairs, pair_scale)
-    return MarginalModel(cols, edges, budget, one, two)
+            pairs[(i, j)] = m + np.asarray(noise.pair.sample(m.shape, rng(seed, NOISE_TWO_WAY, e)))
+    pair_sd = math.sqrt(noise.pair.variance) if noise.pair is not None else 0.0
+    one, two = fit(first, math.sqrt(noise.first.variance), pairs, pair_sd)
+    return MarginalModel(cols, edges, noise.budget, one, two)

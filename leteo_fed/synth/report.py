@@ -93,6 +93,23 @@ def _structure(
     }
 
 
+def _guarantee(config: SynthConfig) -> str:
+    if config.delta > 0:
+        how = (
+            f"({config.epsilon:g}, {config.delta:g})-differential privacy (Gaussian and "
+            "exponential mechanisms composed in zCDP)"
+        )
+    elif config.method == "marginals":
+        how = f"{config.epsilon:g}-differential privacy (pure: Laplace and exponential mechanisms)"
+    else:
+        how = f"{config.epsilon:g}-differential privacy (pure, Laplace mechanism)"
+    public = "bounds, domains, grid" + ("" if config.method == "marginals" else ", k")
+    return (
+        f"{how} for the synthetic table and every field of this report outside holder_only, "
+        f"under add/remove of one record; the config ({public}) is public"
+    )
+
+
 def _row_rule(config: SynthConfig, requested_rows: int | None) -> str:
     if config.method == "marginals":
         return (
@@ -140,14 +157,8 @@ def build_report(
         "report_version": REPORT_VERSION,
         "method": config.method,
         "epsilon": config.epsilon,
-        "delta": 0.0,
-        "guarantee": (
-            f"{config.epsilon:g}-differential privacy (pure: Laplace"
-            f"{' and exponential mechanisms' if config.method == 'marginals' else ' mechanism'})"
-            " for the synthetic table and every field of this report outside holder_only, "
-            "under add/remove of one record; the config (bounds, domains, grid"
-            f"{'' if config.method == 'marginals' else ', k'}) is public"
-        ),
+        "delta": config.delta,
+        "guarantee": _guarantee(config),
         "budget": model.budget,
         **_structure(config, model, classes),
         "columns": column_spec(config),

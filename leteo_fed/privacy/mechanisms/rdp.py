@@ -64,3 +64,26 @@ def rdp_to_dp(
         eps = eps + np.log1p(-1.0 / a) - np.log(a) / (a - 1.0)
     i = int(np.argmin(eps))
     return max(float(eps[i]), 0.0), float(a[i])
+
+
+def zcdp_rho(epsilon: float, delta: float, method: str = "improved") -> float:
+    """The largest rho whose rho-zCDP (the RDP curve alpha * rho at every order) converts to
+    (epsilon, delta)-DP by `rdp_to_dp`: the budget of a release composed in zCDP (Gaussian
+    mechanisms, exponential mechanisms at eps^2 / 8 each; Bun & Steinke 2016, Cesar & Rogers
+    2021). Bisection on log rho; the conversion's epsilon grows with rho."""
+    delta = check_delta(delta)
+    alphas = np.concatenate([1.0 + np.arange(1, 100) / 100.0, DEFAULT_ALPHAS])
+
+    def eps_of(rho: float) -> float:
+        return rdp_to_dp(alphas * rho, alphas, delta, method)[0]
+
+    lo, hi = 1e-12, 1.0
+    while eps_of(hi) < epsilon:
+        lo, hi = hi, hi * 4.0
+    while hi / lo > 1.0 + 1e-9:
+        mid = math.sqrt(lo * hi)
+        if eps_of(mid) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo

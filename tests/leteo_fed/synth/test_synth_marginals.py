@@ -11,7 +11,7 @@ import pytest
 from synth_cases import cli, rows, write_config, write_csv
 
 from leteo_fed.synth.config import Column, SynthConfig, load
-from leteo_fed.synth.marginals import marginal_budget, select_tree
+from leteo_fed.synth.marginals import noise_for, select_tree
 from leteo_fed.synth.statistics import pair_counter, split_pairs
 
 
@@ -70,10 +70,31 @@ def test_select_tree_is_a_spanning_tree_and_follows_the_scores() -> None:
 
 def test_budget_spends_epsilon_exactly_once() -> None:
     cols = tuple(Column(f"x{i}", "numeric") for i in range(5))
-    budget = marginal_budget(SynthConfig(cols, epsilon=0.9, label="y", classes=("a", "b")), 5)
+    budget = noise_for(SynthConfig(cols, epsilon=0.9, label="y", classes=("a", "b")), 5).budget
     parts = [budget[k]["epsilon"] for k in ("one_way", "select", "two_way")]
     assert sum(parts) == pytest.approx(0.9)
     assert budget["one_way"]["l1_sensitivity"] == 5 and budget["two_way"]["l1_sensitivity"] == 4
+
+
+def test_zcdp_budget_converts_to_the_asked_epsilon_delta() -> None:
+    """delta > 0: Gaussian measurements and exponential mechanisms whose zCDP costs add up to
+    the rho that converts to exactly (epsilon, delta); sigma = L2 / sqrt(2 rho_i) and each
+    round's epsilon eps_r = sqrt(8 rho_select / rounds)."""
+    import math
+
+    from leteo_fed.privacy.mechanisms.rdp import DEFAULT_ALPHAS, rdp_to_dp
+
+    cols = tuple(Column(f"x{i}", "numeric") for i in range(5))
+    config = SynthConfig(cols, epsilon=1.0, delta=1e-9, method="marginals")
+    noise = noise_for(config, 5)
+    b = noise.budget
+    spent = (
+        5 / (2 * noise.first.variance) + 4 * noise.eps_round**2 / 8 + 4 / (2 * noise.pair.variance)  # type: ignore[union-attr]
+    )
+    assert spent == pytest.approx(b["rho"], rel=1e-9)
+    eps, _ = rdp_to_dp(DEFAULT_ALPHAS * b["rho"], DEFAULT_ALPHAS, 1e-9)
+    assert eps == pytest.approx(1.0, abs=2e-3)  # the rho is found on a finer grid of orders
+    assert eps <= 1.0 + 1e-9 and math.isclose(b["delta"], 1e-9)
 
 
 def test_method_and_shares_are_checked(tmp_path: Path) -> None:
@@ -141,3 +162,21 @@ def test_high_epsilon_release_keeps_the_dependences(tmp_path: Path) -> None:
     # d has 2 bins ([0, 5), [5, 10]): in the real data c = x only in the first bin
     second_bin_x = np.mean([r[2] == "x" for r in syn if float(r[3]) >= 5])
     assert second_bin_x < 0.02
+
+
+def test_delta_mode_release_and_its_refusal(tmp_path: Path) -> None:
+    """delta > 0 runs the marginal method in zCDP and says so; micro-aggregation refuses it."""
+    data = write_csv(tmp_path / "data.csv", rows(1500, seed=12))
+    config = marginals_config(tmp_path)
+    config.write_text(config.read_text().replace("[synthesize]\n", "[synthesize]\ndelta = 1e-9\n"))
+    out = tmp_path / "out"
+    rc, stdout, err = cli("--input", str(data), "--config", str(config), "--out", str(out))
+    assert rc == 0, err
+    assert "delta 1e-09, method marginals" in stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["delta"] == 1e-9 and "(1, 1e-09)-differential privacy" in report["guarantee"]
+    assert report["budget"]["rho"] > 0
+    config.write_text(config.read_text().replace('method = "marginals"', ""))
+    rc, _, err = cli("--input", str(data), "--config", str(config), "--out", str(tmp_path / "x"))
+    assert rc == 2 and 'delta > 0 needs method = "marginals"' in err
+    assert not (tmp_path / "x").exists()
