@@ -190,7 +190,7 @@ def run_job(
         seed=seed,
         clipped=clipped,
         input_rows=input_rows,
-        warnings=warnings_for(table, config),
+        warnings=warnings_for(table, config, model),
     )
     for warning in report["warnings"]:
         say(f"WARNING: {warning}")

@@ -53,6 +53,7 @@ class MarginalModel:
     budget: dict[str, Any]
     first: dict[int, np.ndarray] = field(default_factory=dict)
     pair: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    first_sd: float = 0.0  # the first marginals' noise standard deviation per cell (public)
 
     @property
     def class_sizes(self) -> list[float]:
@@ -251,4 +252,5 @@ def build_marginals(agg: Aggregator, config: SynthConfig, seed: int) -> Marginal
             pairs[(i, j)] = m + np.asarray(noise.pair.sample(m.shape, rng(seed, NOISE_TWO_WAY, e)))
     pair_sd = math.sqrt(noise.pair.variance) if noise.pair is not None else 0.0
     one, two = fit(first, math.sqrt(noise.first.variance), pairs, pair_sd)
-    return MarginalModel(cols, edges, noise.budget, one, two)
+    first_sd = math.sqrt(noise.first.variance)
+    return MarginalModel(cols, edges, noise.budget, one, two, first_sd)

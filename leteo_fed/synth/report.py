@@ -16,6 +16,7 @@ from typing import Any
 from leteo_fed.synth.config import SynthConfig
 from leteo_fed.synth.marginals import MarginalModel
 from leteo_fed.synth.model import SynthModel
+from leteo_fed.synth.partition import cell_count
 
 REPORT_VERSION = 1
 
@@ -48,14 +49,44 @@ def constant_columns(table: Any, config: SynthConfig) -> list[str]:
     return [c.name for c in config.columns if pc.count_distinct(table.column(c.name)).as_py() < 2]
 
 
-def warnings_for(table: Any, config: SynthConfig) -> list[str]:
+def noise_dominated(config: SynthConfig, model: SynthModel | MarginalModel) -> list[str]:
+    """The parts of the model whose DP noise outweighs the records they describe: cells x
+    noise scale above the (noisy) records per class. Reads only public values and the release."""
+    n = max(min(model.class_sizes, default=0.0), 0.0)
+    out = []
+    if isinstance(model, MarginalModel):
+        for col in model.columns:
+            cells = col.levels * len(model.class_sizes)
+            if cells * model.first_sd > n * len(model.class_sizes):
+                out.append(f"{col.name} ({cells} cells x noise {model.first_sd:.3g})")
+        return out
+    for gi, names in enumerate(model.groups):
+        cells = cell_count([config.column(c) for c in names])
+        b = 1.0 / model.budget["groups"][gi]["histogram"]["epsilon"]
+        if cells * b > n:
+            out.append(f"{names} ({cells} cells x noise {b:.3g})")
+    return out
+
+
+def warnings_for(table: Any, config: SynthConfig, model: SynthModel | MarginalModel) -> list[str]:
     """What a user must know about the table before using it (printed and in report.json)."""
-    return [
+    out = [
         f"column {name!r} is constant in the synthetic table: the DP histogram of its group "
         "supports one level only (too little signal for its bins at this epsilon: give it "
         "fewer bins, or more epsilon); its correlations are undefined"
         for name in constant_columns(table, config)
     ]
+    noisy = noise_dominated(config, model)
+    if noisy:
+        n = min(model.class_sizes, default=0.0)
+        out.append(
+            f"the DP noise outweighs the data in {len(noisy)} part(s) of the model, against "
+            f"about {max(n, 0):.0f} records per class: {'; '.join(noisy)}. Their synthetic "
+            "columns carry little of the real structure (a classifier trained on them can do "
+            "worse than the majority rate): use fewer bins or columns, more epsilon, or more "
+            "rows"
+        )
+    return out
 
 
 def _structure(

@@ -165,3 +165,25 @@ def test_untuned_adult_config_of_issue_32(tmp_path: Path) -> None:
         err = np.abs(np.corrcoef(syn.T) - real).max()
         assert err < 0.3, (seed, report["groups"], err)
         assert json.loads((out / "report.json").read_text())["warnings"] == []
+
+
+@pytest.mark.parametrize("method", ["microaggregation", "marginals"])
+def test_noise_dominated_release_says_so(tmp_path: Path, method: str) -> None:
+    """300 rows at epsilon 0.1: every histogram holds more noise than records (cells x b is
+    far above 150 per class); the terminal and report.json say so. 5,000 rows at epsilon 4
+    carry signal: no such warning."""
+    from synth_cases import cli, rows, write_config, write_csv
+
+    for n, eps, warned in ((300, 0.1, True), (5000, 4.0, False)):
+        data = write_csv(tmp_path / f"d{n}.csv", rows(n, seed=3))
+        config = write_config(tmp_path, epsilon=eps)
+        config.write_text(
+            config.read_text().replace("[synthesize]\n", f'[synthesize]\nmethod = "{method}"\n')
+        )
+        out = tmp_path / f"o{n}"
+        rc, stdout, err = cli("--input", str(data), "--config", str(config), "--out", str(out))
+        assert rc == 0, err
+        report = json.loads((out / "report.json").read_text())
+        noisy = [w for w in report["warnings"] if "DP noise outweighs the data" in w]
+        assert bool(noisy) is warned, report["warnings"]
+        assert ("warning: the DP noise outweighs the data" in stdout) is warned
