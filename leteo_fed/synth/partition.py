@@ -105,7 +105,10 @@ def restore_levels(
     whose noisy total T (the unclipped sum over its m cells; Laplace noise of standard
     deviation sqrt(2 m) * scale) exceeds z standard deviations gets T back, spread over its
     cells as the kept mass is spread over the other columns' cells (the level is drawn
-    independently of them: no phantom cell is revived). Post-processing of the DP histogram."""
+    independently of them: no phantom cell is revived). If a column is still left on one level
+    that holds less than half of the clipped noisy mass (its noise as large as its signal), the
+    group gets its clipped noisy counts instead of the floored ones. Post-processing of the DP
+    histogram."""
     out = floored.copy()
     ids = np.arange(noisy.shape[0], dtype=np.int64)
     for col, stride in zip(columns, strides(columns), strict=True):
@@ -121,4 +124,17 @@ def restore_levels(
         for lv in np.flatnonzero((kept <= 0) & (total > z * sd)).tolist():
             cells = level == lv
             out[cells] = total[lv] * shape[rest[cells]]
+    clipped = np.maximum(noisy, 0.0)
+    for col, stride in zip(columns, strides(columns), strict=True):
+        level = (ids // stride) % col.levels
+        kept = np.bincount(level, out, minlength=col.levels)
+        mass = np.bincount(level, clipped, minlength=col.levels)
+        if np.count_nonzero(kept > 0) == 1 and mass[kept > 0].sum() < mass.sum() / 2:
+            # still on one level, and that level holds less than half the clipped noisy mass:
+            # the noise is as large as the signal, and a column fixed within a class would be
+            # a perfect (and false) predictor of the class. The cells keep their clipped noisy
+            # counts instead: noisy, but not degenerate. (A column that is constant in the
+            # data keeps its level: it holds most of the mass.)
+            return clipped
     return out
+

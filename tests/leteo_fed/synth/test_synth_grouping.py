@@ -187,3 +187,20 @@ def test_noise_dominated_release_says_so(tmp_path: Path, method: str) -> None:
         noisy = [w for w in report["warnings"] if "DP noise outweighs the data" in w]
         assert bool(noisy) is warned, report["warnings"]
         assert ("warning: the DP noise outweighs the data" in stdout) is warned
+
+
+def test_restore_levels_never_fixes_a_noisy_column_on_one_level() -> None:
+    """Four cells of one column with about 60 records each and noise of scale 55 (German
+    credit's singleton groups at epsilon 1): the floor b ln 4 = 76 may keep a single cell, and a
+    column fixed within a class would be a perfect, false predictor of the class. When the kept
+    level holds less than half of the clipped noisy mass, the clipped counts are used instead."""
+    cols = [numeric("x", 4)]
+    noisy = np.array([90.0, 40.0, 70.0, 55.0])
+    floored = np.where(noisy >= 55.0 * np.log(4), noisy, 0.0)
+    assert np.count_nonzero(floored) == 1
+    out = restore_levels(noisy, floored, cols, 55.0)
+    assert np.array_equal(out, noisy)
+    # a column that is constant in the data keeps its one level: it holds most of the mass
+    noisy = np.array([900.0, 3.0, 0.0, 12.0])
+    floored = np.where(noisy >= 55.0 * np.log(4), noisy, 0.0)
+    assert np.array_equal(restore_levels(noisy, floored, cols, 55.0), floored)
