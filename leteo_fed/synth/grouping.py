@@ -1,6 +1,6 @@
 """Feature groups: a public list from the config, or computed under DP (budget counted).
 
-Under DP: one Laplace release of (count, sum of x, upper triangle of sum of x x^T) over all
+Under DP: one Laplace release of (count per class, sum of x, upper triangle of sum of x x^T) over all
 encoded dimensions, at L1 sensitivity 1 + W + W(W+1)/2 for W released columns (one record adds
 1 to the count, at most W to the sum, at most W(W+1)/2 to the triangle). From it (post-
 processing): the covariance matrix C of the encoded dimensions, a column association
@@ -12,8 +12,9 @@ linkage until every group fits. Nothing here looks at the raw data except throug
 
 A group "fits" when its grid is at most max_cells AND its DP histogram can carry signal: with
 the histogram's Laplace scale b = 1 / epsilon_hist (the group's share of the budget, as
-`budget_split` will give it) and n the noisy record count of the release divided by the number
-of classes, cells * b <= n, i.e. an average cell holds at least one noise scale of records.
+`budget_split` will give it) and n the smallest noisy class count of the release (it releases
+the count of each class instead of the total, at the same sensitivity), cells * b <= n, i.e. an
+average cell of every class holds at least one noise scale of records.
 Without that rule, five numeric Adult columns at 10 bins formed one 4,000-cell group whose
 per-class histograms held more noise than records (10,867 noisy against 5,770 real rows): the
 noise floor then removed every cell of the rare non-zero capital values and two synthetic
@@ -37,22 +38,30 @@ def moments_l1(n_columns: int) -> float:
 
 
 def noisy_covariance(
-    sums: Sums, n_columns: int, epsilon: float, rng: np.random.Generator
-) -> tuple[np.ndarray, float]:
-    """(the covariance matrix of the encoded dimensions, the noisy record count) from one
-    Laplace release."""
+    sums: Sums,
+    class_counts: np.ndarray,
+    n_columns: int,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the covariance matrix of the encoded dimensions, the noisy record count of each class)
+    from one Laplace release of (count per class, sum x, upper(sum x x^T)). A record adds 1 to
+    one class's count, as it would to the total: the L1 sensitivity is `moments_l1`'s."""
     scale = float(1 << 16)
-    count, s, q = sums
+    _, s, q = sums
     d = s.shape[1]
+    k = class_counts.shape[0]
     iu = upper(d)
-    exact = np.concatenate([[float(count[0])], s[0] / scale, q[0][iu[0], iu[1]] / (scale * scale)])
+    exact = np.concatenate(
+        [class_counts.astype(float), s[0] / scale, q[0][iu[0], iu[1]] / (scale * scale)]
+    )
     noisy = exact + np.asarray(laplace(epsilon, moments_l1(n_columns)).sample(exact.shape, rng))
-    n = max(noisy[0], 1.0)
-    mu = np.clip(noisy[1 : 1 + d] / n, 0.0, 1.0)
+    n = max(float(noisy[:k].sum()), 1.0)
+    mu = np.clip(noisy[k : k + d] / n, 0.0, 1.0)
     sym = np.zeros((d, d))
-    sym[iu[0], iu[1]] = noisy[1 + d :]
-    sym[iu[1], iu[0]] = noisy[1 + d :]
-    return sym / n - np.outer(mu, mu), float(noisy[0])
+    sym[iu[0], iu[1]] = noisy[k + d :]
+    sym[iu[1], iu[0]] = noisy[k + d :]
+    return sym / n - np.outer(mu, mu), noisy[:k]
 
 
 def group_epsilon(config: SynthConfig, width: int, n_groups: int, total_width: int) -> float:
@@ -126,7 +135,7 @@ def signal_fits(
     return fits
 
 
-def dp_groups(assoc: np.ndarray, config: SynthConfig, n_records: float) -> list[list[str]]:
+def dp_groups(assoc: np.ndarray, config: SynthConfig, n_per_class: float) -> list[list[str]]:
     """Groups from the association matrix: average linkage on 1 - A cut at grouping_cut, each
     group split until it fits (module docstring). With an equal split the groups' budget
     depends on how many there are: split again until the count is stable (it only grows)."""
@@ -147,7 +156,6 @@ def dp_groups(assoc: np.ndarray, config: SynthConfig, n_records: float) -> list[
         [i for i, lb in enumerate(labels) if lb == lab]
         for lab in sorted(set(labels), key=labels.index)
     ]
-    n_per_class = n_records / max(1, len(config.classes))
     groups = clusters
     while True:
         fits = signal_fits(config, columns, n_per_class, len(groups))

@@ -144,10 +144,16 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
     """The DP model: groups, the partition of each group's grid per class, the noisy models."""
     if config.groups is None:
         eps_grouping = config.epsilon * config.grouping_share
-        cov, n_records = noisy_covariance(
-            agg.moments(), len(config.columns), eps_grouping, rng(seed, NOISE_GROUPING)
+        class_counts = agg.histogram([config.columns[0]]).sum(axis=1)
+        cov, noisy_class_counts = noisy_covariance(
+            agg.moments(),
+            class_counts,
+            len(config.columns),
+            eps_grouping,
+            rng(seed, NOISE_GROUPING),
         )
-        groups = dp_groups(association(cov, list(config.columns)), config, n_records)
+        n_per_class = max(float(noisy_class_counts.min()), 0.0)
+        groups = dp_groups(association(cov, list(config.columns)), config, n_per_class)
         provenance = "dp"
     else:
         groups = [list(g) for g in config.groups]

@@ -137,4 +137,3 @@ def restore_levels(
             # data keeps its level: it holds most of the mass.)
             return clipped
     return out
-

@@ -23,24 +23,25 @@ def numeric(name: str, bins: int = 10) -> Column:
 
 def test_signal_rule_splits_a_group_the_histogram_cannot_carry() -> None:
     """Five fully associated 10-bin columns: one group when n is large, and with little data
-    only groups whose cells * b (b = 1 / histogram epsilon) stay within n per class."""
+    only groups whose cells * b (b = 1 / histogram epsilon) stay within the records of the
+    smallest class."""
     cols = tuple(numeric(f"x{i}") for i in range(5))
     config = SynthConfig(cols, epsilon=1.0, classes=("a", "b"), max_cells=10**6)
     assoc = np.ones((5, 5))
-    assert dp_groups(assoc, config, n_records=1e9) == [[c.name for c in cols]]
-    n = 7530.0
-    groups = dp_groups(assoc, config, n_records=n)
+    assert dp_groups(assoc, config, n_per_class=1e9) == [[c.name for c in cols]]
+    n = 3765.0  # per class
+    groups = dp_groups(assoc, config, n_per_class=n)
     assert len(groups) > 1
     for g in groups:
         members = [config.column(name) for name in g]
         eps = histogram_epsilon(config, members, len(groups), len(cols))
-        assert len(g) == 1 or cell_count(members) <= n / 2 * eps
+        assert len(g) == 1 or cell_count(members) <= n * eps
 
 
 def test_equal_split_reaches_a_stable_grouping() -> None:
     cols = tuple(numeric(f"x{i}") for i in range(6))
     config = SynthConfig(cols, epsilon=2.0, group_split="equal", max_cells=10**6)
-    groups = dp_groups(np.ones((6, 6)), config, n_records=20000.0)
+    groups = dp_groups(np.ones((6, 6)), config, n_per_class=20000.0)
     for g in groups:
         members = [config.column(name) for name in g]
         eps = histogram_epsilon(config, members, len(groups), len(cols))

@@ -123,9 +123,12 @@ def test_grouping_moments_within_bound(case: tuple[Path, list[dict[str, str]]]) 
     n_cols = len(config.columns)
 
     def vector(enc: Encoded) -> np.ndarray:
-        count, s, q = LocalAggregator(enc, config).moments()
+        agg = LocalAggregator(enc, config)
+        count, s, q = agg.moments()
+        per_class = agg.histogram([config.columns[0]]).sum(axis=1)  # released instead of count
+        assert per_class.sum() == count[0]
         rs, rq = _released((count, s, q))
-        return np.concatenate([count.astype(float), rs[0], rq[0]])
+        return np.concatenate([per_class.astype(float), rs[0], rq[0]])
 
     v0 = vector(_encode(base, path))
     changes = [np.abs(vector(n) - v0).sum() for n in _neighbours(base, path)]
