@@ -59,9 +59,9 @@ def _conditional(
 ) -> None:
     """Fill `out` with draws from table[given..., :] row by row of the conditioning levels
     (one step per combination of public grid levels, not per row)."""
-    fallback = _probabilities(table.reshape(-1, table.shape[-1]).sum(axis=0))
-    flat = np.ravel_multi_index(given, table.shape[:-1])
     rows_of = table.reshape(-1, table.shape[-1])
+    fallback = _probabilities(rows_of.sum(axis=0))
+    flat = np.ravel_multi_index(given, table.shape[:-1])
     order = np.argsort(flat, kind="stable")
     keys = flat[order]
     starts: list[int] = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]).tolist()

@@ -65,8 +65,8 @@ class MarginalModel:
         return float(self.first[0].sum())
 
     @property
-    def groups(self) -> list[list[str]]:
-        """The tree's edges as pairs of names (the report's structure field)."""
+    def edge_names(self) -> list[list[str]]:
+        """The tree's edges as pairs of column names (report.json's `tree.edges`)."""
         return [[self.columns[i].name, self.columns[j].name] for i, j in self.edges]
 
 

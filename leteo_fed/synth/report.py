@@ -98,7 +98,7 @@ def _structure(
             "k": None,
             "groups": None,
             "clusters": [],
-            "tree": {"provenance": "dp", "edges": model.groups},
+            "tree": {"provenance": "dp", "edges": model.edge_names},
             "class_sizes": {
                 str(name): round(float(size), 3)
                 for name, size in zip(classes, model.class_sizes, strict=True)
