@@ -91,6 +91,16 @@ class SynthModel:
     class_sizes: list[float] = field(default_factory=list)
 
 
+def class_sizes(totals: np.ndarray, variances: np.ndarray) -> list[float]:
+    """Each class's size from its groups' unclipped noisy histogram totals [classes, groups]:
+    each is unbiased, with Laplace variance 2 cells b^2, so they are weighted by the inverse of
+    that variance (the least-variance unbiased combination). A plain mean let one fine-grained
+    group's noise swamp the rest: on German credit at epsilon 0.5 a 32-cell group at noise
+    scale 50 gives its total a standard deviation of 400 against 150 real records of a class."""
+    w = 1.0 / np.maximum(variances, 1e-300)
+    return [max(0.0, float(t @ w / w.sum())) for t in totals]
+
+
 def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]:
     """Every epsilon spent, with the sensitivity each Laplace release is calibrated to."""
     eps = config.epsilon
@@ -163,12 +173,14 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
     budget = budget_split(config, groups)
     model = SynthModel(groups, provenance, budget)
     totals = np.zeros((agg.n_classes, len(groups)))
+    total_var = np.zeros(len(groups))  # the variance of each group's noisy total
     for gi, names in enumerate(groups):
         cols = [config.column(n) for n in names]
         part = budget["groups"][gi]
         hist = agg.histogram(cols)
         order = morton_order(cols)
         hist_noise = laplace(part["histogram"]["epsilon"], 1.0)
+        total_var[gi] = 2.0 * hist.shape[1] * hist_noise.scale**2
         keys = np.zeros_like(hist)
         offsets, noisy_counts, cells_of, cell_counts = [], [], [], []
         n_keys = 0
@@ -213,6 +225,5 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
             model.models[(c, gi)] = ClusterModel(
                 noisy_counts[c], cell_counts[c], mu, cov, factor, cells_of[c]
             )
-    # each group's unclipped noisy histogram total estimates the class size without bias
-    model.class_sizes = [max(0.0, float(totals[c].mean())) for c in range(agg.n_classes)]
+    model.class_sizes = class_sizes(totals, total_var)
     return model

@@ -191,16 +191,23 @@ def gaussian_model(
     `q_scale` (the public Laplace scale of Q's noise) shrinks each off-diagonal entry towards 0
     by the positive part of 1 - v / c^2, v = 2 q_scale^2 / N^2 the noise variance of the entry
     c: a correlation the noise alone would explain is not passed on to the generated rows (in
-    the copula it would become a strong spurious dependence). Post-processing too."""
+    the copula it would become a strong spurious dependence). Post-processing too.
+
+    It also raises each variance to at least sqrt(v), the noise's standard deviation on that
+    entry: a variance the noise cannot resolve is not a point mass. Clipped to 0 instead, it
+    stacked every row of a cluster on its noisy mean (issue 32: Adult's capital-gain at 10
+    equal bins, every synthetic `<=50K` row at 1,106 while 96% of the real ones are 0, and a
+    classifier trained on the result called nearly every real 0 `>50K`: accuracy 0.25)."""
     n = np.maximum(counts, 1.0)[:, None]
     mu = np.clip(s / n, 0.0, 1.0)
     cov = q / n[:, :, None] - mu[:, :, None] * mu[:, None, :]
     cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
-    if q_scale > 0 and cov.shape[1] > 1:
+    if q_scale > 0:
         v = (2.0 * q_scale * q_scale / (n * n))[:, :, None]
         keep = np.maximum(0.0, 1.0 - v / np.maximum(cov * cov, 1e-300))
-        off = ~np.eye(cov.shape[1], dtype=bool)
-        cov = np.where(off, cov * keep, cov)
+        floor = np.minimum(np.sqrt(v), 0.25)  # 1/4: the largest variance on [0, 1]
+        diag = np.eye(cov.shape[1], dtype=bool)
+        cov = np.where(diag, np.maximum(cov, floor), cov * keep)
     if cov.shape[0] == 0 or cov.shape[1] == 0:
         return mu, cov, cov.copy()
     w, v = np.linalg.eigh(cov)
