@@ -162,7 +162,10 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
             eps_grouping,
             rng(seed, NOISE_GROUPING),
         )
-        n_per_class = max(float(noisy_class_counts.min()), 0.0)
+        # one noise standard deviation below the smallest noisy class count: a count the
+        # noise inflated must not let groups through that the real class cannot carry
+        sd = np.sqrt(2.0) * moments_l1(len(config.columns)) / eps_grouping
+        n_per_class = max(float(noisy_class_counts.min()) - sd, 0.0)
         groups = dp_groups(association(cov, list(config.columns)), config, n_per_class)
         provenance = "dp"
     else:
