@@ -86,6 +86,19 @@ def warnings_for(table: Any, config: SynthConfig, model: SynthModel | MarginalMo
             "worse than the majority rate): use fewer bins or columns, more epsilon, or more "
             "rows"
         )
+    if (
+        isinstance(model, SynthModel)
+        and model.provenance == "dp"
+        and len(config.columns) > 1
+        and all(len(g) == 1 for g in model.groups)
+    ):
+        out.append(
+            f'groups = "dp" found no association above the noise of its release (epsilon '
+            f"{config.epsilon * config.grouping_share:g} for {len(config.columns)} columns): every "
+            "column is its own group, so the columns are independent given the class in the "
+            "synthetic table. Name the groups you know in `groups`, or use method = "
+            '"marginals", which selects its pairs under DP at a lower cost'
+        )
     return out
 
 
