@@ -28,9 +28,11 @@ from leteo_fed.synth.grouping import (
 )
 from leteo_fed.synth.partition import (
     check_cells,
+    cluster_bin_means,
     clusters_from_histogram,
     morton_order,
     restore_levels,
+    toward_pooled,
 )
 from leteo_fed.synth.statistics import (
     ClusterModel,
@@ -187,20 +189,23 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
         keys = np.zeros_like(hist)
         offsets, noisy_counts, cells_of, cell_counts = [], [], [], []
         n_keys = 0
+        noisy_all = hist + np.stack(
+            [
+                np.asarray(hist_noise.sample(hist.shape[1], rng(seed, NOISE_HISTOGRAM, c, gi)))
+                for c in range(agg.n_classes)
+            ]
+        )
+        shrunk = toward_pooled(noisy_all, hist_noise.scale)
         for c in range(agg.n_classes):
-            noisy = hist[c] + np.asarray(
-                hist_noise.sample(hist.shape[1], rng(seed, NOISE_HISTOGRAM, c, gi))
-            )
+            noisy = noisy_all[c]
             totals[c, gi] = noisy.sum()
             cluster = clusters_from_histogram(noisy, order, config.k)
             m = int(cluster.max()) + 1
             noisy_counts.append(np.bincount(cluster, np.maximum(noisy, 0.0), minlength=m))
             # rows are drawn only from cells above the noise floor b ln(cells) (about the
-            # largest noise among the empty cells): post-processing that keeps the phantom
-            # mass of empty cells out of the synthetic rows
-            floor = hist_noise.scale * np.log(max(hist.shape[1], 1))
-            floored = np.where(noisy >= floor, np.maximum(noisy, 0.0), 0.0)
-            cell_counts.append(restore_levels(noisy, floored, cols, hist_noise.scale))
+            # largest noise among the empty cells), each shrunk towards the pooled shape as
+            # far as the noise explains its class's deviation (`toward_pooled`)
+            cell_counts.append(restore_levels(noisy, shrunk[c], cols, hist_noise.scale))
             keys[c] = cluster + n_keys
             offsets.append(n_keys)
             cells_of.append(cluster)
@@ -224,7 +229,9 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
             else:
                 ns, nq = np.zeros((m, 0)), np.zeros((m, 0, 0))
             q_scale = gram_l1(len(numeric)) / part["covariance"]["epsilon"] if numeric else 0.0
-            mu, cov, factor = gaussian_model(noisy_counts[c], ns, nq, q_scale)
+            s_scale = sum_l1(len(numeric)) / part["sums"]["epsilon"] if numeric else 0.0
+            prior = cluster_bin_means(cells_of[c], cell_counts[c], cols)
+            mu, cov, factor = gaussian_model(noisy_counts[c], ns, nq, q_scale, s_scale, prior)
             model.models[(c, gi)] = ClusterModel(
                 noisy_counts[c], cell_counts[c], mu, cov, factor, cells_of[c]
             )

@@ -137,3 +137,65 @@ def restore_levels(
             # data keeps its level: it holds most of the mass.)
             return clipped
     return out
+
+
+def toward_pooled(noisy: np.ndarray, scale: float) -> np.ndarray:
+    """The per-class noisy histograms [classes, cells], each cell shrunk towards the pooled
+    shape as far as its class's deviation from it is explained by noise; floored.
+
+    Class c's expectation under the pooled shape is e_c = t_c p, t_c its noisy total and p the
+    pooled histogram (the classes' sum) above its own noise floor sqrt(C) b ln(cells),
+    normalized. A cell's deviation d = noisy_c - e_c is kept in the share
+    max(0, 1 - 2 b^2 / d^2) (2 b^2 the Laplace noise's variance: the positive-part shrinkage
+    the covariances get in `statistics.gaussian_model`), and the result mixes the class's own
+    floored count (below b ln(cells): 0, as before) with e_c in those shares. A deviation far
+    above the noise keeps the class's count as it was; where the noise outweighs the data, the
+    class takes the pooled shape at its own size instead of whichever cells its noise happened
+    to lift (German credit at epsilon 1, 150 records of class 2 over 4 age bins at scale 55:
+    the floor kept the last bin, a synthetic mean age of 72 against a real 35, and false
+    correlations up to 0.56 through the class). Post-processing."""
+    classes, cells = noisy.shape
+    floor = scale * np.log(max(cells, 1))
+    own = np.where(noisy >= floor, np.maximum(noisy, 0.0), 0.0)
+    pooled = noisy.sum(axis=0)
+    pooled = np.where(pooled >= np.sqrt(classes) * floor, np.maximum(pooled, 0.0), 0.0)
+    if classes < 2 or pooled.sum() <= 0:
+        return own
+    expected = np.maximum(noisy.sum(axis=1, keepdims=True), 0.0) * (pooled / pooled.sum())
+    dev = noisy - expected
+    keep = np.maximum(0.0, 1.0 - 2.0 * scale * scale / np.maximum(dev * dev, 1e-300))
+    return keep * own + (1.0 - keep) * expected
+
+
+def cluster_bin_means(
+    cluster_of_cell: np.ndarray, weights: np.ndarray, columns: list[Column]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each cluster's mean of every numeric column as its histogram sees it, with the variance
+    of that estimate: the weighted mean of the bin centres of its cells (on [0, 1]), and the
+    weighted mean of width^2 / 12 (a value's spread within its bin, which the centre ignores).
+    Post-processing of the DP histogram; [clusters, numeric columns] each."""
+    m = int(cluster_of_cell.max()) + 1 if cluster_of_cell.shape[0] else 0
+    ids = np.arange(cluster_of_cell.shape[0], dtype=np.int64)
+    w = np.maximum(weights, 0.0)
+    total = np.bincount(cluster_of_cell, w, minlength=m)
+    flat = np.bincount(cluster_of_cell, minlength=m).astype(float)
+    use_flat = total <= 0  # a cluster whose cells were all floored: its cells count equally
+    means, variances = [], []
+    for col, stride in zip(columns, strides(columns), strict=True):
+        if col.kind != "numeric":
+            continue
+        edges = (np.asarray(col.bin_edges(), dtype=float) - col.lo) / (col.hi - col.lo)
+        level = (ids // stride) % col.levels
+        centre = (edges[level] + edges[level + 1]) / 2.0
+        spread = (edges[level + 1] - edges[level]) ** 2 / 12.0
+        for values, out in ((centre, means), (spread, variances)):
+            weighted = np.bincount(cluster_of_cell, w * values, minlength=m)
+            plain = np.bincount(cluster_of_cell, values, minlength=m)
+            out.append(
+                np.where(
+                    use_flat, plain / np.maximum(flat, 1.0), weighted / np.maximum(total, 1e-300)
+                )
+            )
+    if not means:
+        return np.zeros((m, 0)), np.zeros((m, 0))
+    return np.stack(means, axis=1), np.stack(variances, axis=1)

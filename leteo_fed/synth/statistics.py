@@ -182,9 +182,15 @@ def noisy_moments(
 
 
 def gaussian_model(
-    counts: np.ndarray, s: np.ndarray, q: np.ndarray, q_scale: float = 0.0
+    counts: np.ndarray,
+    s: np.ndarray,
+    q: np.ndarray,
+    q_scale: float = 0.0,
+    s_scale: float = 0.0,
+    prior: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Means clip(S / N, 0, 1), covariances Q / N - mu mu^T repaired to PSD by clipping the
+    """Means clip(S / N, 0, 1) (blended with the histogram's estimate when `prior` is given),
+    covariances Q / N - mu mu^T repaired to PSD by clipping the
     eigenvalues at 0 (post-processing; no redraw until positive definite), and their factors
     V sqrt(W).
 
@@ -199,7 +205,17 @@ def gaussian_model(
     equal bins, every synthetic `<=50K` row at 1,106 while 96% of the real ones are 0, and a
     classifier trained on the result called nearly every real 0 `>50K`: accuracy 0.25)."""
     n = np.maximum(counts, 1.0)[:, None]
-    mu = np.clip(s / n, 0.0, 1.0)
+    mu = s / n
+    if prior is not None and s_scale > 0:
+        # S / N carries Laplace noise of variance 2 s_scale^2 / N^2; the histogram's own
+        # estimate (`partition.cluster_bin_means`) has the variance of a value within its
+        # bin. Weighted by the inverse variances: for a large cluster S / N decides; for a
+        # small one at a small epsilon, whose S / N noise can exceed the whole [0, 1] range
+        # (and clipped, sat every value on a bound), the histogram does.
+        prior_mu, prior_var = prior
+        var_s = 2.0 * s_scale * s_scale / (n * n)
+        mu = (mu * prior_var + prior_mu * var_s) / np.maximum(prior_var + var_s, 1e-300)
+    mu = np.clip(mu, 0.0, 1.0)
     cov = q / n[:, :, None] - mu[:, :, None] * mu[:, None, :]
     cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
     if q_scale > 0:
