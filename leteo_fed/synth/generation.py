@@ -1,8 +1,9 @@
 """Rows from the released model: per class, per group, per cluster, decoded to public values.
 
 A row of a cluster gets a grid cell, drawn in proportion to the cells' noisy counts, those
-below the noise floor set to 0 (the DP histogram, post-processing): the cell fixes the categorical values and the numeric
-bins. Its numeric values come from the cluster's N(mu, Sigma), moved into the cell's bins by
+below the noise floor set to 0 and each shrunk towards the pooled shape as far as noise explains
+its class's deviation (`partition.toward_pooled`; the DP histogram, post-processing): the cell
+fixes the categorical values and the numeric bins. Its numeric values come from the cluster's N(mu, Sigma), moved into the cell's bins by
 the Gaussian copula (`_into_bins`): within the cluster the numerics keep the Gaussian's
 dependence, and they agree with the cell, so numeric-categorical dependence is kept at the
 grid's resolution.
