@@ -180,7 +180,8 @@ def cluster_bin_means(
     total = np.bincount(cluster_of_cell, w, minlength=m)
     flat = np.bincount(cluster_of_cell, minlength=m).astype(float)
     use_flat = total <= 0  # a cluster whose cells were all floored: its cells count equally
-    means, variances = [], []
+    means: list[np.ndarray] = []
+    variances: list[np.ndarray] = []
     for col, stride in zip(columns, strides(columns), strict=True):
         if col.kind != "numeric":
             continue
