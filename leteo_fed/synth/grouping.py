@@ -1,23 +1,18 @@
 """Feature groups: a public list from the config, or computed under DP (budget counted).
 
-Under DP: one Laplace release of (count per class, sum of x, upper triangle of sum of x x^T) over all
-encoded dimensions, at L1 sensitivity 1 + W + W(W+1)/2 for W released columns (one record adds
-1 to the count, at most W to the sum, at most W(W+1)/2 to the triangle). From it (post-
-processing): the covariance matrix C of the encoded dimensions, a column association
-A_ij = sqrt(RV_ij), RV_ij = ||C_ij||_F^2 / (||C_ii||_F ||C_jj||_F) (Escoufier's RV coefficient of
-the two columns' blocks: |rho| for two numeric columns; a rare category's tiny, noise-dominated
-variance cannot inflate it the way a largest per-dimension |rho| would), average-linkage clustering on 1 - A
-(scipy), cut at `grouping_cut`; a group whose grid exceeds max_cells is split along its own
-linkage until every group fits. Nothing here looks at the raw data except through that release.
+Under DP the association A_ij in [0, 1] of every pair of columns comes from `pair_grouping`'s
+release (per-class marginals, then one dependence score per pair; a pair whose score the noise
+could explain gets 0). Then average-linkage clustering on 1 - A (scipy), cut at
+`grouping_cut`; a group whose grid exceeds max_cells is split along its own linkage until every
+group fits. Nothing here looks at the raw data except through that release.
 
 A group "fits" when its grid is at most max_cells AND its DP histogram can carry signal: with
 the histogram's Laplace scale b = 1 / epsilon_hist (the group's share of the budget, as
-`budget_split` will give it) and n the smallest noisy class count of the release (it releases
-the count of each class instead of the total, at the same sensitivity), cells * b <= n, i.e. an
-average cell of every class holds at least one noise scale of records.
-Without that rule, five numeric Adult columns at 10 bins formed one 4,000-cell group whose
-per-class histograms held more noise than records (10,867 noisy against 5,770 real rows): the
-noise floor then removed every cell of the rare non-zero capital values and two synthetic
+`budget_split` will give it) and n the smallest class size of the release less one standard
+deviation, cells * b <= n, i.e. an average cell of every class holds at least one noise scale
+of records. Without that rule, five numeric Adult columns at 10 bins formed one 4,000-cell group
+whose per-class histograms held more noise than records (10,867 noisy against 5,770 real rows):
+the noise floor then removed every cell of the rare non-zero capital values and two synthetic
 columns came out constant (issue 32). The rule reads only the release and public values.
 """
 
@@ -29,57 +24,6 @@ import numpy as np
 
 from leteo_fed.synth.config import Column, SynthConfig
 from leteo_fed.synth.partition import cell_count, check_cells
-from leteo_fed.synth.statistics import Sums, laplace, upper
-
-
-def moments_l1(n_columns: int) -> float:
-    """L1 sensitivity of (count, sum x, upper(sum x x^T)) over all encoded dimensions."""
-    return 1.0 + n_columns + n_columns * (n_columns + 1) / 2.0
-
-
-def noisy_covariance(
-    sums: Sums,
-    class_counts: np.ndarray,
-    n_columns: int,
-    epsilon: float,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(the covariance matrix of the encoded dimensions, the noisy record count of each class)
-    from one Laplace release of (count per class, sum x, upper(sum x x^T)). A record adds 1 to
-    one class's count, as it would to the total: the L1 sensitivity is `moments_l1`'s."""
-    scale = float(1 << 16)
-    _, s, q = sums
-    d = s.shape[1]
-    k = class_counts.shape[0]
-    iu = upper(d)
-    exact = np.concatenate(
-        [class_counts.astype(float), s[0] / scale, q[0][iu[0], iu[1]] / (scale * scale)]
-    )
-    noisy = exact + np.asarray(laplace(epsilon, moments_l1(n_columns)).sample(exact.shape, rng))
-    n = max(float(noisy[:k].sum()), 1.0)
-    mu = np.clip(noisy[k : k + d] / n, 0.0, 1.0)
-    sym = np.zeros((d, d))
-    sym[iu[0], iu[1]] = noisy[k + d :]
-    sym[iu[1], iu[0]] = noisy[k + d :]
-    cov = sym / n - np.outer(mu, mu)
-    return above_noise(cov, mu, moments_l1(n_columns) / epsilon / n), noisy[:k]
-
-
-def above_noise(cov: np.ndarray, mu: np.ndarray, b: float) -> np.ndarray:
-    """The covariance with every off-diagonal entry the noise alone could explain set to 0.
-
-    Entry (i, j) is Q_ij / n - mu_i mu_j; its Laplace noise has scale at most
-    b (1 + mu_i + mu_j), b = the release's scale / n. Of m such draws, the expected number
-    whose magnitude exceeds their scale times ln m + 3 is e^-3 = 0.05, so an entry below that
-    is dropped. Without it the grouping clustered on noise: on Adult at epsilon 1
-    (grouping share 0.1, 14 columns: scale 1,200 / 15,081 rows = 0.08 per entry) nearly every
-    real covariance of the scaled columns is smaller than its noise, and the groups it formed
-    were chance pairs (age with foreign_worker on German credit). Post-processing."""
-    d = cov.shape[0]
-    m = max(d * (d - 1) // 2, 2)
-    limit = b * (1.0 + mu[:, None] + mu[None, :]) * (np.log(m) + 3.0)
-    keep = (np.abs(cov) > limit) | np.eye(d, dtype=bool)
-    return np.where(keep, cov, 0.0)
 
 
 def group_epsilon(config: SynthConfig, width: int, n_groups: int, total_width: int) -> float:
@@ -97,22 +41,6 @@ def histogram_epsilon(
     e = group_epsilon(config, len(columns), n_groups, total_width)
     numeric = any(c.kind == "numeric" for c in columns)
     return e * config.shares["histogram"] if numeric else e
-
-
-def association(cov: np.ndarray, columns: list[Column]) -> np.ndarray:
-    """Column-level association sqrt(RV) in [0, 1] between the columns' covariance blocks."""
-    spans, at = [], 0
-    for c in columns:
-        spans.append(slice(at, at + c.width))
-        at += c.width
-    norms = [max(float(np.linalg.norm(cov[si, si])), 1e-12) for si in spans]
-    out = np.ones((len(columns), len(columns)))
-    for i, si in enumerate(spans):
-        for j, sj in enumerate(spans):
-            if i != j:
-                rv = float(np.linalg.norm(cov[si, sj]) ** 2) / (norms[i] * norms[j])
-                out[i, j] = min(1.0, np.sqrt(max(rv, 0.0)))
-    return out
 
 
 Fits = Callable[[list[int]], bool]

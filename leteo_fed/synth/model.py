@@ -5,7 +5,8 @@ comes from a generator seeded by (seed, purpose, class, group), so the release d
 seed, the config and the data only, never on the engine or the order of the work.
 
 Budget (pure epsilon-DP, Laplace everywhere): with groups = "dp", `grouping_share` of epsilon
-goes to the DP correlation release; the rest is split across groups (sequential composition)
+goes to the DP grouping release (`pair_grouping`: per-class marginals and one dependence score
+per column pair); the rest is split across groups (sequential composition)
 in proportion to their number of columns ("dimension", the book's choice) or equally; within a
 group, the histogram, the sums and the covariance take `shares` of the group's part. Classes are
 disjoint sets of records: they compose in parallel and each spends the whole group budget.
@@ -19,13 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from leteo_fed.synth.config import Column, SynthConfig
-from leteo_fed.synth.grouping import (
-    association,
-    dp_groups,
-    group_epsilon,
-    moments_l1,
-    noisy_covariance,
-)
+from leteo_fed.synth.grouping import dp_groups, group_epsilon
+from leteo_fed.synth.pair_grouping import grouping_release, pair_count
 from leteo_fed.synth.partition import (
     check_cells,
     cluster_bin_means,
@@ -145,9 +141,19 @@ def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]
         "groups": per_group,
     }
     if config.groups is None:
+        w = len(config.columns)
         out["grouping"] = {
             "epsilon": grouping,
-            "l1_sensitivity": moments_l1(len(config.columns)),
+            "marginals": {
+                "what": "every column's marginal per class",
+                "epsilon": grouping / 2.0,
+                "l1_sensitivity": float(w),
+            },
+            "pair_scores": {
+                "what": "per column pair: L1 distance of its per-class table from independence",
+                "epsilon": grouping / 2.0,
+                "l1_sensitivity": float(pair_count(w)),
+            },
         }
     return out
 
@@ -155,20 +161,14 @@ def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]
 def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
     """The DP model: groups, the partition of each group's grid per class, the noisy models."""
     if config.groups is None:
-        eps_grouping = config.epsilon * config.grouping_share
-        class_counts = agg.histogram([config.columns[0]]).sum(axis=1)
-        cov, noisy_class_counts = noisy_covariance(
-            agg.moments(),
-            class_counts,
-            len(config.columns),
-            eps_grouping,
-            rng(seed, NOISE_GROUPING),
+        assoc, n_per_class = grouping_release(
+            agg,
+            config,
+            config.epsilon * config.grouping_share,
+            rng(seed, NOISE_GROUPING, 0),
+            rng(seed, NOISE_GROUPING, 1),
         )
-        # one noise standard deviation below the smallest noisy class count: a count the
-        # noise inflated must not let groups through that the real class cannot carry
-        sd = np.sqrt(2.0) * moments_l1(len(config.columns)) / eps_grouping
-        n_per_class = max(float(noisy_class_counts.min()) - sd, 0.0)
-        groups = dp_groups(association(cov, list(config.columns)), config, n_per_class)
+        groups = dp_groups(assoc, config, n_per_class)
         provenance = "dp"
     else:
         groups = [list(g) for g in config.groups]
