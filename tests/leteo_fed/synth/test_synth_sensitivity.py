@@ -5,8 +5,9 @@ added (add/remove neighbours); for every released vector we measure the L1 chang
 it with the bound the Laplace noise is calibrated to: the grid histograms (1), each group's
 per-cluster sums of x (w, its numeric columns) and of the upper triangle of x x^T (w(w+1)/2)
 GIVEN the partition,
-and the moments the DP grouping releases (1 + W + W(W+1)/2). The extreme records reach the
-bounds, so the test also shows they are tight (a looser calibration would not be caught
+and the two releases of the DP grouping (the per-class marginals, W; one dependence score per
+column pair, P = W(W-1)/2). The extreme records reach the bounds, so the test also shows they
+are tight (a looser calibration would not be caught
 otherwise, a wrong one would).
 """
 
@@ -22,8 +23,8 @@ from synth_cases import rows, write_config
 
 from leteo_fed.synth.config import load
 from leteo_fed.synth.encoding import SCALE, Encoded, encode_table
-from leteo_fed.synth.grouping import moments_l1
 from leteo_fed.synth.local_engine import LocalAggregator
+from leteo_fed.synth.marginals import exact_marginals, independent
 from leteo_fed.synth.model import budget_split
 from leteo_fed.synth.partition import clusters_from_histogram, morton_order
 from leteo_fed.synth.statistics import Sums, gram_l1, sum_l1, upper
@@ -117,20 +118,36 @@ def test_cluster_sums_within_bounds_given_the_partition(
         assert max(ds) == pytest.approx(sum_l1(w)) and max(dq) == pytest.approx(gram_l1(w))
 
 
-def test_grouping_moments_within_bound(case: tuple[Path, list[dict[str, str]]]) -> None:
+def test_grouping_releases_within_bound(case: tuple[Path, list[dict[str, str]]]) -> None:
+    """G1 (every column's per-class marginal) moves by at most W in L1; G2 (one score per pair,
+    each against the independence estimate of a fixed G1 output) by at most P."""
     path, base = case
     config = replace(load(path), groups=None)
-    n_cols = len(config.columns)
+    w = len(config.columns)
+    p = w * (w - 1) // 2
+    assert budget_split(config, [[c.name] for c in config.columns])["grouping"]["pair_scores"][
+        "l1_sensitivity"
+    ] == float(p)
 
-    def vector(enc: Encoded) -> np.ndarray:
-        agg = LocalAggregator(enc, config)
-        count, s, q = agg.moments()
-        per_class = agg.histogram([config.columns[0]]).sum(axis=1)  # released instead of count
-        assert per_class.sum() == count[0]
-        rs, rq = _released((count, s, q))
-        return np.concatenate([per_class.astype(float), rs[0], rq[0]])
+    def releases(enc: Encoded) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:
+        first, pairs = exact_marginals(LocalAggregator(enc, config), config)
+        return np.concatenate([f.ravel() for f in first]).astype(float), pairs
 
-    v0 = vector(_encode(base, path))
-    changes = [np.abs(vector(n) - v0).sum() for n in _neighbours(base, path)]
-    assert max(changes) <= moments_l1(n_cols) + 1e-9
-    assert max(changes) == pytest.approx(moments_l1(n_cols))  # tight: the first extreme record
+    g1_0, pairs_0 = releases(_encode(base, path))
+    noisy_first = [  # a fixed G1 output: public once released
+        f + 3.0 for f in exact_marginals(LocalAggregator(_encode(base, path), config), config)[0]
+    ]
+    keys = sorted(pairs_0)
+
+    def scores(pairs: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
+        return np.array([np.abs(pairs[k] - independent(noisy_first, *k)).sum() for k in keys])
+
+    s0 = scores(pairs_0)
+    g1_changes, g2_changes = [], []
+    for n in _neighbours(base, path):
+        g1, pairs = releases(n)
+        g1_changes.append(np.abs(g1 - g1_0).sum())
+        g2_changes.append(np.abs(scores(pairs) - s0).sum())
+    assert max(g1_changes) == pytest.approx(w)  # every record: one cell of each marginal
+    assert max(g2_changes) <= p + 1e-9
+    assert max(g2_changes) == pytest.approx(p)  # tight on this data
