@@ -28,11 +28,15 @@ scores in the thousands of records.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from leteo_fed.synth.config import SynthConfig
 from leteo_fed.synth.statistics import laplace
+
+if TYPE_CHECKING:
+    from leteo_fed.synth.model import Aggregator
 
 
 def pair_count(n_columns: int) -> int:
@@ -89,7 +93,7 @@ def strength(
 
 
 def grouping_release(
-    agg: object,
+    agg: Aggregator,
     config: SynthConfig,
     epsilon: float,
     rng_first: np.random.Generator,
@@ -101,7 +105,7 @@ def grouping_release(
 
     w = len(config.columns)
     p = pair_count(w)
-    exact_first, exact_pairs = exact_marginals(agg, config)  # type: ignore[arg-type]
+    exact_first, exact_pairs = exact_marginals(agg, config)
     g1 = laplace(epsilon / 2.0, float(w))
     first = [m + np.asarray(g1.sample(m.shape, rng_first)) for m in exact_first]
     sizes, sd = class_counts(first, g1.scale)
