@@ -21,11 +21,6 @@ class LocalAggregator:
     def _codes(self, cols: list[Column]) -> np.ndarray:
         return np.column_stack([self.encoded.codes[c.name] for c in cols]).astype(np.int64)
 
-    def moments(self) -> Sums:
-        cols = list(self.config.columns)
-        keys = np.zeros(self.encoded.rows, dtype=np.int64)
-        return summer(widths(cols), 1)(keys, self._codes(cols))
-
     def cells(self, cols: list[Column]) -> np.ndarray:
         return cell_ids([level(self.encoded.codes[c.name], c) for c in cols], cols)
 

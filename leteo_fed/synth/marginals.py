@@ -34,8 +34,10 @@ import numpy as np
 
 from leteo_fed.privacy.mechanisms import Gaussian, Laplace
 from leteo_fed.privacy.mechanisms.rdp import zcdp_rho
+from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import Column, SynthConfig
-from leteo_fed.synth.model import Aggregator, rng
+from leteo_fed.synth.model import rng
+from leteo_fed.synth.pair_tables import exact_marginals, independent
 from leteo_fed.synth.statistics import laplace
 
 # purposes of the seeded generators (after the micro-aggregation model's 0..5)
@@ -134,31 +136,6 @@ def noise_for(config: SynthConfig, d: int) -> Noise:
     budget["one_way"] |= {"marginals": d, "what": f"every column's marginal{with_label}"}
     budget["two_way"] |= {"marginals": edges, "what": f"the tree's 2-way marginals{with_label}"}
     return Noise(first, eps_round, pair, budget)
-
-
-def exact_marginals(
-    agg: Aggregator, config: SynthConfig
-) -> tuple[list[np.ndarray], dict[tuple[int, int], np.ndarray]]:
-    """(per column [C, Li], per pair [C, Li, Lj]) exact counts from one engine pass."""
-    cols = list(config.columns)
-    if len(cols) == 1:
-        return [agg.histogram(cols)], {}
-    pairs = {
-        (i, j): h.reshape(h.shape[0], cols[i].levels, cols[j].levels)
-        for (i, j), h in agg.pair_histograms(cols).items()
-    }
-    first = [pairs[(0, 1)].sum(axis=2), pairs[(0, 1)].sum(axis=1)]
-    first += [pairs[(0, i)].sum(axis=1) for i in range(2, len(cols))]
-    return first, pairs
-
-
-def independent(first: list[np.ndarray], i: int, j: int) -> np.ndarray:
-    """n_c p(i|c) p(j|c) from the noisy first marginals (clipped at 0)."""
-    a, b = np.maximum(first[i], 0.0), np.maximum(first[j], 0.0)
-    n = (a.sum(axis=1) + b.sum(axis=1)) / 2.0
-    pa = a / np.maximum(a.sum(axis=1, keepdims=True), 1e-12)
-    pb = b / np.maximum(b.sum(axis=1, keepdims=True), 1e-12)
-    return n[:, None, None] * pa[:, :, None] * pb[:, None, :]
 
 
 def select_tree(

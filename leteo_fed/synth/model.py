@@ -15,11 +15,12 @@ disjoint sets of records: they compose in parallel and each spends the whole gro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from leteo_fed.synth.config import Column, SynthConfig
+from leteo_fed.synth.aggregator import Aggregator
+from leteo_fed.synth.config import SynthConfig
 from leteo_fed.synth.grouping import dp_groups, group_epsilon
 from leteo_fed.synth.pair_grouping import grouping_release, pair_count
 from leteo_fed.synth.partition import (
@@ -32,7 +33,6 @@ from leteo_fed.synth.partition import (
 )
 from leteo_fed.synth.statistics import (
     ClusterModel,
-    Sums,
     gaussian_model,
     gram_l1,
     laplace,
@@ -47,32 +47,6 @@ NOISE_GROUPING, NOISE_HISTOGRAM, NOISE_SUMS, NOISE_COV, DRAW_CLUSTER, DRAW_PERMU
 def rng(seed: int, *path: int) -> np.random.Generator:
     """A generator for one purpose: SeedSequence([seed, *path]) (order-independent draws)."""
     return np.random.default_rng(np.random.SeedSequence([seed, *path]))
-
-
-class Aggregator(Protocol):
-    """Exact integer aggregates of the encoded input (in process or on Spark)."""
-
-    n_classes: int
-
-    def moments(self) -> Sums:
-        """(count, sum x, sum x x^T) over all released columns, as one key."""
-        ...
-
-    def histogram(self, group: list[Column]) -> np.ndarray:
-        """[classes, cells] int64 counts of the group's grid cells per class."""
-        ...
-
-    def pair_histograms(self, columns: list[Column]) -> dict[tuple[int, int], np.ndarray]:
-        """{(i, j): [classes, Li * Lj] int64} the counts of every pair of columns (i < j) on
-        their grid levels per class, in one pass over the rows."""
-        ...
-
-    def cluster_sums(
-        self, group: list[Column], key_of_cell: np.ndarray, n_keys: int, numeric: list[Column]
-    ) -> Sums:
-        """Per key (key_of_cell[class, cell of `group`]) counts, sums of x and of x x^T over
-        the `numeric` columns."""
-        ...
 
 
 @dataclass

@@ -6,7 +6,7 @@ G1. every column's per-class marginal [C, L_i] (L1 sensitivity W: a record adds 
     of each of the W marginals);
 G2. for every pair i < j, the score s_ij = sum over (class, a, b) of |M_ij - E_ij|, M_ij the
     exact per-class pair counts and E_ij = n_c p(a|c) p(b|c) the independence estimate built
-    from G1 (`marginals.independent`; public once G1 is out). A record moves one cell of M_ij
+    from G1 (`pair_tables.independent`; public once G1 is out). A record moves one cell of M_ij
     by 1, so each score by at most 1 and the vector of P = W(W - 1)/2 scores by at most P.
 
 Everything after is post-processing: a pair's null level (what its score would be if the two
@@ -28,15 +28,13 @@ scores in the thousands of records.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import SynthConfig
+from leteo_fed.synth.pair_tables import exact_marginals, independent
 from leteo_fed.synth.statistics import laplace
-
-if TYPE_CHECKING:
-    from leteo_fed.synth.model import Aggregator
 
 
 def pair_count(n_columns: int) -> int:
@@ -101,8 +99,6 @@ def grouping_release(
 ) -> tuple[np.ndarray, float]:
     """(the association matrix [W, W], the smallest class size less one standard deviation)
     from G1 and G2 at epsilon / 2 each (module docstring)."""
-    from leteo_fed.synth.marginals import exact_marginals, independent
-
     w = len(config.columns)
     p = pair_count(w)
     exact_first, exact_pairs = exact_marginals(agg, config)

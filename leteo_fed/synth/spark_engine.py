@@ -217,12 +217,6 @@ class SparkAggregator:
         result: Sums = rdd.mapPartitions(fn).treeReduce(_add_fn())
         return result
 
-    def moments(self) -> Sums:
-        from pyspark.sql import functions as F
-
-        frame = self.frame.withColumn("_key", F.lit(0).cast("long"))
-        return self._sums(frame, list(self.config.columns), 1)
-
     def histogram(self, group: list[Column]) -> np.ndarray:
         cells = cell_count(group)
         out = np.zeros((self.n_classes, cells), dtype=np.int64)

@@ -24,8 +24,8 @@ from synth_cases import rows, write_config
 from leteo_fed.synth.config import load
 from leteo_fed.synth.encoding import SCALE, Encoded, encode_table
 from leteo_fed.synth.local_engine import LocalAggregator
-from leteo_fed.synth.marginals import exact_marginals, independent
 from leteo_fed.synth.model import budget_split
+from leteo_fed.synth.pair_tables import exact_marginals, independent
 from leteo_fed.synth.partition import clusters_from_histogram, morton_order
 from leteo_fed.synth.statistics import Sums, gram_l1, sum_l1, upper
 
