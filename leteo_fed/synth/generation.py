@@ -3,10 +3,10 @@
 A row of a cluster gets a grid cell, drawn in proportion to the cells' noisy counts, those
 below the noise floor set to 0 and each shrunk towards the pooled shape as far as noise explains
 its class's deviation (`partition.toward_pooled`; the DP histogram, post-processing): the cell
-fixes the categorical values and the numeric bins. Its numeric values come from the cluster's N(mu, Sigma), moved into the cell's bins by
-the Gaussian copula (`_into_bins`): within the cluster the numerics keep the Gaussian's
-dependence, and they agree with the cell, so numeric-categorical dependence is kept at the
-grid's resolution.
+fixes the categorical values and the numeric bins. Its numeric values come from the cluster's
+N(mu, Sigma), moved into the cell's bins by the Gaussian copula (`_into_bins`): within the
+cluster the numerics keep the Gaussian's dependence, and they agree with the cell, so
+numeric-categorical dependence is kept at the grid's resolution.
 
 Row counts: each class gets round(its noisy size) rows (the mean over groups of the unclipped
 noisy histogram totals), or with --rows a requested total split across classes in proportion to

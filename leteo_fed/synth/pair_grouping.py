@@ -34,7 +34,7 @@ import numpy as np
 from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import SynthConfig
 from leteo_fed.synth.pair_tables import exact_marginals, independent
-from leteo_fed.synth.statistics import laplace
+from leteo_fed.synth.statistics import inverse_variance_mean, laplace
 
 
 def pair_count(n_columns: int) -> int:
@@ -68,9 +68,7 @@ def class_counts(first: list[np.ndarray], b1: float) -> tuple[np.ndarray, float]
     """(each class's size from G1, its standard deviation): the columns' noisy marginal totals,
     each unbiased with variance 2 L_i b1^2, weighted by the inverse of that variance."""
     totals = np.stack([f.sum(axis=1) for f in first], axis=1)  # [C, W]
-    var = np.array([2.0 * f.shape[1] * b1 * b1 for f in first])
-    w = 1.0 / var
-    return totals @ w / w.sum(), float(math.sqrt(1.0 / w.sum()))
+    return inverse_variance_mean(totals, np.array([2.0 * f.shape[1] * b1 * b1 for f in first]))
 
 
 def strength(

@@ -19,6 +19,7 @@ import numpy as np
 
 from leteo_fed.errors import ConfigError
 from leteo_fed.synth.config import Column
+from leteo_fed.synth.statistics import noise_shrinkage
 
 
 def cell_count(columns: list[Column]) -> int:
@@ -163,7 +164,7 @@ def toward_pooled(noisy: np.ndarray, scale: float) -> np.ndarray:
         return own
     expected = np.maximum(noisy.sum(axis=1, keepdims=True), 0.0) * (pooled / pooled.sum())
     dev = noisy - expected
-    keep = np.maximum(0.0, 1.0 - 2.0 * scale * scale / np.maximum(dev * dev, 1e-300))
+    keep = noise_shrinkage(dev, 2.0 * scale * scale)
     return keep * own + (1.0 - keep) * expected
 
 

@@ -158,6 +158,20 @@ def laplace(budget_epsilon: float, l1: float) -> Laplace:
     return Laplace.calibrate(Budget(budget_epsilon, 0.0), l1)
 
 
+def inverse_variance_mean(estimates: np.ndarray, variances: np.ndarray) -> tuple[np.ndarray, float]:
+    """(per row of `estimates` [rows, K], the K unbiased estimates combined with weights
+    1 / variance; the combination's standard deviation): the least-variance unbiased mean."""
+    w = 1.0 / np.maximum(np.asarray(variances, dtype=float), 1e-300)
+    return estimates @ w / w.sum(), float(np.sqrt(1.0 / w.sum()))
+
+
+def noise_shrinkage(value: np.ndarray, noise_var: np.ndarray | float) -> np.ndarray:
+    """The share max(0, 1 - v / x^2) of a noisy value x kept when its noise has variance v
+    (positive-part shrinkage): a value the noise alone would explain is dropped, one far above
+    it is kept whole."""
+    return np.maximum(0.0, 1.0 - noise_var / np.maximum(value * value, 1e-300))
+
+
 def noisy_moments(
     exact_s: np.ndarray,
     exact_q: np.ndarray,
@@ -220,7 +234,7 @@ def gaussian_model(
     cov = (cov + np.swapaxes(cov, 1, 2)) / 2.0
     if q_scale > 0:
         v = (2.0 * q_scale * q_scale / (n * n))[:, :, None]
-        keep = np.maximum(0.0, 1.0 - v / np.maximum(cov * cov, 1e-300))
+        keep = noise_shrinkage(cov, v)
         floor = np.minimum(np.sqrt(v), 0.25)  # 1/4: the largest variance on [0, 1]
         diag = np.eye(cov.shape[1], dtype=bool)
         cov = np.where(diag, np.maximum(cov, floor), cov * keep)
