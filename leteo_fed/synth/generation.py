@@ -8,11 +8,12 @@ N(mu, Sigma), moved into the cell's bins by the Gaussian copula (`_into_bins`): 
 cluster the numerics keep the Gaussian's dependence, and they agree with the cell, so
 numeric-categorical dependence is kept at the grid's resolution.
 
-Row counts: each class gets round(its noisy size) rows (the mean over groups of the unclipped
-noisy histogram totals), or with --rows a requested total split across classes in proportion to
-those sizes; within a class, every group spreads the class's rows across its clusters in
-proportion to the noisy counts of their cells above the noise floor b ln(cells) (largest
-remainders), so all groups give the class the same number of rows. Groups are stitched by an independent random permutation within the class: they
+Row counts: each class gets round(its noisy size) rows (its groups' unclipped noisy histogram
+totals weighted by the inverse of their variance, `model.class_sizes`), or with --rows a
+requested total split across classes in proportion to those sizes; within a class, every group
+spreads the class's rows across its clusters in proportion to the noisy counts of their cells
+above the noise floor b ln(cells) (largest remainders), so all groups give the class the same
+number of rows. Groups are stitched by an independent random permutation within the class: they
 are modelled as conditionally independent given the class. Every draw is seeded by (seed, class,
 group, cluster), so both engines write the same table.
 """

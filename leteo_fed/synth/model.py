@@ -133,6 +133,33 @@ def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]
     return out
 
 
+def noisy_histograms(
+    agg: Aggregator,
+    config: SynthConfig,
+    groups: list[list[str]],
+    budget: dict[str, Any],
+    seed: int,
+) -> tuple[list[np.ndarray], list[float]]:
+    """Every group's noisy per-class histogram [classes, cells] and its Laplace scale; all of
+    them first, so that every group's shrinkage knows the class sizes the whole release
+    gives (`class_sizes`), not only its own noisy totals."""
+    hists, scales = [], []
+    for gi, names in enumerate(groups):
+        hist = agg.histogram([config.column(n) for n in names])
+        noise = laplace(budget["groups"][gi]["histogram"]["epsilon"], 1.0)
+        hists.append(
+            hist
+            + np.stack(
+                [
+                    np.asarray(noise.sample(hist.shape[1], rng(seed, NOISE_HISTOGRAM, c, gi)))
+                    for c in range(agg.n_classes)
+                ]
+            )
+        )
+        scales.append(noise.scale)
+    return hists, scales
+
+
 def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
     """The DP model: groups, the partition of each group's grid per class, the noisy models."""
     if config.groups is None:
@@ -152,35 +179,30 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
         provenance = "config"
     budget = budget_split(config, groups)
     model = SynthModel(groups, provenance, budget)
-    totals = np.zeros((agg.n_classes, len(groups)))
-    total_var = np.zeros(len(groups))  # the variance of each group's noisy total
+    noisy_hists, scales = noisy_histograms(agg, config, groups, budget, seed)
+    model.class_sizes = class_sizes(
+        np.stack([h.sum(axis=1) for h in noisy_hists], axis=1),
+        np.array([2.0 * h.shape[1] * b * b for h, b in zip(noisy_hists, scales, strict=True)]),
+    )
+    sizes = np.asarray(model.class_sizes)
     for gi, names in enumerate(groups):
         cols = [config.column(n) for n in names]
         part = budget["groups"][gi]
-        hist = agg.histogram(cols)
         order = morton_order(cols)
-        hist_noise = laplace(part["histogram"]["epsilon"], 1.0)
-        total_var[gi] = 2.0 * hist.shape[1] * hist_noise.scale**2
-        keys = np.zeros_like(hist)
+        noisy_all, scale = noisy_hists[gi], scales[gi]
+        keys = np.zeros(noisy_all.shape, dtype=np.int64)
         offsets, noisy_counts, cells_of, cell_counts = [], [], [], []
         n_keys = 0
-        noisy_all = hist + np.stack(
-            [
-                np.asarray(hist_noise.sample(hist.shape[1], rng(seed, NOISE_HISTOGRAM, c, gi)))
-                for c in range(agg.n_classes)
-            ]
-        )
-        shrunk = toward_pooled(noisy_all, hist_noise.scale)
+        shrunk = toward_pooled(noisy_all, scale, cols, sizes)
         for c in range(agg.n_classes):
             noisy = noisy_all[c]
-            totals[c, gi] = noisy.sum()
             cluster = clusters_from_histogram(noisy, order, config.k)
             m = int(cluster.max()) + 1
             noisy_counts.append(np.bincount(cluster, np.maximum(noisy, 0.0), minlength=m))
             # rows are drawn only from cells above the noise floor b ln(cells) (about the
             # largest noise among the empty cells), each shrunk towards the pooled shape as
             # far as the noise explains its class's deviation (`toward_pooled`)
-            cell_counts.append(restore_levels(noisy, shrunk[c], cols, hist_noise.scale))
+            cell_counts.append(restore_levels(noisy, shrunk[c], cols, scale))
             keys[c] = cluster + n_keys
             offsets.append(n_keys)
             cells_of.append(cluster)
@@ -210,5 +232,4 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
             model.models[(c, gi)] = ClusterModel(
                 noisy_counts[c], cell_counts[c], mu, cov, factor, cells_of[c]
             )
-    model.class_sizes = class_sizes(totals, total_var)
     return model

@@ -140,31 +140,79 @@ def restore_levels(
     return out
 
 
-def toward_pooled(noisy: np.ndarray, scale: float) -> np.ndarray:
+def floored(counts: np.ndarray, scale: float) -> np.ndarray:
+    """Noisy counts with every cell below the noise floor scale * ln(cells) (about the largest
+    noise among the empty cells) set to 0, and none negative."""
+    floor = scale * np.log(max(counts.shape[-1], 1))
+    return np.where(counts >= floor, np.maximum(counts, 0.0), 0.0)
+
+
+def shrunk_to(noisy: np.ndarray, target: np.ndarray, scale: float) -> np.ndarray:
+    """A noisy histogram (Laplace of `scale` per cell) mixed with a target of the same total:
+    the share keep of its floored counts, 1 - keep of the target, with keep the positive-part
+    James-Stein share max(0, 1 - (cells - 2) 2 b^2 / |noisy - target|^2) of the whole
+    deviation. The vector is judged whole because the largest of many noise draws looks like
+    signal cell by cell: a histogram whose deviation from the target the noise explains takes
+    the target, not the cells its noise happened to lift."""
+    dev = (noisy - target).ravel()
+    per_cell = float(np.sqrt((dev * dev).sum() / max(dev.shape[0] - 2, 1)))
+    keep = float(noise_shrinkage(np.asarray(per_cell), 2.0 * scale * scale))
+    return keep * floored(noisy, scale) + (1.0 - keep) * target
+
+
+def pooled_shape(pooled: np.ndarray, scale: float, columns: list[Column]) -> np.ndarray:
+    """The share of each cell in the pooled histogram (all classes) of a group, shrunk as far
+    as the noise explains it: each column's marginal towards uniform, then the joint towards
+    the product of those marginals (independence within the group). A marginal sums
+    cells / levels noisy cells, so it resolves far more than any cell: a group whose joint is
+    noise still gets its columns' shapes, and a column whose shape is noise is uniform rather
+    than a few lifted cells. Uniform when the noisy total is not positive."""
+    total = float(pooled.sum())
+    cells = pooled.shape[0]
+    if total <= 0:
+        return np.full(cells, 1.0 / cells)
+    shape = [c.levels for c in columns]
+    grid = pooled.reshape(shape)
+    prior = np.ones(shape)
+    for axis, c in enumerate(columns):
+        other = tuple(a for a in range(len(shape)) if a != axis)
+        margin = grid.sum(axis=other) if other else grid
+        uniform = np.full(c.levels, total / c.levels)
+        got = shrunk_to(margin, uniform, scale * math.sqrt(cells / c.levels))
+        got = got / got.sum() if got.sum() > 0 else uniform / total
+        prior = prior * got.reshape([-1 if a == axis else 1 for a in range(len(shape))])
+    joint = prior.ravel()
+    if len(columns) > 1:
+        joint = shrunk_to(pooled, total * joint, scale)
+        joint = joint / joint.sum() if joint.sum() > 0 else prior.ravel()
+    return joint
+
+
+def toward_pooled(
+    noisy: np.ndarray, scale: float, columns: list[Column], sizes: np.ndarray
+) -> np.ndarray:
     """The per-class noisy histograms [classes, cells], each cell shrunk towards the pooled
     shape as far as its class's deviation from it is explained by noise; floored.
 
-    Class c's expectation under the pooled shape is e_c = t_c p, t_c its noisy total and p the
-    pooled histogram (the classes' sum) above its own noise floor sqrt(C) b ln(cells),
-    normalized. A cell's deviation d = noisy_c - e_c is kept in the share
+    Class c's expectation under the pooled shape is e_c = t_c p, t_c its size as the whole
+    release estimates it (`model.class_sizes`: every group's noisy totals, not only this
+    one's) and p the pooled histogram (the classes' sum, Laplace of scale sqrt(C) b per cell) shrunk by
+    `pooled_shape`. A cell's deviation d = noisy_c - e_c is kept in the share
     max(0, 1 - 2 b^2 / d^2) (2 b^2 the Laplace noise's variance: the positive-part shrinkage
     the covariances get in `statistics.gaussian_model`), and the result mixes the class's own
-    floored count (below b ln(cells): 0, as before) with e_c in those shares. A deviation far
-    above the noise keeps the class's count as it was; where the noise outweighs the data, the
-    class takes the pooled shape at its own size instead of whichever cells its noise happened
-    to lift (German credit at epsilon 1, 150 records of class 2 over 4 age bins at scale 55:
-    the floor kept the last bin, a synthetic mean age of 72 against a real 35, and false
+    floored count (below b ln(cells): 0) with e_c in those shares. A deviation far above the
+    noise keeps the class's count as it was; where the noise outweighs the data, the class
+    takes the pooled shape at its own size instead of whichever cells its noise happened to
+    lift (German credit at epsilon 1, 150 records of class 2 over 4 age bins at scale 55: the
+    floor kept the last bin, a synthetic mean age of 72 against a real 35, and false
     correlations up to 0.56 through the class). Post-processing."""
-    classes, cells = noisy.shape
-    floor = scale * np.log(max(cells, 1))
-    own = np.where(noisy >= floor, np.maximum(noisy, 0.0), 0.0)
-    pooled = noisy.sum(axis=0)
-    pooled = np.where(pooled >= np.sqrt(classes) * floor, np.maximum(pooled, 0.0), 0.0)
-    if classes < 2 or pooled.sum() <= 0:
+    classes = noisy.shape[0]
+    own = floored(noisy, scale)
+    if classes < 2:
         return own
-    expected = np.maximum(noisy.sum(axis=1, keepdims=True), 0.0) * (pooled / pooled.sum())
-    dev = noisy - expected
-    keep = noise_shrinkage(dev, 2.0 * scale * scale)
+    share = pooled_shape(noisy.sum(axis=0), math.sqrt(classes) * scale, columns)
+    expected = np.maximum(np.asarray(sizes, dtype=float), 0.0)[:, None] * share[None, :]
+    keep = noise_shrinkage(noisy - expected, 2.0 * scale * scale)
     return keep * own + (1.0 - keep) * expected
 
 
