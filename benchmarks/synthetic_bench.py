@@ -712,6 +712,44 @@ def verdict_line(ds: str, variant: str, eps: str, v: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
+# the wide tables: a column per method, a row per (variant, epsilon)
+WIDE_COLUMNS = (
+    ("ours", "fixed"),
+    ("ours-dpgroups", "dpgrp"),
+    ("ours-marginals", "marg"),
+    ("ours-marginals-delta", "marg-d"),
+    ("mst", "MST"),
+    ("aim", "AIM"),
+)
+WIDE_MEASURES = (
+    ("accuracy", "accuracy", 3),
+    ("corr_err_mean", "corr err", 3),
+    ("tvd2_mean", "2-way TVD", 3),
+    ("time_s", "time s", 1),
+)
+
+
+def wide_cell(v: dict[str, Any], method: str, eps: str, key: str, digits: int) -> str:
+    """A method's median, `dnf` when every seed hit the time limit, `-` when never run."""
+    s = v.get("summary", {}).get(method, {}).get(eps)
+    if s is None:
+        return "-"
+    if not s["seeds"]:
+        return "dnf" if s["did_not_finish"] else "err"
+    return f"{s['median'][key]:.{digits}f}"
+
+
+def print_wide(name: str, ds: dict[str, Any]) -> None:
+    """Per measure, a table of medians with a column per method (the README's tables)."""
+    for key, label, digits in WIDE_MEASURES:
+        print(f"\n{name} {label} (median over the seeds)")
+        print(f"{'variant':14} {'eps':>5} " + " ".join(f"{h:>7}" for _, h in WIDE_COLUMNS))
+        for vname, v in ds["variants"].items():
+            for eps in sorted({e for by in v["cells"].values() for e in by}, key=float):
+                cells = [wide_cell(v, m, eps, key, digits) for m, _ in WIDE_COLUMNS]
+                print(f"{vname:14} {eps:>5} " + " ".join(f"{c:>7}" for c in cells))
+
+
 def print_report(name: str, ds: dict[str, Any], seeds: int) -> None:
     """A data set's medians over the seeds and its verdicts."""
     print(f"\n{name}: medians over the seeds (min-max over the seeds for corr and acc)")
@@ -720,6 +758,7 @@ def print_report(name: str, ds: dict[str, Any], seeds: int) -> None:
         for method, by_eps in v["summary"].items():
             for eps, s in sorted(by_eps.items(), key=lambda kv: float(kv[0])):
                 print(summary_line(vname, method, eps, s, seeds))
+    print_wide(name, ds)
     print(f"\n{name}: verdicts (medians over the seeds)")
     for vname, by_eps in ds["verdicts"].items():
         for eps, v in by_eps.items():

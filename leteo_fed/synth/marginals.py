@@ -12,9 +12,10 @@ composed sequentially (`marginal_shares` of epsilon each, a third by default), f
    sensitivity d (one record adds 1 to one cell of each of the d marginals);
 2. a spanning tree over the columns, chosen by d - 1 exponential mechanisms (Kruskal, as MST
    does): each round picks, among the pairs joining two components, pair (i, j) with
-   probability proportional to exp(eps_round * score / 2), score = || M_ij - M^_ij ||_1, the L1
-   distance between the exact (label, i, j) counts and the estimate n_c p(i|c) p(j|c) from the
-   released first marginals (sensitivity 1: one record moves one cell of M_ij by 1);
+   probability proportional to exp(eps_round * score / 2), score = || M_ij - M^_ij ||_1 - null,
+   the L1 distance between the exact (label, i, j) counts and the estimate n_c p(i|c) p(j|c)
+   from the released first marginals, less the distance independence would show (`excess`;
+   sensitivity 1: one record moves one cell of M_ij by 1, and the rest is fixed by release 1);
 3. the d - 1 chosen marginals (with the label's axis), Laplace at L1 sensitivity d - 1.
 
 The graphical model is then fitted to the noisy marginals by Private-PGM (`mbi`: mirror
@@ -37,7 +38,7 @@ from leteo_fed.privacy.mechanisms.rdp import zcdp_rho
 from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import Column, SynthConfig
 from leteo_fed.synth.model import rng
-from leteo_fed.synth.pair_tables import exact_marginals, independent
+from leteo_fed.synth.pair_tables import exact_marginals, independent, null_score, shares
 from leteo_fed.synth.statistics import laplace
 
 # purposes of the seeded generators (after the micro-aggregation model's 0..5)
@@ -138,17 +139,30 @@ def noise_for(config: SynthConfig, d: int) -> Noise:
     return Noise(first, eps_round, pair, budget)
 
 
+def excess(exact: np.ndarray, first: list[np.ndarray], first_var: float, i: int, j: int) -> float:
+    """How far a pair's exact table is from independence beyond what independence would show:
+    sum |M_ij - E_ij| - null_ij. Without the null, a pair with many sparse cells scores high on
+    sampling noise alone: on German credit (500 rows) the tree joined credit_amount to purpose
+    (80 cells with the label) and never to duration (32 cells), its real correlation of 0.62."""
+    expected = independent(first, i, j)
+    null = null_score(expected, shares(first[i]), shares(first[j]), first_var)
+    return float(np.abs(exact - expected).sum()) - null
+
+
 def select_tree(
     pairs: dict[tuple[int, int], np.ndarray],
     first: list[np.ndarray],
+    first_var: float,
     eps_round: float,
     g: np.random.Generator,
 ) -> list[tuple[int, int]]:
     """Kruskal with the exponential mechanism: d - 1 rounds, each over the pairs that join two
-    components, by the Gumbel-max trick (argmax of eps * score / 2 + Gumbel noise)."""
+    components, by the Gumbel-max trick (argmax of eps * score / 2 + Gumbel noise). A pair's
+    score is its L1 distance from independence less that distance's null level
+    (`pair_tables.null_score`, public given the first marginals)."""
     d = len(first)
     keys = sorted(pairs)
-    score = np.array([np.abs(pairs[p] - independent(first, *p)).sum() for p in keys])
+    score = np.array([excess(pairs[p], first, first_var, *p) for p in keys])
     component = list(range(d))
 
     def root(a: int) -> int:
@@ -223,7 +237,9 @@ def build_marginals(agg: Aggregator, config: SynthConfig, seed: int) -> Marginal
     edges: list[tuple[int, int]] = []
     pairs: dict[tuple[int, int], np.ndarray] = {}
     if noise.pair is not None:
-        edges = select_tree(exact_pairs, first, noise.eps_round, rng(seed, SELECT_TREE))
+        edges = select_tree(
+            exact_pairs, first, noise.first.variance, noise.eps_round, rng(seed, SELECT_TREE)
+        )
         for e, (i, j) in enumerate(edges):
             m = exact_pairs[(i, j)]
             pairs[(i, j)] = m + np.asarray(noise.pair.sample(m.shape, rng(seed, NOISE_TWO_WAY, e)))

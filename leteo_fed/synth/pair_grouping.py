@@ -33,35 +33,12 @@ import numpy as np
 
 from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import SynthConfig
-from leteo_fed.synth.pair_tables import exact_marginals, independent
+from leteo_fed.synth.pair_tables import exact_marginals, independent, null_score, shares
 from leteo_fed.synth.statistics import inverse_variance_mean, laplace
 
 
 def pair_count(n_columns: int) -> int:
     return n_columns * (n_columns - 1) // 2
-
-
-def shares(marginal: np.ndarray) -> np.ndarray:
-    """p(level | class) from a noisy per-class marginal [C, L] (clipped at 0)."""
-    m = np.maximum(marginal, 0.0)
-    return m / np.maximum(m.sum(axis=1, keepdims=True), 1e-12)
-
-
-def null_score(expected: np.ndarray, pa: np.ndarray, pb: np.ndarray, b1: float) -> float:
-    """The score a pair would have if its columns were independent within each class.
-
-    A cell with mean lambda = E_ij deviates from it by a Poisson draw (mean absolute deviation
-    2 lambda pmf(floor(lambda); lambda)) and by G1's noise in E_ij: n_c (dp_a p_b + p_a dp_b)
-    with dp of standard deviation sqrt(2) b1 / n_c, so a standard deviation
-    sigma = sqrt(2) b1 sqrt(p_a^2 + p_b^2). The two are independent and centred; the cell's
-    expected |deviation| is taken as sqrt(mad^2 + (2 / pi) sigma^2), exact when either is 0
-    (E|N(0, sigma^2)| = sqrt(2 / pi) sigma) and between the larger and the sum otherwise."""
-    from scipy.stats import poisson
-
-    lam = np.maximum(expected, 0.0)
-    mad = 2.0 * lam * poisson.pmf(np.floor(lam), lam)
-    sigma2 = 2.0 * b1 * b1 * (pa[:, :, None] ** 2 + pb[:, None, :] ** 2)
-    return float(np.sqrt(mad * mad + (2.0 / np.pi) * sigma2).sum())
 
 
 def class_counts(first: list[np.ndarray], b1: float) -> tuple[np.ndarray, float]:
@@ -113,7 +90,7 @@ def grouping_release(
     noisy = exact + np.asarray(g2.sample(exact.shape, rng_scores))
     scores = dict(zip(keys, noisy.tolist(), strict=True))
     nulls = {
-        (i, j): null_score(estimates[(i, j)], shares(first[i]), shares(first[j]), g1.scale)
+        (i, j): null_score(estimates[(i, j)], shares(first[i]), shares(first[j]), 2.0 * g1.scale**2)
         for i, j in keys
     }
     return strength(scores, nulls, g2.scale, float(max(sizes.sum(), 0.0)), w), n_per_class
