@@ -196,8 +196,8 @@ def toward_pooled(
 
     Class c's expectation under the pooled shape is e_c = t_c p, t_c its size as the whole
     release estimates it (`model.class_sizes`: every group's noisy totals, not only this
-    one's) and p the pooled histogram (the classes' sum, Laplace of scale sqrt(C) b per cell) shrunk by
-    `pooled_shape`. A cell's deviation d = noisy_c - e_c is kept in the share
+    one's) and p the pooled histogram (the classes' sum, Laplace of scale sqrt(C) b per
+    cell) shrunk by `pooled_shape`. A cell's deviation d = noisy_c - e_c is kept in the share
     max(0, 1 - 2 b^2 / d^2) (2 b^2 the Laplace noise's variance: the positive-part shrinkage
     the covariances get in `statistics.gaussian_model`), and the result mixes the class's own
     floored count (below b ln(cells): 0) with e_c in those shares. A deviation far above the

@@ -94,10 +94,12 @@ def test_a_histogram_of_pure_noise_is_drawn_uniform_not_from_its_lifted_cells() 
     seeded draws the largest cell holds 0.60 of the large class's drawn mass on average
     (measured; uniform is 0.10), and one seed drew every synthetic age of that class from one
     bin (49 to 55 years against a real 22 to 61), a perfect false predictor of the class.
-    Judged whole (`pooled_shape`), the pooled deviation from uniform is noise, so both
-    classes take the uniform shape: 0.27 on average (measured); we ask for at most half the
-    floored share. The pooled total's noise (sd 316) can make it negative: the shape is then
-    uniform and the class sizes come from the whole release."""
+    Judged whole (`pooled_shape`), the pooled deviation from uniform is noise, so the pooled
+    shape is uniform and each class moves towards it as far as its own cells' noise allows:
+    the largest share is 0.27 on average (measured); we ask for at most half the floored
+    share. The pooled total's noise (sd 316) can make it negative (that seed's case below):
+    the pooled shape is then uniform, the class sizes come from the whole release, and the
+    class keeps more than its one lifted cell."""
     from leteo_fed.synth.partition import floored, toward_pooled
 
     col = [Column("age", "numeric", 0.0, 1.0, False, 10)]
