@@ -111,3 +111,64 @@ def dp_groups(assoc: np.ndarray, config: SynthConfig, n_per_class: float) -> lis
         groups = split
     groups.sort(key=min)
     return [[columns[i].name for i in sorted(g)] for g in groups]
+
+
+def histogram_cost(
+    config: SynthConfig, group: list[Column], n_groups: int, total_width: int
+) -> float:
+    """The Laplace noise a group's histogram holds, cells * b in records (the same in every
+    class): `free_merges` sums it over the groups."""
+    return cell_count(group) / histogram_epsilon(config, group, n_groups, total_width)
+
+
+def histogram_noise(config: SynthConfig, groups: list[list[Column]], total_width: int) -> float:
+    """The Laplace noise a grouping puts into its histograms (`histogram_cost` summed)."""
+    return sum(histogram_cost(config, g, len(groups), total_width) for g in groups)
+
+
+def free_merges(
+    groups: list[list[str]], excess: np.ndarray, config: SynthConfig, n_per_class: float
+) -> list[list[str]]:
+    """Merge groups while a merge adds no histogram noise (`histogram_noise`), the merge whose
+    columns show the most excess dependence in the release first.
+
+    Two groups kept apart are drawn independently within a class; merged, their joint is
+    measured. With the budget split by columns, a pair of 4-level columns costs 16 cells at
+    half the noise scale, the same total noise as 4 + 4 cells at the full scale, and a 2-level
+    column joins any other for less; the merge removes an independence assumption at no cost
+    in noise. It matters where the release finds nothing: on Adult at epsilon 1 no pair clears
+    the noise of 91 scores, and singletons model every numeric correlation through the class
+    alone. The noisy excess (score less its null, `pair_grouping`) is released already, so
+    ranking merges by it is post-processing; a group that would not fit (`signal_fits`) is
+    never formed."""
+    columns = list(config.columns)
+    index = {c.name: i for i, c in enumerate(columns)}
+    parts = [[index[n] for n in g] for g in groups]
+    width = len(columns)
+
+    def cost(members: list[int], n_groups: int) -> float:
+        return histogram_cost(config, [columns[i] for i in members], n_groups, width)
+
+    while len(parts) > 1:
+        n = len(parts)
+        now = sum(cost(p, n) for p in parts)
+        fewer = [cost(p, n - 1) for p in parts]  # each group's cost once one merge is made
+        rest = sum(fewer)
+        fits = signal_fits(config, columns, n_per_class, n - 1)
+        best: tuple[float, float] | None = None
+        pick = (0, 0)
+        for a in range(n):
+            for b in range(a + 1, n):
+                merged = parts[a] + parts[b]
+                after = rest - fewer[a] - fewer[b] + cost(merged, n - 1)
+                if after > now * (1.0 + 1e-12) or not fits(merged):
+                    continue
+                key = (float(excess[np.ix_(parts[a], parts[b])].max()), now - after)
+                if best is None or key > best:
+                    best, pick = key, (a, b)
+        if best is None:
+            break
+        a, b = pick
+        parts = [p for k, p in enumerate(parts) if k not in (a, b)] + [parts[a] + parts[b]]
+    parts.sort(key=min)
+    return [[columns[i].name for i in sorted(p)] for p in parts]

@@ -21,7 +21,7 @@ import numpy as np
 
 from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import SynthConfig
-from leteo_fed.synth.grouping import dp_groups, group_epsilon
+from leteo_fed.synth.grouping import dp_groups, free_merges, group_epsilon
 from leteo_fed.synth.pair_grouping import grouping_release, pair_count
 from leteo_fed.synth.partition import (
     check_cells,
@@ -62,6 +62,8 @@ class SynthModel:
     budget: dict[str, Any]
     models: dict[tuple[int, int], ClusterModel] = field(default_factory=dict)
     class_sizes: list[float] = field(default_factory=list)
+    # with groups = "dp": the groups the release's evidence formed, before `free_merges`
+    found: list[list[str]] | None = None
 
 
 def class_sizes(totals: np.ndarray, variances: np.ndarray) -> list[float]:
@@ -163,22 +165,24 @@ def noisy_histograms(
 def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
     """The DP model: groups, the partition of each group's grid per class, the noisy models."""
     if config.groups is None:
-        assoc, n_per_class = grouping_release(
+        assoc, n_per_class, excess = grouping_release(
             agg,
             config,
             config.epsilon * config.grouping_share,
             rng(seed, NOISE_GROUPING, 0),
             rng(seed, NOISE_GROUPING, 1),
         )
-        groups = dp_groups(assoc, config, n_per_class)
+        found = dp_groups(assoc, config, n_per_class)
+        groups = free_merges(found, excess, config, n_per_class)
         provenance = "dp"
     else:
         groups = [list(g) for g in config.groups]
         for g in groups:
             check_cells([config.column(n) for n in g], config.max_cells)
         provenance = "config"
+        found = None
     budget = budget_split(config, groups)
-    model = SynthModel(groups, provenance, budget)
+    model = SynthModel(groups, provenance, budget, found=found)
     noisy_hists, scales = noisy_histograms(agg, config, groups, budget, seed)
     model.class_sizes = class_sizes(
         np.stack([h.sum(axis=1) for h in noisy_hists], axis=1),

@@ -71,9 +71,10 @@ def grouping_release(
     epsilon: float,
     rng_first: np.random.Generator,
     rng_scores: np.random.Generator,
-) -> tuple[np.ndarray, float]:
-    """(the association matrix [W, W], the smallest class size less one standard deviation)
-    from G1 and G2 at epsilon / 2 each (module docstring)."""
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """(the association matrix [W, W], the smallest class size less one standard deviation,
+    every pair's noisy score less its null [W, W]) from G1 and G2 at epsilon / 2 each (module
+    docstring)."""
     w = len(config.columns)
     p = pair_count(w)
     exact_first, exact_pairs = exact_marginals(agg, config)
@@ -82,7 +83,7 @@ def grouping_release(
     sizes, sd = class_counts(first, g1.scale)
     n_per_class = max(float(sizes.min()) - sd, 0.0)
     if p == 0:
-        return np.ones((1, 1)), n_per_class
+        return np.ones((1, 1)), n_per_class, np.zeros((1, 1))
     g2 = laplace(epsilon / 2.0, float(p))
     keys = sorted(exact_pairs)
     estimates = {k: independent(first, *k) for k in keys}
@@ -93,4 +94,8 @@ def grouping_release(
         (i, j): null_score(estimates[(i, j)], shares(first[i]), shares(first[j]), 2.0 * g1.scale**2)
         for i, j in keys
     }
-    return strength(scores, nulls, g2.scale, float(max(sizes.sum(), 0.0)), w), n_per_class
+    excess = np.zeros((w, w))
+    for (i, j), s in scores.items():
+        excess[i, j] = excess[j, i] = s - nulls[(i, j)]
+    assoc = strength(scores, nulls, g2.scale, float(max(sizes.sum(), 0.0)), w)
+    return assoc, n_per_class, excess

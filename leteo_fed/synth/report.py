@@ -90,14 +90,15 @@ def warnings_for(table: Any, config: SynthConfig, model: SynthModel | MarginalMo
         isinstance(model, SynthModel)
         and model.provenance == "dp"
         and len(config.columns) > 1
-        and all(len(g) == 1 for g in model.groups)
+        and all(len(g) == 1 for g in model.found or model.groups)
     ):
         out.append(
             f'groups = "dp" found no association above the noise of its release (epsilon '
-            f"{config.epsilon * config.grouping_share:g} for {len(config.columns)} columns): every "
-            "column is its own group, so the columns are independent given the class in the "
-            "synthetic table. Name the groups you know in `groups`, or use method = "
-            '"marginals", which selects its pairs under DP at a lower cost'
+            f"{config.epsilon * config.grouping_share:g} for {len(config.columns)} columns): the "
+            "only groups are merges that add no histogram noise, so most columns are "
+            "independent given the class in the synthetic table. Name the groups you know in "
+            '`groups`, or use method = "marginals", which selects its pairs under DP at a lower '
+            "cost"
         )
     return out
 
@@ -128,7 +129,11 @@ def _structure(
     ]
     return {
         "k": config.k,
-        "groups": {"provenance": model.provenance, "columns": model.groups},
+        "groups": {
+            "provenance": model.provenance,
+            "columns": model.groups,
+            "found_by_release": model.found,
+        },
         "clusters": clusters,
         "tree": None,
         "class_sizes": {
