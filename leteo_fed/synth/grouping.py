@@ -4,7 +4,8 @@ Under DP the association A_ij in [0, 1] of every pair of columns comes from `pai
 release (per-class marginals, then one dependence score per pair; a pair whose score the noise
 could explain gets 0). Then average-linkage clustering on 1 - A (scipy), cut at
 `grouping_cut`; a group whose grid exceeds max_cells is split along its own linkage until every
-group fits. Nothing here looks at the raw data except through that release.
+group fits; last, groups are merged where a merge adds no histogram noise (`free_merges`).
+Nothing here looks at the raw data except through that release.
 
 A group "fits" when its grid is at most max_cells AND its DP histogram can carry signal: with
 the histogram's Laplace scale b = 1 / epsilon_hist (the group's share of the budget, as
