@@ -169,6 +169,12 @@ def run_job(
         say(f"drawing rows along the tree of {len(model.edges)} marginals")
         table = generate_marginals(model, config, seed, rows)
     else:
+        if model.found is not None:
+            say(
+                f"DP grouping: {sum(len(g) > 1 for g in model.found)} group(s) found by the "
+                f"release, {len(model.found) - len(model.groups)} merge(s) that add no noise: "
+                + "; ".join(", ".join(g) for g in model.groups if len(g) > 1)
+            )
         say(f"generating rows for {len(model.groups)} groups")
         table = generate(model, config, seed, rows)
     timings["generate"] = time.perf_counter() - t
