@@ -118,19 +118,15 @@ def histogram_cost(
     config: SynthConfig, group: list[Column], n_groups: int, total_width: int
 ) -> float:
     """The Laplace noise a group's histogram holds, cells * b in records (the same in every
-    class): `free_merges` sums it over the groups."""
+    class): `free_merges` keeps its sum over the groups from growing."""
     return cell_count(group) / histogram_epsilon(config, group, n_groups, total_width)
-
-
-def histogram_noise(config: SynthConfig, groups: list[list[Column]], total_width: int) -> float:
-    """The Laplace noise a grouping puts into its histograms (`histogram_cost` summed)."""
-    return sum(histogram_cost(config, g, len(groups), total_width) for g in groups)
 
 
 def free_merges(
     groups: list[list[str]], excess: np.ndarray, config: SynthConfig, n_per_class: float
 ) -> list[list[str]]:
-    """Merge groups while a merge adds no histogram noise (`histogram_noise`), the merge whose
+    """Merge groups while a merge adds no histogram noise (`histogram_cost` summed over the
+    groups), the merge whose
     columns show the most excess dependence in the release first.
 
     Two groups kept apart are drawn independently within a class; merged, their joint is

@@ -170,10 +170,11 @@ def run_job(
         table = generate_marginals(model, config, seed, rows)
     else:
         if model.found is not None:
+            joined = "; ".join(", ".join(g) for g in model.groups if len(g) > 1) or "none"
             say(
                 f"DP grouping: {sum(len(g) > 1 for g in model.found)} group(s) found by the "
-                f"release, {len(model.found) - len(model.groups)} merge(s) that add no noise: "
-                + "; ".join(", ".join(g) for g in model.groups if len(g) > 1)
+                f"release, {len(model.found) - len(model.groups)} merge(s) that add no noise; "
+                f"columns grouped: {joined}"
             )
         say(f"generating rows for {len(model.groups)} groups")
         table = generate(model, config, seed, rows)

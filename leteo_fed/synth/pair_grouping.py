@@ -48,20 +48,15 @@ def class_counts(first: list[np.ndarray], b1: float) -> tuple[np.ndarray, float]
     return inverse_variance_mean(totals, np.array([2.0 * f.shape[1] * b1 * b1 for f in first]))
 
 
-def strength(
-    scores: dict[tuple[int, int], float],
-    nulls: dict[tuple[int, int], float],
-    b2: float,
-    total: float,
-    n_columns: int,
-) -> np.ndarray:
-    """The association matrix: (s - null) / 2n for the pairs above null + b2 (ln P + 3), else 0."""
-    assoc = np.eye(n_columns)
-    margin = b2 * (math.log(max(pair_count(n_columns), 2)) + 3.0)
-    for (i, j), s in scores.items():
-        excess = s - nulls[(i, j)]
-        if excess > margin and total > 0:
-            assoc[i, j] = assoc[j, i] = min(1.0, excess / (2.0 * total))
+def strength(excess: np.ndarray, b2: float, total: float) -> np.ndarray:
+    """The association matrix from the excess scores [W, W] (s - null): excess / 2n for the
+    pairs above b2 (ln P + 3), else 0."""
+    w = excess.shape[0]
+    margin = b2 * (math.log(max(pair_count(w), 2)) + 3.0)
+    assoc = np.eye(w)
+    if total > 0:
+        above = (excess > margin) & ~np.eye(w, dtype=bool)
+        assoc[above] = np.minimum(1.0, excess[above] / (2.0 * total))
     return assoc
 
 
@@ -89,13 +84,14 @@ def grouping_release(
     estimates = {k: independent(first, *k) for k in keys}
     exact = np.array([np.abs(exact_pairs[k] - estimates[k]).sum() for k in keys])
     noisy = exact + np.asarray(g2.sample(exact.shape, rng_scores))
-    scores = dict(zip(keys, noisy.tolist(), strict=True))
-    nulls = {
-        (i, j): null_score(estimates[(i, j)], shares(first[i]), shares(first[j]), 2.0 * g1.scale**2)
-        for i, j in keys
-    }
+    nulls = np.array(
+        [
+            null_score(estimates[(i, j)], shares(first[i]), shares(first[j]), 2.0 * g1.scale**2)
+            for i, j in keys
+        ]
+    )
+    rows, cols = np.array(keys).T
     excess = np.zeros((w, w))
-    for (i, j), s in scores.items():
-        excess[i, j] = excess[j, i] = s - nulls[(i, j)]
-    assoc = strength(scores, nulls, g2.scale, float(max(sizes.sum(), 0.0)), w)
+    excess[rows, cols] = excess[cols, rows] = noisy - nulls
+    assoc = strength(excess, g2.scale, float(max(sizes.sum(), 0.0)))
     return assoc, n_per_class, excess

@@ -94,11 +94,15 @@ def warnings_for(table: Any, config: SynthConfig, model: SynthModel | MarginalMo
     ):
         out.append(
             f'groups = "dp" found no association above the noise of its release (epsilon '
-            f"{config.epsilon * config.grouping_share:g} for {len(config.columns)} columns): the "
-            "only groups are merges that add no histogram noise, so most columns are "
-            "independent given the class in the synthetic table. Name the groups you know in "
-            '`groups`, or use method = "marginals", which selects its pairs under DP at a lower '
-            "cost"
+            f"{config.epsilon * config.grouping_share:g} for {len(config.columns)} columns): "
+            + (
+                "every column is its own group, so the columns are independent given the class"
+                if len(model.groups) == len(config.columns)
+                else "the only groups are merges that add no histogram noise, so the other "
+                "columns are independent given the class"
+            )
+            + " in the synthetic table. Name the groups you know in `groups`, or use method = "
+            '"marginals", which selects its pairs under DP at a lower cost'
         )
     return out
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from leteo_fed.synth.config import Column, SynthConfig
-from leteo_fed.synth.grouping import dp_groups, free_merges, histogram_epsilon, histogram_noise
+from leteo_fed.synth.grouping import dp_groups, free_merges, histogram_cost, histogram_epsilon
 from leteo_fed.synth.partition import cell_count, restore_levels
 from leteo_fed.synth.report import constant_columns
 
@@ -52,8 +52,12 @@ def categorical(name: str, levels: int) -> Column:
     return Column(name, "categorical", categories=tuple(str(v) for v in range(levels)))
 
 
-def noise_of(config: SynthConfig, groups: list[list[str]]) -> float:
-    return histogram_noise(config, [[config.column(n) for n in g] for g in groups], 3)
+def histogram_noise(config: SynthConfig, groups: list[list[str]]) -> float:
+    """The grouping's total histogram noise, the sum `free_merges` must not let grow."""
+    width = len(config.columns)
+    return sum(
+        histogram_cost(config, [config.column(n) for n in g], len(groups), width) for g in groups
+    )
 
 
 def test_free_merges_join_only_what_adds_no_histogram_noise() -> None:
@@ -67,7 +71,7 @@ def test_free_merges_join_only_what_adds_no_histogram_noise() -> None:
     none = np.zeros((3, 3))
     merged = free_merges(singles, none, config, n_per_class=1e9)
     assert merged == [["a", "b"], ["d"]]
-    assert noise_of(config, merged) <= noise_of(config, singles)
+    assert histogram_noise(config, merged) <= histogram_noise(config, singles)
     evidence = none.copy()
     evidence[0, 2] = evidence[2, 0] = 500.0
     assert free_merges(singles, evidence, config, n_per_class=1e9) == [["a", "d"], ["b"]]
@@ -91,8 +95,8 @@ def test_free_merges_never_add_noise_nor_break_the_signal_rule() -> None:
         singles = [[c.name] for c in cols]
         merged = free_merges(singles, (excess + excess.T) / 2, config, n_per_class=n)
         assert sorted(n_ for g in merged for n_ in g) == sorted(c.name for c in cols), trial
-        before = histogram_noise(config, [[c] for c in cols], w)
-        after = histogram_noise(config, [[config.column(x) for x in g] for g in merged], w)
+        before = histogram_noise(config, singles)
+        after = histogram_noise(config, merged)
         assert after <= before * (1 + 1e-9), trial
         for g in merged:
             members = [config.column(x) for x in g]
