@@ -28,7 +28,7 @@ DEFAULT_K = 50
 DEFAULT_MAX_CELLS = 4096
 DEFAULT_SHARES = {"histogram": 0.4, "sums": 0.3, "covariance": 0.3}
 DEFAULT_GROUPING_SHARE = 0.1
-DEFAULT_GROUPING_CUT = 0.9  # average linkage on 1 - |rho|: columns join below this distance
+DEFAULT_GROUPING_CUT = 0.9  # groups = "dp": a pair joins only 1 - cut (in TVD) from independence
 
 
 @dataclass(frozen=True)

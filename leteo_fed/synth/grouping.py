@@ -1,11 +1,10 @@
-"""Feature groups: a public list from the config, or computed under DP (budget counted).
+"""Feature groups: a public list from the config, or formed under DP from a partition's merges.
 
-Under DP the association A_ij in [0, 1] of every pair of columns comes from `pair_grouping`'s
-release (per-class marginals, then one dependence score per pair; a pair whose score the noise
-could explain gets 0). Then average-linkage clustering on 1 - A (scipy), cut at
-`grouping_cut`; a group whose grid exceeds max_cells is split along its own linkage until every
-group fits; last, groups are merged where a merge adds no histogram noise (`free_merges`).
-Nothing here looks at the raw data except through that release.
+With `groups = "dp"` every column starts alone and groups grow by merging two of them:
+`pair_grouping` picks the merges its release finds evidence for, then `free_merges` adds those
+that put no more noise into the histograms. This module holds what both read, all of it public
+given the release's class sizes: whether a merged group can carry signal (`MergeTable.fits`)
+and how much histogram noise a merge saves (`MergeTable.saved`).
 
 A group "fits" when its grid is at most max_cells AND its DP histogram can carry signal: with
 the histogram's Laplace scale b = 1 / epsilon_hist (the group's share of the budget, as
@@ -14,17 +13,20 @@ deviation, cells * b <= n, i.e. an average cell of every class holds at least on
 of records. Without that rule, five numeric Adult columns at 10 bins formed one 4,000-cell group
 whose per-class histograms held more noise than records (10,867 noisy against 5,770 real rows):
 the noise floor then removed every cell of the rare non-zero capital values and two synthetic
-columns came out constant (issue 32). The rule reads only the release and public values.
+columns came out constant (issue 32). Merging two groups leaves every other group fitting:
+with the budget split by columns their shares do not change, and split equally they grow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from leteo_fed.synth.config import Column, SynthConfig
-from leteo_fed.synth.partition import cell_count, check_cells
+from leteo_fed.synth.partition import cell_count
+
+Parts = list[list[int]]  # groups as indices into config.columns
 
 
 def group_epsilon(config: SynthConfig, width: int, n_groups: int, total_width: int) -> float:
@@ -34,138 +36,104 @@ def group_epsilon(config: SynthConfig, width: int, n_groups: int, total_width: i
     return (config.epsilon - grouping) * share
 
 
+def histogram_epsilons(
+    config: SynthConfig, widths: np.ndarray, numeric: np.ndarray, n_groups: int, total_width: int
+) -> np.ndarray:
+    """Each group's histogram epsilon (vectorized `histogram_epsilon`)."""
+    grouping = config.epsilon * config.grouping_share if config.groups is None else 0.0
+    rest = config.epsilon - grouping
+    share = widths / total_width if config.group_split == "dimension" else 1.0 / n_groups
+    return rest * share * np.where(numeric, config.shares["histogram"], 1.0)
+
+
 def histogram_epsilon(
     config: SynthConfig, columns: list[Column], n_groups: int, total_width: int
 ) -> float:
     """The group's histogram epsilon: its share, or the whole group's for categoricals only
     (their grid cell is the whole record: no moments are released)."""
-    e = group_epsilon(config, len(columns), n_groups, total_width)
     numeric = any(c.kind == "numeric" for c in columns)
-    return e * config.shares["histogram"] if numeric else e
-
-
-Fits = Callable[[list[int]], bool]
-
-
-def _split(
-    members: list[int], dist: np.ndarray, columns: list[Column], fits: Fits
-) -> list[list[int]]:
-    """Split a group along its own average linkage until each part fits."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import squareform
-
-    if len(members) == 1 or fits(members):
-        return [members]
-    sub = dist[np.ix_(members, members)]
-    labels = fcluster(linkage(squareform(sub, checks=False), "average"), 2, "maxclust")
-    if len(set(labels.tolist())) < 2:  # ties: split off the last column
-        labels = np.r_[np.ones(len(members) - 1, dtype=int), 2]
-    out: list[list[int]] = []
-    for lab in sorted(set(labels.tolist())):
-        part = [m for m, lb in zip(members, labels.tolist(), strict=True) if lb == lab]
-        out += _split(part, dist, columns, fits)
-    return out
-
-
-def signal_fits(
-    config: SynthConfig, columns: list[Column], n_per_class: float, n_groups: int
-) -> Fits:
-    """The rule of the module docstring: cells <= max_cells and cells * b <= n per class."""
-    total_width = len(columns)
-
-    def fits(members: list[int]) -> bool:
-        cols = [columns[i] for i in members]
-        cells = cell_count(cols)
-        eps = histogram_epsilon(config, cols, n_groups, total_width)
-        return cells <= config.max_cells and cells <= max(n_per_class, 0.0) * eps
-
-    return fits
-
-
-def dp_groups(assoc: np.ndarray, config: SynthConfig, n_per_class: float) -> list[list[str]]:
-    """Groups from the association matrix: average linkage on 1 - A cut at grouping_cut, each
-    group split until it fits (module docstring). With an equal split the groups' budget
-    depends on how many there are: split again until the count is stable (it only grows)."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import squareform
-
-    columns = list(config.columns)
-    for c in columns:  # a single column over the cap is the config's error, not the data's
-        check_cells([c], config.max_cells)
-    dist = np.clip(1.0 - assoc, 0.0, 1.0)
-    np.fill_diagonal(dist, 0.0)
-    if len(columns) == 1:
-        labels = [1]
-    else:
-        z = linkage(squareform(dist, checks=False), "average")
-        labels = fcluster(z, config.grouping_cut, "distance").tolist()
-    clusters = [
-        [i for i, lb in enumerate(labels) if lb == lab]
-        for lab in sorted(set(labels), key=labels.index)
-    ]
-    groups = clusters
-    while True:
-        fits = signal_fits(config, columns, n_per_class, len(groups))
-        split = [part for members in groups for part in _split(members, dist, columns, fits)]
-        if len(split) == len(groups):
-            break
-        groups = split
-    groups.sort(key=min)
-    return [[columns[i].name for i in sorted(g)] for g in groups]
+    return float(
+        histogram_epsilons(
+            config, np.array([len(columns)]), np.array([numeric]), n_groups, total_width
+        )[0]
+    )
 
 
 def histogram_cost(
     config: SynthConfig, group: list[Column], n_groups: int, total_width: int
 ) -> float:
     """The Laplace noise a group's histogram holds, cells * b in records (the same in every
-    class): `free_merges` keeps its sum over the groups from growing."""
+    class): a merge is free when the sum over the groups does not grow."""
     return cell_count(group) / histogram_epsilon(config, group, n_groups, total_width)
 
 
-def free_merges(
-    groups: list[list[str]], excess: np.ndarray, config: SynthConfig, n_per_class: float
-) -> list[list[str]]:
-    """Merge groups while a merge adds no histogram noise (`histogram_cost` summed over the
-    groups), the merge whose
-    columns show the most excess dependence in the release first.
+@dataclass(frozen=True)
+class MergeTable:
+    """For every two groups a, b of a partition: does their union fit, and how much histogram
+    noise (cells * b summed over all groups, in records) the merge saves (negative: adds)."""
+
+    fits: np.ndarray  # [n, n] bool, False on the diagonal
+    saved: np.ndarray  # [n, n] float
+    total: float  # the partition's histogram noise before any merge
+
+    @classmethod
+    def of(cls, parts: Parts, config: SynthConfig, n_per_class: float) -> MergeTable:
+        columns = list(config.columns)
+        total = len(columns)
+        n = len(parts)
+        cells = np.array([float(cell_count([columns[i] for i in p])) for p in parts])
+        widths = np.array([len(p) for p in parts])
+        numeric = np.array([any(columns[i].kind == "numeric" for i in p) for p in parts])
+        now = (cells / histogram_epsilons(config, widths, numeric, n, total)).sum()
+        if n < 2:
+            return cls(np.zeros((n, n), dtype=bool), np.zeros((n, n)), float(now))
+        fewer = cells / histogram_epsilons(config, widths, numeric, n - 1, total)
+        m_cells = np.outer(cells, cells)
+        m_eps = histogram_epsilons(
+            config,
+            widths[:, None] + widths[None, :],
+            numeric[:, None] | numeric[None, :],
+            n - 1,
+            total,
+        )
+        after = fewer.sum() - fewer[:, None] - fewer[None, :] + m_cells / m_eps
+        fits = (m_cells <= config.max_cells) & (m_cells <= max(n_per_class, 0.0) * m_eps)
+        np.fill_diagonal(fits, False)
+        return cls(fits, now - after, float(now))
+
+    @property
+    def free(self) -> np.ndarray:
+        """[n, n] the merges that fit and add no noise (up to rounding)."""
+        return self.fits & (self.saved >= -1e-12 * self.total)
+
+
+def merge(parts: Parts, a: int, b: int) -> Parts:
+    """The partition with parts a and b joined (the union last)."""
+    return [p for k, p in enumerate(parts) if k not in (a, b)] + [parts[a] + parts[b]]
+
+
+def names_of(parts: Parts, config: SynthConfig) -> list[list[str]]:
+    """Groups as sorted column names, in the order of their first column."""
+    columns = list(config.columns)
+    return [[columns[i].name for i in sorted(p)] for p in sorted(parts, key=min)]
+
+
+def free_merges(parts: Parts, config: SynthConfig, n_per_class: float) -> Parts:
+    """Merge groups while a merge adds no histogram noise and the union fits, the largest
+    saving first (then the first pair in column order).
 
     Two groups kept apart are drawn independently within a class; merged, their joint is
     measured. With the budget split by columns, a pair of 4-level columns costs 16 cells at
     half the noise scale, the same total noise as 4 + 4 cells at the full scale, and a 2-level
     column joins any other for less; the merge removes an independence assumption at no cost
-    in noise. It matters where the release finds nothing: on Adult at epsilon 1 no pair clears
-    the noise of 91 scores, and singletons model every numeric correlation through the class
-    alone. The noisy excess (score less its null, `pair_grouping`) is released already, so
-    ranking merges by it is post-processing; a group that would not fit (`signal_fits`) is
-    never formed."""
-    columns = list(config.columns)
-    index = {c.name: i for i, c in enumerate(columns)}
-    parts = [[index[n] for n in g] for g in groups]
-    width = len(columns)
-
-    def cost(members: list[int], n_groups: int) -> float:
-        return histogram_cost(config, [columns[i] for i in members], n_groups, width)
-
+    in noise. Public given the release's class sizes: no budget is spent here."""
+    parts = [list(p) for p in sorted(parts, key=min)]
     while len(parts) > 1:
-        n = len(parts)
-        now = sum(cost(p, n) for p in parts)
-        fewer = [cost(p, n - 1) for p in parts]  # each group's cost once one merge is made
-        rest = sum(fewer)
-        fits = signal_fits(config, columns, n_per_class, n - 1)
-        best: tuple[float, float] | None = None
-        pick = (0, 0)
-        for a in range(n):
-            for b in range(a + 1, n):
-                merged = parts[a] + parts[b]
-                after = rest - fewer[a] - fewer[b] + cost(merged, n - 1)
-                if after > now * (1.0 + 1e-12) or not fits(merged):
-                    continue
-                key = (float(excess[np.ix_(parts[a], parts[b])].max()), now - after)
-                if best is None or key > best:
-                    best, pick = key, (a, b)
-        if best is None:
+        table = MergeTable.of(parts, config, n_per_class)
+        ok = np.triu(table.free, 1)
+        if not ok.any():
             break
-        a, b = pick
-        parts = [p for k, p in enumerate(parts) if k not in (a, b)] + [parts[a] + parts[b]]
-    parts.sort(key=min)
-    return [[columns[i].name for i in sorted(p)] for p in parts]
+        saved = np.where(ok, table.saved, -np.inf)
+        a, b = np.unravel_index(int(np.argmax(saved)), saved.shape)
+        parts = merge(parts, int(a), int(b))
+    return parts

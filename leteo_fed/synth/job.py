@@ -171,9 +171,11 @@ def run_job(
     else:
         if model.found is not None:
             joined = "; ".join(", ".join(g) for g in model.groups if len(g) > 1) or "none"
+            above = [" x ".join(p) for p in model.picks or []]
             say(
-                f"DP grouping: {sum(len(g) > 1 for g in model.found)} group(s) found by the "
-                f"release, {len(model.found) - len(model.groups)} merge(s) that add no noise; "
+                f"DP grouping: {len(above)} pair(s) above the noise"
+                + (f" ({', '.join(above)})" if above else "")
+                + f", {len(model.found) - len(model.groups)} merge(s) that add no noise; "
                 f"columns grouped: {joined}"
             )
         say(f"generating rows for {len(model.groups)} groups")

@@ -5,8 +5,8 @@ comes from a generator seeded by (seed, purpose, class, group), so the release d
 seed, the config and the data only, never on the engine or the order of the work.
 
 Budget (pure epsilon-DP, Laplace everywhere): with groups = "dp", `grouping_share` of epsilon
-goes to the DP grouping release (`pair_grouping`: per-class marginals and one dependence score
-per column pair); the rest is split across groups (sequential composition)
+goes to the DP grouping release (`pair_grouping`: per-class marginals, then a few noisy-max
+picks of the most dependent pair of columns); the rest is split across groups (sequential composition)
 in proportion to their number of columns ("dimension", the book's choice) or equally; within a
 group, the histogram, the sums and the covariance take `shares` of the group's part. Classes are
 disjoint sets of records: they compose in parallel and each spends the whole group budget.
@@ -21,8 +21,13 @@ import numpy as np
 
 from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import SynthConfig
-from leteo_fed.synth.grouping import dp_groups, free_merges, group_epsilon
-from leteo_fed.synth.pair_grouping import grouping_release, pair_count
+from leteo_fed.synth.grouping import free_merges, group_epsilon, names_of
+from leteo_fed.synth.pair_grouping import (
+    COUNT_SHARE,
+    SCORE_SENSITIVITY,
+    grouping_release,
+    rounds,
+)
 from leteo_fed.synth.partition import (
     check_cells,
     cluster_bin_means,
@@ -62,8 +67,10 @@ class SynthModel:
     budget: dict[str, Any]
     models: dict[tuple[int, int], ClusterModel] = field(default_factory=dict)
     class_sizes: list[float] = field(default_factory=list)
-    # with groups = "dp": the groups the release's evidence formed, before `free_merges`
+    # with groups = "dp": the groups the release's picks formed (`pair_grouping`), before
+    # `free_merges`, and the picked pairs of columns in order
     found: list[list[str]] | None = None
+    picks: list[list[str]] | None = None
 
 
 def class_sizes(totals: np.ndarray, variances: np.ndarray) -> list[float]:
@@ -119,17 +126,22 @@ def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]
     }
     if config.groups is None:
         w = len(config.columns)
+        k = rounds(w)
         out["grouping"] = {
             "epsilon": grouping,
-            "marginals": {
-                "what": "every column's marginal per class",
-                "epsilon": grouping / 2.0,
-                "l1_sensitivity": float(w),
+            "class_sizes": {
+                "what": "every class's size (Laplace)",
+                "epsilon": grouping * COUNT_SHARE,
+                "l1_sensitivity": 1.0,
             },
-            "pair_scores": {
-                "what": "per column pair: L1 distance of its per-class table from independence",
-                "epsilon": grouping / 2.0,
-                "l1_sensitivity": float(pair_count(w)),
+            "pair_picks": {
+                "what": "report noisy max (exponential noise) among STOP and the column pairs "
+                "that may merge, by the L1 distance of their per-class table from its own "
+                "independence fit",
+                "picks": k,
+                "epsilon": grouping * (1.0 - COUNT_SHARE),
+                "epsilon_per_pick": grouping * (1.0 - COUNT_SHARE) / k if k else 0.0,
+                "sensitivity": SCORE_SENSITIVITY,
             },
         }
     return out
@@ -165,24 +177,28 @@ def noisy_histograms(
 def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
     """The DP model: groups, the partition of each group's grid per class, the noisy models."""
     if config.groups is None:
-        assoc, n_per_class, excess = grouping_release(
+        for column in config.columns:  # a single column over the cap is the config's error
+            check_cells([column], config.max_cells)
+        release = grouping_release(
             agg,
             config,
             config.epsilon * config.grouping_share,
             rng(seed, NOISE_GROUPING, 0),
             rng(seed, NOISE_GROUPING, 1),
         )
-        found = dp_groups(assoc, config, n_per_class)
-        groups = free_merges(found, excess, config, n_per_class)
+        found = names_of(release.found, config)
+        groups = names_of(free_merges(release.parts, config, release.n_per_class), config)
+        names = [c.name for c in config.columns]
+        picks = [[names[i], names[j]] for i, j in release.picks]
         provenance = "dp"
     else:
         groups = [list(g) for g in config.groups]
         for g in groups:
             check_cells([config.column(n) for n in g], config.max_cells)
         provenance = "config"
-        found = None
+        found, picks = None, None
     budget = budget_split(config, groups)
-    model = SynthModel(groups, provenance, budget, found=found)
+    model = SynthModel(groups, provenance, budget, found=found, picks=picks)
     noisy_hists, scales = noisy_histograms(agg, config, groups, budget, seed)
     model.class_sizes = class_sizes(
         np.stack([h.sum(axis=1) for h in noisy_hists], axis=1),

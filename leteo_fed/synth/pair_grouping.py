@@ -1,63 +1,97 @@
-"""The release behind `groups = "dp"`: per-class marginals, then one dependence score per pair.
+"""The release behind `groups = "dp"`: the class sizes, then a few picks of the pair of
+groups whose columns depend most, each by report noisy max.
 
-Two Laplace releases, half of epsilon_grouping each, under add/remove of one record:
+Under add/remove of one record, epsilon_grouping split as `COUNT_SHARE` and the rest:
 
-G1. every column's per-class marginal [C, L_i] (L1 sensitivity W: a record adds 1 to one cell
-    of each of the W marginals);
-G2. for every pair i < j, the score s_ij = sum over (class, a, b) of |M_ij - E_ij|, M_ij the
-    exact per-class pair counts and E_ij = n_c p(a|c) p(b|c) the independence estimate built
-    from G1 (`pair_tables.independent`; public once G1 is out). A record moves one cell of M_ij
-    by 1, so each score by at most 1 and the vector of P = W(W - 1)/2 scores by at most P.
+G1. the size of every class, with Laplace noise (L1 sensitivity 1). It gives the class sizes
+    the signal rule reads (`grouping.MergeTable`) and the null levels below.
+G2. `rounds(W)` = min(W - 1, ceil(W / 2)) picks at an equal share each, by `NoisyMax`
+    (exponential noise of scale 2 D / epsilon_pick). Every pick chooses among STOP and the
+    pairs of columns (i, j) in two different groups whose union fits; it releases only which
+    one won. A pair's utility is its dependence score
+        s_ij = sum over classes c and cells (a, b) of |M_cab - r_ca k_cb / n_c|,
+    M_c the exact per-class pair table, r_c, k_c, n_c its own row sums, column sums and total:
+    the L1 distance from the independence fit of the table itself. Adding a record moves M by
+    1 and the fit by less than 3 (the old fit scaled by n/(n+1) moves by less than 1, and the
+    record's row and column add (r_a + k_b + 1)/(n+1) < 2), so D = 4. Less than a threshold
+    that is public given G1:
+    - the pair's null sum_c sqrt(cells n_c), which bounds what independent columns score
+      through sampling alone (a cell of mean lambda deviates by at most its standard
+      deviation sqrt(lambda) on average, and sum sqrt(lambda) <= sqrt(cells n) by
+      Cauchy-Schwarz), and
+    - the larger of the noise margin scale * ln(m K / 0.05) (m candidates, K picks: a
+      release picks a pair with no excess dependence with probability at most 0.05) and the
+      strength floor 2 n (1 - grouping_cut) (a total variation distance from independence
+      below 1 - grouping_cut is not worth a bigger histogram).
+    The threshold is the same for every candidate of a round, so the picks rank pairs by
+    their excess dependence alone (a merge that adds no noise gets no head start: it would
+    take the place of a stronger pair that needs a bigger group). A picked pair's groups merge; STOP ends the release early (its unused
+    picks are still counted: the number of picks is fixed in advance).
 
-Everything after is post-processing: a pair's null level (what its score would be if the two
-columns were independent within each class: the Poisson mean absolute deviation 2 lambda
-pmf(floor(lambda); lambda) of every cell with mean lambda = E_ij, plus the error G1's noise puts
-into E_ij; `null_score`), a pair counted only when its noisy
-score exceeds that level by its noise scale times ln P + 3 (of P pure-noise scores the expected
-number kept is e^-3 = 0.05), and its strength (s - null) / 2n, a total variation distance
-in [0, 1], as the association the clustering of `grouping.dp_groups` reads.
+Basic composition: G1 + the picks = epsilon_grouping. Every choice above reads the released G1
+and the earlier picks only, so it is post-processing of them (adaptive composition).
 
-Why not the moments release it replaces: (count, sum x, upper(sum x x^T)) over the encoded
-columns has L1 sensitivity 1 + W + W(W + 1)/2 (120 for Adult's 14 columns), and at 10% of
-epsilon its noise on a covariance entry exceeded every real covariance of Adult's scaled
-columns even at epsilon 4: it could only group on chance. A score per pair costs P = 91 on
-Adult, but each score sums a whole pair table's evidence: marital-status against relationship
-scores in the thousands of records.
+Why picks and not a Laplace score for every pair (the release until issue 32's fifth session):
+that release cost P = W(W - 1)/2 in L1 (91 on Adult) and scored against an independence
+estimate built from noisy per-class marginals, whose noise entered every score; on Adult's
+15,081 training rows at epsilon 1 its margin was 13,670 records and it found no pair, not even
+education against education-num (exact excess 21,522). A pick's noise does not grow with P.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from leteo_fed.privacy.budget import Budget
+from leteo_fed.privacy.mechanisms import NoisyMax
 from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import SynthConfig
-from leteo_fed.synth.pair_tables import exact_marginals, independent, null_score, shares
-from leteo_fed.synth.statistics import inverse_variance_mean, laplace
+from leteo_fed.synth.grouping import MergeTable, Parts, merge
+from leteo_fed.synth.pair_tables import exact_marginals
+from leteo_fed.synth.statistics import laplace
+
+COUNT_SHARE = 0.1  # of epsilon_grouping, for G1
+FALSE_PICK = 0.05  # a release picks a pair with no excess dependence at most this likely
+SCORE_SENSITIVITY = 4.0
 
 
-def pair_count(n_columns: int) -> int:
-    return n_columns * (n_columns - 1) // 2
+def rounds(n_columns: int) -> int:
+    """How many picks G2 makes: enough to join half the columns, never more than W - 1."""
+    return min(n_columns - 1, math.ceil(n_columns / 2)) if n_columns > 1 else 0
 
 
-def class_counts(first: list[np.ndarray], b1: float) -> tuple[np.ndarray, float]:
-    """(each class's size from G1, its standard deviation): the columns' noisy marginal totals,
-    each unbiased with variance 2 L_i b1^2, weighted by the inverse of that variance."""
-    totals = np.stack([f.sum(axis=1) for f in first], axis=1)  # [C, W]
-    return inverse_variance_mean(totals, np.array([2.0 * f.shape[1] * b1 * b1 for f in first]))
+@dataclass(frozen=True)
+class GroupingRelease:
+    """What the release says: the groups its picks formed, the picks in order, and the
+    smallest class size less one noise standard deviation (G1)."""
+
+    found: Parts  # the groups the picks above the threshold formed
+    parts: Parts  # those after the free picks too
+    picks: list[tuple[int, int]]  # above the threshold, in order
+    free_picks: list[tuple[int, int]]
+    n_per_class: float
 
 
-def strength(excess: np.ndarray, b2: float, total: float) -> np.ndarray:
-    """The association matrix from the excess scores [W, W] (s - null): excess / 2n for the
-    pairs above b2 (ln P + 3), else 0."""
-    w = excess.shape[0]
-    margin = b2 * (math.log(max(pair_count(w), 2)) + 3.0)
-    assoc = np.eye(w)
-    if total > 0:
-        above = (excess > margin) & ~np.eye(w, dtype=bool)
-        assoc[above] = np.minimum(1.0, excess[above] / (2.0 * total))
-    return assoc
+def dependence_score(table: np.ndarray) -> float:
+    """s_ij of the module docstring for one per-class pair table [C, L_i, L_j]."""
+    t = np.asarray(table, dtype=float)
+    n = t.sum(axis=(1, 2))
+    fit = t.sum(axis=2)[:, :, None] * t.sum(axis=1)[:, None, :] / np.maximum(n, 1.0)[:, None, None]
+    return float(np.abs(t - fit).sum())
+
+
+def null_bound(levels_i: int, levels_j: int, sizes: np.ndarray) -> float:
+    """sum_c sqrt(cells n_c): at least what a pair of independent columns scores on average."""
+    return float(np.sqrt(levels_i * levels_j * np.maximum(sizes, 0.0)).sum())
+
+
+def threshold(candidates: int, picks: int, scale: float, floor: float) -> float:
+    """A round's threshold beyond the nulls (module docstring): the larger of the noise margin
+    over its m candidates and the K picks, and the strength floor."""
+    return max(scale * math.log(max(candidates, 1) * picks / FALSE_PICK), floor)
 
 
 def grouping_release(
@@ -65,33 +99,53 @@ def grouping_release(
     config: SynthConfig,
     epsilon: float,
     rng_first: np.random.Generator,
-    rng_scores: np.random.Generator,
-) -> tuple[np.ndarray, float, np.ndarray]:
-    """(the association matrix [W, W], the smallest class size less one standard deviation,
-    every pair's noisy score less its null [W, W]) from G1 and G2 at epsilon / 2 each (module
+    rng_picks: np.random.Generator,
+) -> GroupingRelease:
+    """G1 at COUNT_SHARE of epsilon, then `rounds(W)` picks sharing the rest (module
     docstring)."""
-    w = len(config.columns)
-    p = pair_count(w)
+    columns = list(config.columns)
+    w = len(columns)
     exact_first, exact_pairs = exact_marginals(agg, config)
-    g1 = laplace(epsilon / 2.0, float(w))
-    first = [m + np.asarray(g1.sample(m.shape, rng_first)) for m in exact_first]
-    sizes, sd = class_counts(first, g1.scale)
-    n_per_class = max(float(sizes.min()) - sd, 0.0)
-    if p == 0:
-        return np.ones((1, 1)), n_per_class, np.zeros((1, 1))
-    g2 = laplace(epsilon / 2.0, float(p))
+    g1 = laplace(epsilon * COUNT_SHARE, 1.0)
+    exact_sizes = exact_first[0].sum(axis=1)
+    sizes = exact_sizes + np.asarray(g1.sample(exact_sizes.shape, rng_first))
+    n_per_class = max(float(sizes.min()) - math.sqrt(g1.variance), 0.0)
+    parts: Parts = [[i] for i in range(w)]
+    k = rounds(w)
+    if k == 0:
+        return GroupingRelease(parts, parts, [], [], n_per_class)
     keys = sorted(exact_pairs)
-    estimates = {k: independent(first, *k) for k in keys}
-    exact = np.array([np.abs(exact_pairs[k] - estimates[k]).sum() for k in keys])
-    noisy = exact + np.asarray(g2.sample(exact.shape, rng_scores))
-    nulls = np.array(
+    pairs = np.array(keys)
+    utility = np.array(
         [
-            null_score(estimates[(i, j)], shares(first[i]), shares(first[j]), 2.0 * g1.scale**2)
+            dependence_score(exact_pairs[(i, j)])
+            - null_bound(columns[i].levels, columns[j].levels, sizes)
             for i, j in keys
         ]
     )
-    rows, cols = np.array(keys).T
-    excess = np.zeros((w, w))
-    excess[rows, cols] = excess[cols, rows] = noisy - nulls
-    assoc = strength(excess, g2.scale, float(max(sizes.sum(), 0.0)))
-    return assoc, n_per_class, excess
+    pick = NoisyMax.calibrate(Budget(epsilon * (1.0 - COUNT_SHARE) / k, 0.0), SCORE_SENSITIVITY)
+    floor = 2.0 * max(float(sizes.sum()), 0.0) * (1.0 - config.grouping_cut)
+    picks: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])  # threshold, free
+    found: Parts | None = None
+    for _ in range(k):
+        part_of = np.empty(w, dtype=int)
+        for p, members in enumerate(parts):
+            part_of[members] = p
+        table = MergeTable.of(parts, config, n_per_class)
+        a, b = part_of[pairs[:, 0]], part_of[pairs[:, 1]]
+        cand = np.flatnonzero((table.fits if found is None else table.free)[a, b])
+        if cand.size == 0:
+            break
+        if found is None:
+            gain = utility[cand] - threshold(cand.size, k, pick.scale, floor)
+            won = pick.select(np.r_[gain, 0.0], rng_picks)
+            if won == cand.size:  # STOP: the picks left rank the free merges
+                found = parts
+                continue
+        else:
+            won = pick.select(utility[cand], rng_picks)
+        picks[found is not None].append(keys[int(cand[won])])
+        parts = merge(parts, int(a[cand[won]]), int(b[cand[won]]))
+    return GroupingRelease(
+        parts if found is None else found, parts, picks[0], picks[1], n_per_class
+    )

@@ -102,7 +102,7 @@ def warnings_for(table: Any, config: SynthConfig, model: SynthModel | MarginalMo
                 "columns are independent given the class"
             )
             + " in the synthetic table. Name the groups you know in `groups`, or use method = "
-            '"marginals", which selects its pairs under DP at a lower cost'
+            '"marginals", which measures the pairs it selects'
         )
     return out
 
@@ -137,6 +137,7 @@ def _structure(
             "provenance": model.provenance,
             "columns": model.groups,
             "found_by_release": model.found,
+            "picks": model.picks,
         },
         "clusters": clusters,
         "tree": None,

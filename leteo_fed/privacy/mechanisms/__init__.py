@@ -8,7 +8,8 @@ the one epsilon cap, since it configures a single release), `sample(size, rng=No
 
 - `Skellam(mu)`: integer noise for secure sums, RDP-accounted (`skellam`);
 - `Laplace(scale)`: pure DP at L1 sensitivity (`laplace`);
-- `Gaussian(sigma)`: analytic (epsilon, delta) at L2 sensitivity, plus `gdp_mu` (`gaussian`).
+- `Gaussian(sigma)`: analytic (epsilon, delta) at L2 sensitivity, plus `gdp_mu` (`gaussian`);
+- `NoisyMax(scale)`: pure DP selection of the best candidate, `select(utilities)` (`noisy_max`).
 
 `CENTRAL_MECHANISMS` maps each name to its class. Local-DP mechanisms live in `leteo_fed.ldp`.
 """
@@ -23,6 +24,7 @@ from leteo_fed.privacy.mechanisms._params import (
 )
 from leteo_fed.privacy.mechanisms.gaussian import Gaussian, gdp_mu
 from leteo_fed.privacy.mechanisms.laplace import Laplace
+from leteo_fed.privacy.mechanisms.noisy_max import NoisyMax
 from leteo_fed.privacy.mechanisms.rdp import CONVERSIONS, DEFAULT_ALPHAS, rdp_to_dp
 from leteo_fed.privacy.mechanisms.skellam import Skellam
 
@@ -38,6 +40,7 @@ __all__ = [
     "DEFAULT_ALPHAS",
     "Gaussian",
     "Laplace",
+    "NoisyMax",
     "Sensitivity",
     "Skellam",
     "gdp_mu",

@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from leteo_fed.synth.config import Column, SynthConfig
-from leteo_fed.synth.grouping import dp_groups, free_merges, histogram_cost, histogram_epsilon
+from leteo_fed.synth.grouping import (
+    MergeTable,
+    free_merges,
+    histogram_cost,
+    histogram_epsilon,
+    merge,
+    names_of,
+)
 from leteo_fed.synth.partition import cell_count, restore_levels
 from leteo_fed.synth.report import constant_columns
 
@@ -19,33 +26,6 @@ NUMERIC = ("age", "education-num", "capital-gain", "capital-loss", "hours-per-we
 
 def numeric(name: str, bins: int = 10) -> Column:
     return Column(name, "numeric", 0.0, 1.0, False, bins)
-
-
-def test_signal_rule_splits_a_group_the_histogram_cannot_carry() -> None:
-    """Five fully associated 10-bin columns: one group when n is large, and with little data
-    only groups whose cells * b (b = 1 / histogram epsilon) stay within the records of the
-    smallest class."""
-    cols = tuple(numeric(f"x{i}") for i in range(5))
-    config = SynthConfig(cols, epsilon=1.0, classes=("a", "b"), max_cells=10**6)
-    assoc = np.ones((5, 5))
-    assert dp_groups(assoc, config, n_per_class=1e9) == [[c.name for c in cols]]
-    n = 3765.0  # per class
-    groups = dp_groups(assoc, config, n_per_class=n)
-    assert len(groups) > 1
-    for g in groups:
-        members = [config.column(name) for name in g]
-        eps = histogram_epsilon(config, members, len(groups), len(cols))
-        assert len(g) == 1 or cell_count(members) <= n * eps
-
-
-def test_equal_split_reaches_a_stable_grouping() -> None:
-    cols = tuple(numeric(f"x{i}") for i in range(6))
-    config = SynthConfig(cols, epsilon=2.0, group_split="equal", max_cells=10**6)
-    groups = dp_groups(np.ones((6, 6)), config, n_per_class=20000.0)
-    for g in groups:
-        members = [config.column(name) for name in g]
-        eps = histogram_epsilon(config, members, len(groups), len(cols))
-        assert len(g) == 1 or cell_count(members) <= 20000.0 * eps
 
 
 def categorical(name: str, levels: int) -> Column:
@@ -60,26 +40,69 @@ def histogram_noise(config: SynthConfig, groups: list[list[str]]) -> float:
     )
 
 
+def singles(config: SynthConfig) -> list[list[int]]:
+    return [[i] for i in range(len(config.columns))]
+
+
+def test_signal_rule_decides_which_merges_fit() -> None:
+    """Five 10-bin columns: with n large every pair fits; with n = 3,765 per class a merge fits
+    exactly when cells * b (b = 1 / histogram epsilon) stays within n, and a merged group keeps
+    to that rule at the group count it is formed at."""
+    cols = tuple(numeric(f"x{i}") for i in range(5))
+    config = SynthConfig(cols, epsilon=1.0, classes=("a", "b"), max_cells=10**6)
+    big = MergeTable.of(singles(config), config, n_per_class=1e9)
+    assert big.fits.sum() == 5 * 4
+    n = 3765.0
+    table = MergeTable.of(singles(config), config, n_per_class=n)
+    eps = histogram_epsilon(config, list(cols[:2]), 4, 5)
+    assert table.fits[0, 1] and n * eps >= 100  # 100 cells at b = 1 / 0.144
+    assert not table.fits[0, 0]
+    three = MergeTable.of([[0, 1], [2], [3], [4]], config, n_per_class=n)
+    eps3 = histogram_epsilon(config, list(cols[:3]), 3, 5)
+    assert not three.fits[0, 1] and n * eps3 < 1000  # 1,000 cells at b = 1 / 0.216
+
+
+def test_merge_table_agrees_with_the_noise_of_each_grouping() -> None:
+    """`MergeTable.saved` is the drop in summed histogram noise a merge makes, under both
+    budget splits (with an equal split every group's share changes with the count)."""
+    cols = (categorical("a", 2), numeric("b", 4), categorical("c", 5), numeric("d", 3))
+    for split in ("dimension", "equal"):
+        config = SynthConfig(cols, epsilon=2.0, group_split=split, max_cells=10**6)
+        parts = [[0], [1, 3], [2]]
+        table = MergeTable.of(parts, config, n_per_class=1e9)
+        names = names_of(parts, config)
+        for a in range(3):
+            for b in range(a + 1, 3):
+                after = names_of(merge(parts, a, b), config)
+                drop = histogram_noise(config, names) - histogram_noise(config, after)
+                assert table.saved[a, b] == pytest.approx(drop), (split, a, b)
+
+
+def test_equal_split_merges_keep_every_group_fitting() -> None:
+    cols = tuple(numeric(f"x{i}") for i in range(6))
+    config = SynthConfig(cols, epsilon=2.0, group_split="equal", max_cells=10**6)
+    merged = names_of(free_merges(singles(config), config, n_per_class=20000.0), config)
+    for g in merged:
+        members = [config.column(name) for name in g]
+        eps = histogram_epsilon(config, members, len(merged), len(cols))
+        assert len(g) == 1 or cell_count(members) <= 20000.0 * eps
+
+
 def test_free_merges_join_only_what_adds_no_histogram_noise() -> None:
     """Two binary columns a, b and an 8-level d, budget split by columns (noise in cells / w).
     Apart: 2 + 2 + 8 = 12. a with b: 4 / 2 = 2 (saves 2); a with d: 16 / 2 = 8 (saves 2); then
-    a third column never fits: 32 / 3 = 10.7 against 2 + 8 = 10. With no evidence the first
-    of the tied merges wins; evidence for (a, d) makes that one first, and b stays alone."""
+    a third column never fits: 32 / 3 = 10.7 against 2 + 8 = 10. Of the tied merges the first
+    pair in column order wins."""
     cols = (categorical("a", 2), categorical("b", 2), categorical("d", 8))
     config = SynthConfig(cols, epsilon=1.0, classes=("x", "y"), max_cells=10**6)
-    singles = [["a"], ["b"], ["d"]]
-    none = np.zeros((3, 3))
-    merged = free_merges(singles, none, config, n_per_class=1e9)
+    merged = names_of(free_merges(singles(config), config, n_per_class=1e9), config)
     assert merged == [["a", "b"], ["d"]]
-    assert histogram_noise(config, merged) <= histogram_noise(config, singles)
-    evidence = none.copy()
-    evidence[0, 2] = evidence[2, 0] = 500.0
-    assert free_merges(singles, evidence, config, n_per_class=1e9) == [["a", "d"], ["b"]]
+    assert histogram_noise(config, merged) <= histogram_noise(config, [["a"], ["b"], ["d"]])
 
 
 def test_free_merges_never_add_noise_nor_break_the_signal_rule() -> None:
-    """Random column sets and evidence: the merged grouping's histogram noise is at most the
-    singletons', and every merged group passes the signal rule at the final group count."""
+    """Random column sets: the merged grouping's histogram noise is at most the singletons',
+    and every merged group passes the signal rule at the final group count."""
     rng = np.random.default_rng(3)
     for trial in range(30):
         w = int(rng.integers(2, 7))
@@ -89,13 +112,14 @@ def test_free_merges_never_add_noise_nor_break_the_signal_rule() -> None:
             else numeric(f"c{i}", int(rng.integers(2, 6)))
             for i in range(w)
         )
-        config = SynthConfig(cols, epsilon=1.0, classes=("x", "y"), max_cells=10**6)
-        excess = rng.normal(0.0, 100.0, (w, w))
+        split = "dimension" if rng.random() < 0.7 else "equal"
+        config = SynthConfig(
+            cols, epsilon=1.0, classes=("x", "y"), max_cells=10**6, group_split=split
+        )
         n = float(rng.choice([50.0, 500.0, 1e6]))
-        singles = [[c.name] for c in cols]
-        merged = free_merges(singles, (excess + excess.T) / 2, config, n_per_class=n)
+        merged = names_of(free_merges(singles(config), config, n_per_class=n), config)
         assert sorted(n_ for g in merged for n_ in g) == sorted(c.name for c in cols), trial
-        before = histogram_noise(config, singles)
+        before = histogram_noise(config, [[c.name] for c in cols])
         after = histogram_noise(config, merged)
         assert after <= before * (1 + 1e-9), trial
         for g in merged:
@@ -273,9 +297,10 @@ def test_restore_levels_never_fixes_a_noisy_column_on_one_level() -> None:
 
 def _categorical_release(
     x: np.ndarray, z: np.ndarray, y: np.ndarray, epsilon: float, seeds: range
-) -> list[np.ndarray]:
+) -> list[list[tuple[int, int]]]:
     """`grouping_release` on three 8-level categorical columns x, z and w (w independent of all)
-    with a binary label y, once per seed: the association matrices."""
+    with a binary label y, once per seed: the picks. grouping_cut = 1 removes the strength
+    floor, so that only the noise margin stands between chance and a pick."""
     import pyarrow as pa
 
     from leteo_fed.synth.encoding import encode_table
@@ -285,29 +310,58 @@ def _categorical_release(
 
     levels = tuple(str(i) for i in range(8))
     cols = tuple(Column(n, "categorical", categories=levels) for n in ("x", "z", "w"))
-    config = SynthConfig(cols, epsilon=epsilon, label="y", classes=("a", "b"))
+    config = SynthConfig(cols, epsilon=epsilon, label="y", classes=("a", "b"), grouping_cut=1.0)
     w = np.random.default_rng(99).integers(0, 8, x.shape[0])
     table = pa.table({"x": x.astype(str), "z": z.astype(str), "w": w.astype(str), "y": y})
     agg = LocalAggregator(encode_table(table, config), config)
-    return [grouping_release(agg, config, epsilon, rng(s, 0), rng(s, 1))[0] for s in seeds]
+    return [grouping_release(agg, config, epsilon, rng(s, 0), rng(s, 1)).picks for s in seeds]
 
 
 def test_the_grouping_finds_a_dependence_and_not_chance() -> None:
-    """`pair_grouping`: a pair counts when its noisy score exceeds the independence null by
-    the score noise times ln P + 3 (a pure-noise score passes with probability e^-(ln P + 3)).
-    20,000 rows, epsilon_grouping 0.4. Columns independent given the class: over 40 seeded
-    releases, at most 3 give any pair a nonzero association (expected about 40 * 0.05 = 2 if
-    the null were exact; it is an approximation, see `null_score`). z a noisy copy of x (equal
-    in 70% of rows): found in every release, with a strength near its total variation
-    distance from independence."""
+    """`pair_grouping`: a pick needs a score above the pair's null bound by the noise margin
+    scale ln(m K / 0.05), so a release picks a pair of independent columns with probability
+    at most 0.05. 20,000 rows, epsilon_grouping 0.05 (a pick's noise scale 356 records).
+    Columns independent given the class: over 40 seeded releases, at most 3 pick anything
+    (expected at most 2). z a noisy copy of x (equal in 70% of rows, a score near
+    2 n 0.61 = 24,000): the first pick of every release, and w is never picked."""
     g = np.random.default_rng(5)
     n = 20_000
     y = np.where(g.random(n) < 0.3, "b", "a")
     x = g.integers(0, 8, n)
-    independent = _categorical_release(x, g.integers(0, 8, n), y, 0.4, range(40))
-    chance = sum(bool(np.any(np.triu(a, 1) > 0)) for a in independent)
+    independent = _categorical_release(x, g.integers(0, 8, n), y, 0.05, range(40))
+    chance = sum(bool(picks) for picks in independent)
     assert chance <= 3, chance
     z = np.where(g.random(n) < 0.7, x, g.integers(0, 8, n))
-    for a in _categorical_release(x, z, y, 0.4, range(5)):
-        assert 0.4 < a[0, 1] < 0.8, a  # TVD of (x, z) from independence: 0.7 * 7/8 = 0.61
-        assert a[0, 2] == 0 and a[1, 2] == 0
+    for picks in _categorical_release(x, z, y, 0.05, range(5)):
+        assert picks[0] == (0, 1), picks
+        assert all(2 not in p for p in picks), picks
+
+
+def test_picks_left_after_stop_rank_the_merges_that_add_no_noise() -> None:
+    """Three binary columns on 20,000 rows, x and z mildly dependent (equal in 55% of rows: a
+    total variation distance of 0.05 from independence, under the strength floor 0.1) and w
+    independent. No pick clears the floor, so STOP wins and the release found nothing; the
+    picks left go to merges that add no noise (any two columns: 4 cells at half the noise
+    scale, 4 / 2 = 2 scales, against 2 + 2 apart), and the dependent pair comes first in
+    every seed."""
+    import pyarrow as pa
+
+    from leteo_fed.synth.encoding import encode_table
+    from leteo_fed.synth.local_engine import LocalAggregator
+    from leteo_fed.synth.model import rng
+    from leteo_fed.synth.pair_grouping import grouping_release
+
+    g = np.random.default_rng(8)
+    n = 20_000
+    x = g.integers(0, 2, n)
+    z = np.where(g.random(n) < 0.1, x, g.integers(0, 2, n))
+    w = g.integers(0, 2, n)
+    y = np.where(g.random(n) < 0.3, "b", "a")
+    cols = tuple(Column(c, "categorical", categories=("0", "1")) for c in ("x", "z", "w"))
+    config = SynthConfig(cols, epsilon=1.0, label="y", classes=("a", "b"))
+    table = pa.table({"x": x.astype(str), "z": z.astype(str), "w": w.astype(str), "y": y})
+    agg = LocalAggregator(encode_table(table, config), config)
+    for seed in range(5):
+        release = grouping_release(agg, config, 1.0, rng(seed, 0), rng(seed, 1))
+        assert release.picks == [] and release.found == [[0], [1], [2]]
+        assert release.free_picks[0] == (0, 1), release.free_picks

@@ -5,8 +5,8 @@ added (add/remove neighbours); for every released vector we measure the L1 chang
 it with the bound the Laplace noise is calibrated to: the grid histograms (1), each group's
 per-cluster sums of x (w, its numeric columns) and of the upper triangle of x x^T (w(w+1)/2)
 GIVEN the partition,
-and the two releases of the DP grouping (the per-class marginals, W; one dependence score per
-column pair, P = W(W-1)/2). The extreme records reach the bounds, so the test also shows they
+and the two releases of the DP grouping (the class sizes, 1; each pair's dependence score, the
+utility of the noisy-max picks, less than 4). The extreme records reach the bounds, so the test also shows they
 are tight (a looser calibration would not be caught
 otherwise, a wrong one would).
 """
@@ -25,7 +25,8 @@ from leteo_fed.synth.config import load
 from leteo_fed.synth.encoding import SCALE, Encoded, encode_table
 from leteo_fed.synth.local_engine import LocalAggregator
 from leteo_fed.synth.model import budget_split
-from leteo_fed.synth.pair_tables import exact_marginals, independent
+from leteo_fed.synth.pair_grouping import SCORE_SENSITIVITY, dependence_score
+from leteo_fed.synth.pair_tables import exact_marginals
 from leteo_fed.synth.partition import clusters_from_histogram, morton_order
 from leteo_fed.synth.statistics import Sums, gram_l1, sum_l1, upper
 
@@ -119,35 +120,26 @@ def test_cluster_sums_within_bounds_given_the_partition(
 
 
 def test_grouping_releases_within_bound(case: tuple[Path, list[dict[str, str]]]) -> None:
-    """G1 (every column's per-class marginal) moves by at most W in L1; G2 (one score per pair,
-    each against the independence estimate of a fixed G1 output) by at most P."""
+    """G1 (the class sizes) moves by at most 1 in L1; every pair's dependence score (its
+    per-class table against its own independence fit), the utility of G2's picks, by less
+    than D = 4."""
     path, base = case
     config = replace(load(path), groups=None)
-    w = len(config.columns)
-    p = w * (w - 1) // 2
-    assert budget_split(config, [[c.name] for c in config.columns])["grouping"]["pair_scores"][
-        "l1_sensitivity"
-    ] == float(p)
+    split = budget_split(config, [[c.name] for c in config.columns])["grouping"]
+    assert split["class_sizes"]["l1_sensitivity"] == 1.0
+    assert split["pair_picks"]["sensitivity"] == SCORE_SENSITIVITY == 4.0
 
-    def releases(enc: Encoded) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:
+    def releases(enc: Encoded) -> tuple[np.ndarray, np.ndarray]:
         first, pairs = exact_marginals(LocalAggregator(enc, config), config)
-        return np.concatenate([f.ravel() for f in first]).astype(float), pairs
+        scores = np.array([dependence_score(pairs[k]) for k in sorted(pairs)])
+        return first[0].sum(axis=1).astype(float), scores
 
-    g1_0, pairs_0 = releases(_encode(base, path))
-    noisy_first = [  # a fixed G1 output: public once released
-        f + 3.0 for f in exact_marginals(LocalAggregator(_encode(base, path), config), config)[0]
-    ]
-    keys = sorted(pairs_0)
-
-    def scores(pairs: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
-        return np.array([np.abs(pairs[k] - independent(noisy_first, *k)).sum() for k in keys])
-
-    s0 = scores(pairs_0)
+    g1_0, s0 = releases(_encode(base, path))
     g1_changes, g2_changes = [], []
     for n in _neighbours(base, path):
-        g1, pairs = releases(n)
+        g1, s = releases(n)
         g1_changes.append(np.abs(g1 - g1_0).sum())
-        g2_changes.append(np.abs(scores(pairs) - s0).sum())
-    assert max(g1_changes) == pytest.approx(w)  # every record: one cell of each marginal
-    assert max(g2_changes) <= p + 1e-9
-    assert max(g2_changes) == pytest.approx(p)  # tight on this data
+        g2_changes.append(np.abs(s - s0).max())
+    assert max(g1_changes) == pytest.approx(1.0)
+    assert max(g2_changes) < SCORE_SENSITIVITY
+    assert max(g2_changes) > 1.0  # more than the table's own cell: the fit moves too
