@@ -5,7 +5,7 @@ Under add/remove of one record, epsilon_grouping split as `COUNT_SHARE` and the 
 
 G1. the size of every class, with Laplace noise (L1 sensitivity 1). It gives the class sizes
     the signal rule reads (`grouping.MergeTable`) and the null levels below.
-G2. `rounds(W)` = min(W - 1, ceil(W / 2)) picks at an equal share each, by `NoisyMax`
+G2. `rounds(W)` = min(W - 1, ceil(W / 2), 8) picks at an equal share each, by `NoisyMax`
     (exponential noise of scale 2 D / epsilon_pick). Every pick chooses among STOP and the
     pairs of columns (i, j) in two different groups whose union fits; it releases only which
     one won. A pair's utility is its dependence score
@@ -56,11 +56,14 @@ from leteo_fed.synth.statistics import laplace
 COUNT_SHARE = 0.1  # of epsilon_grouping, for G1
 FALSE_PICK = 0.05  # a release picks a pair with no excess dependence at most this likely
 SCORE_SENSITIVITY = 4.0
+MAX_PICKS = 8
 
 
 def rounds(n_columns: int) -> int:
-    """How many picks G2 makes: enough to join half the columns, never more than W - 1."""
-    return min(n_columns - 1, math.ceil(n_columns / 2)) if n_columns > 1 else 0
+    """How many picks G2 makes: enough to join half the columns, at most W - 1 and at most
+    MAX_PICKS (each pick gets 1/K of the budget, and its margin grows as K ln(P K): at 50
+    picks for 100 columns it would exceed the largest score 5,000 rows can have)."""
+    return min(n_columns - 1, math.ceil(n_columns / 2), MAX_PICKS) if n_columns > 1 else 0
 
 
 @dataclass(frozen=True)

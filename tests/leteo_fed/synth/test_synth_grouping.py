@@ -365,3 +365,11 @@ def test_picks_left_after_stop_rank_the_merges_that_add_no_noise() -> None:
         release = grouping_release(agg, config, 1.0, rng(seed, 0), rng(seed, 1))
         assert release.picks == [] and release.found == [[0], [1], [2]]
         assert release.free_picks[0] == (0, 1), release.free_picks
+
+
+def test_the_number_of_picks_is_public_and_capped() -> None:
+    """K = min(W - 1, ceil(W / 2), 8): fixed by the column count alone, before any data."""
+    from leteo_fed.synth.pair_grouping import MAX_PICKS, rounds
+
+    assert [rounds(w) for w in (1, 2, 3, 5, 14, 20, 100)] == [0, 1, 2, 3, 7, 8, 8]
+    assert MAX_PICKS == 8
