@@ -27,10 +27,11 @@ micro-aggregation method with a clustering that no single record can move:
   1. encode the columns declared in the config (public bounds and domains): numerics clipped
      and scaled to [0, 1], categoricals one-hot; a missing value or a value outside a domain
      is refused by name;
-  2. group the columns: the config's list, or groups = "dp" (DP per-class marginals and one
-     DP dependence score per column pair, then average-linkage clustering of the pairs whose
-     score its noise cannot explain; its epsilon is counted; on small tables or at a small
-     epsilon it often finds none, and then says so: every column its own group);
+  2. group the columns: the config's list, or groups = "dp" (DP class sizes, then up to 8
+     noisy-max picks of the column pair farthest from independence, each merging two groups
+     if it clears the noise and a strength floor; its epsilon is counted; on small tables or
+     at a small epsilon it often picks none, and then says so: only merges that add no
+     histogram noise join columns);
   3. per class (label) and group: a DP histogram over the group's public grid, cells walked in
      a fixed Z-order and cut into clusters of >= k noisy rows;
   4. per cluster: noisy sums of x and x x^T give a mean and a covariance (repaired to PSD);

@@ -1,10 +1,11 @@
 """Exact per-class pair tables from one engine pass, the independence estimate, and its null.
 
-Shared by the marginal method (its tree selection) and the DP grouping's pair scores
-(`pair_grouping`): both compare a pair's exact per-class table with n_c p(a|c) p(b|c) built
-from noisy first marginals, less the distance that comparison would show if the two columns
-were independent within each class (`null_score`), so that a pair with many sparse cells does
-not look dependent through its sampling noise alone.
+The engines' one-pass pair tables (`exact_marginals`) feed both the marginal method and the DP
+grouping (`pair_grouping`). The marginal method's tree selection compares a pair's exact
+per-class table with n_c p(a|c) p(b|c) built from its noisy first marginals, less the distance
+that comparison would show if the two columns were independent within each class
+(`null_score`), so that a pair with many sparse cells does not look dependent through its
+sampling noise alone.
 """
 
 from __future__ import annotations

@@ -245,9 +245,9 @@ def test_untuned_adult_config_of_issue_32(tmp_path: Path) -> None:
         assert (syn.std(axis=0) > 0).all()
         err = np.abs(np.corrcoef(syn.T) - real).max()
         assert err < 0.3, (seed, report["groups"], err)
-        # the release (epsilon 0.1, L1 21: noise 0.028 per covariance entry at 7,530 rows)
-        # resolves none of these columns' associations: the release finds singletons, and
-        # the report says so; only merges that add no histogram noise join columns (a zero-bin
+        # no pair of these columns reaches the picks' strength floor (2 n 0.1 = 1,506 records
+        # at 7,530 rows): the release picks nothing, finds singletons, and the report says
+        # so; only merges that add no histogram noise join columns (a zero-bin
         # capital column, 2 levels, with one other: 2 x 10 cells at half the noise scale cost
         # what 2 + 10 cost, 20 / 2 <= 12)
         assert all(len(g) == 1 for g in report["groups"]["found_by_release"])
