@@ -187,6 +187,8 @@ def test_aggregator_uses_spark_above_the_threshold(digits, tmp_path):
     assert "oue estimate from 5000 reports (spark path)" in log
     truth = {v: int(np.sum(labels == v)) for v in DOMAIN}
     for v in DOMAIN:
-        assert abs(result["estimates"][v] - truth[v]) <= 4 * result["std_errors"][v], v
+        # owners' LDP noise is unseeded, as deployed: 5 s.e. keeps a false failure of these 10
+        # checks below 10 * P(|N(0,1)| > 5) = 6e-6 per run
+        assert abs(result["estimates"][v] - truth[v]) <= 5 * result["std_errors"][v], v
     spill = os.path.join(tempfile.gettempdir(), f"leteo-{result['round_id']}-*")
     assert glob.glob(spill) == []  # the round's chunk files went with it

@@ -25,6 +25,12 @@ from leteo_fed.transport.messages import (
 )
 from leteo_fed.transport.statements import ciphertext_digest, sign_statement, spec_digest
 
+# Owners draw LDP noise from unseeded generators, as a deployment must, so an end-to-end LDP
+# check cannot fix its seed. Each such check allows Z_UNSEEDED standard errors of the exact
+# (or empirical) variance: the suite makes 20 of them, so a correct estimator fails a run with
+# probability at most 20 * P(|N(0,1)| > 5) = 1.2e-5, while a bias of 5 s.e. still fails it.
+Z_UNSEEDED = 5.0
+
 
 def write_parts(
     x: np.ndarray, names: list[str], parts: int, folder: Path, seed: int = 3
