@@ -24,7 +24,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from leteo_fed.demo.ports import free_port
 
 SUPERUSER = "postgres"
 _SYSTEM_USERS = ("nobody", "leteo-pg")
@@ -83,12 +84,6 @@ def _unprivileged_user() -> pwd.struct_passwd:
         capture_output=True,
     )
     return pwd.getpwnam("leteo-pg")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -161,7 +156,7 @@ class PostgresServer:
         if initdb.returncode != 0:
             raise RuntimeError(f"initdb failed:\n{initdb.stdout}\n{initdb.stderr}")
         for _attempt in range(3):  # a probed port may be taken before postgres binds it
-            self.port = _free_port()
+            self.port = free_port()
             if self._launch(timeout):
                 return
         raise RuntimeError(f"postgres did not start:\n{self.log_tail()}")

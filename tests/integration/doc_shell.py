@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from leteo_fed.demo.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,14 +30,7 @@ def section_blocks(path: Path, section: str, at_least: int = 1) -> list[str]:
 
 
 def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    return [free_port() for _ in range(n)]
 
 
 def on_free_ports(script: str, at_least: int) -> str:

@@ -23,7 +23,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from integration_helpers import write_parts
 from sklearn.datasets import load_iris
 
-from leteo_fed.demo.cluster import LocalCluster, OwnerSpec, free_port
+from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.demo.ports import free_port
 from leteo_fed.transport import health
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,8 @@ import pytest
 from leteo_fed import defaults
 from leteo_fed.client import AnalystClient, RoundOptions, RpcRefused
 from leteo_fed.crypto.paillier import PublicKey, generate_keypair
-from leteo_fed.demo.cluster import LocalCluster, free_port
+from leteo_fed.demo.cluster import LocalCluster
+from leteo_fed.demo.ports import free_port
 from leteo_fed.errors import PeerUnavailable
 from leteo_fed.proto import leteo_pb2 as pb
 from leteo_fed.proto import leteo_pb2_grpc as pb_grpc

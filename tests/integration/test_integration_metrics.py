@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sklearn.datasets import load_iris
 
 from leteo_fed.client import AnalystClient, RoundOptions
-from leteo_fed.demo.cluster import LocalCluster, OwnerSpec, free_port
+from leteo_fed.demo.cluster import LocalCluster, OwnerSpec
+from leteo_fed.demo.ports import free_port
 from leteo_fed.protocols.moments_round import MomentsRequest
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
+from leteo_fed.demo.ports import free_port
+
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[3]
@@ -40,12 +41,6 @@ def _spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(conf_dir: Path) -> dict[str, str]:
@@ -98,7 +93,7 @@ def standalone_cluster(tmp: Path) -> Iterator[Cluster]:
     )
     env = _env(conf)
     spark_class = str(_spark_home() / "bin" / "spark-class")
-    port, ui, wport, wui = (_free_port() for _ in range(4))
+    port, ui, wport, wui = (free_port() for _ in range(4))
     url = f"spark://127.0.0.1:{port}"
     logs = [tmp / "master.log", tmp / "worker.log"]
     procs: list[subprocess.Popen] = []

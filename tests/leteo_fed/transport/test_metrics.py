@@ -18,6 +18,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from leteo_fed.demo.ports import free_port
 from leteo_fed.errors import (
     AccessDenied,
     ConfigError,
@@ -223,16 +224,10 @@ def test_an_owner_without_a_budget_has_no_budget_gauges():
     assert not {n for n in _families(m) if "budget" in n}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_endpoint_serves_the_registry_over_http():
     m = AggregatorMetrics()
     m.round_started("pca")
-    listen = f"127.0.0.1:{_free_port()}"
+    listen = f"127.0.0.1:{free_port()}"
     server = m.serve(listen)
     try:
         with urllib.request.urlopen(f"http://{listen}/metrics", timeout=5) as reply:
