@@ -3,8 +3,9 @@
 With `groups = "dp"` every column starts alone and groups grow by merging two of them:
 `pair_grouping` picks the merges its release finds evidence for, then `free_merges` adds those
 that put no more noise into the histograms. This module holds what both read, all of it public
-given the release's class sizes: whether a merged group can carry signal (`MergeTable.fits`)
-and how much histogram noise a merge saves (`MergeTable.saved`).
+given the release's class sizes: whether a merged group can carry signal (`MergeTable.fits`),
+how much histogram noise a merge saves (`MergeTable.saved`), and whether each group's own
+marginal stays as precise in the union (`MergeTable.kept`).
 
 A group "fits" when its grid is at most max_cells AND its DP histogram can carry signal: with
 the histogram's Laplace scale b = 1 / epsilon_hist (the group's share of the budget, as
@@ -75,6 +76,7 @@ class MergeTable:
     fits: np.ndarray  # [n, n] bool, False on the diagonal
     saved: np.ndarray  # [n, n] float
     total: float  # the partition's histogram noise before any merge
+    kept: np.ndarray  # [n, n] bool: neither group's own marginal gets noisier in the union
 
     @classmethod
     def of(cls, parts: Parts, config: SynthConfig, n_per_class: float) -> MergeTable:
@@ -86,7 +88,8 @@ class MergeTable:
         numeric = np.array([any(columns[i].kind == "numeric" for i in p) for p in parts])
         now = (cells / histogram_epsilons(config, widths, numeric, n, total)).sum()
         if n < 2:
-            return cls(np.zeros((n, n), dtype=bool), np.zeros((n, n)), float(now))
+            empty = np.zeros((n, n), dtype=bool)
+            return cls(empty, np.zeros((n, n)), float(now), empty)
         fewer = cells / histogram_epsilons(config, widths, numeric, n - 1, total)
         m_cells = np.outer(cells, cells)
         m_eps = histogram_epsilons(
@@ -99,12 +102,21 @@ class MergeTable:
         after = fewer.sum() - fewer[:, None] - fewer[None, :] + m_cells / m_eps
         fits = (m_cells <= config.max_cells) & (m_cells <= max(n_per_class, 0.0) * m_eps)
         np.fill_diagonal(fits, False)
-        return cls(fits, now - after, float(now))
+        # a's marginal read off the union sums cells_b cells of scale 1/m_eps: its variance
+        # cells_b / m_eps^2 against 1 / eps_a^2 measured alone (and the same for b)
+        eps_now = histogram_epsilons(config, widths, numeric, n, total)
+        var_now = 1.0 / eps_now**2
+        var_read = 1.0 / m_eps**2
+        kept = (cells[None, :] * var_read <= var_now[:, None] * (1 + 1e-9)) & (
+            cells[:, None] * var_read <= var_now[None, :] * (1 + 1e-9)
+        )
+        return cls(fits, now - after, float(now), kept)
 
     @property
     def free(self) -> np.ndarray:
-        """[n, n] the merges that fit and add no noise (up to rounding)."""
-        return self.fits & (self.saved >= -1e-12 * self.total)
+        """[n, n] the merges that fit, add no noise in total, and leave each group's own
+        marginal no noisier than it was measured alone (up to rounding)."""
+        return self.fits & (self.saved >= -1e-12 * self.total) & self.kept
 
 
 def merge(parts: Parts, a: int, b: int) -> Parts:
@@ -119,14 +131,18 @@ def names_of(parts: Parts, config: SynthConfig) -> list[list[str]]:
 
 
 def free_merges(parts: Parts, config: SynthConfig, n_per_class: float) -> Parts:
-    """Merge groups while a merge adds no histogram noise and the union fits, the largest
-    saving first (then the first pair in column order).
+    """Merge groups while a merge adds no histogram noise, leaves each group's own marginal as
+    precise as it was measured alone, and the union fits; the largest saving first (then the
+    first pair in column order).
 
     Two groups kept apart are drawn independently within a class; merged, their joint is
     measured. With the budget split by columns, a pair of 4-level columns costs 16 cells at
-    half the noise scale, the same total noise as 4 + 4 cells at the full scale, and a 2-level
-    column joins any other for less; the merge removes an independence assumption at no cost
-    in noise. Public given the release's class sizes: no budget is spent here."""
+    half the noise scale, the same total noise as 4 + 4 cells at the full scale, and each
+    column's marginal sums 4 cells at half the scale: the same variance. A 2-level column
+    joining a 10-level one would cut the total too, but its 2 cells would each sum 10 noisy
+    ones (2.5 times the variance): on Adult that merge put the rare non-zero capital-gain values
+    with fnlwgt, and the noise floor thinned them (issue 32). Public given the release's class
+    sizes: no budget is spent here."""
     parts = [list(p) for p in sorted(parts, key=min)]
     while len(parts) > 1:
         table = MergeTable.of(parts, config, n_per_class)

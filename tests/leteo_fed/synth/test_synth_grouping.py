@@ -100,9 +100,29 @@ def test_free_merges_join_only_what_adds_no_histogram_noise() -> None:
     assert histogram_noise(config, merged) <= histogram_noise(config, [["a"], ["b"], ["d"]])
 
 
+def test_free_merges_keep_each_groups_own_marginal_as_precise() -> None:
+    """Two binary columns g, l and a 4-level x, budget split by columns (scale b per share).
+    g with l: each marginal sums 2 cells at b/2, variance b^2/2 <= b^2, kept. Then {g, l}
+    with x would lower the total noise (16 cells at b/3 = 5.3 against 4/2 + 4 = 6), but the
+    pair's 4 cells would each sum x's 4 cells at b/3: variance 4/9 b^2 against b^2/4 alone.
+    That is the merge that put a rare capital-gain column with fnlwgt on Adult: refused. A
+    binary column does not join a 10-level one either (10 b^2/4 > b^2)."""
+    cols = (numeric("g", 2), numeric("l", 2), numeric("x", 4), categorical("c", 10))
+    config = SynthConfig(cols, epsilon=1.0, classes=("y", "z"), max_cells=10**6)
+    table = MergeTable.of([[0, 1], [2], [3]], config, n_per_class=1e9)
+    assert table.saved[0, 1] > 0 and table.fits[0, 1] and not table.kept[0, 1]
+    assert not table.free[0, 1]
+    singles_table = MergeTable.of(singles(config), config, n_per_class=1e9)
+    assert singles_table.kept[0, 1] and singles_table.kept[0, 2]
+    assert not singles_table.kept[0, 3] and not singles_table.free[0, 3]
+    merged = names_of(free_merges(singles(config), config, n_per_class=1e9), config)
+    assert ["c"] in merged
+
+
 def test_free_merges_never_add_noise_nor_break_the_signal_rule() -> None:
     """Random column sets: the merged grouping's histogram noise is at most the singletons',
-    and every merged group passes the signal rule at the final group count."""
+    every merged group passes the signal rule at the final group count, and every column's
+    marginal is read off its group with at most the variance it had measured alone."""
     rng = np.random.default_rng(3)
     for trial in range(30):
         w = int(rng.integers(2, 7))
@@ -126,6 +146,10 @@ def test_free_merges_never_add_noise_nor_break_the_signal_rule() -> None:
             members = [config.column(x) for x in g]
             eps = histogram_epsilon(config, members, len(merged), w)
             assert len(g) == 1 or cell_count(members) <= n * eps, trial
+            for c in members:  # its marginal, read off the group, no noisier than alone
+                alone = histogram_epsilon(config, [c], w, w)
+                read = cell_count(members) / c.levels / eps**2
+                assert read <= (1 + 1e-9) / alone**2, (trial, g, c.name)
 
 
 def test_restore_levels_gives_a_thin_level_back_without_reviving_phantoms() -> None:
