@@ -27,8 +27,9 @@ from leteo_fed.transport.statements import ciphertext_digest, sign_statement, sp
 
 # Owners draw LDP noise from unseeded generators, as a deployment must, so an end-to-end LDP
 # check cannot fix its seed. Each such check allows Z_UNSEEDED standard errors of the exact
-# (or empirical) variance: the suite makes 20 of them, so a correct estimator fails a run with
-# probability at most 20 * P(|N(0,1)| > 5) = 1.2e-5, while a bias of 5 s.e. still fails it.
+# (or empirical) variance: test_integration_ldp makes 10 of them, so a correct estimator fails
+# a run with probability at most 10 * P(|N(0,1)| > 5) = 6e-6, while a bias of 5 s.e. still
+# fails it. (tests/aggregator/test_spark_ldp.py, which cannot import this, does the same.)
 Z_UNSEEDED = 5.0
 
 

@@ -271,11 +271,14 @@ def test_untuned_adult_config_of_issue_32(tmp_path: Path) -> None:
         assert err < 0.3, (seed, report["groups"], err)
         # no pair of these columns reaches the picks' strength floor (2 n 0.1 = 1,506 records
         # at 7,530 rows): the release picks nothing, finds singletons, and the report says
-        # so; only merges that add no histogram noise join columns (a zero-bin
-        # capital column, 2 levels, with one other: 2 x 10 cells at half the noise scale cost
-        # what 2 + 10 cost, 20 / 2 <= 12)
+        # so; only merges that add no histogram noise and keep each marginal as precise join
+        # columns: the two zero-bin capital columns (2 x 2 cells at half the scale, each
+        # marginal summing 2 of them), never a capital column with a 10-bin one (its 2 cells
+        # would each sum 10: 2.5 times the variance)
         assert all(len(g) == 1 for g in report["groups"]["found_by_release"])
-        assert all(len(g) <= 2 for g in report["groups"]["columns"])
+        assert sorted(report["groups"]["columns"]) == sorted(
+            [["age"], ["education-num"], ["capital-gain", "capital-loss"], ["hours-per-week"]]
+        ), report["groups"]["columns"]
         (warning,) = json.loads((out / "report.json").read_text())["warnings"]
         assert "found no association above the noise" in warning
 
