@@ -7,10 +7,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 FULL_STAMP := $(VENV)/.installed-all
 # test files run on this many worker processes (pytest-xdist; a file's tests stay on one worker
-# so its module fixtures, such as a running deployment, start once): the cores, at most 4.
-# --no-loadscope-reorder keeps tests/conftest.py's order, the heavy files first; by default
-# pytest-xdist hands out the files with the most tests first, which left a one-test,
-# two-minute Spark cluster file to run alone at the end
+# so its module fixtures, such as a running deployment, start once): the cores, at most 4
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
 .PHONY: setup demo test fuzz lint format protos bench clean
@@ -45,7 +42,7 @@ test: $(FULL_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 ## fuzz: the property-based fuzzing of every RPC (tests/fuzz/) with many more examples than `make test`
 FUZZ_EXAMPLES ?= 2000
