@@ -6,17 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 
-HEAVY_MARKERS = ("slow", "spark")  # multi-process deployments, Spark sessions and clusters
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The files with a multi-process or Spark test run first, each file's tests still in their
-    order. `make test` hands whole files to its workers in this order, so the long files start
-    early and the many short ones fill in at the end, instead of one worker finishing a
-    two-minute cluster test alone while the other waits."""
-    heavy = {item.path for item in items if any(item.get_closest_marker(m) for m in HEAVY_MARKERS)}
-    items.sort(key=lambda item: item.path not in heavy)  # stable: order kept within each group
-
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
