@@ -52,6 +52,8 @@ def _env(conf_dir: Path) -> dict[str, str]:
         SPARK_DAEMON_MEMORY="256m",
         PYSPARK_PYTHON=sys.executable,  # executors' Python = the driver's (same minor version)
         PYSPARK_DRIVER_PYTHON=sys.executable,
+        # the master's and the worker's JVMs get the tests' JVM options (tests/conftest.py)
+        SPARK_DAEMON_JAVA_OPTS=os.environ.get("SPARK_SUBMIT_OPTS", ""),
     )
     env.pop("SPARK_MASTER", None)
     return env
@@ -90,6 +92,7 @@ def standalone_cluster(tmp: Path) -> Iterator[Cluster]:
     (conf / "spark-defaults.conf").write_text(
         "spark.executor.memory 512m\nspark.executor.cores 1\nspark.cores.max 1\n"
         "spark.driver.host 127.0.0.1\nspark.driver.bindAddress 127.0.0.1\n"
+        f"spark.executor.extraJavaOptions {os.environ.get('SPARK_SUBMIT_OPTS', '')}\n"
     )
     env = _env(conf)
     spark_class = str(_spark_home() / "bin" / "spark-class")
