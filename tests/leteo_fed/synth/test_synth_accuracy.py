@@ -168,6 +168,30 @@ def test_an_unresolved_variance_is_floored_not_a_point_mass() -> None:
     assert abs(factor[0, 0, 0]) > 0  # the draws spread
 
 
+def test_a_correlation_between_unresolved_variances_is_dropped_not_made_one() -> None:
+    """Issue 32: two numeric columns of one cell, real variances well below the noise on Q and
+    a noisy cross moment of two noise standard deviations. Before, the variances were raised to
+    the floor, the cross term kept 3/4 of itself and the PSD repair made the correlation 1.
+    The released covariance now has no correlation there; where both variances are measured
+    (ten noise standard deviations up), the same cross moment is kept, shrunk as before."""
+    from leteo_fed.synth.statistics import RESOLVED_NOISE_SDS, gaussian_model
+
+    n, q_scale = 7685.0, 60.0
+    sd = np.sqrt(2 * q_scale**2 / n**2)  # the noise's standard deviation on a Q / N entry
+    mu = np.array([0.1, 0.4])
+    cross = 2 * sd
+    small = np.array([[0.003, cross], [cross, 0.0013]])  # both below RESOLVED_NOISE_SDS * sd
+    large = np.array([[10 * sd, cross], [cross, 10 * sd]])
+    assert small.diagonal().max() < RESOLVED_NOISE_SDS * sd < large.diagonal().min()
+    q = np.stack([n * (c + np.outer(mu, mu)) for c in (small, large)])
+    s = np.stack([n * mu, n * mu])
+    _, cov, _ = gaussian_model(np.array([n, n]), s, q, q_scale)
+    assert cov[0, 0, 1] == 0.0 and cov[0, 0, 0] == pytest.approx(sd)
+    assert cov[1, 0, 1] == pytest.approx(cross * 0.75)  # 1 - v / c^2 at c = 2 sd
+    rho = cov[1, 0, 1] / np.sqrt(cov[1, 0, 0] * cov[1, 1, 1])
+    assert 0 < rho < 1
+
+
 def test_a_zero_inflated_column_at_equal_bins_is_no_false_predictor() -> None:
     """Issue 32: Adult's capital-gain at 10 equal bins (no zero bin), each column its own
     group, epsilon 1. 96% of one class and 80% of the other are 0, all in the first bin. The
