@@ -6,13 +6,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 FULL_STAMP := $(VENV)/.installed-all
-# test files run on this many worker processes (pytest-xdist; a file's tests stay on one worker
-# so its module fixtures, such as a running deployment, start once): the cores, at most 4
 # Every service, CLI command and test run is a new interpreter importing these packages. The
 # editable install leaves them uncompiled, and with PYTHONDONTWRITEBYTECODE set (as in many
 # containers) each process would compile them again: about 0.4 s of CPU per process. Writing the
 # bytecode once before a run takes about a second and is skipped for files that are up to date.
 COMPILE := $(BIN)/python -m compileall -q leteo_fed owner_agent aggregator csp
+# test files run on this many worker processes (pytest-xdist; a file's tests stay on one worker
+# so its module fixtures, such as a running deployment, start once): the cores, at most 4
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
 .PHONY: setup demo test fuzz lint format protos bench clean

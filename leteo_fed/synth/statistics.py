@@ -217,16 +217,17 @@ def gaussian_model(
     the copula it would become a strong spurious dependence). Post-processing too.
 
     It also raises each variance to at least sqrt(v), the noise's standard deviation on that
-    entry: a variance the noise cannot resolve is not a point mass. A covariance with a column
-    whose variance is below `RESOLVED_NOISE_SDS` noise standard deviations is set to 0: a
-    correlation between spreads the noise cannot resolve is noise. Kept, it met variances
-    raised to the floor, and the PSD repair turned it into a correlation of +/-1 (issue 32:
-    Adult's largest `<=50K` cell of fnlwgt x hours-per-week at 4 bins, real within-cell
-    correlation -0.02, released as +1.00: every synthetic row with a low fnlwgt got short
-    hours, and a classifier trained on the table read its pure cells as `>50K`). Clipped to 0 instead, it
+    entry: a variance the noise cannot resolve is not a point mass. Clipped to 0 instead, it
     stacked every row of a cluster on its noisy mean (issue 32: Adult's capital-gain at 10
     equal bins, every synthetic `<=50K` row at 1,106 while 96% of the real ones are 0, and a
-    classifier trained on the result called nearly every real 0 `>50K`: accuracy 0.25)."""
+    classifier trained on the result called nearly every real 0 `>50K`: accuracy 0.25).
+
+    A covariance with a column whose variance is below `RESOLVED_NOISE_SDS` noise standard
+    deviations is set to 0: a correlation between spreads the noise cannot resolve is noise.
+    Kept, it met the variances raised to the floor, and the PSD repair turned it into +/-1
+    (issue 32: Adult's largest `<=50K` cell of fnlwgt x hours-per-week at 4 bins, real
+    within-cell correlation -0.02, released as +1.00: every synthetic row with a low fnlwgt
+    got short hours, and a classifier trained on the table read those cells as `>50K`)."""
     n = np.maximum(counts, 1.0)[:, None]
     mu = s / n
     if prior is not None and s_scale > 0:
