@@ -40,6 +40,8 @@ REPORT_UPLOAD_TIMEOUT_SECONDS = 300.0
 # ---------------------------------------------------------------- owner agent
 REGISTER_INTERVAL_SECONDS = 30.0  # inbound mode: how often an owner registers its address again
 RECONNECT_MAX_SECONDS = 5.0  # outbound mode: longest wait between two connection attempts
+# a stopping agent lets the shares it is computing finish (and be sent) for at most this long
+STOP_GRACE_SECONDS = 5.0
 
 # ---------------------------------------------------------------- CSP
 # the CSP decrypts on a warm worker pool (one process per core) from this many ciphertexts per

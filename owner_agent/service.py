@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from pathlib import Path
 
 import grpc
@@ -24,6 +25,7 @@ import grpc
 from leteo_fed import __version__, defaults
 from leteo_fed.config import OwnerConfig
 from leteo_fed.crypto.paillier import Encryptor, PublicKey
+from leteo_fed.data import sources
 from leteo_fed.errors import LeteoError, ProtocolError
 from leteo_fed.fileio import atomic_write_json
 from leteo_fed.proto import leteo_pb2 as pb
@@ -157,13 +159,34 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         ).start()
 
     def stop(self) -> None:
+        """Stop taking rounds, let the shares being computed finish (STOP_GRACE_SECONDS at
+        most), then close. A share still running after that is abandoned: its round fails
+        without this site, and a charge it made comes back (owner_agent/withdrawal.py)."""
         self._stop.set()
         if self.link is not None:
             self.link.close()
+        running = self._finish_jobs(defaults.STOP_GRACE_SECONDS)
+        if running:
+            log.warning("stopping with share(s) still being computed: %s", ", ".join(running))
         self.keys.close()
         self.custody.close()
         if self._aggregator_channel is not None:
             self._aggregator_channel.close()
+
+    def _finish_jobs(self, grace: float) -> list[str]:
+        """Wait up to `grace` seconds for the running share jobs; the rounds still running."""
+        end = time.monotonic() + grace
+        for job in list(self._jobs.values()):
+            left = max(0.0, end - time.monotonic())
+            if isinstance(job, threading.Thread):
+                job.join(left)
+            elif isinstance(job, Future):
+                wait([job], timeout=left)
+        return [
+            round_id
+            for round_id, job in self._jobs.items()
+            if (job.is_alive() if isinstance(job, threading.Thread) else not job.done())
+        ]
 
     def _register_loop(self) -> None:
         delay = 0.2
@@ -185,6 +208,7 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         """The CSP's current key and its table first, then the aggregator. A CSP that does not
         answer does not keep the agent away: it connects and keeps asking for the key."""
         start = time.perf_counter()
+        sources.warm_up()
         try:
             self.encryptor()
             ready = True

@@ -59,6 +59,7 @@ class AggregatorLink:
         self._awaiting = awaiting
         self._stop = stop
         self._call: grpc.Call | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.connected = threading.Event()
         self.connections = 0  # streams opened so far (1 + reconnections)
@@ -67,15 +68,20 @@ class AggregatorLink:
         self._refused = False  # the refusal was said (once, until connected again)
 
     def start(self) -> None:
-        threading.Thread(target=self._run, name="aggregator-link", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name="aggregator-link", daemon=True)
+        self._thread.start()
 
-    def close(self) -> None:
-        """Stop reconnecting and end the open stream now."""
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop reconnecting, end the open stream now and wait (at most `timeout`) for the
+        link's thread to leave gRPC: a thread still inside a call when the interpreter exits
+        can abort the process."""
         self._stop.set()
         with self._lock:
             call = self._call
         if call is not None:
             call.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         rng = random.Random()

@@ -17,6 +17,7 @@ result).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import shlex
@@ -204,5 +205,18 @@ def main(argv: list[str] | None = None) -> int:
     return _run(args, parser)
 
 
+def console() -> int:
+    """`main` as a process's whole life (the `leteo-fed` script, `python -m leteo_fed`).
+
+    The interpreter's exit collects garbage over every object the command ever made: 0.2 s for
+    a process that imported pandas, 0.6 s with scikit-learn, on every service stop and every
+    command. Nothing here relies on a collector-run finalizer (files are closed and state is
+    written when the work ends), so the objects are frozen out of those last collections."""
+    try:
+        return main()
+    finally:
+        gc.freeze()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console())

@@ -74,6 +74,12 @@ def read_table(path: str, fmt: str | None = None, columns: Sequence[str] | None 
         raise DataError(f"cannot read {p}: {exc}") from exc
 
 
+def warm_up() -> None:
+    """Pay pyarrow's first conversion to NumPy now: it imports pandas when installed (0.3 s,
+    over 1 s on a loaded host). A service does it at start, outside any round's time."""
+    pa.array([0.0]).to_numpy(zero_copy_only=False)
+
+
 def to_matrix(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     """float64 matrix; nulls become NaN so validation can name the column."""
     out = np.empty((table.num_rows, len(columns)))

@@ -125,5 +125,8 @@ def test_the_deployment_stops_within_two_seconds_with_a_round_open(deployment):
     cluster.stop()
     took = time.monotonic() - start
     assert took < 2.0, f"stopping took {took:.2f} s"
-    for name, proc in procs.items():
-        assert proc.returncode is not None and proc.returncode != -9, (name, proc.returncode)
+    # 0: each process stopped itself (not killed after the grace, -9, nor aborted at exit by a
+    # thread still inside a library, -6: an owner computing its share when the signal came)
+    assert {name: proc.returncode for name, proc in procs.items()} == dict.fromkeys(procs, 0)
+    for log in cluster.logs.glob("*.log"):
+        assert "Fatal Python error" not in log.read_text(), log.name
