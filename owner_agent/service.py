@@ -17,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, wait
 from pathlib import Path
 
 import grpc
@@ -174,19 +173,13 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
             self._aggregator_channel.close()
 
     def _finish_jobs(self, grace: float) -> list[str]:
-        """Wait up to `grace` seconds for the running share jobs; the rounds still running."""
+        """Wait up to `grace` seconds for the share jobs' threads; the rounds still running.
+        (A simulation's virtual owners run theirs on a pool and stop by their own `stop`.)"""
         end = time.monotonic() + grace
-        for job in list(self._jobs.values()):
-            left = max(0.0, end - time.monotonic())
-            if isinstance(job, threading.Thread):
-                job.join(left)
-            elif isinstance(job, Future):
-                wait([job], timeout=left)
-        return [
-            round_id
-            for round_id, job in self._jobs.items()
-            if (job.is_alive() if isinstance(job, threading.Thread) else not job.done())
-        ]
+        threads = {r: j for r, j in self._jobs.items() if isinstance(j, threading.Thread)}
+        for job in threads.values():
+            job.join(max(0.0, end - time.monotonic()))
+        return [round_id for round_id, job in threads.items() if job.is_alive()]
 
     def _register_loop(self) -> None:
         delay = 0.2

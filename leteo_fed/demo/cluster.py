@@ -357,6 +357,7 @@ class LocalCluster:
 
     def wait_healthy(self, timeout: float = 90.0, names: list[str] | None = None) -> None:
         pending = list(names or self.procs)
+        owner_ids = {o.site_id for o in self.owners}
         end = time.monotonic() + timeout
         while pending:
             check_stop()
@@ -367,12 +368,15 @@ class LocalCluster:
                     raise PeerUnavailable(
                         f"{name} exited with code {proc.returncode} during start-up:\n{self.log_tail(name)}"
                     )
-                if name not in self.addresses:  # an outbound owner: healthy once connected
+                # an owner is healthy once the aggregator lists it (connected, or registered in
+                # the inbound mode, after the agent got ready): a round can invite it. (The
+                # caller of an external aggregator waits for its inbound owners itself.)
+                inbound = name in self.addresses
+                healthy = not inbound or self._health(name)
+                if healthy and name in owner_ids and (not inbound or "aggregator" in self.procs):
                     if connected is None:
                         connected = self.connected_owners()
                     healthy = name in connected
-                else:
-                    healthy = self._health(name)
                 if healthy:
                     pending.remove(name)
             if pending and time.monotonic() > end:
