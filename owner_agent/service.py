@@ -159,8 +159,9 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
 
     def stop(self) -> None:
         """Stop taking rounds, let the shares being computed finish (STOP_GRACE_SECONDS at
-        most), then close. A share still running after that is abandoned: its round fails
-        without this site, and a charge it made comes back (owner_agent/withdrawal.py)."""
+        most), then close. A share still running after that is abandoned: its round completes
+        without this site or fails, and a charge it committed is settled at the next start
+        (owner_agent/withdrawal.py)."""
         self._stop.set()
         if self.link is not None:
             self.link.close()
@@ -176,7 +177,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
         """Wait up to `grace` seconds for the share jobs' threads; the rounds still running.
         (A simulation's virtual owners run theirs on a pool and stop by their own `stop`.)"""
         end = time.monotonic() + grace
-        threads = {r: j for r, j in self._jobs.items() if isinstance(j, threading.Thread)}
+        jobs = list(self._jobs.items())  # an inbound agent's Invite may still add one
+        threads = {r: j for r, j in jobs if isinstance(j, threading.Thread)}
         for job in threads.values():
             job.join(max(0.0, end - time.monotonic()))
         return [round_id for round_id, job in threads.items() if job.is_alive()]
@@ -331,6 +333,8 @@ class OwnerAgentService(pb_grpc.OwnerAgentServicer):
     ) -> tuple[Refusal | None, Invitation | None, Authorization | None]:
         """Cheap checks answered synchronously; the heavy work runs after the reply. The
         analyst's authorization comes first: nothing is read for an unauthorized round."""
+        if self._stop.is_set():  # a job started now would be cut short by the exit
+            return Refusal.said("this agent is stopping"), None, None
         if request.round_id in self._jobs:
             return Refusal.said(f"round {request.round_id} was already accepted"), None, None
         try:
