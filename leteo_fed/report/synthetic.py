@@ -32,7 +32,13 @@ def _budget_rows(budget: dict[str, Any]) -> dict[str, str]:
             ),
         }
     if budget.get("grouping"):
-        rows["feature grouping (DP)"] = f"epsilon {budget['grouping'].get('epsilon', 0):.4g}"
+        grouping = budget["grouping"]
+        rows["feature grouping (DP)"] = f"epsilon {grouping.get('epsilon', 0):.4g}" + (
+            f" of {grouping['planned_epsilon']:.4g} planned ({picks['picks_made']} of "
+            f"{picks['picks']} picks made; the rest went to the groups)"
+            if (picks := grouping.get("pair_picks")) and "picks_made" in picks
+            else ""
+        )
     for i, g in enumerate(budget.get("groups", []), start=1):
         parts = " + ".join(
             f"{part} {g[part]['epsilon']:.3g}"

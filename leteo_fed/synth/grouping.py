@@ -30,19 +30,36 @@ from leteo_fed.synth.partition import cell_count
 Parts = list[list[int]]  # groups as indices into config.columns
 
 
-def group_epsilon(config: SynthConfig, width: int, n_groups: int, total_width: int) -> float:
-    """A group's epsilon: the rest after the grouping, split by columns or equally."""
-    grouping = config.epsilon * config.grouping_share if config.groups is None else 0.0
+def planned_grouping(config: SynthConfig) -> float:
+    """The most the DP grouping may spend: `grouping_share` of epsilon with groups = "dp", else
+    0. It spends less when its picks end early (`pair_grouping.GroupingRelease.epsilon`)."""
+    return config.epsilon * config.grouping_share if config.groups is None else 0.0
+
+
+def group_epsilon(
+    config: SynthConfig,
+    width: int,
+    n_groups: int,
+    total_width: int,
+    grouping: float | None = None,
+) -> float:
+    """A group's epsilon: the rest after the grouping (what it spent, or at most its plan when
+    `grouping` is None), split by columns or equally."""
+    spent = planned_grouping(config) if grouping is None else grouping
     share = width / total_width if config.group_split == "dimension" else 1 / n_groups
-    return (config.epsilon - grouping) * share
+    return (config.epsilon - spent) * share
 
 
 def histogram_epsilons(
-    config: SynthConfig, widths: np.ndarray, numeric: np.ndarray, n_groups: int, total_width: int
+    config: SynthConfig,
+    widths: np.ndarray,
+    numeric: np.ndarray,
+    n_groups: int,
+    total_width: int,
+    grouping: float | None = None,
 ) -> np.ndarray:
     """Each group's histogram epsilon (vectorized `histogram_epsilon`)."""
-    grouping = config.epsilon * config.grouping_share if config.groups is None else 0.0
-    rest = config.epsilon - grouping
+    rest = config.epsilon - (planned_grouping(config) if grouping is None else grouping)
     share = widths / total_width if config.group_split == "dimension" else 1.0 / n_groups
     return rest * share * np.where(numeric, config.shares["histogram"], 1.0)
 
@@ -79,18 +96,22 @@ class MergeTable:
     kept: np.ndarray  # [n, n] bool: neither group's own marginal gets noisier in the union
 
     @classmethod
-    def of(cls, parts: Parts, config: SynthConfig, n_per_class: float) -> MergeTable:
+    def of(
+        cls, parts: Parts, config: SynthConfig, n_per_class: float, grouping: float | None = None
+    ) -> MergeTable:
+        """`grouping`: what the DP grouping spent, if known (else its plan, an upper bound)."""
         columns = list(config.columns)
         total = len(columns)
         n = len(parts)
         cells = np.array([float(cell_count([columns[i] for i in p])) for p in parts])
         widths = np.array([len(p) for p in parts])
         numeric = np.array([any(columns[i].kind == "numeric" for i in p) for p in parts])
-        now = (cells / histogram_epsilons(config, widths, numeric, n, total)).sum()
+        eps_now = histogram_epsilons(config, widths, numeric, n, total, grouping)
+        now = (cells / eps_now).sum()
         if n < 2:
             empty = np.zeros((n, n), dtype=bool)
             return cls(empty, np.zeros((n, n)), float(now), empty)
-        fewer = cells / histogram_epsilons(config, widths, numeric, n - 1, total)
+        fewer = cells / histogram_epsilons(config, widths, numeric, n - 1, total, grouping)
         m_cells = np.outer(cells, cells)
         m_eps = histogram_epsilons(
             config,
@@ -98,13 +119,13 @@ class MergeTable:
             numeric[:, None] | numeric[None, :],
             n - 1,
             total,
+            grouping,
         )
         after = fewer.sum() - fewer[:, None] - fewer[None, :] + m_cells / m_eps
         fits = (m_cells <= config.max_cells) & (m_cells <= max(n_per_class, 0.0) * m_eps)
         np.fill_diagonal(fits, False)
         # a's marginal read off the union sums cells_b cells of scale 1/m_eps: its variance
         # cells_b / m_eps^2 against 1 / eps_a^2 measured alone (and the same for b)
-        eps_now = histogram_epsilons(config, widths, numeric, n, total)
         var_now = 1.0 / eps_now**2
         var_read = 1.0 / m_eps**2
         kept = (cells[None, :] * var_read <= var_now[:, None] * (1 + 1e-9)) & (
@@ -130,7 +151,9 @@ def names_of(parts: Parts, config: SynthConfig) -> list[list[str]]:
     return [[columns[i].name for i in sorted(p)] for p in sorted(parts, key=min)]
 
 
-def free_merges(parts: Parts, config: SynthConfig, n_per_class: float) -> Parts:
+def free_merges(
+    parts: Parts, config: SynthConfig, n_per_class: float, grouping: float | None = None
+) -> Parts:
     """Merge groups while a merge adds no histogram noise, leaves each group's own marginal as
     precise as it was measured alone, and the union fits; the largest saving first (then the
     first pair in column order).
@@ -145,7 +168,7 @@ def free_merges(parts: Parts, config: SynthConfig, n_per_class: float) -> Parts:
     sizes: no budget is spent here."""
     parts = [list(p) for p in sorted(parts, key=min)]
     while len(parts) > 1:
-        table = MergeTable.of(parts, config, n_per_class)
+        table = MergeTable.of(parts, config, n_per_class, grouping)
         ok = np.triu(table.free, 1)
         if not ok.any():
             break

@@ -172,8 +172,12 @@ def run_job(
         if model.found is not None:
             joined = "; ".join(", ".join(g) for g in model.groups if len(g) > 1) or "none"
             above = [" x ".join(p) for p in model.picks or []]
+            spent = model.budget["grouping"]
             say(
-                f"DP grouping: {len(above)} pair(s) above the noise"
+                f"DP grouping (epsilon {spent['epsilon']:.3g} of {spent['planned_epsilon']:.3g}"
+                f" planned, {spent['pair_picks']['picks_made']} of "
+                f"{spent['pair_picks']['picks']} picks made): {len(above)} pair(s) above the "
+                "noise"
                 + (f" ({', '.join(above)})" if above else "")
                 + f", {len(model.found) - len(model.groups)} merge(s) that add no noise; "
                 f"columns grouped: {joined}"

@@ -4,12 +4,13 @@ Both engines hand this module the same exact integer aggregates (`Aggregator`); 
 comes from a generator seeded by (seed, purpose, class, group), so the release depends on the
 seed, the config and the data only, never on the engine or the order of the work.
 
-Budget (pure epsilon-DP, Laplace everywhere): with groups = "dp", `grouping_share` of epsilon
-goes to the DP grouping release (`pair_grouping`: per-class marginals, then a few noisy-max
-picks of the most dependent pair of columns); the rest is split across groups (sequential composition)
-in proportion to their number of columns ("dimension", the book's choice) or equally; within a
-group, the histogram, the sums and the covariance take `shares` of the group's part. Classes are
-disjoint sets of records: they compose in parallel and each spends the whole group budget.
+Budget (pure epsilon-DP, Laplace everywhere): with groups = "dp", at most `grouping_share` of
+epsilon goes to the DP grouping release (`pair_grouping`: the class sizes, then a few noisy-max
+picks of the most dependent pair of columns; the picks it does not make are not spent); the
+rest is split across groups (sequential composition) in proportion to their number of columns
+("dimension", the book's choice) or equally; within a group, the histogram, the sums and the
+covariance take `shares` of the group's part. Classes are disjoint sets of records: they
+compose in parallel and each spends the whole group budget.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import numpy as np
 
 from leteo_fed.synth.aggregator import Aggregator
 from leteo_fed.synth.config import SynthConfig
-from leteo_fed.synth.grouping import free_merges, group_epsilon, names_of
+from leteo_fed.synth.grouping import free_merges, group_epsilon, names_of, planned_grouping
 from leteo_fed.synth.pair_grouping import (
     COUNT_SHARE,
     SCORE_SENSITIVITY,
+    GroupingRelease,
     grouping_release,
     rounds,
 )
@@ -83,14 +85,17 @@ def class_sizes(totals: np.ndarray, variances: np.ndarray) -> list[float]:
     return [max(0.0, float(v)) for v in sizes]
 
 
-def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]:
-    """Every epsilon spent, with the sensitivity each Laplace release is calibrated to."""
+def budget_split(
+    config: SynthConfig, groups: list[list[str]], release: GroupingRelease | None = None
+) -> dict[str, Any]:
+    """Every epsilon spent, with the sensitivity each Laplace release is calibrated to. With
+    groups = "dp", the grouping's `release` says what it spent (its plan when absent)."""
     eps = config.epsilon
-    grouping = eps * config.grouping_share if config.groups is None else 0.0
+    grouping = planned_grouping(config) if release is None else release.epsilon
     total_width = sum(len(g) for g in groups)
     per_group: list[dict[str, Any]] = []
     for g in groups:
-        e = group_epsilon(config, len(g), len(groups), total_width)
+        e = group_epsilon(config, len(g), len(groups), total_width, grouping)
         w = sum(config.column(n).kind == "numeric" for n in g)
         if w == 0:  # categorical only: the grid cell is the whole record; no moments needed
             per_group.append(
@@ -125,22 +130,26 @@ def budget_split(config: SynthConfig, groups: list[list[str]]) -> dict[str, Any]
         "groups": per_group,
     }
     if config.groups is None:
-        w = len(config.columns)
-        k = rounds(w)
+        planned = planned_grouping(config)
+        k = rounds(len(config.columns))
+        per_pick = planned * (1.0 - COUNT_SHARE) / k if k else 0.0
+        made = k if release is None else release.picks_made
         out["grouping"] = {
             "epsilon": grouping,
+            "planned_epsilon": planned,
             "class_sizes": {
                 "what": "every class's size (Laplace)",
-                "epsilon": grouping * COUNT_SHARE,
+                "epsilon": planned * COUNT_SHARE,
                 "l1_sensitivity": 1.0,
             },
             "pair_picks": {
                 "what": "report noisy max (exponential noise) among STOP and the column pairs "
                 "that may merge, by the L1 distance of their per-class table from its own "
-                "independence fit",
+                "independence fit; the picks not made go to the groups",
                 "picks": k,
-                "epsilon": grouping * (1.0 - COUNT_SHARE),
-                "epsilon_per_pick": grouping * (1.0 - COUNT_SHARE) / k if k else 0.0,
+                "picks_made": made,
+                "epsilon": made * per_pick,
+                "epsilon_per_pick": per_pick,
                 "sensitivity": SCORE_SENSITIVITY,
             },
         }
@@ -182,12 +191,13 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
         release = grouping_release(
             agg,
             config,
-            config.epsilon * config.grouping_share,
+            planned_grouping(config),
             rng(seed, NOISE_GROUPING, 0),
             rng(seed, NOISE_GROUPING, 1),
         )
         found = names_of(release.found, config)
-        groups = names_of(free_merges(release.parts, config, release.n_per_class), config)
+        merged = free_merges(release.parts, config, release.n_per_class, release.epsilon)
+        groups = names_of(merged, config)
         names = [c.name for c in config.columns]
         picks = [[names[i], names[j]] for i, j in release.picks]
         provenance = "dp"
@@ -196,8 +206,8 @@ def build(agg: Aggregator, config: SynthConfig, seed: int) -> SynthModel:
         for g in groups:
             check_cells([config.column(n) for n in g], config.max_cells)
         provenance = "config"
-        found, picks = None, None
-    budget = budget_split(config, groups)
+        found, picks, release = None, None, None
+    budget = budget_split(config, groups, release)
     model = SynthModel(groups, provenance, budget, found=found, picks=picks)
     noisy_hists, scales = noisy_histograms(agg, config, groups, budget, seed)
     model.class_sizes = class_sizes(

@@ -94,7 +94,7 @@ def warnings_for(table: Any, config: SynthConfig, model: SynthModel | MarginalMo
     ):
         out.append(
             f'groups = "dp" found no association above the noise of its release (epsilon '
-            f"{config.epsilon * config.grouping_share:g} for {len(config.columns)} columns): "
+            f"{model.budget['grouping']['epsilon']:.3g} for {len(config.columns)} columns): "
             + (
                 "every column is its own group, so the columns are independent given the class"
                 if len(model.groups) == len(config.columns)

@@ -110,7 +110,11 @@ def test_dp_groups_parquet_in_and_out(spark: Any, tmp_path: Path) -> None:
     config = write_config(tmp_path, epsilon=4.0, k=20, groups='"dp"')
     got = _run(tmp_path, tmp_path / "data.parquet", config, "--release-format", "parquet")
     assert got["local"][0]["groups"]["provenance"] == "dp"
-    assert got["local"][0]["budget"]["grouping"]["epsilon"] == pytest.approx(0.4)
+    budget = got["local"][0]["budget"]
+    assert budget["grouping"]["planned_epsilon"] == pytest.approx(0.4)
+    assert 0.04 <= budget["grouping"]["epsilon"] <= 0.4  # G1, and the picks it made
+    spent = budget["grouping"]["epsilon"] + sum(g["epsilon"] for g in budget["groups"])
+    assert spent == pytest.approx(4.0)
     local, other = (pq.read_table(got[e][1] / "synthetic.parquet") for e in ("local", "spark"))
     assert local.equals(other) and local.num_rows > 400
 

@@ -400,3 +400,38 @@ def test_the_number_of_picks_is_public_and_capped() -> None:
 
     assert [rounds(w) for w in (1, 2, 3, 5, 14, 20, 100)] == [0, 1, 2, 3, 7, 8, 8]
     assert MAX_PICKS == 8
+
+
+def test_a_release_spends_only_the_picks_it_makes() -> None:
+    """Three independent 8-level columns on 20,000 rows, K = 2 picks. STOP wins the first (no
+    pair clears the margin), and no merge is free (64 cells at half the noise scale, 32
+    scales, against 8 + 8 apart), so the second pick is never made: the release spends G1 and
+    one pick, 0.1 + 0.45 of epsilon_grouping, and the groups get the rest. The model's budget
+    says so and still sums to epsilon."""
+    import pyarrow as pa
+
+    from leteo_fed.synth.encoding import encode_table
+    from leteo_fed.synth.local_engine import LocalAggregator
+    from leteo_fed.synth.model import build, rng
+    from leteo_fed.synth.pair_grouping import COUNT_SHARE, grouping_release
+
+    g = np.random.default_rng(3)
+    n = 20_000
+    levels = tuple(str(i) for i in range(8))
+    cols = tuple(Column(c, "categorical", categories=levels) for c in ("x", "z", "w"))
+    config = SynthConfig(cols, epsilon=1.0, label="y", classes=("a", "b"))
+    data = {c: g.integers(0, 8, n).astype(str) for c in ("x", "z", "w")}
+    table = pa.table({**data, "y": np.where(g.random(n) < 0.3, "b", "a")})
+    agg = LocalAggregator(encode_table(table, config), config)
+    planned = config.epsilon * config.grouping_share
+    for seed in range(3):
+        release = grouping_release(agg, config, planned, rng(seed, 0), rng(seed, 1))
+        assert release.picks == [] and release.free_picks == [] and release.picks_made == 1
+        assert release.epsilon == pytest.approx(planned * (COUNT_SHARE + (1 - COUNT_SHARE) / 2))
+    model = build(agg, config, seed=0)
+    spent = model.budget["grouping"]["epsilon"]
+    assert spent == pytest.approx(0.055) and model.budget["grouping"]["planned_epsilon"] == 0.1
+    assert model.budget["grouping"]["pair_picks"]["picks_made"] == 1
+    groups = [part["epsilon"] for part in model.budget["groups"]]
+    assert groups == pytest.approx([(1.0 - 0.055) / 3] * 3)
+    assert spent + sum(groups) == pytest.approx(config.epsilon)
