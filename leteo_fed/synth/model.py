@@ -28,6 +28,7 @@ from leteo_fed.synth.pair_grouping import (
     SCORE_SENSITIVITY,
     GroupingRelease,
     grouping_release,
+    pick_epsilon,
     rounds,
 )
 from leteo_fed.synth.partition import (
@@ -132,7 +133,6 @@ def budget_split(
     if config.groups is None:
         planned = planned_grouping(config)
         k = rounds(len(config.columns))
-        per_pick = planned * (1.0 - COUNT_SHARE) / k if k else 0.0
         made = k if release is None else release.picks_made
         out["grouping"] = {
             "epsilon": grouping,
@@ -148,8 +148,8 @@ def budget_split(
                 "independence fit; the picks not made go to the groups",
                 "picks": k,
                 "picks_made": made,
-                "epsilon": made * per_pick,
-                "epsilon_per_pick": per_pick,
+                "epsilon": grouping - planned * COUNT_SHARE,
+                "epsilon_per_pick": pick_epsilon(planned, len(config.columns)),
                 "sensitivity": SCORE_SENSITIVITY,
             },
         }

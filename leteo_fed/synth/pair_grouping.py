@@ -74,6 +74,12 @@ def rounds(n_columns: int) -> int:
     return min(n_columns - 1, math.ceil(n_columns / 2), MAX_PICKS) if n_columns > 1 else 0
 
 
+def pick_epsilon(epsilon: float, n_columns: int) -> float:
+    """One pick's epsilon: the release's epsilon less G1, over its `rounds(W)` picks."""
+    k = rounds(n_columns)
+    return epsilon * (1.0 - COUNT_SHARE) / k if k else 0.0
+
+
 @dataclass(frozen=True)
 class GroupingRelease:
     """What the release says: the groups its picks formed, the picks in order, and the
@@ -136,7 +142,7 @@ def grouping_release(
             for i, j in keys
         ]
     )
-    per_pick = epsilon * (1.0 - COUNT_SHARE) / k
+    per_pick = pick_epsilon(epsilon, w)
     pick = NoisyMax.calibrate(Budget(per_pick, 0.0), SCORE_SENSITIVITY)
     floor = 2.0 * max(float(sizes.sum()), 0.0) * (1.0 - config.grouping_cut)
     picks: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])  # threshold, free

@@ -431,7 +431,9 @@ def test_a_release_spends_only_the_picks_it_makes() -> None:
     model = build(agg, config, seed=0)
     spent = model.budget["grouping"]["epsilon"]
     assert spent == pytest.approx(0.055) and model.budget["grouping"]["planned_epsilon"] == 0.1
-    assert model.budget["grouping"]["pair_picks"]["picks_made"] == 1
+    picks = model.budget["grouping"]["pair_picks"]
+    assert picks["picks_made"] == 1 and picks["picks"] == 2
+    assert picks["epsilon"] == pytest.approx(0.045) == picks["epsilon_per_pick"]
     groups = [part["epsilon"] for part in model.budget["groups"]]
     assert groups == pytest.approx([(1.0 - 0.055) / 3] * 3)
     assert spent + sum(groups) == pytest.approx(config.epsilon)
